@@ -1,0 +1,57 @@
+// Every op is described once: name, formula, the bytes it must move, the FLOPs it does, and the dtypes it accepts.
+// Tests, `kernelkit verify`, the benchmark and the planner all read this table; nothing re-derives bytes elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "kernelkit/dtype.hpp"
+
+namespace kernelkit {
+
+struct DeviceProfile;
+
+enum class OpId : uint8_t { rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm, rms_norm_gelu };
+
+enum class OpFamily : uint8_t { row_norm };
+
+// The problem size of a row op: `rows` rows of `hidden` elements; `batch` groups of rows for per-batch parameters
+// (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row
+// stride in bytes, which bounds the vector width.
+struct OpShape {
+  int64_t rows = 0;
+  int64_t hidden = 0;
+  int64_t batch = 1;
+  int align_bytes = 16;
+};
+
+struct OpInfo {
+  OpId id;
+  std::string_view name;
+  OpFamily family;
+  std::string_view formula;
+  // Minimal traffic, in units of the activation dtype: each [rows, hidden] tensor read or written once, each [hidden]
+  // parameter read once, each [batch, hidden] parameter read once.
+  int row_tensors_read;
+  int row_tensors_written;
+  int hidden_vectors_read;
+  int batch_vectors_read;
+  double flops_per_element;  // counted on the default configuration (weights present)
+};
+
+std::span<const OpInfo> op_table();
+const OpInfo& op_info(OpId id);
+std::optional<OpId> parse_op(std::string_view name);
+
+uint64_t op_bytes(OpId id, const OpShape& shape, DType dtype);  // minimal bytes moved
+double op_flops(OpId id, const OpShape& shape);
+// FLOP per byte, and whether it is below this profile's ridge point (CUDA-core fp32 peak / bandwidth).
+double op_intensity(OpId id, const OpShape& shape, DType dtype);
+bool op_memory_bound(OpId id, const OpShape& shape, DType dtype, const DeviceProfile& profile);
+
+// The dtypes an op accepts on a profile: f32, f16, and bf16 only where the profile supports it.
+bool op_supports(OpId id, DType dtype, const DeviceProfile& profile);
+
+}  // namespace kernelkit

@@ -1,0 +1,36 @@
+// The few runtime facts the core needs from CUDA, behind a framework-free interface.
+// In a build without CUDA every query answers "no device".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit {
+
+bool built_with_cuda();
+int cuda_device_count();  // 0 without a GPU or without a CUDA build
+
+// What the driver reports for a device (the profile merges these over its table entry).
+struct DeviceFacts {
+  std::string name;
+  int sm = 0;
+  int sms = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  int regs_per_sm = 0;
+  int64_t smem_per_sm = 0;
+  int64_t smem_per_block_default = 0;
+  int64_t smem_per_block_optin = 0;
+  int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;
+  std::string driver_version;
+};
+Status query_device(int index, DeviceFacts* out);
+
+// Checks that `ptr` is device memory usable on CUDA device `device` (not a plain host pointer). `arg` names it in errors.
+Status check_device_pointer(const void* ptr, int device, const char* arg);
+
+}  // namespace kernelkit

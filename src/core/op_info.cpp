@@ -1,0 +1,61 @@
+#include "kernelkit/op_info.hpp"
+
+#include <array>
+
+#include "kernelkit/profile.hpp"
+
+namespace kernelkit {
+namespace {
+
+// FLOPs per element, counted once here: square+add (2) and scale by rstd and weight (2) for RMS; for layer norm a sum
+// (1), (x-mean)^2 accumulated (3) and (x-mean)*rstd*w+b (3); +1 for the residual add; +2 for the modulation;
+// the tanh-GELU epilogue as ~10 (cube, two mul-adds, tanh, half-product).
+constexpr std::array<OpInfo, 5> kOps = {{
+    {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
+    {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
+     "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
+    {OpId::layer_norm, "layer_norm", OpFamily::row_norm, "y = (x - mean) / sqrt(var + eps) * w + b", 1, 1, 2, 0, 7},
+    {OpId::ada_layer_norm, "ada_layer_norm", OpFamily::row_norm,
+     "y = layer_norm(x) * (1 + scale[b]) + shift[b]", 1, 1, 0, 2, 9},
+    {OpId::rms_norm_gelu, "rms_norm_gelu", OpFamily::row_norm, "y = gelu_tanh(x / sqrt(mean(x^2) + eps) * w)", 1, 1,
+     1, 0, 14},
+}};
+
+}  // namespace
+
+std::span<const OpInfo> op_table() { return kOps; }
+
+const OpInfo& op_info(OpId id) { return kOps[static_cast<size_t>(id)]; }
+
+std::optional<OpId> parse_op(std::string_view name) {
+  for (const auto& op : kOps)
+    if (op.name == name) return op.id;
+  return std::nullopt;
+}
+
+uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
+  const OpInfo& op = op_info(id);
+  const uint64_t e = dtype_size(dtype);
+  const uint64_t row = static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.hidden);
+  return e * (row * static_cast<uint64_t>(op.row_tensors_read + op.row_tensors_written) +
+              static_cast<uint64_t>(s.hidden) * static_cast<uint64_t>(op.hidden_vectors_read) +
+              static_cast<uint64_t>(s.batch * s.hidden) * static_cast<uint64_t>(op.batch_vectors_read));
+}
+
+double op_flops(OpId id, const OpShape& s) {
+  return op_info(id).flops_per_element * static_cast<double>(s.rows) * static_cast<double>(s.hidden);
+}
+
+double op_intensity(OpId id, const OpShape& s, DType dtype) {
+  const uint64_t b = op_bytes(id, s, dtype);
+  return b ? op_flops(id, s) / static_cast<double>(b) : 0.0;
+}
+
+bool op_memory_bound(OpId id, const OpShape& s, DType dtype, const DeviceProfile& p) {
+  const double ridge = p.fp32_tflops * 1e12 / (p.hbm_gbps * 1e9);  // FLOP per byte where the roofs meet
+  return op_intensity(id, s, dtype) < ridge;
+}
+
+bool op_supports(OpId, DType dtype, const DeviceProfile& p) { return is_floating(dtype) && p.supports(dtype); }
+
+}  // namespace kernelkit

@@ -1,0 +1,166 @@
+#include "kernelkit/planner.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+namespace kernelkit {
+namespace {
+
+constexpr int kWarp = 32;
+// Row reductions use 256-thread blocks (the seeds' rule for element-wise and row ops: enough warps per block to hide
+// latency, small enough that several blocks share an SM and the grid can be a multiple of the SM count).
+constexpr int kRowBlockThreads = 256;
+constexpr int kMaxBlockThreads = 1024;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int next_pow2(int64_t v) {
+  int p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+Status plan_row_norm(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p) {
+  const int elem = static_cast<int>(dtype_size(dtype));
+  // Vector width: 16 bytes when the hidden size, every pointer and every row stride allow it, else the largest power
+  // of two dividing all of them (the gcd rule), down to scalar accesses for odd hidden sizes.
+  const int max_vec = 16 / elem;
+  const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
+  p->vec = std::gcd(static_cast<int>(std::gcd<int64_t, int64_t>(s.hidden, max_vec)), align_elems);
+  p->vecs_per_thread = row_cache_vecs(p->vec, elem);
+
+  // Threads per row: enough that each holds at most `vecs_per_thread` vectors in registers; powers of two up to a
+  // warp (sub-warp groups reduce with shuffles alone), whole warps beyond. Rows longer than 1024 threads' registers
+  // take several passes (chunks) that re-read the row, mostly from L2.
+  const int64_t nvec = ceil_div(s.hidden, p->vec);
+  const int64_t want = ceil_div(nvec, p->vecs_per_thread);
+  const int tpr = want <= kWarp ? next_pow2(want)
+                                : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kMaxBlockThreads));
+  p->threads_per_row = tpr;
+  p->chunks = static_cast<int>(ceil_div(nvec, static_cast<int64_t>(tpr) * p->vecs_per_thread));
+  p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
+  p->block_threads = tpr * p->rows_per_block;
+
+  // Scratch for the cross-warp reduction: one float per warp of each row (none when a row fits in a warp).
+  const int warps_per_row = tpr > kWarp ? tpr / kWarp : 0;
+  p->smem_bytes = static_cast<int64_t>(p->rows_per_block) * warps_per_row * static_cast<int64_t>(sizeof(float));
+  p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+
+  // Grid: at most one wave of resident blocks (a multiple of the SM count), each looping over row groups.
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes);
+  if (p->blocks_per_sm == 0)
+    return unsupported("row_norm: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
+                       prof.key);
+  const int64_t row_groups = ceil_div(s.rows, p->rows_per_block);
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  p->grid = std::max<int64_t>(1, std::min(row_groups, wave));
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  return Status::Ok();
+}
+
+}  // namespace
+
+int blocks_per_sm(const DeviceProfile& prof, int threads, int64_t smem) {
+  if (threads <= 0 || threads > kMaxBlockThreads || threads > prof.max_threads_per_sm) return 0;
+  if (smem > prof.smem_per_block_optin) return 0;
+  int64_t n = std::min<int64_t>(prof.max_threads_per_sm / threads, prof.max_blocks_per_sm);
+  if (smem > 0) n = std::min<int64_t>(n, prof.smem_per_sm / smem);
+  return static_cast<int>(n);
+}
+
+Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
+  const OpInfo& info = op_info(op);
+  *p = LaunchPlan{};
+  p->op = op;
+  p->dtype = dtype;
+  p->profile = prof.key;
+  if (!is_floating(dtype))
+    return invalid_argument(std::string(info.name) + ": dtype " + std::string(dtype_name(dtype)) +
+                            " is not supported (expected f32, f16 or bf16)");
+  if (!prof.supports(dtype))
+    return unsupported(std::string(info.name) + ": " + std::string(dtype_name(dtype)) + " is not supported on profile " +
+                       prof.key + " (sm_" + std::to_string(prof.sm) + " has no bf16); use f16");
+  if (s.hidden <= 0)
+    return invalid_argument(std::string(info.name) + ": hidden size must be > 0, got " + std::to_string(s.hidden));
+  if (s.rows < 0)
+    return invalid_argument(std::string(info.name) + ": rows must be >= 0, got " + std::to_string(s.rows));
+  switch (info.family) {
+    case OpFamily::row_norm: return plan_row_norm(prof, s, dtype, p);
+  }
+  return unsupported(std::string(info.name) + ": no planner for this op family");
+}
+
+std::string LaunchPlan::to_string() const {
+  std::ostringstream os;
+  os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
+     << rows_per_block << " (" << block_threads << " threads), grid " << grid << ", vec " << vec << ", "
+     << vecs_per_thread << " vec/thread, " << chunks << " chunk" << (chunks == 1 ? "" : "s") << ", smem " << smem_bytes
+     << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM, occupancy "
+     << static_cast<int>(occupancy * 100 + 0.5) << "%";
+  return os.str();
+}
+
+// ---- Tiles for the compute-bound families --------------------------------------------------------------------------
+
+namespace {
+struct TileSeed {
+  int min_sm;
+  int attn_m, attn_n, attn_stages, attn_warps;
+  int mm_m, mm_n, mm_k, mm_stages, mm_warps;
+};
+// The seeds' per-arch table, newest first. sm_75 has no cp.async, so its pipelines are two register-staged buffers.
+constexpr TileSeed kTileSeeds[] = {
+    {90, 128, 64, 2, 4, 128, 128, 32, 4, 8},
+    {80, 128, 64, 2, 4, 128, 128, 32, 3, 8},
+    {75, 64, 32, 2, 4, 64, 64, 32, 2, 4},
+};
+}  // namespace
+
+Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int head_dim, TilePlan* t) {
+  *t = TilePlan{};
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    return invalid_argument("tile plan: dtype must be f16 or bf16, got " + std::string(dtype_name(dtype)));
+  if (!prof.supports(dtype))
+    return unsupported("tile plan: bf16 is not supported on profile " + prof.key + "; use f16");
+  const TileSeed* seed = nullptr;
+  for (const auto& s : kTileSeeds)
+    if (prof.sm >= s.min_sm) {
+      seed = &s;
+      break;
+    }
+  if (!seed) return unsupported("tile plan: sm_" + std::to_string(prof.sm) + " is older than sm_75");
+  const int64_t e = static_cast<int64_t>(dtype_size(dtype));
+  auto smem = [&](const TilePlan& p) -> int64_t {
+    if (family == TileFamily::attention)  // Q tile + `stages` buffers of K and V tiles
+      return e * (static_cast<int64_t>(p.block_m) * head_dim + 2LL * p.stages * p.block_n * head_dim);
+    return e * p.stages * static_cast<int64_t>(p.block_m + p.block_n) * p.block_k;  // A and B tiles per stage
+  };
+  if (family == TileFamily::attention) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+      return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+    *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, seed->attn_warps, 0, false};
+  } else {
+    *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
+  }
+  // Shrink until it fits the opt-in maximum: fewer stages first (keeps the MMA shape), then the N tile, then M.
+  while (smem(*t) > prof.smem_per_block_optin) {
+    if (t->stages > 1) --t->stages;
+    else if (t->block_n > 16) t->block_n /= 2;
+    else if (t->block_m > 16) t->block_m /= 2;
+    else return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
+  }
+  t->smem_bytes = smem(*t);
+  t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
+  return Status::Ok();
+}
+
+std::string TilePlan::to_string() const {
+  std::ostringstream os;
+  os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
+     << ", " << warps << " warps, smem " << smem_bytes / 1024 << " KB" << (smem_optin ? " (opt-in)" : "");
+  return os.str();
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,26 @@
+// Runtime -> compile-time dispatch at the host boundary. Each helper calls `f` with a std::integral_constant (or a
+// type tag) and returns its Status; an unsupported value is an error that names it, never a silent no-op.
+#pragma once
+
+#include <string>
+#include <type_traits>
+
+#include "kernelkit/status.hpp"
+
+namespace kernelkit::cuda {
+
+// v in {1, 2, 4, 8} (up to kMax): the vector widths the planner can choose.
+template <int kMax, typename F>
+Status dispatch_vec(int v, F&& f) {
+  switch (v) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: if constexpr (kMax >= 2) return f(std::integral_constant<int, 2>{}); break;
+    case 4: if constexpr (kMax >= 4) return f(std::integral_constant<int, 4>{}); break;
+    case 8: if constexpr (kMax >= 8) return f(std::integral_constant<int, 8>{}); break;
+    default: break;
+  }
+  return Status(StatusCode::internal, "no kernel instantiated for vector width " + std::to_string(v) +
+                                          " (max " + std::to_string(kMax) + ")");
+}
+
+}  // namespace kernelkit::cuda

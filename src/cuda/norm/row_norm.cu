@@ -1,0 +1,36 @@
+// Host entry of the row-norm family on CUDA: device checks, plan from the active profile, dtype dispatch.
+#include "cuda/norm/row_norm.cuh"
+#include "cuda/runtime_internal.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit::cuda {
+extern template Status launch_row_norm<float>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+extern template Status launch_row_norm<__half>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+extern template Status launch_row_norm<__nv_bfloat16>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+}  // namespace kernelkit::cuda
+
+namespace kernelkit::detail {
+
+Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
+  const std::string name(op_info(a.op).name);
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(a.device.index));
+  DeviceProfile prof;
+  KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
+  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, name));
+  const std::pair<const void*, const char*> ptrs[] = {{a.x, "x"},         {a.out, "out"},   {a.residual, "residual"},
+                                                      {a.weight, "weight"}, {a.bias, "bias"}, {a.scale, "scale"},
+                                                      {a.shift, "shift"}};
+  for (const auto& [ptr, arg] : ptrs)
+    if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, a.device.index, (name + ": " + arg).c_str()));
+  LaunchPlan plan;
+  KK_RETURN_IF_ERROR(plan_op(prof, a.op, a.shape(), a.dtype, &plan));
+  switch (a.dtype) {
+    case DType::f32: return cuda::launch_row_norm<float>(a, plan, stream);
+    case DType::f16: return cuda::launch_row_norm<__half>(a, plan, stream);
+    case DType::bf16: return cuda::launch_row_norm<__nv_bfloat16>(a, plan, stream);
+    default: return invalid_argument(name + ": dtype " + std::string(dtype_name(a.dtype)) + " has no CUDA kernel");
+  }
+}
+
+}  // namespace kernelkit::detail

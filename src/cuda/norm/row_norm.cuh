@@ -1,0 +1,212 @@
+// The row-norm kernel family: rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm and rms_norm_gelu are one
+// kernel template over (storage type, vector width, variant).
+//
+// Per row of `hidden` elements (E = sizeof(T)):
+//   bytes  = E * hidden * (reads + writes of [rows, hidden] tensors) + parameters (op_info.cpp has the formula)
+//   FLOPs  = ~4 per element for RMS, ~7 for layer norm (op_info.cpp)
+// so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once.
+//
+// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block). Each thread holds up to
+// CACHE vectors of its row in registers, so the row is read from DRAM once; the reduction pass and the output pass
+// reuse those registers. Rows too long for 1024 threads' registers are split in `chunks` and re-read (from L2) per
+// pass. The grid is at most one wave of resident blocks that loops over row groups.
+//
+// Numerics: fp32 accumulation, statistics from the cached values (layer norm: mean first, then the centred second
+// moment; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
+// normalized, because the residual stream stored for the next layer is what the next layer will see.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/row_norm.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/dispatch.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/common/vec.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+using detail::NormType;
+
+template <typename T>
+struct RowNormParams {
+  T* out;                 // [rows, hidden], row stride out_stride
+  const T* x;             // [rows, hidden], row stride x_stride
+  T* residual;            // [rows, hidden] (fused add), row stride residual_stride
+  const T* weight;        // [hidden] or null
+  const T* bias;          // [hidden] or null
+  const T* scale;         // [batch, hidden] or null, row stride mod_stride
+  const T* shift;         // [batch, hidden] or null
+  int64_t rows, hidden;
+  int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
+  float eps, weight_offset;
+  int chunks;
+};
+
+template <NormType kNorm, bool kResidual, bool kGelu>
+struct RowVariant {
+  static constexpr NormType norm = kNorm;
+  static constexpr bool residual = kResidual;
+  static constexpr bool gelu = kGelu;
+};
+
+__device__ __forceinline__ float gelu_tanh(float v) {
+  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+template <typename T, int VEC, typename Variant>
+__global__ void row_norm_kernel(const RowNormParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int CACHE = row_cache_vecs(VEC, sizeof(T));
+    using V = Vec<T, VEC>;
+    extern __shared__ float scratch[];  // [rows_per_block][threads_per_row / 32] when a row spans warps
+
+    const int tpr = blockDim.x;
+    const int64_t nvec = p.hidden / VEC;  // VEC divides hidden (planner)
+    const int64_t chunk_vecs = static_cast<int64_t>(tpr) * CACHE;
+    const float inv_hidden = 1.0f / static_cast<float>(p.hidden);
+
+    // The loop bound is uniform across the block, so every thread reaches each group_sum (which may sync).
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows;
+         base += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+      const int64_t row = base + threadIdx.y;
+      const bool active = row < p.rows;
+      const T* xr = p.x + row * p.x_stride;
+      T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
+      T* outr = p.out + row * p.out_stride;
+
+      V cache[CACHE];
+      // Vector k of chunk c of this thread: coalesced across the row's threads.
+      auto vec_index = [&](int c, int k) { return c * chunk_vecs + static_cast<int64_t>(k) * tpr + threadIdx.x; };
+      // First touch of a chunk: read x (and the residual: add, round, write back). Later passes re-read the stored
+      // value (the residual when fused: x may already be overwritten in place).
+      auto load_chunk = [&](int c, bool first) {
+#pragma unroll
+        for (int k = 0; k < CACHE; ++k) {
+          const int64_t i = vec_index(c, k);
+          if (active && i < nvec) {
+            if constexpr (Variant::residual) {
+              if (first) {
+                const V a = V::load(xr + i * VEC);
+                V r = V::load(rr + i * VEC);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j) r.v[j] = from_float<T>(to_float(a.v[j]) + to_float(r.v[j]));
+                r.store(rr + i * VEC);
+                cache[k] = r;
+              } else {
+                cache[k] = V::load(rr + i * VEC);
+              }
+            } else {
+              cache[k] = V::load(xr + i * VEC);
+            }
+          }
+        }
+      };
+      // Sum over this thread's part of the chunk of f(x).
+      auto chunk_sum = [&](int c, auto f) {
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < CACHE; ++k)
+          if (active && vec_index(c, k) < nvec) {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) s += f(to_float(cache[k].v[j]));
+          }
+        return s;
+      };
+
+      // Pass 1: load (the only DRAM read when chunks == 1) and the first statistic.
+      float mean = 0.0f;
+      float acc = 0.0f;
+      for (int c = 0; c < p.chunks; ++c) {
+        load_chunk(c, true);
+        if constexpr (Variant::norm == NormType::layer) acc += chunk_sum(c, [](float v) { return v; });
+        else acc += chunk_sum(c, [](float v) { return v * v; });
+      }
+      acc = group_sum(acc, tpr, scratch);
+      if constexpr (Variant::norm == NormType::layer) {
+        mean = acc * inv_hidden;
+        acc = 0.0f;
+        for (int c = 0; c < p.chunks; ++c) {
+          if (p.chunks > 1) load_chunk(c, false);
+          acc += chunk_sum(c, [mean](float v) { return (v - mean) * (v - mean); });
+        }
+        acc = group_sum(acc, tpr, scratch);
+      }
+      const float rstd = rsqrtf(acc * inv_hidden + p.eps);
+
+      // Pass 2: normalize, apply the affine parameters and the epilogue, round once, store.
+      const int64_t b = Variant::norm == NormType::layer && p.scale ? row / p.rows_per_batch : 0;
+      for (int c = 0; c < p.chunks; ++c) {
+        if (p.chunks > 1) load_chunk(c, false);
+#pragma unroll
+        for (int k = 0; k < CACHE; ++k) {
+          const int64_t i = vec_index(c, k);
+          if (!active || i >= nvec) continue;
+          const int64_t col = i * VEC;
+          V w, bi, sc, sh, o;
+          if (p.weight) w = V::load(p.weight + col);
+          if (p.bias) bi = V::load(p.bias + col);
+          if (p.scale) sc = V::load(p.scale + b * p.mod_stride + col);
+          if (p.shift) sh = V::load(p.shift + b * p.mod_stride + col);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            float y = (to_float(cache[k].v[j]) - mean) * rstd;
+            if (p.weight) y *= p.weight_offset + to_float(w.v[j]);
+            if (p.bias) y += to_float(bi.v[j]);
+            if (p.scale) y *= 1.0f + to_float(sc.v[j]);
+            if (p.shift) y += to_float(sh.v[j]);
+            if constexpr (Variant::gelu) y = gelu_tanh(y);
+            o.v[j] = from_float<T>(y);
+          }
+          o.store(outr + col);
+        }
+      }
+    }
+  }
+}
+
+// Host side: pick the instantiation for (vector width, variant) and launch with the plan's geometry.
+template <typename T>
+Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  RowNormParams<T> p{};
+  p.out = static_cast<T*>(a.out);
+  p.x = static_cast<const T*>(a.x);
+  p.residual = static_cast<T*>(a.residual);
+  p.weight = static_cast<const T*>(a.weight);
+  p.bias = static_cast<const T*>(a.bias);
+  p.scale = static_cast<const T*>(a.scale);
+  p.shift = static_cast<const T*>(a.shift);
+  p.rows = a.rows;
+  p.hidden = a.hidden;
+  p.out_stride = a.out_stride;
+  p.x_stride = a.x_stride;
+  p.residual_stride = a.residual_stride;
+  p.mod_stride = a.mod_stride;
+  p.rows_per_batch = a.rows_per_batch;
+  p.eps = a.eps;
+  p.weight_offset = a.weight_offset;
+  p.chunks = plan.chunks;
+
+  auto launch = [&](auto kernel) -> Status {
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
+    const dim3 block(plan.threads_per_row, plan.rows_per_block);
+    kernel<<<static_cast<unsigned>(plan.grid), block, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
+    constexpr int V = decltype(vec)::value;
+    if (a.residual_add) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false>>);
+    if (a.gelu) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true>>);
+    if (a.norm == NormType::layer) return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false>>);
+    return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false>>);
+  });
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,6 @@
+// Instantiation of the row-norm family for float (one file per dtype so the builds compile in parallel).
+#include "cuda/norm/row_norm.cuh"
+
+namespace kernelkit::cuda {
+template Status launch_row_norm<float>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+}  // namespace kernelkit::cuda

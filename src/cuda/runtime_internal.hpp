@@ -1,0 +1,31 @@
+// Host helpers shared by the CUDA launchers.
+#pragma once
+
+#include <string>
+
+#include "kernelkit/dtype.hpp"
+#include "kernelkit/status.hpp"
+
+namespace kernelkit::cuda {
+
+// Makes `device` current for the scope and restores the caller's device afterwards.
+class DeviceGuard {
+ public:
+  DeviceGuard() = default;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ~DeviceGuard();
+  Status set(int device);
+
+ private:
+  int previous_ = -1;
+};
+
+// The PTX architecture (x10) of the kernel code this binary runs on `device`: 75 for a 75-virtual build JIT-compiled
+// on an H200, 90 for an sm_90 build. -1 when it cannot be read.
+int code_arch(int device);
+
+// bf16 needs code compiled for sm_80+; a binary whose code for this device is sm_75 has none (KK_DEVICE_HAS_BF16).
+Status check_dtype_code(DType dtype, int device, const std::string& op);
+
+}  // namespace kernelkit::cuda

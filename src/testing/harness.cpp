@@ -1,0 +1,300 @@
+#include "testing/harness.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit::testing {
+
+Tolerance tolerance(DType t) {
+  switch (t) {
+    case DType::bf16: return {0.0078125, 1e-4};    // 2^-7: one bf16 ulp in [1, 2)
+    case DType::f16: return {0.0009765625, 1e-5};  // 2^-10: one f16 ulp in [1, 2)
+    default: return {1e-5, 1e-6};                  // fp32 math vs fp64: accumulation order over <= 2^16 terms
+  }
+}
+
+std::vector<int64_t> grid_rows() { return {1, 7, 83, 4096}; }
+std::vector<int64_t> grid_hidden() { return {64, 111, 500, 769, 2048, 4096, 5125, 8192}; }
+
+std::string NormCase::name() const {
+  std::ostringstream os;
+  os << op_info(op).name << " " << dtype_name(dtype) << " " << rows << "x" << hidden;
+  if (row_pad) os << " pad " << row_pad;
+  if (!weight) os << " no-weight";
+  if (!bias && (op == OpId::layer_norm || op == OpId::ada_layer_norm)) os << " no-bias";
+  if (weight_offset != 0.0f) os << " offset " << weight_offset;
+  if (magnitude > 1) os << " |x|~" << magnitude;
+  return os.str();
+}
+
+namespace {
+
+bool is_layer(OpId op) { return op == OpId::layer_norm || op == OpId::ada_layer_norm; }
+
+// Host inputs of one case. ada_layer_norm sees x as [batch, seq, hidden]; the others as [rows, hidden].
+struct NormData {
+  int64_t stride = 0, batch = 1, seq = 1;
+  HostBuffer x, residual, out, weight, bias, scale, shift;
+};
+
+struct NormPtrs {
+  void *x = nullptr, *residual = nullptr, *out = nullptr, *weight = nullptr, *bias = nullptr, *scale = nullptr,
+       *shift = nullptr;
+};
+
+NormPtrs host_ptrs(NormData& d) {
+  return {d.x.data(), d.residual.data(), d.out.data(), d.weight.data(), d.bias.data(), d.scale.data(), d.shift.data()};
+}
+
+NormData make_inputs(const NormCase& c) {
+  NormData d;
+  d.stride = c.hidden + c.row_pad;
+  if (c.op == OpId::ada_layer_norm) {
+    d.batch = (c.rows >= 4 && c.rows % 4 == 0) ? 4 : c.rows;
+    d.seq = d.batch ? c.rows / d.batch : 0;
+  }
+  const int64_t n = c.rows * d.stride;
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.op) * 131 + c.hidden);
+  auto fill = [&](HostBuffer& b, int64_t count, double lo, double hi) {
+    b = HostBuffer(c.dtype, count);
+    std::uniform_real_distribution<double> u(lo, hi);
+    for (int64_t i = 0; i < count; ++i) b.set(i, u(rng));
+  };
+  // Extreme case: |x| in [m/2, m] with random sign (fp16 near 60000); otherwise centred off zero so layer norm's
+  // mean subtraction matters.
+  auto fill_act = [&](HostBuffer& b, double m) {
+    b = HostBuffer(c.dtype, n);
+    std::uniform_real_distribution<double> u(0.5, 1.0), s(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i) b.set(i, m > 1 ? (s(rng) < 0 ? -1 : 1) * m * u(rng) : 0.3 + s(rng));
+  };
+  const bool fused = c.op == OpId::fused_add_rms_norm;
+  fill_act(d.x, fused ? c.magnitude / 2 : c.magnitude);  // x + residual stays finite in fp16
+  if (fused) fill_act(d.residual, c.magnitude / 2);
+  d.out = HostBuffer(c.dtype, n);
+  fill(d.weight, c.hidden, c.weight_offset != 0 ? -0.5 : 0.5, c.weight_offset != 0 ? 0.5 : 1.5);
+  fill(d.bias, c.hidden, -0.5, 0.5);
+  fill(d.scale, d.batch * c.hidden, -0.5, 0.5);
+  fill(d.shift, d.batch * c.hidden, -0.5, 0.5);
+  return d;
+}
+
+// Calls the public op for case `c` over the buffers at `p` on `dev` (CPU backend or CUDA).
+Status call_op(const NormCase& c, const NormData& d, const NormPtrs& p, Device dev) {
+  auto act = [&](void* ptr) {
+    if (c.op == OpId::ada_layer_norm)
+      return TensorView::strided(ptr, c.dtype, {d.batch, d.seq, c.hidden}, {d.seq * d.stride, d.stride, 1}, dev);
+    return TensorView::strided(ptr, c.dtype, {c.rows, c.hidden}, {d.stride, 1}, dev);
+  };
+  auto vec = [&](void* ptr, bool present) -> std::optional<TensorView> {
+    if (!present) return std::nullopt;
+    return TensorView::contiguous(ptr, c.dtype, {c.hidden}, dev);
+  };
+  const auto w = vec(p.weight, c.weight);
+  const auto b = vec(p.bias, c.bias);
+  switch (c.op) {
+    case OpId::rms_norm: return rms_norm(act(p.out), act(p.x), w, c.eps, c.weight_offset);
+    case OpId::fused_add_rms_norm: return fused_add_rms_norm(act(p.x), act(p.residual), w, c.eps, c.weight_offset);
+    case OpId::layer_norm: return layer_norm(act(p.out), act(p.x), w, b, c.eps);
+    case OpId::ada_layer_norm: {
+      const auto sc = TensorView::contiguous(p.scale, c.dtype, {d.batch, c.hidden}, dev);
+      const auto sh = TensorView::contiguous(p.shift, c.dtype, {d.batch, c.hidden}, dev);
+      return ada_layer_norm(act(p.out), act(p.x), sc, sh, w, b, c.eps);
+    }
+    case OpId::rms_norm_gelu: return rms_norm_gelu(act(p.out), act(p.x), w, c.eps);
+  }
+  return invalid_argument("unknown op");
+}
+
+// Compares rows x hidden elements (row stride `stride`) of got against want; `scale` widens the tolerance for
+// derived quantities (property checks), never for the kernel comparison (scale 1). `magnitude`, when given, is the
+// size of the terms that were summed into `want` (a sum that cancels keeps the rounding error of its terms).
+void compare(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
+             int64_t stride, double scale, CaseResult* r, const std::vector<double>* magnitude = nullptr) {
+  const Tolerance tol = tolerance(got.dtype());
+  int shown = 0;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t i = 0; i < hidden; ++i) {
+      const int64_t k = row * stride + i;
+      const double g = got.get(k), w = want.get(k);
+      const double mag = magnitude ? std::max(std::fabs(w), (*magnitude)[static_cast<size_t>(k)]) : std::fabs(w);
+      const double allowed = scale * (tol.atol + tol.rtol * mag);
+      const double err = std::fabs(g - w);
+      ++r->checked;
+      const bool bad = std::isfinite(w) ? !(err <= allowed) : std::isfinite(g);
+      if (std::isfinite(err)) {
+        r->max_abs_err = std::max(r->max_abs_err, err);
+        r->worst_ratio = std::max(r->worst_ratio, err / allowed);
+      }
+      if (bad) {
+        ++r->mismatches;
+        if (shown++ < 4) {
+          std::ostringstream os;
+          os << "  " << label << "[" << row << ", " << i << "]: got " << g << ", want " << w << " (allowed "
+             << allowed << ")\n";
+          r->detail += os.str();
+        }
+      }
+    }
+}
+
+}  // namespace
+
+CaseResult run_norm_case_cuda(const NormCase& c, int device) {
+  CaseResult r;
+  if (cuda_device_count() == 0) {
+    r.status = Status(StatusCode::no_device, "no CUDA device");
+    return r;
+  }
+  NormData d = make_inputs(c);
+  NormData want = d;  // the reference runs in place on its own copy
+  {
+    NormPtrs hp = host_ptrs(want);
+    Status s = call_op(c, want, hp, Device::cpu());
+    if (!s.ok()) {
+      r.status = Status(s.code(), "reference: " + s.message());
+      return r;
+    }
+  }
+  DeviceBuffer x, res, out, w, b, sc, sh;
+  auto up = [](DeviceBuffer& db, const HostBuffer& hb) -> Status {
+    KK_RETURN_IF_ERROR(db.alloc(std::max<size_t>(hb.bytes(), 16)));
+    return db.upload(hb);
+  };
+  for (Status s : {up(x, d.x), up(res, d.residual), up(out, d.out), up(w, d.weight), up(b, d.bias), up(sc, d.scale),
+                   up(sh, d.shift), out.poison()})
+    if (!s.ok()) {
+      r.status = s;
+      return r;
+    }
+  const NormPtrs dp{x.data(), res.data(), out.data(), w.data(), b.data(), sc.data(), sh.data()};
+  r.status = call_op(c, d, dp, Device::cuda(device));
+  if (!r.status.ok()) return r;
+  NormData got = d;
+  for (Status s : {device_synchronize(), x.download(&got.x), res.download(&got.residual), out.download(&got.out)})
+    if (!s.ok()) {
+      r.status = s;
+      return r;
+    }
+  if (c.op == OpId::fused_add_rms_norm) {
+    compare("x", got.x, want.x, c.rows, c.hidden, d.stride, 1.0, &r);
+    compare("residual", got.residual, want.residual, c.rows, c.hidden, d.stride, 1.0, &r);
+  } else {
+    compare("out", got.out, want.out, c.rows, c.hidden, d.stride, 1.0, &r);
+    // Padding between rows must still hold the poison: nothing wrote outside the view.
+    const auto* bytes = static_cast<const uint8_t*>(got.out.data());
+    const size_t e = dtype_size(c.dtype);
+    for (int64_t row = 0; row < c.rows; ++row)
+      for (int64_t i = c.hidden; i < d.stride; ++i)
+        for (size_t k = 0; k < e; ++k)
+          if (bytes[(row * d.stride + i) * e + k] != 0xFF) {
+            ++r.mismatches;
+            r.detail += "  out padding written at row " + std::to_string(row) + "\n";
+            row = c.rows;
+            i = d.stride;
+            break;
+          }
+  }
+  return r;
+}
+
+CaseResult check_norm_properties(const NormCase& c) {
+  CaseResult r;
+  NormData d = make_inputs(c);
+  const int64_t H = c.hidden, S = d.stride;
+  auto run = [&](const NormCase& cc, NormData& dd) { return call_op(cc, dd, host_ptrs(dd), Device::cpu()); };
+  auto fail = [&](const std::string& what) {
+    ++r.mismatches;
+    if (r.detail.size() < 400) r.detail += "  " + what + "\n";
+  };
+  // Expected values computed in double from other ops' outputs; each side carries one rounding, so allow two.
+  // f returns the expected value and sets the magnitude of the terms it summed.
+  HostBuffer expect(c.dtype, c.rows * S);
+  std::vector<double> mag(static_cast<size_t>(c.rows * S));
+  auto expect_each = [&](const std::function<double(int64_t, int64_t, double*)>& f) {
+    for (int64_t row = 0; row < c.rows; ++row)
+      for (int64_t i = 0; i < H; ++i) expect.set(row * S + i, f(row, i, &mag[static_cast<size_t>(row * S + i)]));
+  };
+  NormData plain = d;  // the same inputs through the unfused / unweighted op
+  NormCase pc = c;
+  r.status = run(c, d);
+  if (!r.status.ok()) return r;
+  switch (c.op) {
+    case OpId::fused_add_rms_norm: {
+      // residual == round(x + residual); x == rms_norm(residual) through the public unfused op, bit for bit.
+      pc.op = OpId::rms_norm;
+      for (int64_t k = 0; k < c.rows * S; ++k) plain.x.set(k, plain.x.get(k) + plain.residual.get(k));
+      r.status = run(pc, plain);  // plain.x now holds round(x + r); rms_norm writes plain.out
+      compare("residual", d.residual, plain.x, c.rows, H, S, 0.0, &r);
+      compare("x", d.x, plain.out, c.rows, H, S, 0.0, &r);
+      break;
+    }
+    case OpId::rms_norm:
+    case OpId::layer_norm: {
+      // Unweighted output: rms 1 (RMS) or mean 0 and variance 1 (layer norm); weighted = unweighted * w + b.
+      pc.weight = pc.bias = false;
+      r.status = run(pc, plain);
+      const Tolerance tol = tolerance(c.dtype);
+      for (int64_t row = 0; row < c.rows; ++row) {
+        double s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < H; ++i) {
+          const double y = plain.out.get(row * S + i);
+          s1 += y;
+          s2 += y * y;
+        }
+        const double mean = s1 / H, ms = s2 / H;
+        const double stat = c.op == OpId::rms_norm ? ms : ms - mean * mean;
+        if (!(std::fabs(stat - 1.0) <= 4 * tol.rtol + 1e-4)) fail("row " + std::to_string(row) + ": second moment " +
+                                                                  std::to_string(stat) + ", expected 1");
+        if (c.op == OpId::layer_norm && !(std::fabs(mean) <= 4 * tol.rtol + 1e-4))
+          fail("row " + std::to_string(row) + ": mean " + std::to_string(mean) + ", expected 0");
+      }
+      const bool layer = c.op == OpId::layer_norm;
+      expect_each([&](int64_t row, int64_t i, double* m) {
+        double y = plain.out.get(row * S + i);
+        if (c.weight) y *= c.weight_offset + d.weight.get(i);
+        *m = std::fabs(y);
+        if (layer && c.bias) {
+          y += d.bias.get(i);
+          *m += std::fabs(d.bias.get(i));
+        }
+        return y;
+      });
+      compare("out", d.out, expect, c.rows, H, S, 2.0, &r, &mag);
+      break;
+    }
+    case OpId::ada_layer_norm: {
+      // == layer_norm(x) * (1 + scale[b]) + shift[b]
+      pc.op = OpId::layer_norm;
+      r.status = run(pc, plain);
+      expect_each([&](int64_t row, int64_t i, double* m) {
+        const int64_t b = row / std::max<int64_t>(1, d.seq);
+        const double y = plain.out.get(row * S + i) * (1 + d.scale.get(b * H + i));
+        *m = std::fabs(y) + std::fabs(d.shift.get(b * H + i));
+        return y + d.shift.get(b * H + i);
+      });
+      compare("out", d.out, expect, c.rows, H, S, 3.0, &r, &mag);
+      break;
+    }
+    case OpId::rms_norm_gelu: {
+      // == gelu_tanh(rms_norm(x)): the fused op equals the composition.
+      pc.op = OpId::rms_norm;
+      r.status = run(pc, plain);
+      expect_each([&](int64_t row, int64_t i, double* m) {
+        const double v = plain.out.get(row * S + i);
+        *m = std::fabs(v);
+        return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+      });
+      compare("out", d.out, expect, c.rows, H, S, 3.0, &r);
+      break;
+    }
+  }
+  return r;
+}
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,100 @@
+// Test harness shared by the GPU tests, `kernelkit verify` and the benchmark: fresh random inputs for a norm case, the
+// op run on the CPU backend (the fp64 reference) and on a CUDA device from identical inputs, poisoned outputs, and an
+// element-by-element comparison against the documented tolerance table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit::testing {
+
+// The tolerance table (README "Tolerances"). Outputs are rounded once from fp32 math and compared with the fp64
+// reference rounded once to the same dtype, so they may differ by about one unit in the last place:
+//   |got - want| <= atol + rtol * |want|,   rtol = 2^-7 (bf16), 2^-10 (f16), 1e-5 (f32).
+struct Tolerance {
+  double rtol, atol;
+};
+Tolerance tolerance(DType t);
+
+struct NormCase {
+  OpId op = OpId::rms_norm;
+  DType dtype = DType::f32;
+  int64_t rows = 1, hidden = 64;
+  int64_t row_pad = 0;         // > 0: rows of x/out/residual are `hidden + row_pad` apart (strided views)
+  bool weight = true;          // weight present (rms/layer/ada/gelu)
+  bool bias = true;            // bias present (layer/ada)
+  float eps = 1e-6f;
+  float weight_offset = 0.0f;  // Gemma-style (1 + w) when 1
+  double magnitude = 1.0;      // |x| drawn from [magnitude / 2, magnitude] with random sign when > 1 (extreme fp16)
+  uint64_t seed = 1;
+  std::string name() const;  // "rms_norm bf16 83x5125 pad 8"
+};
+
+struct CaseResult {
+  Status status;                 // the op's own status (an expected refusal is reported here, not as a mismatch)
+  int64_t checked = 0;           // elements compared
+  int64_t mismatches = 0;        // outside tolerance, or non-finite where the reference is finite (and vice versa)
+  double max_abs_err = 0;
+  double worst_ratio = 0;        // max |got - want| / (atol + rtol |want|): < 1 passes
+  std::string detail;            // the first few mismatches
+  bool passed() const { return status.ok() && checked > 0 && mismatches == 0; }
+};
+
+// Runs `c` on CUDA device `device` and on the CPU reference from the same random inputs and compares every output
+// element (out, and residual for fused_add_rms_norm). Without a GPU returns status no_device.
+CaseResult run_norm_case_cuda(const NormCase& c, int device = 0);
+
+// CPU backend self-checks (no GPU): the fused ops equal the composition of the unfused ones, and the normalized
+// outputs have the statistics they must (rms 1; mean 0 and variance 1), within the tolerance table.
+CaseResult check_norm_properties(const NormCase& c);
+
+// The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
+std::vector<int64_t> grid_rows();
+std::vector<int64_t> grid_hidden();
+
+// Host buffer of `n` elements of a dtype, with random fill and typed access.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(DType t, int64_t n) : dtype_(t), n_(n), bytes_(static_cast<size_t>(n) * dtype_size(t)) {}
+  DType dtype() const { return dtype_; }
+  int64_t size() const { return n_; }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  size_t bytes() const { return bytes_.size(); }
+  double get(int64_t i) const { return load_as_double(bytes_.data(), dtype_, i); }
+  void set(int64_t i, double v) { store_from_double(bytes_.data(), dtype_, i, v); }
+
+ private:
+  DType dtype_ = DType::f32;
+  int64_t n_ = 0;
+  std::vector<uint8_t> bytes_;
+};
+
+// Device memory owned for a test (CUDA builds only).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  ~DeviceBuffer();
+  Status alloc(size_t bytes);
+  Status upload(const HostBuffer& h);
+  Status download(HostBuffer* h) const;
+  Status poison();  // every byte 0xFF: NaN in f32/f16/bf16, so an unwritten element cannot pass
+  void* data() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+Status device_synchronize();
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,205 @@
+// The planner's rules, checked for every profile on a CPU.
+#include <gtest/gtest.h>
+
+#include "kernelkit/planner.hpp"
+
+using namespace kernelkit;
+
+namespace {
+const std::vector<int64_t> kRows = {1, 7, 83, 4096, 65536};
+const std::vector<int64_t> kHidden = {64, 111, 500, 769, 2048, 4096, 5125, 8192, 65536};
+
+DeviceProfile profile(const char* key) {
+  auto p = find_profile(key);
+  EXPECT_TRUE(p.has_value()) << key;
+  return *p;
+}
+}  // namespace
+
+TEST(Profiles, TableHasTheDesignFacts) {
+  const auto t4 = profile("t4");
+  EXPECT_EQ(t4.sm, 75);
+  EXPECT_EQ(t4.sms, 40);
+  EXPECT_EQ(t4.smem_per_sm, 64 * 1024);
+  EXPECT_EQ(t4.max_threads_per_sm, 1024);
+  EXPECT_EQ(t4.hbm_gbps, 320);
+  EXPECT_FALSE(t4.bf16);
+  EXPECT_FALSE(t4.tma);
+  const auto a100 = profile("a100");
+  EXPECT_EQ(a100.key, "a100-80gb");
+  EXPECT_EQ(a100.sms, 108);
+  EXPECT_EQ(a100.smem_per_block_optin, 163 * 1024);
+  EXPECT_TRUE(a100.bf16 && a100.tf32 && !a100.fp8);
+  const auto h200 = profile("h200");
+  EXPECT_EQ(h200.sms, 132);
+  EXPECT_EQ(h200.smem_per_block_optin, 227 * 1024);
+  EXPECT_TRUE(h200.fp8 && h200.tma);
+  EXPECT_EQ(profile("h100").key, "h100-sxm");
+  EXPECT_EQ(profile_table().size(), 7u);
+  EXPECT_FALSE(find_profile("v100").has_value());
+}
+
+TEST(Profiles, MatchDriverNames) {
+  EXPECT_EQ(match_profile("NVIDIA H200", 90, 141LL << 30)->key, "h200");
+  EXPECT_EQ(match_profile("NVIDIA H100 80GB HBM3", 90, 80LL << 30)->key, "h100-sxm");
+  EXPECT_EQ(match_profile("NVIDIA A100-SXM4-40GB", 80, 40LL << 30)->key, "a100-40gb");
+  EXPECT_EQ(match_profile("NVIDIA A100-SXM4-80GB", 80, 80LL << 30)->key, "a100-80gb");
+  EXPECT_EQ(match_profile("Tesla T4", 75, 16LL << 30)->key, "t4");
+  EXPECT_EQ(match_profile("NVIDIA L4", 89, 24LL << 30)->key, "l4");
+  // Unknown GPU: the nearest older architecture supplies the facts; a pre-Turing GPU has no profile.
+  EXPECT_EQ(match_profile("NVIDIA RTX 4090", 89, 24LL << 30)->key, "sm89");
+  EXPECT_FALSE(match_profile("Tesla V100", 70, 16LL << 30).has_value());
+}
+
+TEST(Profiles, OverrideFromEnvironment) {
+  std::optional<DeviceProfile> p;
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  ASSERT_TRUE(profile_override(&p).ok());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->key, "t4");
+  setenv("KERNELKIT_PROFILE", "bogus", 1);
+  const Status s = profile_override(&p);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("KERNELKIT_PROFILE='bogus'"), std::string::npos) << s.message();
+  setenv("KERNELKIT_PROFILE", "native", 1);
+  ASSERT_TRUE(profile_override(&p).ok());
+  EXPECT_FALSE(p.has_value());
+  unsetenv("KERNELKIT_PROFILE");
+}
+
+// Rules that hold for every profile, op, dtype and shape.
+TEST(Planner, RowNormRulesOnEveryProfile) {
+  for (const DeviceProfile& prof : profile_table())
+    for (const OpInfo& op : op_table())
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (int64_t rows : kRows)
+          for (int64_t hidden : kHidden) {
+            LaunchPlan p;
+            const Status s = plan_op(prof, op.id, {rows, hidden, 1, 16}, dt, &p);
+            SCOPED_TRACE(prof.key + " " + std::string(op.name) + " " + std::string(dtype_name(dt)) + " " +
+                         std::to_string(rows) + "x" + std::to_string(hidden));
+            if (dt == DType::bf16 && !prof.bf16) {
+              EXPECT_EQ(s.code(), StatusCode::unsupported);
+              continue;
+            }
+            ASSERT_TRUE(s.ok()) << s.to_string();
+            const int elem = static_cast<int>(dtype_size(dt));
+            EXPECT_LE(p.vec * elem, 16);                // vectors are at most 16 bytes
+            EXPECT_EQ(hidden % p.vec, 0);               // and divide the row
+            if (hidden % (16 / elem) == 0) EXPECT_EQ(p.vec * elem, 16);  // full width whenever possible
+            EXPECT_LE(p.block_threads, 1024);
+            EXPECT_LE(p.block_threads, prof.max_threads_per_sm);
+            EXPECT_GE(p.block_threads, 32);             // whole warps: the shuffles use a full mask
+            EXPECT_EQ(p.block_threads % 32, 0);
+            EXPECT_EQ(p.threads_per_row * p.rows_per_block, p.block_threads);
+            // Every element is covered: threads x cached vectors x chunks >= vectors in the row.
+            EXPECT_GE(int64_t{p.threads_per_row} * p.vecs_per_thread * p.chunks * p.vec, hidden);
+            EXPECT_EQ(p.vecs_per_thread, row_cache_vecs(p.vec, elem));
+            EXPECT_LE(p.smem_bytes, prof.smem_per_block_default);  // norms never need the opt-in
+            EXPECT_FALSE(p.smem_optin);
+            EXPECT_GE(p.blocks_per_sm, 1);
+            const int64_t row_groups = (rows + p.rows_per_block - 1) / p.rows_per_block;
+            const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
+            if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
+            else EXPECT_EQ(p.grid, row_groups);
+            EXPECT_GT(p.occupancy, 0.0);
+            EXPECT_LE(p.occupancy, 1.0);
+          }
+}
+
+TEST(Planner, T4PlansFitTheT4) {
+  const auto t4 = profile("t4");
+  for (const OpInfo& op : op_table())
+    for (DType dt : {DType::f32, DType::f16}) {
+      LaunchPlan p;
+      ASSERT_TRUE(plan_op(t4, op.id, {65536, 4096, 1, 16}, dt, &p).ok());
+      EXPECT_EQ(p.grid % 40, 0);             // grid a multiple of the T4's 40 SMs
+      EXPECT_LE(p.blocks_per_sm * p.block_threads, 1024);  // 1024 threads per SM on Turing
+      EXPECT_LE(p.smem_bytes * p.blocks_per_sm, 64 * 1024);
+      LaunchPlan bf;
+      EXPECT_EQ(plan_op(t4, op.id, {65536, 4096, 1, 16}, DType::bf16, &bf).code(), StatusCode::unsupported);
+    }
+}
+
+TEST(Planner, VectorWidthFollowsTheGcdRule) {
+  const auto h200 = profile("h200");
+  auto vec = [&](DType dt, int64_t hidden, int align) {
+    LaunchPlan p;
+    EXPECT_TRUE(plan_op(h200, OpId::rms_norm, {16, hidden, 1, align}, dt, &p).ok());
+    return p.vec;
+  };
+  EXPECT_EQ(vec(DType::bf16, 4096, 16), 8);
+  EXPECT_EQ(vec(DType::bf16, 500, 16), 4);   // gcd(8, 500) = 4
+  EXPECT_EQ(vec(DType::bf16, 111, 16), 1);   // odd hidden: scalar
+  EXPECT_EQ(vec(DType::f16, 769, 16), 1);
+  EXPECT_EQ(vec(DType::f32, 4096, 16), 4);
+  EXPECT_EQ(vec(DType::f32, 4098, 16), 2);
+  EXPECT_EQ(vec(DType::bf16, 4096, 4), 2);   // a 4-byte-aligned pointer or stride caps it at 4 bytes
+  EXPECT_EQ(vec(DType::f16, 4096, 2), 1);
+}
+
+TEST(Planner, RowsLongerThanTheRegisterCacheTakeChunks) {
+  const auto h200 = profile("h200");
+  LaunchPlan p;
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 1 << 20, 1, 16}, DType::bf16, &p).ok());
+  EXPECT_EQ(p.threads_per_row, 1024);
+  EXPECT_EQ(p.chunks, (1 << 20) / (1024 * 4 * 8));
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 4096, 1, 16}, DType::bf16, &p).ok());
+  EXPECT_EQ(p.chunks, 1);
+  EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
+  EXPECT_EQ(p.rows_per_block, 2);     // 256-thread blocks
+}
+
+TEST(Planner, RejectsWhatItCannotPlan) {
+  const auto h200 = profile("h200");
+  LaunchPlan p;
+  EXPECT_EQ(plan_op(h200, OpId::rms_norm, {4, 0, 1, 16}, DType::f16, &p).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(plan_op(h200, OpId::rms_norm, {4, 64, 1, 16}, DType::i8, &p).code(), StatusCode::invalid_argument);
+  const Status s = plan_op(profile("t4"), OpId::rms_norm, {4, 64, 1, 16}, DType::bf16, &p);
+  EXPECT_NE(s.message().find("bf16"), std::string::npos);
+  EXPECT_NE(s.message().find("t4"), std::string::npos);
+}
+
+TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
+  TilePlan t;
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t).ok());
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 64);
+  ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_TRUE(t.smem_optin);  // 96 KB: above the 48 KB default
+  ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
+  EXPECT_EQ(t.block_m, 64);
+  EXPECT_EQ(t.block_n, 32);
+  EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::unsupported);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::matmul, DType::bf16, 0, &t).ok());
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 128);
+  ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::matmul, DType::f16, 0, &t).ok());
+  EXPECT_EQ(t.block_m, 64);
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(plan_tile(profile("h200"), TileFamily::attention, DType::f16, 96, &t).code(),
+            StatusCode::invalid_argument);
+  // Every tile of every profile fits its opt-in maximum, and asks for the opt-in exactly when above 48 KB.
+  for (const auto& prof : profile_table())
+    for (int d : {64, 128, 256}) {
+      ASSERT_TRUE(plan_tile(prof, TileFamily::attention, DType::f16, d, &t).ok()) << prof.key << " d" << d;
+      EXPECT_LE(t.smem_bytes, prof.smem_per_block_optin) << prof.key << " d" << d;
+      EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
+      EXPECT_GE(t.stages, 1);
+    }
+}
+
+TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
+  const OpShape s{65536, 4096, 1, 16};
+  // rms_norm bf16: x read + out written + weight read.
+  EXPECT_EQ(op_bytes(OpId::rms_norm, s, DType::bf16), 2ull * (2ull * 65536 * 4096 + 4096));
+  // fused add: x and residual read, both written.
+  EXPECT_EQ(op_bytes(OpId::fused_add_rms_norm, s, DType::bf16), 2ull * (4ull * 65536 * 4096 + 4096));
+  EXPECT_EQ(op_bytes(OpId::ada_layer_norm, {8, 4096, 2, 16}, DType::f32), 4ull * (2ull * 8 * 4096 + 2 * 2 * 4096));
+  EXPECT_DOUBLE_EQ(op_flops(OpId::rms_norm, s), 4.0 * 65536 * 4096);
+  for (const auto& prof : profile_table()) EXPECT_TRUE(op_memory_bound(OpId::rms_norm_gelu, s, DType::f16, prof));
+  EXPECT_EQ(parse_op("layer_norm"), OpId::layer_norm);
+  EXPECT_FALSE(parse_op("nope").has_value());
+}

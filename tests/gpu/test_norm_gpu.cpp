@@ -1,0 +1,127 @@
+// Every norm kernel against the fp64 CPU reference: fresh random inputs, poisoned outputs, every element checked.
+// Runs under whatever profile is active (KERNELKIT_PROFILE=t4|a100 for the T4/A100 paths): dtypes the profile lacks
+// must be refused with `unsupported`, never run.
+#include <gtest/gtest.h>
+
+#include "kernelkit/profile.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+
+namespace {
+
+DeviceProfile active() {
+  DeviceProfile p;
+  EXPECT_TRUE(active_profile(0, &p).ok());
+  return p;
+}
+
+void check(const kernelkit::testing::NormCase& c) {
+  static const DeviceProfile prof = active();
+  const auto r = kernelkit::testing::run_norm_case_cuda(c, 0);
+  if (!prof.supports(c.dtype)) {
+    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
+    return;
+  }
+  ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+  EXPECT_GT(r.checked, 0);
+  EXPECT_EQ(r.mismatches, 0) << c.name() << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+}
+
+std::string dname(DType t) { return std::string(dtype_name(t)); }
+
+}  // namespace
+
+using GridParam = std::tuple<OpId, DType, int64_t, int64_t>;
+class NormGrid : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(NormGrid, MatchesReference) {
+  const auto [op, dt, rows, hidden] = GetParam();
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.seed = static_cast<uint64_t>(::testing::UnitTest::GetInstance()->random_seed()) + rows * 7919 + hidden;
+  check(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllShapes, NormGrid,
+    ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm,
+                                         OpId::ada_layer_norm, OpId::rms_norm_gelu),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83, 4096),
+                       ::testing::Values(64, 111, 500, 769, 2048, 4096, 5125, 8192)),
+    [](const ::testing::TestParamInfo<GridParam>& i) {
+      return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param)) + "_" +
+             std::to_string(std::get<2>(i.param)) + "x" + std::to_string(std::get<3>(i.param));
+    });
+
+// Strided rows (views into a wider buffer, e.g. a slice of a fused projection), including widths that break
+// 16-byte alignment of every row but the first.
+class NormVariants : public ::testing::TestWithParam<std::tuple<OpId, DType>> {};
+
+TEST_P(NormVariants, StridedRows) {
+  const auto [op, dt] = GetParam();
+  for (int64_t pad : {1, 8, 13})
+    for (int64_t hidden : {111, 2048, 4096}) {
+      kernelkit::testing::NormCase c;
+      c.op = op;
+      c.dtype = dt;
+      c.rows = 83;
+      c.hidden = hidden;
+      c.row_pad = pad;
+      c.seed = 17 + pad;
+      check(c);
+    }
+}
+
+TEST_P(NormVariants, WithoutWeightOrBiasAndGemmaOffset) {
+  const auto [op, dt] = GetParam();
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = 83;
+  c.hidden = 4096;
+  c.weight = false;
+  c.bias = false;
+  check(c);
+  c.weight = true;
+  c.weight_offset = op == OpId::rms_norm || op == OpId::fused_add_rms_norm ? 1.0f : 0.0f;
+  check(c);
+}
+
+TEST_P(NormVariants, LongRowsTakeSeveralChunks) {
+  const auto [op, dt] = GetParam();
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = 5;
+  c.hidden = 100003;  // odd and longer than 1024 threads' registers: scalar path, several passes
+  check(c);
+  c.hidden = 131072;  // vectorized, several passes
+  check(c);
+}
+
+TEST_P(NormVariants, Fp16NearMaxStaysFinite) {
+  const auto [op, dt] = GetParam();
+  if (dt != DType::f16) GTEST_SKIP() << "fp16-specific";
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = 83;
+  c.hidden = 4096;
+  c.magnitude = 60000;  // sum of squares overflows fp16 by far; fp32 accumulation must not
+  check(c);
+  c.hidden = 769;
+  check(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOps, NormVariants,
+    ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm,
+                                         OpId::ada_layer_norm, OpId::rms_norm_gelu),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16)),
+    [](const ::testing::TestParamInfo<std::tuple<OpId, DType>>& i) {
+      return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param));
+    });

@@ -1,0 +1,111 @@
+// `kernelkit info`: the GPU's properties, the matched profile and the planner's launch configuration for every op.
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/planner.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit::cli {
+namespace {
+
+struct InfoOptions {
+  std::string profile;
+  int device = 0;
+  int64_t rows = 4096, hidden = 4096;
+  bool json = false;
+};
+
+nlohmann::json profile_json(const DeviceProfile& p) {
+  return {{"key", p.key},
+          {"name", p.name},
+          {"source", p.source},
+          {"sm", p.sm},
+          {"sms", p.sms},
+          {"max_threads_per_sm", p.max_threads_per_sm},
+          {"max_blocks_per_sm", p.max_blocks_per_sm},
+          {"smem_per_sm_bytes", p.smem_per_sm},
+          {"smem_per_block_default_bytes", p.smem_per_block_default},
+          {"smem_per_block_optin_bytes", p.smem_per_block_optin},
+          {"l2_bytes", p.l2_bytes},
+          {"bandwidth_gbps", p.hbm_gbps},
+          {"memory_bytes", p.memory_bytes},
+          {"fp32_tflops", p.fp32_tflops},
+          {"fp16_tensor_tflops", p.fp16_tc_tflops},
+          {"bf16", p.bf16},
+          {"tf32", p.tf32},
+          {"fp8", p.fp8},
+          {"tma", p.tma},
+          {"recommended_dtype", std::string(dtype_name(p.recommended_half_dtype()))}};
+}
+
+int run_info(const InfoOptions& o) {
+  auto prof = resolve_profile(o.profile, o.device);
+  if (!prof) return 1;
+  const DType dtype = prof->recommended_half_dtype();
+  const OpShape shape{o.rows, o.hidden, 1, 16};
+  nlohmann::json j;
+  j["profile"] = profile_json(*prof);
+  j["built_with_cuda"] = built_with_cuda();
+  j["cuda_devices"] = cuda_device_count();
+
+  std::ostringstream text;
+  text << describe(*prof);
+  text << "\nLaunch plans for " << o.rows << " x " << o.hidden << " " << dtype_name(dtype) << ":\n";
+  for (const OpInfo& op : op_table()) {
+    LaunchPlan plan;
+    const Status s = plan_op(*prof, op.id, shape, dtype, &plan);
+    text << "  " << std::left << std::setw(20) << op.name << (s.ok() ? plan.to_string() : s.to_string()) << "\n";
+    j["plans"][std::string(op.name)] =
+        s.ok() ? nlohmann::json{{"block", {plan.threads_per_row, plan.rows_per_block}},
+                                {"grid", plan.grid},
+                                {"vec", plan.vec},
+                                {"vecs_per_thread", plan.vecs_per_thread},
+                                {"chunks", plan.chunks},
+                                {"smem_bytes", plan.smem_bytes},
+                                {"blocks_per_sm", plan.blocks_per_sm},
+                                {"occupancy", plan.occupancy},
+                                {"bytes", op_bytes(op.id, shape, dtype)},
+                                {"flops", op_flops(op.id, shape)},
+                                {"memory_bound", op_memory_bound(op.id, shape, dtype, *prof)}}
+               : nlohmann::json{{"error", s.to_string()}};
+  }
+  text << "Tiles (" << dtype_name(dtype) << "):\n";
+  for (int d : {64, 128, 256}) {
+    TilePlan t;
+    const Status s = plan_tile(*prof, TileFamily::attention, dtype, d, &t);
+    text << "  attention d" << std::setw(4) << d << "      " << (s.ok() ? t.to_string() : s.to_string()) << "\n";
+    if (s.ok())
+      j["tiles"]["attention_d" + std::to_string(d)] = {{"block_m", t.block_m}, {"block_n", t.block_n},
+                                                       {"stages", t.stages}, {"smem_bytes", t.smem_bytes}};
+  }
+  TilePlan mm;
+  if (plan_tile(*prof, TileFamily::matmul, dtype, 0, &mm).ok()) {
+    text << "  matmul              " << mm.to_string() << "\n";
+    j["tiles"]["matmul"] = {{"block_m", mm.block_m}, {"block_n", mm.block_n}, {"block_k", mm.block_k},
+                            {"stages", mm.stages}, {"smem_bytes", mm.smem_bytes}};
+  }
+  if (!prof->bf16) text << "bf16: unsupported on this profile; kernelkit refuses bf16 here (use f16).\n";
+  if (o.json) std::cout << j.dump(2) << "\n";
+  else std::cout << text.str();
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_info(CLI::App& app) {
+  auto o = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand("info", "Show the GPU (or a named profile), its facts and the launch plans");
+  cmd->add_option("--profile", o->profile, "Profile key instead of the live GPU: t4, a10g, l4, a100, h100, h200, ...");
+  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rows", o->rows, "Rows of the example shape for the plans")->check(CLI::PositiveNumber);
+  cmd->add_option("--hidden", o->hidden, "Hidden size of the example shape for the plans")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "Machine-readable output");
+  return [o] { return run_info(*o); };
+}
+
+}  // namespace kernelkit::cli

@@ -1,0 +1,41 @@
+// kernelkit: the command-line front end over the core (info, verify; bench, profile and plan join later).
+#include <iostream>
+
+#include "commands.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit::cli {
+
+std::optional<DeviceProfile> resolve_profile(const std::string& key, int device) {
+  if (!key.empty()) {
+    auto p = find_profile(key);
+    if (!p) {
+      std::cerr << "error: --profile '" << key << "' is not a known profile; expected one of:";
+      for (const auto& q : profile_table()) std::cerr << " " << q.key;
+      std::cerr << " (aliases a100, h100)\n";
+      return std::nullopt;
+    }
+    p->source = "--profile " + key;
+    return p;
+  }
+  DeviceProfile p;
+  const Status s = active_profile(device, &p);
+  if (!s.ok()) {
+    std::cerr << "No GPU profile: " << s.message() << ".\nPass --profile t4|a10g|l4|a100|h100|h200 to see a profile.\n";
+    return std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace kernelkit::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kernelkit: fused inference kernels for T4, A100 and H100/H200, and the tools to trust them"};
+  app.require_subcommand(1);
+  auto info = kernelkit::cli::add_info(app);
+  auto verify = kernelkit::cli::add_verify(app);
+  CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("info")) return info();
+  if (app.got_subcommand("verify")) return verify();
+  return 2;
+}

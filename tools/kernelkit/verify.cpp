@@ -1,0 +1,164 @@
+// `kernelkit verify`: every op against the reference over a grid of shapes and dtypes, as a pass/fail table.
+//   --backend cuda: each case on the GPU vs the fp64 CPU reference, every element, outputs poisoned first.
+//   --backend cpu:  no GPU needed: the CPU backend's own invariants (fused == composed, normalized statistics).
+// Exit status 1 on any failure, so scripts can gate on it.
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/runtime.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::cli {
+namespace {
+
+struct VerifyOptions {
+  std::string backend = "auto";
+  std::string op, dtype;
+  int device = 0;
+  bool quick = false;
+  bool json = false;
+};
+
+struct Row {
+  int cases = 0, passed = 0, refused = 0;
+  double worst = 0;
+  std::string first_failure;
+};
+
+int run_verify(const VerifyOptions& o) {
+  std::string backend = o.backend;
+  if (backend == "auto") backend = cuda_device_count() > 0 ? "cuda" : "cpu";
+  if (backend != "cuda" && backend != "cpu") {
+    std::cerr << "error: --backend must be cuda, cpu or auto, got '" << o.backend << "'\n";
+    return 2;
+  }
+  std::optional<DeviceProfile> prof;
+  if (backend == "cuda") {
+    if (cuda_device_count() == 0) {
+      std::cerr << "error: --backend cuda needs a CUDA GPU and none is available"
+                << (built_with_cuda() ? "" : " (this build has no CUDA)") << "\n";
+      return 1;
+    }
+    prof = resolve_profile("", o.device);
+    if (!prof) return 1;
+    std::cout << "Verifying on cuda:" << o.device << " with profile " << prof->key << " (" << prof->source << ")\n";
+  } else {
+    std::cout << "Verifying the CPU backend (no GPU used): fused ops == composed ops, normalized statistics\n";
+  }
+
+  std::vector<DType> dtypes = {DType::f32, DType::f16, DType::bf16};
+  if (!o.dtype.empty()) {
+    auto d = parse_dtype(o.dtype);
+    if (!d) {
+      std::cerr << "error: --dtype '" << o.dtype << "' is not a dtype (f32, f16, bf16)\n";
+      return 2;
+    }
+    dtypes = {*d};
+  }
+  std::vector<OpId> ops;
+  for (const OpInfo& op : op_table())
+    if (o.op.empty() || op.name == o.op) ops.push_back(op.id);
+  if (ops.empty()) {
+    std::cerr << "error: --op '" << o.op << "' is not an op\n";
+    return 2;
+  }
+  std::vector<int64_t> rows = testing::grid_rows(), hidden = testing::grid_hidden();
+  if (o.quick || backend == "cpu") rows = {1, 7, 83};  // the CPU backend is the reference itself: keep it quick
+  if (o.quick) hidden = {64, 111, 769, 4096, 5125};
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<std::pair<OpId, DType>, Row> table;
+  nlohmann::json failures = nlohmann::json::array();
+  uint64_t seed = 1;
+  for (OpId op : ops)
+    for (DType dt : dtypes)
+      for (int64_t r : rows)
+        for (int64_t h : hidden)
+          for (int64_t pad : {int64_t{0}, int64_t{8}}) {
+            if (pad && r != 83) continue;  // strided rows: one row count is enough to exercise the strides
+            testing::NormCase c;
+            c.op = op;
+            c.dtype = dt;
+            c.rows = r;
+            c.hidden = h;
+            c.row_pad = pad;
+            c.seed = seed++;
+            const auto res = backend == "cuda" ? testing::run_norm_case_cuda(c, o.device)
+                                               : testing::check_norm_properties(c);
+            Row& row = table[{op, dt}];
+            ++row.cases;
+            // A refusal the profile calls for (bf16 on sm_75) is the right answer, not a failure.
+            const bool expected_refusal = backend == "cuda" && res.status.code() == StatusCode::unsupported &&
+                                          !prof->supports(dt);
+            if (expected_refusal) ++row.refused;
+            else if (res.passed()) ++row.passed;
+            else {
+              const std::string why = res.status.ok() ? std::to_string(res.mismatches) + " mismatches\n" + res.detail
+                                                      : res.status.to_string();
+              if (row.first_failure.empty()) row.first_failure = c.name() + ": " + why;
+              failures.push_back({{"case", c.name()}, {"why", why}});
+            }
+            row.worst = std::max(row.worst, res.worst_ratio);
+          }
+
+  int total = 0, bad = 0;
+  if (!o.json) {
+    std::cout << "\n" << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7)
+              << "cases" << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "worst err"
+              << "  result\n";
+  }
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const auto& [key, row] : table) {
+    const bool ok = row.passed + row.refused == row.cases;
+    total += row.cases;
+    bad += row.cases - row.passed - row.refused;
+    const std::string result = ok ? (row.refused ? "REFUSED (as required: " + std::string(dtype_name(key.second)) +
+                                                       " unsupported on " + prof->key + ")"
+                                                 : "PASS")
+                                  : "FAIL";
+    rows_json.push_back({{"op", op_info(key.first).name}, {"dtype", dtype_name(key.second)}, {"cases", row.cases},
+                         {"passed", row.passed}, {"refused", row.refused}, {"worst_error_ratio", row.worst},
+                         {"result", result}});
+    if (!o.json)
+      std::cout << std::left << std::setw(20) << op_info(key.first).name << std::setw(6) << dtype_name(key.second)
+                << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed << std::setw(9)
+                << row.refused << std::setw(12) << std::setprecision(3) << row.worst << "  " << result << "\n";
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (o.json) {
+    std::cout << nlohmann::json{{"backend", backend}, {"rows", rows_json}, {"failures", failures},
+                                {"cases", total}, {"failed", bad}}
+                     .dump(2)
+              << "\n";
+  } else {
+    for (const auto& [key, row] : table)
+      if (!row.first_failure.empty()) std::cout << "\nFirst failure: " << row.first_failure << "\n";
+    std::cout << "\n(worst err = max |got - want| / (atol + rtol |want|); < 1 passes)\n"
+              << total - bad << " passed, " << bad << " failed (" << std::fixed << std::setprecision(1) << secs
+              << " s)\n";
+  }
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+std::function<int()> add_verify(CLI::App& app) {
+  auto o = std::make_shared<VerifyOptions>();
+  CLI::App* cmd = app.add_subcommand("verify", "Check every op against the reference; non-zero exit on a failure");
+  cmd->add_option("--backend", o->backend, "cuda (GPU vs fp64 reference), cpu (CPU backend invariants) or auto")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  cmd->add_option("--op", o->op, "Only this op");
+  cmd->add_option("--dtype", o->dtype, "Only this dtype (f32, f16, bf16)");
+  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--quick", o->quick, "A smaller shape grid");
+  cmd->add_flag("--json", o->json, "Machine-readable output");
+  return [o] { return run_verify(*o); };
+}
+
+}  // namespace kernelkit::cli
