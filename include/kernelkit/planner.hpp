@@ -11,12 +11,16 @@
 
 namespace kernelkit {
 
-// Registers one row-norm thread holds its slice of the row in: 64 bytes of data (four 16-byte vectors), between 4 and 16
+// Registers one row-norm thread holds its slice of the row in: 64 bytes of data (four 16-byte vectors), between 4 and 8
 // accesses. Kernels and planner share this so the plan's `vecs_per_thread` is exactly the kernel's register cache.
 constexpr int row_cache_vecs(int vec_elems, int elem_bytes) {
   int v = 64 / (vec_elems * elem_bytes);
-  return v < 4 ? 4 : (v > 16 ? 16 : v);
+  return v < 4 ? 4 : (v > 8 ? 8 : v);
 }
+// Row-norm kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
+// registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
+constexpr int kRowNormMaxThreads = 1024;
+constexpr int kRowNormRegisters = 64;
 
 struct LaunchPlan {
   OpId op{};
@@ -51,7 +55,7 @@ struct TilePlan {
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 
-// Blocks of `threads` threads using `smem` bytes each that fit on one SM of the profile.
-int blocks_per_sm(const DeviceProfile& profile, int threads, int64_t smem);
+// Blocks of `threads` threads using `smem` bytes and `regs` registers per thread that fit on one SM of the profile.
+int blocks_per_sm(const DeviceProfile& profile, int threads, int64_t smem, int regs);
 
 }  // namespace kernelkit

@@ -122,6 +122,16 @@ Status run(RowNormArgs& a, Stream stream) {
   // device, so the refusal of bf16 on a T4 profile is the same with or without a GPU.
   std::optional<DeviceProfile> forced;
   KK_RETURN_IF_ERROR(profile_override(&forced));
+  if (forced) KK_RETURN_IF_ERROR(validate_row_norm(a, &*forced));
+  const std::string name(op_info(a.op).name);
+  const int devices = cuda_device_count();
+  if (devices == 0)
+    return Status(StatusCode::no_device, name + ": tensors are on " + to_string(a.device) +
+                                             " but no CUDA device is available" +
+                                             (built_with_cuda() ? "" : " (kernelkit was built without CUDA)"));
+  if (a.device.index < 0 || a.device.index >= devices)
+    return invalid_argument(name + ": tensors are on " + to_string(a.device) + " but this machine has " +
+                            std::to_string(devices) + " CUDA device(s)");
   DeviceProfile prof;
   if (forced) prof = *forced;
   else KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
@@ -136,8 +146,9 @@ Status validate_row_norm(const RowNormArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (!is_floating(a.dtype))
     return invalid_argument(name + ": x dtype " + dt(a.dtype) + " is not supported (expected f32, f16 or bf16)");
-  if (a.hidden <= 0) return invalid_argument(name + ": hidden size (last dim of x) must be > 0, got " +
-                                             std::to_string(a.hidden));
+  if (a.hidden <= 0 || a.hidden > INT32_MAX)
+    return invalid_argument(name + ": hidden size (last dim of x) must be in [1, 2^31), got " +
+                            std::to_string(a.hidden));
   if (!std::isfinite(a.eps) || a.eps <= 0.0f)
     return invalid_argument(name + ": eps must be finite and > 0, got " + std::to_string(a.eps));
   if (!std::isfinite(a.weight_offset))

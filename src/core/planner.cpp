@@ -11,7 +11,7 @@ constexpr int kWarp = 32;
 // Row reductions use 256-thread blocks (the seeds' rule for element-wise and row ops: enough warps per block to hide
 // latency, small enough that several blocks share an SM and the grid can be a multiple of the SM count).
 constexpr int kRowBlockThreads = 256;
-constexpr int kMaxBlockThreads = 1024;
+constexpr int kMaxBlockThreads = kRowNormMaxThreads;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -48,7 +48,7 @@ Status plan_row_norm(const DeviceProfile& prof, const OpShape& s, DType dtype, L
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
   // Grid: at most one wave of resident blocks (a multiple of the SM count), each looping over row groups.
-  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes);
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kRowNormRegisters);
   if (p->blocks_per_sm == 0)
     return unsupported("row_norm: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
@@ -62,11 +62,12 @@ Status plan_row_norm(const DeviceProfile& prof, const OpShape& s, DType dtype, L
 
 }  // namespace
 
-int blocks_per_sm(const DeviceProfile& prof, int threads, int64_t smem) {
+int blocks_per_sm(const DeviceProfile& prof, int threads, int64_t smem, int regs) {
   if (threads <= 0 || threads > kMaxBlockThreads || threads > prof.max_threads_per_sm) return 0;
   if (smem > prof.smem_per_block_optin) return 0;
   int64_t n = std::min<int64_t>(prof.max_threads_per_sm / threads, prof.max_blocks_per_sm);
   if (smem > 0) n = std::min<int64_t>(n, prof.smem_per_sm / smem);
+  if (regs > 0) n = std::min<int64_t>(n, prof.regs_per_sm / (int64_t{regs} * threads));
   return static_cast<int>(n);
 }
 

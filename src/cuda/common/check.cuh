@@ -10,7 +10,9 @@
 #define KK_CUDA_RETURN(call)                                                                             \
   do {                                                                                                   \
     const cudaError_t kk_err_ = (call);                                                                  \
-    if (kk_err_ != cudaSuccess)                                                                          \
+    if (kk_err_ != cudaSuccess) {                                                                        \
+      (void)cudaGetLastError(); /* clear a non-sticky error so later launches do not report it */       \
       return ::kernelkit::Status(::kernelkit::StatusCode::cuda_error,                                    \
                                  std::string(#call) + " failed: " + cudaGetErrorString(kk_err_));        \
+    }                                                                                                    \
   } while (0)

@@ -44,11 +44,15 @@ struct RowNormParams {
   int chunks;
 };
 
-template <NormType kNorm, bool kResidual, bool kGelu>
+// Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
+// or modulation code, which keeps the 16-byte path within its 64-register budget without spills.
+template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate>
 struct RowVariant {
   static constexpr NormType norm = kNorm;
-  static constexpr bool residual = kResidual;
-  static constexpr bool gelu = kGelu;
+  static constexpr bool residual = kResidual;    // residual += x first (fused_add_rms_norm)
+  static constexpr bool gelu = kGelu;            // tanh-GELU epilogue (rms_norm_gelu)
+  static constexpr bool bias = kNorm == NormType::layer;
+  static constexpr bool modulate = kModulate;    // * (1 + scale[b]) + shift[b] (ada_layer_norm)
 };
 
 __device__ __forceinline__ float gelu_tanh(float v) {
@@ -56,8 +60,10 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
+// The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) keeps at least half of an SM's
+// threads resident, which the planner counts on (blocks_per_sm with kRowNormRegisters).
 template <typename T, int VEC, typename Variant>
-__global__ void row_norm_kernel(const RowNormParams<T> p) {
+__global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
@@ -65,9 +71,10 @@ __global__ void row_norm_kernel(const RowNormParams<T> p) {
     using V = Vec<T, VEC>;
     extern __shared__ float scratch[];  // [rows_per_block][threads_per_row / 32] when a row spans warps
 
+    // Offsets inside a row are 32-bit (hidden < 2^31 is checked on the host); only row bases are 64-bit.
     const int tpr = blockDim.x;
-    const int64_t nvec = p.hidden / VEC;  // VEC divides hidden (planner)
-    const int64_t chunk_vecs = static_cast<int64_t>(tpr) * CACHE;
+    const int nvec = static_cast<int>(p.hidden / VEC);  // VEC divides hidden (planner)
+    const int chunk_vecs = tpr * CACHE;
     const float inv_hidden = 1.0f / static_cast<float>(p.hidden);
 
     // The loop bound is uniform across the block, so every thread reaches each group_sum (which may sync).
@@ -81,13 +88,13 @@ __global__ void row_norm_kernel(const RowNormParams<T> p) {
 
       V cache[CACHE];
       // Vector k of chunk c of this thread: coalesced across the row's threads.
-      auto vec_index = [&](int c, int k) { return c * chunk_vecs + static_cast<int64_t>(k) * tpr + threadIdx.x; };
+      auto vec_index = [&](int c, int k) { return c * chunk_vecs + k * tpr + static_cast<int>(threadIdx.x); };
       // First touch of a chunk: read x (and the residual: add, round, write back). Later passes re-read the stored
       // value (the residual when fused: x may already be overwritten in place).
       auto load_chunk = [&](int c, bool first) {
 #pragma unroll
         for (int k = 0; k < CACHE; ++k) {
-          const int64_t i = vec_index(c, k);
+          const int i = vec_index(c, k);
           if (active && i < nvec) {
             if constexpr (Variant::residual) {
               if (first) {
@@ -139,26 +146,27 @@ __global__ void row_norm_kernel(const RowNormParams<T> p) {
       const float rstd = rsqrtf(acc * inv_hidden + p.eps);
 
       // Pass 2: normalize, apply the affine parameters and the epilogue, round once, store.
-      const int64_t b = Variant::norm == NormType::layer && p.scale ? row / p.rows_per_batch : 0;
+      const int64_t mod_offset = Variant::modulate ? (row / p.rows_per_batch) * p.mod_stride : 0;
       for (int c = 0; c < p.chunks; ++c) {
         if (p.chunks > 1) load_chunk(c, false);
 #pragma unroll
         for (int k = 0; k < CACHE; ++k) {
-          const int64_t i = vec_index(c, k);
+          const int i = vec_index(c, k);
           if (!active || i >= nvec) continue;
-          const int64_t col = i * VEC;
+          const int col = i * VEC;
           V w, bi, sc, sh, o;
           if (p.weight) w = V::load(p.weight + col);
-          if (p.bias) bi = V::load(p.bias + col);
-          if (p.scale) sc = V::load(p.scale + b * p.mod_stride + col);
-          if (p.shift) sh = V::load(p.shift + b * p.mod_stride + col);
+          if (Variant::bias && p.bias) bi = V::load(p.bias + col);
+          if constexpr (Variant::modulate) {
+            sc = V::load(p.scale + mod_offset + col);
+            sh = V::load(p.shift + mod_offset + col);
+          }
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
             float y = (to_float(cache[k].v[j]) - mean) * rstd;
             if (p.weight) y *= p.weight_offset + to_float(w.v[j]);
-            if (p.bias) y += to_float(bi.v[j]);
-            if (p.scale) y *= 1.0f + to_float(sc.v[j]);
-            if (p.shift) y += to_float(sh.v[j]);
+            if (Variant::bias && p.bias) y += to_float(bi.v[j]);
+            if constexpr (Variant::modulate) y = y * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
             if constexpr (Variant::gelu) y = gelu_tanh(y);
             o.v[j] = from_float<T>(y);
           }
@@ -202,10 +210,12 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   };
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
-    if (a.residual_add) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false>>);
-    if (a.gelu) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true>>);
-    if (a.norm == NormType::layer) return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false>>);
-    return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false>>);
+    if (a.residual_add) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false, false>>);
+    if (a.gelu) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
+    if (a.norm == NormType::layer && a.scale)
+      return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
+    if (a.norm == NormType::layer) return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
+    return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>>);
   });
 }
 

@@ -1,0 +1,5 @@
+# Sourced by the scripts: CUDA on PATH when installed in the usual place; parallelism; compiler cache location.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH=/usr/local/cuda/bin:$PATH; fi
+JOBS=${JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kernelkit-ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
