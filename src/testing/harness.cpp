@@ -91,24 +91,15 @@ Status call_op(const NormCase& c, const NormData& d, const NormPtrs& p, Device d
       return TensorView::strided(ptr, c.dtype, {d.batch, d.seq, c.hidden}, {d.seq * d.stride, d.stride, 1}, dev);
     return TensorView::strided(ptr, c.dtype, {c.rows, c.hidden}, {d.stride, 1}, dev);
   };
-  auto vec = [&](void* ptr, bool present) -> std::optional<TensorView> {
-    if (!present) return std::nullopt;
-    return TensorView::contiguous(ptr, c.dtype, {c.hidden}, dev);
-  };
-  const auto w = vec(p.weight, c.weight);
-  const auto b = vec(p.bias, c.bias);
-  switch (c.op) {
-    case OpId::rms_norm: return rms_norm(act(p.out), act(p.x), w, c.eps, c.weight_offset);
-    case OpId::fused_add_rms_norm: return fused_add_rms_norm(act(p.x), act(p.residual), w, c.eps, c.weight_offset);
-    case OpId::layer_norm: return layer_norm(act(p.out), act(p.x), w, b, c.eps);
-    case OpId::ada_layer_norm: {
-      const auto sc = TensorView::contiguous(p.scale, c.dtype, {d.batch, c.hidden}, dev);
-      const auto sh = TensorView::contiguous(p.shift, c.dtype, {d.batch, c.hidden}, dev);
-      return ada_layer_norm(act(p.out), act(p.x), sc, sh, w, b, c.eps);
-    }
-    case OpId::rms_norm_gelu: return rms_norm_gelu(act(p.out), act(p.x), w, c.eps);
-  }
-  return invalid_argument("unknown op");
+  NormTensors t;
+  t.x = act(p.x);
+  t.out = act(p.out);
+  t.residual = act(p.residual);
+  t.scale = TensorView::contiguous(p.scale, c.dtype, {d.batch, c.hidden}, dev);
+  t.shift = TensorView::contiguous(p.shift, c.dtype, {d.batch, c.hidden}, dev);
+  if (c.weight) t.weight = TensorView::contiguous(p.weight, c.dtype, {c.hidden}, dev);
+  if (c.bias) t.bias = TensorView::contiguous(p.bias, c.dtype, {c.hidden}, dev);
+  return call_norm_op(c.op, t, c.eps, c.weight_offset);
 }
 
 // Compares rows x hidden elements (row stride `stride`) of got against want; `scale` widens the tolerance for
@@ -144,6 +135,22 @@ void compare(const char* label, const HostBuffer& got, const HostBuffer& want, i
 }
 
 }  // namespace
+
+Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offset, Stream stream) {
+  switch (op) {
+    case OpId::rms_norm: return rms_norm(t.out, t.x, t.weight, eps, weight_offset, stream);
+    case OpId::fused_add_rms_norm: return fused_add_rms_norm(t.x, t.residual, t.weight, eps, weight_offset, stream);
+    case OpId::layer_norm: return layer_norm(t.out, t.x, t.weight, t.bias, eps, stream);
+    case OpId::ada_layer_norm: return ada_layer_norm(t.out, t.x, t.scale, t.shift, t.weight, t.bias, eps, stream);
+    case OpId::rms_norm_gelu: return rms_norm_gelu(t.out, t.x, t.weight, eps, stream);
+  }
+  return invalid_argument("unknown op");
+}
+
+void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
+                     int64_t stride, CaseResult* r) {
+  compare(label, got, want, rows, hidden, stride, 1.0, r);
+}
 
 CaseResult run_norm_case_cuda(const NormCase& c, int device) {
   CaseResult r;

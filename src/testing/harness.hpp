@@ -45,6 +45,20 @@ struct CaseResult {
   bool passed() const { return status.ok() && checked > 0 && mismatches == 0; }
 };
 
+// The tensors of one norm-family call; which are used depends on the op (residual: fused add; scale/shift: ada).
+struct NormTensors {
+  TensorView x, out, residual, scale, shift;
+  std::optional<TensorView> weight, bias;
+};
+// Calls the public op `op` (on the CPU backend or CUDA, wherever the tensors are).
+Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offset = 0.0f, Stream stream = nullptr);
+
+// Counts elements of `got` outside the tolerance table's bound around `want` into `r` (rows x hidden, row stride
+// `stride`), recording the first few.
+class HostBuffer;
+void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
+                     int64_t stride, CaseResult* r);
+
 // Runs `c` on CUDA device `device` and on the CPU reference from the same random inputs and compares every output
 // element (out, and residual for fused_add_rms_norm). Without a GPU returns status no_device.
 CaseResult run_norm_case_cuda(const NormCase& c, int device = 0);

@@ -34,8 +34,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   auto info = kernelkit::cli::add_info(app);
   auto verify = kernelkit::cli::add_verify(app);
+  auto bench = kernelkit::cli::add_bench(app);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("info")) return info();
   if (app.got_subcommand("verify")) return verify();
+  if (app.got_subcommand("bench")) return bench();
   return 2;
 }

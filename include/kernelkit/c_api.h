@@ -1,0 +1,74 @@
+/* kernelkit C ABI: the norm ops on raw pointers, for ctypes and other languages (libkernelkit_c.so).
+ *
+ * Pure C. Each function is a thin wrapper over the C++ op of the same name in kernelkit/ops.hpp (same formula, same
+ * checks): it builds tensor views from the pointers, sizes and row strides, and runs the CPU reference (device = -1,
+ * host pointers) or the CUDA kernels on `stream` (device >= 0, device pointers; stream is a cudaStream_t, NULL = the
+ * legacy default stream). Launches are asynchronous on the stream; nothing synchronizes.
+ *
+ * Return value: 0 on success, otherwise the kernelkit::StatusCode (1 invalid_argument, 2 unsupported, 3 cuda_error,
+ * 4 no_device, 5 internal); kk_last_error() then gives the message, which names the argument and what was expected.
+ *
+ * Strides are in elements, not bytes. Activations are [rows, hidden] with a contiguous last dim and row stride
+ * `*_row_stride`; parameters ([hidden] weight/bias, [batch, hidden] scale/shift) are contiguous. Every tensor of one
+ * call has the activation dtype. Nullable parameters are marked; passing NULL means "no weight" / "no bias".
+ */
+#ifndef KERNELKIT_C_API_H
+#define KERNELKIT_C_API_H
+
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KK_API __attribute__((visibility("default")))
+#else
+#define KK_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types, numbered as kernelkit::DType. */
+typedef enum kk_dtype { KK_F32 = 0, KK_F16 = 1, KK_BF16 = 2 } kk_dtype;
+
+/* kernelkit version as major * 10000 + minor * 100 + patch. */
+KK_API int kk_version(void);
+
+/* Message of the last failed call on this thread ("" if none); valid until the next failure on this thread. A
+ * successful call does not clear it: check the return value first. */
+KK_API const char* kk_last_error(void);
+
+/* out = x / sqrt(mean(x^2) + eps) * (weight_offset + weight)
+ *   out, x: [rows, hidden]; weight: [hidden] or NULL. weight_offset = 1 gives Gemma's (1 + w). */
+KK_API int kk_rms_norm(void* out, const void* x, const void* weight, int64_t rows, int64_t hidden,
+                       int64_t x_row_stride, int64_t out_row_stride, int dtype, float eps, float weight_offset,
+                       int device, void* stream);
+
+/* residual = x + residual (rounded to the dtype); x = rms_norm(residual). Both updated in place.
+ *   x, residual: [rows, hidden]; weight: [hidden] or NULL. */
+KK_API int kk_fused_add_rms_norm(void* x, void* residual, const void* weight, int64_t rows, int64_t hidden,
+                                 int64_t x_row_stride, int64_t residual_row_stride, int dtype, float eps,
+                                 float weight_offset, int device, void* stream);
+
+/* out = (x - mean) / sqrt(var + eps) * weight + bias (biased variance, as torch).
+ *   out, x: [rows, hidden]; weight, bias: [hidden] or NULL. */
+KK_API int kk_layer_norm(void* out, const void* x, const void* weight, const void* bias, int64_t rows, int64_t hidden,
+                         int64_t x_row_stride, int64_t out_row_stride, int dtype, float eps, int device, void* stream);
+
+/* out = layer_norm(x) * (1 + scale[b]) + shift[b]   (DiT / LTX-Video modulation)
+ *   out, x: [batch, seq, hidden], row stride *_row_stride (batch stride = seq * row stride);
+ *   scale, shift: contiguous [batch, hidden]; weight, bias: [hidden] or NULL. */
+KK_API int kk_ada_layer_norm(void* out, const void* x, const void* scale, const void* shift, const void* weight,
+                             const void* bias, int64_t batch, int64_t seq, int64_t hidden, int64_t x_row_stride,
+                             int64_t out_row_stride, int dtype, float eps, int device, void* stream);
+
+/* out = gelu_tanh(rms_norm(x) * weight), no intermediate rounding.
+ *   out, x: [rows, hidden]; weight: [hidden] or NULL. */
+KK_API int kk_rms_norm_gelu(void* out, const void* x, const void* weight, int64_t rows, int64_t hidden,
+                            int64_t x_row_stride, int64_t out_row_stride, int dtype, float eps, int device,
+                            void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KERNELKIT_C_API_H */

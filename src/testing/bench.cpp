@@ -1,0 +1,300 @@
+#include "testing/bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "testing/harness.hpp"
+
+#ifdef KERNELKIT_HAS_CUDA
+#include <cuda_runtime_api.h>
+
+#include "cuda/common/check.cuh"
+#endif
+
+namespace kernelkit::testing {
+
+const char* assessment(double pct) {
+  if (pct > 78) return "excellent";
+  if (pct >= 62) return "good";
+  if (pct >= 31) return "fair";
+  return "poor";
+}
+
+#ifndef KERNELKIT_HAS_CUDA
+Status measure_copy_ceiling(int, uint64_t, CopyCeiling*) {
+  return Status(StatusCode::no_device, "kernelkit was built without CUDA");
+}
+BenchResult bench_norm(const DeviceProfile&, OpId, DType, const BenchShape&, int, int, double) {
+  BenchResult r;
+  r.status = Status(StatusCode::no_device, "kernelkit was built without CUDA");
+  return r;
+}
+Status fill_uniform(void*, DType, int64_t, double, double, uint64_t, Stream) {
+  return Status(StatusCode::no_device, "kernelkit was built without CUDA");
+}
+#else
+
+namespace {
+
+double median_of(std::vector<double> v, double q = 0.5) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// Owns the stream and events of one measurement.
+struct Timer {
+  cudaStream_t stream = nullptr;
+  std::vector<cudaEvent_t> events;
+  ~Timer() {
+    for (auto e : events) cudaEventDestroy(e);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  Status init(int pairs) {
+    KK_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    events.resize(static_cast<size_t>(2 * pairs));
+    for (auto& e : events) KK_CUDA_RETURN(cudaEventCreate(&e));
+    return Status::Ok();
+  }
+  // Milliseconds between event 2i and 2i+1, for every pair.
+  Status read(std::vector<double>* us) {
+    KK_CUDA_RETURN(cudaStreamSynchronize(stream));
+    us->clear();
+    for (size_t i = 0; i + 1 < events.size(); i += 2) {
+      float ms = 0;
+      KK_CUDA_RETURN(cudaEventElapsedTime(&ms, events[i], events[i + 1]));
+      us->push_back(1000.0 * ms);
+    }
+    return Status::Ok();
+  }
+};
+
+// One set of device buffers for an op: the per-row tensors (rotated between runs) and the parameters (shared).
+struct DeviceTensors {
+  std::vector<DeviceBuffer> owned;
+  void* alloc(size_t bytes, Status* s) {
+    owned.emplace_back();
+    if (s->ok()) *s = owned.back().alloc(std::max<size_t>(bytes, 16));
+    return owned.back().data();
+  }
+};
+
+Status download_rows(HostBuffer* dst, const void* src, const std::vector<int64_t>& rows, int64_t hidden, DType t) {
+  const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(t);
+  for (size_t i = 0; i < rows.size(); ++i)
+    KK_CUDA_RETURN(cudaMemcpy(static_cast<uint8_t*>(dst->data()) + i * row_bytes,
+                              static_cast<const uint8_t*>(src) + static_cast<size_t>(rows[i]) * row_bytes, row_bytes,
+                              cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out) {
+  KK_CUDA_RETURN(cudaSetDevice(device));
+  DeviceBuffer a, b;
+  KK_RETURN_IF_ERROR(a.alloc(bytes_each));
+  KK_RETURN_IF_ERROR(b.alloc(bytes_each));
+  KK_RETURN_IF_ERROR(fill_uniform(a.data(), DType::f32, static_cast<int64_t>(bytes_each / 4), -1, 1, 7, nullptr));
+  KK_RETURN_IF_ERROR(device_synchronize());
+  constexpr int kRuns = 20;
+  Timer t;
+  KK_RETURN_IF_ERROR(t.init(kRuns));
+  for (int i = 0; i < 3; ++i)
+    KK_CUDA_RETURN(cudaMemcpyAsync(b.data(), a.data(), bytes_each, cudaMemcpyDeviceToDevice, t.stream));
+  for (int i = 0; i < kRuns; ++i) {
+    KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
+    // Alternate directions so no run starts with its source in L2 from the previous run's writes.
+    void* dst = i % 2 ? a.data() : b.data();
+    const void* src = i % 2 ? b.data() : a.data();
+    KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes_each, cudaMemcpyDeviceToDevice, t.stream));
+    KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
+  }
+  std::vector<double> us;
+  KK_RETURN_IF_ERROR(t.read(&us));
+  out->bytes = 2 * bytes_each;
+  out->median_us = median_of(us);
+  out->gbps = static_cast<double>(out->bytes) / (out->median_us * 1e3);
+  return Status::Ok();
+}
+
+BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs, int device,
+                       double peak_gbps) {
+  BenchResult r;
+  const OpShape os{shape.rows, shape.hidden, shape.batch, 16};
+  r.bytes = op_bytes(op, os, dt);
+  r.flops = op_flops(op, os);
+  auto fail = [&](Status s) {
+    r.status = std::move(s);
+    return r;
+  };
+  if (Status s = Status(cudaSetDevice(device) == cudaSuccess ? StatusCode::ok : StatusCode::cuda_error,
+                        "cudaSetDevice failed");
+      !s.ok())
+    return fail(s);
+
+  const bool fused = op == OpId::fused_add_rms_norm, ada = op == OpId::ada_layer_norm;
+  const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
+  const size_t e = dtype_size(dt);
+  // Rotating sets: enough that the buffers the runs cycle through exceed 2x L2, at most 64 and at most ~8 GB.
+  const uint64_t set_bytes = 2 * static_cast<uint64_t>(n) * e;  // x and out (fused: x and residual), per set
+  const uint64_t want = 2 * static_cast<uint64_t>(prof.l2_bytes) + set_bytes;
+  r.sets = static_cast<int>(std::clamp<uint64_t>((want + set_bytes - 1) / set_bytes, 2, 64));
+  r.sets = static_cast<int>(std::min<uint64_t>(r.sets, std::max<uint64_t>(1, (8ull << 30) / set_bytes)));
+  r.l2_cold = static_cast<uint64_t>(r.sets) * set_bytes >= 2 * static_cast<uint64_t>(prof.l2_bytes);
+
+  Status st;
+  DeviceTensors mem;
+  std::vector<NormTensors> views(static_cast<size_t>(r.sets));
+  const Device dev = Device::cuda(device);
+  void* w = mem.alloc(H * e, &st);
+  void* b = mem.alloc(H * e, &st);
+  void* sc = mem.alloc(B * H * e, &st);
+  void* sh = mem.alloc(B * H * e, &st);
+  std::vector<std::pair<void*, int64_t>> per_set;  // (pointer, elements) of each rotated tensor, for refills
+  for (auto& v : views) {
+    auto act = [&](void* p) {
+      if (ada) return TensorView::contiguous(p, dt, {B, shape.rows / B, H}, dev);
+      return TensorView::contiguous(p, dt, {shape.rows, H}, dev);
+    };
+    void* x = mem.alloc(n * e, &st);
+    void* o = mem.alloc(n * e, &st);  // out, or the residual for the fused op (which writes x in place)
+    v.x = act(x);
+    v.out = act(o);
+    v.residual = act(o);
+    v.weight = TensorView::contiguous(w, dt, {H}, dev);
+    if (op == OpId::layer_norm || ada) v.bias = TensorView::contiguous(b, dt, {H}, dev);
+    v.scale = TensorView::contiguous(sc, dt, {B, H}, dev);
+    v.shift = TensorView::contiguous(sh, dt, {B, H}, dev);
+    per_set.push_back({x, n});
+    if (fused) per_set.push_back({o, n});
+  }
+  if (!st.ok()) return fail(Status(st.code(), "allocating " + std::to_string(r.sets) + " buffer sets: " + st.message()));
+  auto refill = [&](cudaStream_t s) -> Status {
+    uint64_t seed = 11;
+    for (auto [p, cnt] : per_set) KK_RETURN_IF_ERROR(fill_uniform(p, dt, cnt, -0.7, 1.3, seed++, s));
+    return Status::Ok();
+  };
+  for (Status s : {fill_uniform(w, dt, H, 0.5, 1.5, 1, nullptr), fill_uniform(b, dt, H, -0.5, 0.5, 2, nullptr),
+                   fill_uniform(sc, dt, B * H, -0.5, 0.5, 3, nullptr),
+                   fill_uniform(sh, dt, B * H, -0.5, 0.5, 4, nullptr), refill(nullptr)})
+    if (!s.ok()) return fail(s);
+
+  // ---- Verify set 0 on sampled rows against the CPU reference before any timing.
+  std::vector<int64_t> rows;
+  const int64_t k = std::min<int64_t>(shape.rows, 32);
+  for (int64_t i = 0; i < k; ++i) rows.push_back(k == 1 ? 0 : i * (shape.rows - 1) / (k - 1));
+  HostBuffer hx(dt, k * H), hr(dt, k * H), hw(dt, H), hb(dt, H), hsc(dt, k * H), hsh(dt, k * H), hout(dt, k * H);
+  const int64_t seq = ada ? shape.rows / B : 1;
+  std::vector<int64_t> batch_rows;
+  for (int64_t row : rows) batch_rows.push_back(row / seq);
+  for (Status s : {download_rows(&hx, views[0].x.data, rows, H, dt),
+                   fused ? download_rows(&hr, views[0].residual.data, rows, H, dt) : Status::Ok(),
+                   download_rows(&hw, w, {0}, H, dt), download_rows(&hb, b, {0}, H, dt),
+                   download_rows(&hsc, sc, batch_rows, H, dt), download_rows(&hsh, sh, batch_rows, H, dt)})
+    if (!s.ok()) return fail(s);
+  if (Status s = call_norm_op(op, views[0], 1e-6f); !s.ok()) return fail(s);
+  {
+    HostBuffer got_x(dt, k * H), got_r(dt, k * H);
+    Status s = device_synchronize();
+    if (s.ok()) s = download_rows(fused ? &got_x : &hout, fused ? views[0].x.data : views[0].out.data, rows, H, dt);
+    if (s.ok() && fused) s = download_rows(&got_r, views[0].residual.data, rows, H, dt);
+    if (!s.ok()) return fail(s);
+    // The reference on the same rows: ada rows become [k, 1, H] with their batch's scale/shift gathered.
+    HostBuffer want_out(dt, k * H);
+    NormTensors hv;
+    auto act = [&](void* p) {
+      if (ada) return TensorView::contiguous(p, dt, {k, 1, H});
+      return TensorView::contiguous(p, dt, {k, H});
+    };
+    hv.x = act(hx.data());
+    hv.out = act(want_out.data());
+    hv.residual = act(hr.data());
+    hv.weight = TensorView::contiguous(hw.data(), dt, {H});
+    if (views[0].bias) hv.bias = TensorView::contiguous(hb.data(), dt, {H});
+    hv.scale = TensorView::contiguous(hsc.data(), dt, {k, H});
+    hv.shift = TensorView::contiguous(hsh.data(), dt, {k, H});
+    if (Status rs = call_norm_op(op, hv, 1e-6f); !rs.ok()) return fail(rs);
+    CaseResult cmp;
+    if (fused) {
+      compare_outputs("x", got_x, hx, k, H, H, &cmp);  // the reference overwrote hx in place
+      compare_outputs("residual", got_r, hr, k, H, H, &cmp);
+    } else {
+      compare_outputs("out", hout, want_out, k, H, H, &cmp);
+    }
+    r.rows_checked = k;
+    if (cmp.mismatches)
+      return fail(Status(StatusCode::internal, "verification failed: " + std::to_string(cmp.mismatches) +
+                                                   " mismatches\n" + cmp.detail));
+    r.verified = true;
+  }
+  if (Status s = refill(nullptr); !s.ok()) return fail(s);
+  if (Status s = device_synchronize(); !s.ok()) return fail(s);  // the timing streams do not wait on the default one
+
+  // ---- Time. Short kernels: CUDA-graph replay of many launches (launch gaps excluded); long ones: events per launch.
+  Timer est;
+  if (Status s = est.init(1); !s.ok()) return fail(s);
+  auto launch = [&](int i, cudaStream_t s) {
+    return call_norm_op(op, views[static_cast<size_t>(i % r.sets)], 1e-6f, 0.0f, s);
+  };
+  for (int i = 0; i < 3; ++i)
+    if (Status s = launch(i, est.stream); !s.ok()) return fail(s);
+  cudaEventRecord(est.events[0], est.stream);
+  for (int i = 0; i < 10; ++i) (void)launch(i, est.stream);
+  cudaEventRecord(est.events[1], est.stream);
+  std::vector<double> est_us;
+  if (Status s = est.read(&est_us); !s.ok()) return fail(s);
+  const double per_launch = est_us[0] / 10;
+
+  Timer t;
+  if (Status s = t.init(runs); !s.ok()) return fail(s);
+  std::vector<double> us;
+  r.graph = per_launch < 50.0;
+  if (r.graph) {
+    const int calls = std::max(r.sets, static_cast<int>(std::min(2000.0, std::ceil(500.0 / per_launch))));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    auto capture = [&]() -> Status {
+      KK_CUDA_RETURN(cudaStreamBeginCapture(t.stream, cudaStreamCaptureModeThreadLocal));
+      Status s;
+      for (int i = 0; i < calls && s.ok(); ++i) s = launch(i, t.stream);
+      KK_CUDA_RETURN(cudaStreamEndCapture(t.stream, &graph));
+      KK_RETURN_IF_ERROR(s);
+      KK_CUDA_RETURN(cudaGraphInstantiate(&exec, graph, 0));
+      KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));  // warm-up replay
+      for (int i = 0; i < runs; ++i) {
+        // In-place ops drift (the residual grows each call): refresh the inputs outside the timed window.
+        if (fused) KK_RETURN_IF_ERROR(refill(t.stream));
+        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
+        KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));
+        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
+      }
+      return t.read(&us);
+    };
+    Status s = capture();
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (!s.ok()) return fail(s);
+    for (double& v : us) v /= calls;
+  } else {
+    for (int i = 0; i < runs; ++i) {
+      if (fused && i % r.sets == 0) (void)refill(t.stream);
+      cudaEventRecord(t.events[2 * i], t.stream);
+      if (Status s = launch(i, t.stream); !s.ok()) return fail(s);
+      cudaEventRecord(t.events[2 * i + 1], t.stream);
+    }
+    if (Status s = t.read(&us); !s.ok()) return fail(s);
+  }
+  r.runs = runs;
+  r.median_us = median_of(us);
+  r.p10_us = median_of(us, 0.1);
+  r.p90_us = median_of(us, 0.9);
+  r.gbps = static_cast<double>(r.bytes) / (r.median_us * 1e3);
+  r.pct_of_peak = peak_gbps > 0 ? 100.0 * r.gbps / peak_gbps : 0;
+  r.status = Status::Ok();
+  return r;
+}
+
+#endif
+
+}  // namespace kernelkit::testing

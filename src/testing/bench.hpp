@@ -1,0 +1,54 @@
+// Benchmark machinery behind `kernelkit bench` (the only source of speed claims, see DESIGN.md):
+// device time with CUDA events, warm-up, median of many runs, cold L2 by rotating buffer sets whose total exceeds
+// 2x L2, CUDA-graph replay for short kernels, the copy ceiling measured in the same process, and every timing preceded
+// by a check of the output against the CPU reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/profile.hpp"
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit::testing {
+
+struct BenchShape {
+  int64_t rows = 0, hidden = 0;
+  int64_t batch = 1;  // leading dim for per-batch parameters (ada_layer_norm); rows = batch * seq
+  std::string label;  // how the suite names it: "65536x4096", "2x4096x3072"
+};
+
+struct BenchResult {
+  Status status;             // not ok: nothing below is meaningful (the reason is here)
+  bool verified = false;     // output matched the reference on the sampled rows before timing
+  int64_t rows_checked = 0;  // rows compared against the reference
+  double median_us = 0, p10_us = 0, p90_us = 0;
+  int runs = 0;
+  bool graph = false;        // timed as CUDA-graph replays (short kernels)
+  bool l2_cold = false;      // the rotating buffers exceeded 2x L2
+  int sets = 0;              // rotating buffer sets
+  uint64_t bytes = 0;        // from op_bytes: the single description of the op
+  double flops = 0;
+  double gbps = 0, pct_of_peak = 0;
+};
+
+struct CopyCeiling {
+  double gbps = 0, median_us = 0;
+  uint64_t bytes = 0;  // read + written
+};
+
+// Device-to-device copy of `bytes_each` bytes, counting bytes read plus bytes written; median of 20.
+Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out);
+
+BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
+                       int device, double peak_gbps);
+
+// The seed's assessment of % of the measured peak: > 78 excellent, 62-78 good, 31-62 fair, < 31 poor.
+const char* assessment(double pct_of_peak);
+
+// Random fill on the device (uniform in [lo, hi), rounded to the dtype), so large inputs cost no host time.
+Status fill_uniform(void* ptr, DType dtype, int64_t n, double lo, double hi, uint64_t seed, Stream stream);
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,246 @@
+// `kernelkit bench`: every op over the default suite of shapes and every dtype this GPU supports, timed by the
+// protocol in DESIGN.md (src/testing/bench.cpp), reported as median time, GB/s and % of the copy ceiling measured in
+// the same run, with the seed's assessment, the arithmetic intensity and the bound. --json, --markdown and --svg write
+// the same results for reports.
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.hpp"
+#include "kernelkit/runtime.hpp"
+#include "testing/bench.hpp"
+
+namespace kernelkit::cli {
+namespace {
+
+using testing::BenchResult;
+using testing::BenchShape;
+
+struct BenchOptions {
+  std::vector<std::string> ops, dtypes, shapes;
+  bool quick = false;
+  int runs = 100;
+  int device = 0;
+  std::string json, markdown, svg, commit;
+};
+
+// The default suite: LLM token counts x hidden sizes, and the diffusion shapes of the HF cuda-kernels RMSNorm table.
+std::vector<BenchShape> default_suite(bool quick) {
+  std::vector<BenchShape> s;
+  const std::vector<int64_t> tokens = quick ? std::vector<int64_t>{1, 2048, 65536}
+                                            : std::vector<int64_t>{1, 16, 128, 2048, 16384, 65536};
+  const std::vector<int64_t> hidden = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{2048, 4096, 8192};
+  for (int64_t t : tokens)
+    for (int64_t h : hidden) s.push_back({t, h, 1, std::to_string(t) + "x" + std::to_string(h)});
+  const int64_t diffusion[][3] = {{1, 1024, 2048}, {2, 1024, 2048}, {4, 1024, 2048}, {2, 4096, 3072}, {4, 4096, 3072}};
+  for (const auto& d : diffusion) {
+    if (quick && d[0] != 2) continue;
+    s.push_back({d[0] * d[1], d[2], d[0],
+                 std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2])});
+  }
+  return s;
+}
+
+// "4096x8192" (rows x hidden) or "2x4096x3072" (batch x seq x hidden).
+std::optional<BenchShape> parse_shape(const std::string& text) {
+  std::vector<int64_t> v;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, 'x')) {
+    try {
+      v.push_back(std::stoll(part));
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  if (v.size() == 2 && v[0] > 0 && v[1] > 0) return BenchShape{v[0], v[1], 1, text};
+  if (v.size() == 3 && v[0] > 0 && v[1] > 0 && v[2] > 0) return BenchShape{v[0] * v[1], v[2], v[0], text};
+  return std::nullopt;
+}
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", std::gmtime(&t));
+  return buf;
+}
+
+// % of peak per op and shape (one dtype): grouped horizontal bars with the assessment bands marked.
+std::string svg_chart(const nlohmann::json& results, const std::string& dtype, const std::string& title) {
+  std::vector<std::string> ops, shapes;
+  for (const auto& r : results) {
+    if (r["dtype"] != dtype || !r.contains("pct_of_peak")) continue;
+    if (std::find(ops.begin(), ops.end(), r["op"]) == ops.end()) ops.push_back(r["op"]);
+    if (std::find(shapes.begin(), shapes.end(), r["shape"]) == shapes.end()) shapes.push_back(r["shape"]);
+  }
+  const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#9c755f"};
+  const int bar = 9, gap = 8, left = 130, width = 520, top = 50;
+  const int group = static_cast<int>(ops.size()) * bar + gap;
+  const int height = top + static_cast<int>(shapes.size()) * group + 40;
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + width + 170 << "' height='" << height
+    << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
+    << "<text x='10' y='20' font-size='14' font-weight='bold'>" << title << "</text>\n";
+  // Assessment bands: poor < 31 <= fair < 62 <= good <= 78 < excellent.
+  const std::pair<double, const char*> bands[] = {{31, "fair"}, {62, "good"}, {78, "excellent"}};
+  for (auto [pct, name] : bands) {
+    const int x = left + static_cast<int>(width * pct / 100);
+    o << "<line x1='" << x << "' y1='" << top - 12 << "' x2='" << x << "' y2='" << height - 35
+      << "' stroke='#bbb' stroke-dasharray='3,3'/><text x='" << x + 2 << "' y='" << top - 14 << "' fill='#888'>"
+      << name << " &#8805;" << pct << "%</text>\n";
+  }
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const int y0 = top + static_cast<int>(si) * group;
+    o << "<text x='" << left - 6 << "' y='" << y0 + group / 2 << "' text-anchor='end'>" << shapes[si] << "</text>\n";
+    for (size_t oi = 0; oi < ops.size(); ++oi)
+      for (const auto& r : results)
+        if (r["dtype"] == dtype && r["shape"] == shapes[si] && r["op"] == ops[oi] && r.contains("pct_of_peak")) {
+          const double pct = r["pct_of_peak"];
+          o << "<rect x='" << left << "' y='" << y0 + static_cast<int>(oi) * bar << "' width='"
+            << static_cast<int>(width * std::min(pct, 100.0) / 100) << "' height='" << bar - 1 << "' fill='"
+            << colors[oi % 7] << "'><title>" << std::string(ops[oi]) << " " << shapes[si] << ": " << std::fixed
+            << std::setprecision(1) << pct << "%</title></rect>\n";
+        }
+  }
+  for (size_t oi = 0; oi < ops.size(); ++oi)
+    o << "<rect x='" << left + width + 15 << "' y='" << top + 16 * static_cast<int>(oi) << "' width='10' height='10' fill='"
+      << colors[oi % 7] << "'/><text x='" << left + width + 30 << "' y='" << top + 9 + 16 * static_cast<int>(oi)
+      << "'>" << ops[oi] << "</text>\n";
+  o << "<text x='" << left << "' y='" << height - 12 << "'>% of the device-to-device copy bandwidth measured in the same run"
+    << "</text>\n</svg>\n";
+  return o.str();
+}
+
+int run_bench(const BenchOptions& o) {
+  if (cuda_device_count() == 0) {
+    std::cerr << "kernelkit bench needs a CUDA GPU and none is available"
+              << (built_with_cuda() ? "" : " (this build has no CUDA)") << ".\n";
+    return 1;
+  }
+  auto prof = resolve_profile("", o.device);
+  if (!prof) return 1;
+  std::vector<OpId> ops;
+  for (const OpInfo& op : op_table())
+    if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()) ops.push_back(op.id);
+  std::vector<DType> dtypes;
+  for (DType d : {DType::bf16, DType::f16, DType::f32}) {
+    if (!prof->supports(d)) continue;
+    if (o.dtypes.empty() || std::find(o.dtypes.begin(), o.dtypes.end(), std::string(dtype_name(d))) != o.dtypes.end())
+      dtypes.push_back(d);
+  }
+  std::vector<BenchShape> shapes;
+  for (const auto& s : o.shapes) {
+    auto sh = parse_shape(s);
+    if (!sh) {
+      std::cerr << "error: --shape '" << s << "' must be ROWSxHIDDEN or BATCHxSEQxHIDDEN (positive integers)\n";
+      return 2;
+    }
+    shapes.push_back(*sh);
+  }
+  if (shapes.empty()) shapes = default_suite(o.quick);
+  if (ops.empty() || dtypes.empty()) {
+    std::cerr << "error: nothing to run (check --op / --dtype against this GPU's profile)\n";
+    return 2;
+  }
+
+  testing::CopyCeiling copy;
+  if (Status s = testing::measure_copy_ceiling(o.device, 2ull << 30, &copy); !s.ok()) {
+    std::cerr << "copy ceiling: " << s.to_string() << "\n";
+    return 1;
+  }
+  DeviceFacts facts;
+  (void)query_device(o.device, &facts);
+  std::cout << "kernelkit bench on " << facts.name << " (profile " << prof->key << ", driver " << facts.driver_version
+            << "), " << now_utc() << "\n"
+            << "copy ceiling (device-to-device, read + write, same run): " << std::fixed << std::setprecision(0)
+            << copy.gbps << " GB/s (datasheet " << prof->hbm_gbps << ")\n\n";
+  const auto hdr = [](std::ostream& os) {
+    os << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::setw(14) << "shape" << std::right
+       << std::setw(10) << "median us" << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << "  " << std::left
+       << std::setw(10) << "assessment" << std::right << std::setw(7) << "FLOP/B" << "  " << std::left
+       << std::setw(7) << "bound" << std::setw(7) << "timing" << std::setw(6) << "L2" << "verified\n";
+  };
+  hdr(std::cout);
+  nlohmann::json results = nlohmann::json::array();
+  std::ostringstream md;
+  md << "| op | dtype | shape | median µs | GB/s | % of copy peak | assessment | FLOP/B | bound | timing | L2 |\n"
+     << "|---|---|---|---:|---:|---:|---|---:|---|---|---|\n";
+  int failures = 0;
+  for (OpId op : ops)
+    for (DType dt : dtypes)
+      for (const BenchShape& sh : shapes) {
+        const BenchResult r = testing::bench_norm(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
+        const OpShape os{sh.rows, sh.hidden, sh.batch, 16};
+        const double intensity = op_intensity(op, os, dt);
+        const bool mem = op_memory_bound(op, os, dt, *prof);
+        nlohmann::json j = {{"op", op_info(op).name}, {"dtype", dtype_name(dt)}, {"shape", sh.label},
+                            {"rows", sh.rows},        {"hidden", sh.hidden},    {"bytes", r.bytes},
+                            {"flops", r.flops},       {"intensity", intensity}, {"bound", mem ? "memory" : "compute"}};
+        std::cout << std::left << std::setw(20) << op_info(op).name << std::setw(6) << dtype_name(dt) << std::setw(14)
+                  << sh.label;
+        if (!r.status.ok()) {
+          ++failures;
+          j["error"] = r.status.to_string();
+          std::cout << "  FAILED: " << r.status.to_string() << "\n";
+        } else {
+          j.update({{"median_us", r.median_us}, {"p10_us", r.p10_us}, {"p90_us", r.p90_us}, {"runs", r.runs},
+                    {"gbps", r.gbps}, {"pct_of_peak", r.pct_of_peak}, {"assessment", testing::assessment(r.pct_of_peak)},
+                    {"timing", r.graph ? "graph" : "events"}, {"l2", r.l2_cold ? "cold" : "warm"}, {"sets", r.sets},
+                    {"verified_rows", r.rows_checked}});
+          std::cout << std::right << std::setw(10) << std::setprecision(2) << r.median_us << std::setw(9)
+                    << std::setprecision(0) << r.gbps << std::setw(7) << std::setprecision(1) << r.pct_of_peak << "%  "
+                    << std::left << std::setw(10) << testing::assessment(r.pct_of_peak) << std::right << std::setw(7)
+                    << std::setprecision(2) << intensity << "  " << std::left << std::setw(7)
+                    << (mem ? "memory" : "compute") << std::setw(7) << (r.graph ? "graph" : "events") << std::setw(6)
+                    << (r.l2_cold ? "cold" : "warm") << r.rows_checked << " rows\n";
+          md << "| " << op_info(op).name << " | " << dtype_name(dt) << " | " << sh.label << " | " << std::setprecision(2)
+             << r.median_us << " | " << std::setprecision(0) << r.gbps << " | " << std::setprecision(1)
+             << r.pct_of_peak << "% | " << testing::assessment(r.pct_of_peak) << " | " << std::setprecision(2)
+             << intensity << " | " << (mem ? "memory" : "compute") << " | " << (r.graph ? "graph" : "events") << " | "
+             << (r.l2_cold ? "cold" : "warm") << " |\n";
+        }
+        results.push_back(j);
+      }
+
+  nlohmann::json meta = {{"gpu", facts.name},     {"driver", facts.driver_version}, {"profile", prof->key},
+                         {"date", now_utc()},      {"commit", o.commit},             {"copy_gbps", copy.gbps},
+                         {"copy_bytes", copy.bytes}, {"runs", o.runs}};
+  if (!o.json.empty()) std::ofstream(o.json) << nlohmann::json{{"meta", meta}, {"results", results}}.dump(2) << "\n";
+  if (!o.markdown.empty())
+    std::ofstream(o.markdown) << "# kernelkit bench: " << facts.name << ", " << now_utc()
+                              << (o.commit.empty() ? "" : ", commit " + o.commit) << "\n\nCopy ceiling "
+                              << std::setprecision(0) << copy.gbps << " GB/s (same run). Median of " << o.runs
+                              << " runs; bytes are each input read once and each output written once.\n\n"
+                              << md.str();
+  if (!o.svg.empty())
+    std::ofstream(o.svg) << svg_chart(results, std::string(dtype_name(dtypes.front())),
+                                      "kernelkit on " + facts.name + ": % of measured copy bandwidth (" +
+                                          std::string(dtype_name(dtypes.front())) + ")");
+  std::cout << "\n" << results.size() - failures << " timed, " << failures << " failed\n";
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Time every op (% of the measured copy ceiling), output verified first");
+  cmd->add_option("--op", o->ops, "Only these ops (repeatable)");
+  cmd->add_option("--dtype", o->dtypes, "Only these dtypes: bf16, f16, f32 (repeatable)");
+  cmd->add_option("--shape", o->shapes, "ROWSxHIDDEN or BATCHxSEQxHIDDEN (repeatable); default: the suite");
+  cmd->add_flag("--quick", o->quick, "A small suite");
+  cmd->add_option("--runs", o->runs, "Timed runs per case (median reported)")->check(CLI::Range(50, 100000));
+  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", o->json, "Write results as JSON to this file");
+  cmd->add_option("--markdown", o->markdown, "Write a markdown table to this file");
+  cmd->add_option("--svg", o->svg, "Write a chart of % of peak per op and shape (first dtype) to this file");
+  cmd->add_option("--commit", o->commit, "Commit hash to record with the results");
+  return [o] { return run_bench(*o); };
+}
+
+}  // namespace kernelkit::cli
