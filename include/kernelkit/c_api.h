@@ -33,6 +33,10 @@ typedef enum kk_dtype { KK_F32 = 0, KK_F16 = 1, KK_BF16 = 2 } kk_dtype;
 /* kernelkit version as major * 10000 + minor * 100 + patch. */
 KK_API int kk_version(void);
 
+/* Minimal bytes the op moves for this problem (each input read once, each output written once), from the op table
+ * every kernelkit tool uses; 0 for an unknown op name or dtype code. */
+KK_API uint64_t kk_op_bytes(const char* op, int64_t rows, int64_t hidden, int64_t batch, int dtype);
+
 /* Message of the last failed call on this thread ("" if none); valid until the next failure on this thread. A
  * successful call does not clear it: check the return value first. */
 KK_API const char* kk_last_error(void);

@@ -33,4 +33,9 @@ Status query_device(int index, DeviceFacts* out);
 // Checks that `ptr` is device memory usable on CUDA device `device` (not a plain host pointer). `arg` names it in errors.
 Status check_device_pointer(const void* ptr, int device, const char* arg);
 
+// Blocks of the planned kernel resident per SM, from cudaOccupancyMaxActiveBlocksPerMultiprocessor (so registers count).
+struct LaunchPlan;
+enum class OpId : uint8_t;
+Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm);
+
 }  // namespace kernelkit

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
 
 #ifndef KK_VERSION_MAJOR
@@ -72,6 +73,12 @@ extern "C" {
 KK_API int kk_version(void) { return KK_VERSION_MAJOR * 10000 + KK_VERSION_MINOR * 100 + KK_VERSION_PATCH; }
 
 KK_API const char* kk_last_error(void) { return last_error.c_str(); }
+
+KK_API uint64_t kk_op_bytes(const char* op, int64_t rows, int64_t hidden, int64_t batch, int dtype) {
+  const auto id = op ? kernelkit::parse_op(op) : std::nullopt;
+  if (!id || dtype < KK_F32 || dtype > KK_BF16) return 0;
+  return kernelkit::op_bytes(*id, {rows, hidden, batch, 16}, static_cast<kernelkit::DType>(dtype));
+}
 
 KK_API int kk_rms_norm(void* out, const void* x, const void* weight, int64_t rows, int64_t hidden,
                        int64_t x_row_stride, int64_t out_row_stride, int dtype, float eps, float weight_offset,

@@ -14,6 +14,7 @@ bool built_with_cuda() { return false; }
 int cuda_device_count() { return 0; }
 Status query_device(int, DeviceFacts*) { return no_cuda(); }
 Status check_device_pointer(const void*, int, const char*) { return no_cuda(); }
+Status kernel_occupancy(OpId, DType, const LaunchPlan&, int, int*) { return no_cuda(); }
 
 namespace detail {
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }

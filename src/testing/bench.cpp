@@ -69,16 +69,6 @@ struct Timer {
   }
 };
 
-// One set of device buffers for an op: the per-row tensors (rotated between runs) and the parameters (shared).
-struct DeviceTensors {
-  std::vector<DeviceBuffer> owned;
-  void* alloc(size_t bytes, Status* s) {
-    owned.emplace_back();
-    if (s->ok()) *s = owned.back().alloc(std::max<size_t>(bytes, 16));
-    return owned.back().data();
-  }
-};
-
 Status download_rows(HostBuffer* dst, const void* src, const std::vector<int64_t>& rows, int64_t hidden, DType t) {
   const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(t);
   for (size_t i = 0; i < rows.size(); ++i)
@@ -89,6 +79,57 @@ Status download_rows(HostBuffer* dst, const void* src, const std::vector<int64_t
 }
 
 }  // namespace
+
+Status NormWorkload::init(OpId op, DType dt, const BenchShape& shape, int sets, int device) {
+  KK_CUDA_RETURN(cudaSetDevice(device));
+  const bool fused = op == OpId::fused_add_rms_norm, ada = op == OpId::ada_layer_norm;
+  const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
+  const size_t e = dtype_size(dt);
+  dtype_ = dt;
+  const Device dev = Device::cuda(device);
+  auto alloc = [&](size_t elems) -> void* {
+    buffers_.emplace_back();
+    Status s = buffers_.back().alloc(std::max<size_t>(elems * e, 16));
+    if (!s.ok() && status_.ok()) status_ = s;
+    return buffers_.back().data();
+  };
+  buffers_.reserve(static_cast<size_t>(4 + 2 * sets));
+  void* w = alloc(static_cast<size_t>(H));
+  void* b = alloc(static_cast<size_t>(H));
+  void* sc = alloc(static_cast<size_t>(B * H));
+  void* sh = alloc(static_cast<size_t>(B * H));
+  views_.assign(static_cast<size_t>(sets), NormTensors{});
+  for (auto& v : views_) {
+    auto act = [&](void* p) {
+      if (ada) return TensorView::contiguous(p, dt, {B, shape.rows / B, H}, dev);
+      return TensorView::contiguous(p, dt, {shape.rows, H}, dev);
+    };
+    void* x = alloc(static_cast<size_t>(n));
+    void* o = alloc(static_cast<size_t>(n));  // out, or the residual for the fused op (which writes x in place)
+    v.x = act(x);
+    v.out = act(o);
+    v.residual = act(o);
+    v.weight = TensorView::contiguous(w, dt, {H}, dev);
+    if (op == OpId::layer_norm || ada) v.bias = TensorView::contiguous(b, dt, {H}, dev);
+    v.scale = TensorView::contiguous(sc, dt, {B, H}, dev);
+    v.shift = TensorView::contiguous(sh, dt, {B, H}, dev);
+    rotated_.push_back({x, n});
+    if (fused) rotated_.push_back({o, n});
+  }
+  if (!status_.ok())
+    return Status(status_.code(), "allocating " + std::to_string(sets) + " buffer sets: " + status_.message());
+  for (Status s : {fill_uniform(w, dt, H, 0.5, 1.5, 1, nullptr), fill_uniform(b, dt, H, -0.5, 0.5, 2, nullptr),
+                   fill_uniform(sc, dt, B * H, -0.5, 0.5, 3, nullptr),
+                   fill_uniform(sh, dt, B * H, -0.5, 0.5, 4, nullptr), refill(nullptr)})
+    KK_RETURN_IF_ERROR(s);
+  return device_synchronize();
+}
+
+Status NormWorkload::refill(Stream stream) {
+  uint64_t seed = 11;
+  for (auto [p, count] : rotated_) KK_RETURN_IF_ERROR(fill_uniform(p, dtype_, count, -0.7, 1.3, seed++, stream));
+  return Status::Ok();
+}
 
 Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out) {
   KK_CUDA_RETURN(cudaSetDevice(device));
@@ -128,11 +169,6 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
     r.status = std::move(s);
     return r;
   };
-  if (Status s = Status(cudaSetDevice(device) == cudaSuccess ? StatusCode::ok : StatusCode::cuda_error,
-                        "cudaSetDevice failed");
-      !s.ok())
-    return fail(s);
-
   const bool fused = op == OpId::fused_add_rms_norm, ada = op == OpId::ada_layer_norm;
   const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
   const size_t e = dtype_size(dt);
@@ -143,42 +179,10 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   r.sets = static_cast<int>(std::min<uint64_t>(r.sets, std::max<uint64_t>(1, (8ull << 30) / set_bytes)));
   r.l2_cold = static_cast<uint64_t>(r.sets) * set_bytes >= 2 * static_cast<uint64_t>(prof.l2_bytes);
 
-  Status st;
-  DeviceTensors mem;
-  std::vector<NormTensors> views(static_cast<size_t>(r.sets));
-  const Device dev = Device::cuda(device);
-  void* w = mem.alloc(H * e, &st);
-  void* b = mem.alloc(H * e, &st);
-  void* sc = mem.alloc(B * H * e, &st);
-  void* sh = mem.alloc(B * H * e, &st);
-  std::vector<std::pair<void*, int64_t>> per_set;  // (pointer, elements) of each rotated tensor, for refills
-  for (auto& v : views) {
-    auto act = [&](void* p) {
-      if (ada) return TensorView::contiguous(p, dt, {B, shape.rows / B, H}, dev);
-      return TensorView::contiguous(p, dt, {shape.rows, H}, dev);
-    };
-    void* x = mem.alloc(n * e, &st);
-    void* o = mem.alloc(n * e, &st);  // out, or the residual for the fused op (which writes x in place)
-    v.x = act(x);
-    v.out = act(o);
-    v.residual = act(o);
-    v.weight = TensorView::contiguous(w, dt, {H}, dev);
-    if (op == OpId::layer_norm || ada) v.bias = TensorView::contiguous(b, dt, {H}, dev);
-    v.scale = TensorView::contiguous(sc, dt, {B, H}, dev);
-    v.shift = TensorView::contiguous(sh, dt, {B, H}, dev);
-    per_set.push_back({x, n});
-    if (fused) per_set.push_back({o, n});
-  }
-  if (!st.ok()) return fail(Status(st.code(), "allocating " + std::to_string(r.sets) + " buffer sets: " + st.message()));
-  auto refill = [&](cudaStream_t s) -> Status {
-    uint64_t seed = 11;
-    for (auto [p, cnt] : per_set) KK_RETURN_IF_ERROR(fill_uniform(p, dt, cnt, -0.7, 1.3, seed++, s));
-    return Status::Ok();
-  };
-  for (Status s : {fill_uniform(w, dt, H, 0.5, 1.5, 1, nullptr), fill_uniform(b, dt, H, -0.5, 0.5, 2, nullptr),
-                   fill_uniform(sc, dt, B * H, -0.5, 0.5, 3, nullptr),
-                   fill_uniform(sh, dt, B * H, -0.5, 0.5, 4, nullptr), refill(nullptr)})
-    if (!s.ok()) return fail(s);
+  NormWorkload wl;
+  if (Status s = wl.init(op, dt, shape, r.sets, device); !s.ok()) return fail(s);
+  const auto& views = wl.views();
+  auto refill = [&](cudaStream_t s) { return wl.refill(s); };
 
   // ---- Verify set 0 on sampled rows against the CPU reference before any timing.
   std::vector<int64_t> rows;
@@ -190,8 +194,10 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   for (int64_t row : rows) batch_rows.push_back(row / seq);
   for (Status s : {download_rows(&hx, views[0].x.data, rows, H, dt),
                    fused ? download_rows(&hr, views[0].residual.data, rows, H, dt) : Status::Ok(),
-                   download_rows(&hw, w, {0}, H, dt), download_rows(&hb, b, {0}, H, dt),
-                   download_rows(&hsc, sc, batch_rows, H, dt), download_rows(&hsh, sh, batch_rows, H, dt)})
+                   download_rows(&hw, views[0].weight->data, {0}, H, dt),
+                   download_rows(&hb, views[0].scale.data, {0}, H, dt),  // placeholder, replaced below when biased
+                   download_rows(&hsc, views[0].scale.data, batch_rows, H, dt),
+                   download_rows(&hsh, views[0].shift.data, batch_rows, H, dt)})
     if (!s.ok()) return fail(s);
   if (Status s = call_norm_op(op, views[0], 1e-6f); !s.ok()) return fail(s);
   {
@@ -211,7 +217,10 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
     hv.out = act(want_out.data());
     hv.residual = act(hr.data());
     hv.weight = TensorView::contiguous(hw.data(), dt, {H});
-    if (views[0].bias) hv.bias = TensorView::contiguous(hb.data(), dt, {H});
+    if (views[0].bias) {
+      if (Status bs = download_rows(&hb, views[0].bias->data, {0}, H, dt); !bs.ok()) return fail(bs);
+      hv.bias = TensorView::contiguous(hb.data(), dt, {H});
+    }
     hv.scale = TensorView::contiguous(hsc.data(), dt, {k, H});
     hv.shift = TensorView::contiguous(hsh.data(), dt, {k, H});
     if (Status rs = call_norm_op(op, hv, 1e-6f); !rs.ok()) return fail(rs);

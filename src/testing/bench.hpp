@@ -6,11 +6,14 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
+#include "testing/harness.hpp"
 
 namespace kernelkit::testing {
 
@@ -37,6 +40,22 @@ struct BenchResult {
 struct CopyCeiling {
   double gbps = 0, median_us = 0;
   uint64_t bytes = 0;  // read + written
+};
+
+// Device buffers for one norm op and shape: `sets` rotating sets of the per-row tensors (x and out; x and residual for
+// the fused op), shared parameters, all filled with random values on the device.
+class NormWorkload {
+ public:
+  Status init(OpId op, DType dtype, const BenchShape& shape, int sets, int device);
+  const std::vector<NormTensors>& views() const { return views_; }
+  Status refill(Stream stream);  // fresh random rotated tensors (in-place ops drift as they are re-run)
+
+ private:
+  DType dtype_ = DType::f32;
+  Status status_;
+  std::vector<DeviceBuffer> buffers_;
+  std::vector<NormTensors> views_;
+  std::vector<std::pair<void*, int64_t>> rotated_;
 };
 
 // Device-to-device copy of `bytes_each` bytes, counting bytes read plus bytes written; median of 20.

@@ -18,5 +18,6 @@ std::optional<DeviceProfile> resolve_profile(const std::string& key, int device)
 std::function<int()> add_info(CLI::App& app);
 std::function<int()> add_verify(CLI::App& app);
 std::function<int()> add_bench(CLI::App& app);
+std::function<int()> add_profile(CLI::App& app);
 
 }  // namespace kernelkit::cli

@@ -35,9 +35,11 @@ int main(int argc, char** argv) {
   auto info = kernelkit::cli::add_info(app);
   auto verify = kernelkit::cli::add_verify(app);
   auto bench = kernelkit::cli::add_bench(app);
+  auto profile = kernelkit::cli::add_profile(app);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("info")) return info();
   if (app.got_subcommand("verify")) return verify();
   if (app.got_subcommand("bench")) return bench();
+  if (app.got_subcommand("profile")) return profile();
   return 2;
 }

@@ -7,6 +7,9 @@ namespace kernelkit::cuda {
 extern template Status launch_row_norm<float>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
 extern template Status launch_row_norm<__half>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
 extern template Status launch_row_norm<__nv_bfloat16>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+extern template Status row_norm_occupancy<float>(OpId, const LaunchPlan&, int*);
+extern template Status row_norm_occupancy<__half>(OpId, const LaunchPlan&, int*);
+extern template Status row_norm_occupancy<__nv_bfloat16>(OpId, const LaunchPlan&, int*);
 }  // namespace kernelkit::cuda
 
 namespace kernelkit::detail {
@@ -34,3 +37,18 @@ Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
 }
 
 }  // namespace kernelkit::detail
+
+namespace kernelkit {
+
+Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  switch (dtype) {
+    case DType::f32: return cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm);
+    case DType::f16: return cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm);
+    case DType::bf16: return cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm);
+    default: return invalid_argument("kernel_occupancy: dtype must be f32, f16 or bf16");
+  }
+}
+
+}  // namespace kernelkit

@@ -177,7 +177,23 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
   }
 }
 
-// Host side: pick the instantiation for (vector width, variant) and launch with the plan's geometry.
+// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width).
+template <typename T, typename F>
+Status with_row_norm_kernel(OpId op, int vec, F&& f) {
+  return dispatch_vec<16 / sizeof(T)>(vec, [&](auto v) -> Status {
+    constexpr int V = decltype(v)::value;
+    switch (op) {
+      case OpId::rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>>);
+      case OpId::fused_add_rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false, false>>);
+      case OpId::rms_norm_gelu: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
+      case OpId::layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
+      case OpId::ada_layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
+    }
+    return Status(StatusCode::internal, "no row-norm kernel for this op");
+  });
+}
+
+// Host side: fill the parameter block and launch with the plan's geometry on the caller's stream.
 template <typename T>
 Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   RowNormParams<T> p{};
@@ -198,8 +214,7 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.eps = a.eps;
   p.weight_offset = a.weight_offset;
   p.chunks = plan.chunks;
-
-  auto launch = [&](auto kernel) -> Status {
+  return with_row_norm_kernel<T>(a.op, plan.vec, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(plan.smem_bytes)));
@@ -207,15 +222,16 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
     kernel<<<static_cast<unsigned>(plan.grid), block, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
-  };
-  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
-    constexpr int V = decltype(vec)::value;
-    if (a.residual_add) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false, false>>);
-    if (a.gelu) return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
-    if (a.norm == NormType::layer && a.scale)
-      return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
-    if (a.norm == NormType::layer) return launch(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
-    return launch(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>>);
+  });
+}
+
+// Resident blocks per SM of the planned kernel, as the runtime computes it (registers included).
+template <typename T>
+Status row_norm_occupancy(OpId op, const LaunchPlan& plan, int* blocks) {
+  return with_row_norm_kernel<T>(op, plan.vec, [&](auto kernel) -> Status {
+    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, plan.block_threads,
+                                                                 static_cast<size_t>(plan.smem_bytes)));
+    return Status::Ok();
   });
 }
 

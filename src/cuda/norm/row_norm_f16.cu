@@ -3,4 +3,5 @@
 
 namespace kernelkit::cuda {
 template Status launch_row_norm<__half>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+template Status row_norm_occupancy<__half>(OpId, const LaunchPlan&, int*);
 }  // namespace kernelkit::cuda

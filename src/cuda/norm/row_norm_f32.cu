@@ -3,4 +3,5 @@
 
 namespace kernelkit::cuda {
 template Status launch_row_norm<float>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
+template Status row_norm_occupancy<float>(OpId, const LaunchPlan&, int*);
 }  // namespace kernelkit::cuda
