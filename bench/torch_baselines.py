@@ -55,7 +55,9 @@ ROW_TENSORS = ("x", "res", "out")  # [batch, seq, hidden]; "w", "b": [hidden]; "
 # Shapes as (batch, seq, hidden); LLM tokens are batch 1, rows = batch * seq.
 LLM_SHAPES = [(1, t, h) for t in (1, 16, 128, 2048, 16384, 65536) for h in (2048, 4096, 8192)]
 DIFFUSION_SHAPES = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072)]
-QUICK_SHAPES = [(1, 16, 4096), (1, 2048, 4096), (1, 16384, 8192), (2, 1024, 2048), (2, 4096, 3072)]
+# The `kernelkit verify` grid (odd hidden sizes included): the foundation issue asks for no shape slower than F.rms_norm.
+VERIFY_SHAPES = [(1, r, h) for r in (1, 7, 83, 4096) for h in (64, 111, 500, 769, 2048, 4096, 5125, 8192)]
+QUICK_SHAPES = [(1, 16, 4096), (1, 2048, 4096), (1, 16384, 8192), (1, 65536, 4096), (2, 1024, 2048), (2, 4096, 3072)]
 
 
 # ---- kernelkit through ctypes ----------------------------------------------------------------------------------------
@@ -556,7 +558,7 @@ def parse_args(argv=None):
     p.add_argument("--runs", type=int, default=100, help="graph replays per timing, >= 50 (default: %(default)s)")
     p.add_argument("--dtype", default="bf16,fp16", help="comma list of bf16, fp16 (default: %(default)s)")
     p.add_argument("--ops", default="", help="comma list of ops (default: all: %s)" % ", ".join(o.name for o in OPS))
-    p.add_argument("--shapes", default="llm,diffusion", help="comma list of llm, diffusion (default: %(default)s)")
+    p.add_argument("--shapes", default="llm,diffusion", help="comma list of llm, diffusion, verify (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="a handful of shapes: " +
                    ", ".join(shape_label(s) for s in QUICK_SHAPES))
     p.add_argument("--self-test", action="store_true", help="doctests and the ctypes binding on host memory (no GPU)")
@@ -570,9 +572,9 @@ def parse_args(argv=None):
     a.op_list = [o for o in OPS if not a.ops or o.name in a.ops.split(",")]
     if a.ops and set(a.ops.split(",")) - set(names):
         p.error(f"--ops: unknown {sorted(set(a.ops.split(',')) - set(names))}; expected some of {', '.join(names)}")
-    kinds = {"llm": LLM_SHAPES, "diffusion": DIFFUSION_SHAPES}
+    kinds = {"llm": LLM_SHAPES, "diffusion": DIFFUSION_SHAPES, "verify": VERIFY_SHAPES}
     if set(a.shapes.split(",")) - set(kinds):
-        p.error(f"--shapes: expected a comma list of llm, diffusion, got {a.shapes!r}")
+        p.error(f"--shapes: expected a comma list of llm, diffusion, verify, got {a.shapes!r}")
     a.shape_list = QUICK_SHAPES if a.quick else [s for k in a.shapes.split(",") for s in kinds[k]]
     return a
 
