@@ -2,6 +2,7 @@
 // protocol in DESIGN.md (src/testing/bench.cpp), reported as median time, GB/s and % of the copy ceiling measured in
 // the same run, with the seed's assessment, the arithmetic intensity and the bound. --json, --markdown and --svg write
 // the same results for reports.
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -74,9 +75,10 @@ std::string now_utc() {
 std::string svg_chart(const nlohmann::json& results, const std::string& dtype, const std::string& title) {
   std::vector<std::string> ops, shapes;
   for (const auto& r : results) {
-    if (r["dtype"] != dtype || !r.contains("pct_of_peak")) continue;
-    if (std::find(ops.begin(), ops.end(), r["op"]) == ops.end()) ops.push_back(r["op"]);
-    if (std::find(shapes.begin(), shapes.end(), r["shape"]) == shapes.end()) shapes.push_back(r["shape"]);
+    if (r["dtype"].get<std::string>() != dtype || !r.contains("pct_of_peak")) continue;
+    const auto op = r["op"].get<std::string>(), shape = r["shape"].get<std::string>();
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+    if (std::find(shapes.begin(), shapes.end(), shape) == shapes.end()) shapes.push_back(shape);
   }
   const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#9c755f"};
   const int bar = 9, gap = 8, left = 130, width = 520, top = 50;
@@ -99,8 +101,9 @@ std::string svg_chart(const nlohmann::json& results, const std::string& dtype, c
     o << "<text x='" << left - 6 << "' y='" << y0 + group / 2 << "' text-anchor='end'>" << shapes[si] << "</text>\n";
     for (size_t oi = 0; oi < ops.size(); ++oi)
       for (const auto& r : results)
-        if (r["dtype"] == dtype && r["shape"] == shapes[si] && r["op"] == ops[oi] && r.contains("pct_of_peak")) {
-          const double pct = r["pct_of_peak"];
+        if (r.contains("pct_of_peak") && r["dtype"].get<std::string>() == dtype &&
+            r["shape"].get<std::string>() == shapes[si] && r["op"].get<std::string>() == ops[oi]) {
+          const double pct = r["pct_of_peak"].get<double>();
           o << "<rect x='" << left << "' y='" << y0 + static_cast<int>(oi) * bar << "' width='"
             << static_cast<int>(width * std::min(pct, 100.0) / 100) << "' height='" << bar - 1 << "' fill='"
             << colors[oi % 7] << "'><title>" << std::string(ops[oi]) << " " << shapes[si] << ": " << std::fixed
