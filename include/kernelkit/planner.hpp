@@ -11,12 +11,9 @@
 
 namespace kernelkit {
 
-// Registers one row-norm thread holds its slice of the row in: 64 bytes of data (four 16-byte vectors), between 4 and 8
-// accesses. Kernels and planner share this so the plan's `vecs_per_thread` is exactly the kernel's register cache.
-constexpr int row_cache_vecs(int vec_elems, int elem_bytes) {
-  int v = 64 / (vec_elems * elem_bytes);
-  return v < 4 ? 4 : (v > 8 ? 8 : v);
-}
+// Row norms give each thread about this many vectors of its row: enough work per thread to amortize the reduction,
+// few enough that a row is spread over many threads. Latency is hidden by the staged copies, not by registers.
+constexpr int kRowVecsPerThread = 4;
 // Row-norm kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;
@@ -31,16 +28,23 @@ struct LaunchPlan {
   int rows_per_block = 0;   // block.y
   int block_threads = 0;    // block.x * block.y
   int64_t grid = 0;         // blocks; a multiple of the SM count whenever the work fills more than one wave
-  int vecs_per_thread = 0;  // register cache per thread, in vectors
-  int chunks = 0;           // passes over a row: 1 = the row stays in registers between reduction and output
+  int vecs_per_thread = 0;  // vectors of a row each thread handles
+  bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
+  int64_t stage_offset = 0; // bytes of reduction scratch before the stages
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   bool smem_optin = false;  // needs cudaFuncSetAttribute (smem above the 48 KB default)
-  int blocks_per_sm = 0;    // resident blocks per SM by threads / smem / block limits
+  int sms = 0;              // SM count of the profile the grid is sized for
+  int blocks_per_sm = 0;    // resident blocks per SM by threads / smem / block / register limits
   double occupancy = 0;     // expected warps resident / max warps per SM
   std::string to_string() const;
 };
 
 Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
+
+// The planner counts registers at the kernels' cap (kRowNormRegisters); the compiled kernel may use fewer. Given the
+// runtime's resident-block count for the planned block (cudaOccupancyMaxActiveBlocksPerMultiprocessor), re-size the
+// grid to that many blocks per SM, never above the profile's thread / shared-memory / block limits.
+void refine_plan_occupancy(const DeviceProfile& profile, int resident_blocks, int64_t rows, LaunchPlan* plan);
 
 // Tiles of the compute-bound families, from the seeds' per-arch table (attention 128x64 / 128x64 / 64x32 and
 // matmul 128x128 / 128x128 / 64x64 on H100 / A100 / T4), shrunk until they fit the profile's shared memory.

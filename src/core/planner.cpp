@@ -21,30 +21,50 @@ int next_pow2(int64_t v) {
   return p;
 }
 
-Status plan_row_norm(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p) {
+// One wave of resident blocks (a multiple of the SM count) looping over row groups; fewer when the rows do not fill it.
+void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p) {
+  const int64_t row_groups = ceil_div(rows, p->rows_per_block);
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  p->sms = prof.sms;
+  p->grid = std::max<int64_t>(1, std::min(row_groups, wave));
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+}
+
+Status plan_row_norm(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const int elem = static_cast<int>(dtype_size(dtype));
   // Vector width: 16 bytes when the hidden size, every pointer and every row stride allow it, else the largest power
   // of two dividing all of them (the gcd rule), down to scalar accesses for odd hidden sizes.
   const int max_vec = 16 / elem;
   const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
   p->vec = std::gcd(static_cast<int>(std::gcd<int64_t, int64_t>(s.hidden, max_vec)), align_elems);
-  p->vecs_per_thread = row_cache_vecs(p->vec, elem);
 
-  // Threads per row: enough that each holds at most `vecs_per_thread` vectors in registers; powers of two up to a
-  // warp (sub-warp groups reduce with shuffles alone), whole warps beyond. Rows longer than 1024 threads' registers
-  // take several passes (chunks) that re-read the row, mostly from L2.
-  const int64_t nvec = ceil_div(s.hidden, p->vec);
-  const int64_t want = ceil_div(nvec, p->vecs_per_thread);
+  // Threads per row: about kRowVecsPerThread vectors each; powers of two up to a warp (sub-warp groups reduce with
+  // shuffles alone), whole warps beyond, at most one block.
+  const int64_t nvec = s.hidden / p->vec;
+  const int64_t want = ceil_div(nvec, kRowVecsPerThread);
   const int tpr = want <= kWarp ? next_pow2(want)
                                 : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kMaxBlockThreads));
   p->threads_per_row = tpr;
-  p->chunks = static_cast<int>(ceil_div(nvec, static_cast<int64_t>(tpr) * p->vecs_per_thread));
+  p->vecs_per_thread = static_cast<int>(ceil_div(nvec, tpr));
   p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
-  p->block_threads = tpr * p->rows_per_block;
 
-  // Scratch for the cross-warp reduction: one float per warp of each row (none when a row fits in a warp).
-  const int warps_per_row = tpr > kWarp ? tpr / kWarp : 0;
-  p->smem_bytes = static_cast<int64_t>(p->rows_per_block) * warps_per_row * static_cast<int64_t>(sizeof(float));
+  // Shared memory: reduction scratch (one float per warp of each row when a row spans warps), then two stages of the
+  // rows (x, and the residual for the fused op) so the next row group loads while this one is reduced. Rows that do
+  // not fit read global memory in each pass instead; blocks shrink to fewer rows before giving the stages up.
+  const int64_t row_bytes = s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1);
+  const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);
+  auto scratch = [&](int rows) {
+    const int warps_per_row = tpr > kWarp ? tpr / kWarp : 0;
+    return (static_cast<int64_t>(rows) * warps_per_row * static_cast<int64_t>(sizeof(float)) + 15) / 16 * 16;
+  };
+  while (p->rows_per_block > 1 && scratch(p->rows_per_block) + 2 * p->rows_per_block * row_bytes > budget &&
+         tpr * (p->rows_per_block / 2) >= kWarp)
+    p->rows_per_block /= 2;
+  p->block_threads = tpr * p->rows_per_block;
+  p->stage_offset = scratch(p->rows_per_block);
+  p->cached = p->stage_offset + 2 * p->rows_per_block * row_bytes <= budget;
+  p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
   // Grid: at most one wave of resident blocks (a multiple of the SM count), each looping over row groups.
@@ -52,15 +72,17 @@ Status plan_row_norm(const DeviceProfile& prof, const OpShape& s, DType dtype, L
   if (p->blocks_per_sm == 0)
     return unsupported("row_norm: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
-  const int64_t row_groups = ceil_div(s.rows, p->rows_per_block);
-  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
-  p->grid = std::max<int64_t>(1, std::min(row_groups, wave));
-  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
-  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  size_grid(prof, s.rows, p);
   return Status::Ok();
 }
 
 }  // namespace
+
+void refine_plan_occupancy(const DeviceProfile& prof, int resident_blocks, int64_t rows, LaunchPlan* p) {
+  const int limit = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
+  p->blocks_per_sm = std::max(1, std::min(resident_blocks, limit));
+  size_grid(prof, rows, p);
+}
 
 int blocks_per_sm(const DeviceProfile& prof, int threads, int64_t smem, int regs) {
   if (threads <= 0 || threads > kMaxBlockThreads || threads > prof.max_threads_per_sm) return 0;
@@ -88,7 +110,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
   if (s.rows < 0)
     return invalid_argument(std::string(info.name) + ": rows must be >= 0, got " + std::to_string(s.rows));
   switch (info.family) {
-    case OpFamily::row_norm: return plan_row_norm(prof, s, dtype, p);
+    case OpFamily::row_norm: return plan_row_norm(prof, op, s, dtype, p);
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }
@@ -97,7 +119,8 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid << ", vec " << vec << ", "
-     << vecs_per_thread << " vec/thread, " << chunks << " chunk" << (chunks == 1 ? "" : "s") << ", smem " << smem_bytes
+     << vecs_per_thread << " vec/thread, " << (cached ? "rows staged in smem" : "rows re-read (too long to stage)")
+     << ", smem " << smem_bytes
      << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM, occupancy "
      << static_cast<int>(occupancy * 100 + 0.5) << "%";
   return os.str();

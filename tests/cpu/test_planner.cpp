@@ -92,11 +92,16 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             EXPECT_GE(p.block_threads, 32);             // whole warps: the shuffles use a full mask
             EXPECT_EQ(p.block_threads % 32, 0);
             EXPECT_EQ(p.threads_per_row * p.rows_per_block, p.block_threads);
-            // Every element is covered: threads x cached vectors x chunks >= vectors in the row.
-            EXPECT_GE(int64_t{p.threads_per_row} * p.vecs_per_thread * p.chunks * p.vec, hidden);
-            EXPECT_EQ(p.vecs_per_thread, row_cache_vecs(p.vec, elem));
-            EXPECT_LE(p.smem_bytes, prof.smem_per_block_default);  // norms never need the opt-in
-            EXPECT_FALSE(p.smem_optin);
+            // Every element is covered: threads x vectors per thread >= vectors in the row.
+            EXPECT_GE(int64_t{p.threads_per_row} * p.vecs_per_thread * p.vec, hidden);
+            EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin);  // never above the opt-in maximum
+            EXPECT_LE(p.smem_bytes, prof.smem_per_sm);
+            EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default);  // opt-in exactly when above 48 KB
+            EXPECT_EQ(p.stage_offset % 16, 0);
+            if (p.cached) {  // two stages of every row of the block
+              const int64_t row_bytes = hidden * elem * (op.id == OpId::fused_add_rms_norm ? 2 : 1);
+              EXPECT_EQ(p.smem_bytes, p.stage_offset + 2 * p.rows_per_block * row_bytes);
+            }
             EXPECT_GE(p.blocks_per_sm, 1);
             const int64_t row_groups = (rows + p.rows_per_block - 1) / p.rows_per_block;
             const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
@@ -138,16 +143,24 @@ TEST(Planner, VectorWidthFollowsTheGcdRule) {
   EXPECT_EQ(vec(DType::f16, 4096, 2), 1);
 }
 
-TEST(Planner, RowsLongerThanTheRegisterCacheTakeChunks) {
-  const auto h200 = profile("h200");
+TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
+  const auto h200 = profile("h200"), t4 = profile("t4");
   LaunchPlan p;
-  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 1 << 20, 1, 16}, DType::bf16, &p).ok());
-  EXPECT_EQ(p.threads_per_row, 1024);
-  EXPECT_EQ(p.chunks, (1 << 20) / (1024 * 4 * 8));
   ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 4096, 1, 16}, DType::bf16, &p).ok());
-  EXPECT_EQ(p.chunks, 1);
+  EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
   EXPECT_EQ(p.rows_per_block, 2);     // 256-thread blocks
+  EXPECT_EQ(p.smem_bytes, 32 + 2 * 2 * 4096 * 2);  // scratch: 2 rows x 4 warps x 4 B
+  // 1M bf16 = 2 MB a row: no stages fit, the passes re-read global memory.
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 1 << 20, 1, 16}, DType::bf16, &p).ok());
+  EXPECT_FALSE(p.cached);
+  EXPECT_EQ(p.threads_per_row, kRowNormMaxThreads);
+  // The T4's 64 KB: 8192 f32 rows (32 KB) do not fit twice next to the scratch; 4096 do, with the opt-in.
+  ASSERT_TRUE(plan_op(t4, OpId::rms_norm, {64, 8192, 1, 16}, DType::f32, &p).ok());
+  EXPECT_FALSE(p.cached);
+  ASSERT_TRUE(plan_op(t4, OpId::fused_add_rms_norm, {64, 4096, 1, 16}, DType::f16, &p).ok());
+  EXPECT_TRUE(p.cached);
+  EXPECT_LE(p.smem_bytes, 64 * 1024);
 }
 
 TEST(Planner, RejectsWhatItCannotPlan) {

@@ -65,7 +65,7 @@ int run_info(const InfoOptions& o) {
                                 {"grid", plan.grid},
                                 {"vec", plan.vec},
                                 {"vecs_per_thread", plan.vecs_per_thread},
-                                {"chunks", plan.chunks},
+                                {"cached", plan.cached},
                                 {"smem_bytes", plan.smem_bytes},
                                 {"blocks_per_sm", plan.blocks_per_sm},
                                 {"occupancy", plan.occupancy},

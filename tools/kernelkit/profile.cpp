@@ -142,9 +142,12 @@ int run_profile(const ProfileOptions& o) {
     std::cerr << "error: could not run " << ncu << "\n";
     return 1;
   }
-  std::vector<std::string> lines;
+  std::vector<std::string> lines(1);
   std::array<char, 8192> buf;
-  while (fgets(buf.data(), buf.size(), pipe)) lines.emplace_back(buf.data());
+  while (fgets(buf.data(), buf.size(), pipe)) {  // a line may span several reads: join until its newline
+    lines.back() += buf.data();
+    if (!lines.back().empty() && lines.back().back() == '\n') lines.emplace_back();
+  }
   const int rc = pclose(pipe);
   // CSV: a header row of metric names, a row of units, then one row per profiled kernel.
   std::vector<std::string> header, values;

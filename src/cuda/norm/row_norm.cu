@@ -1,4 +1,8 @@
 // Host entry of the row-norm family on CUDA: device checks, plan from the active profile, dtype dispatch.
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "cuda/norm/row_norm.cuh"
 #include "cuda/runtime_internal.hpp"
 #include "kernelkit/runtime.hpp"
@@ -28,6 +32,11 @@ Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
     if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, a.device.index, (name + ": " + arg).c_str()));
   LaunchPlan plan;
   KK_RETURN_IF_ERROR(plan_op(prof, a.op, a.shape(), a.dtype, &plan));
+  int resident = 0;
+  KK_RETURN_IF_ERROR(kernel_occupancy(a.op, a.dtype, plan, a.device.index, &resident));
+  if (resident == 0)
+    return Status(StatusCode::internal, name + ": the planned block (" + plan.to_string() + ") cannot be resident");
+  refine_plan_occupancy(prof, resident, a.rows, &plan);
   switch (a.dtype) {
     case DType::f32: return cuda::launch_row_norm<float>(a, plan, stream);
     case DType::f16: return cuda::launch_row_norm<__half>(a, plan, stream);
@@ -41,14 +50,32 @@ Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
 namespace kernelkit {
 
 Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
+  // Cached: the answer depends only on the kernel, the block and the shared memory (and the device).
+  using Key = std::tuple<int, int, int, int, int, int64_t>;
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  const Key key{device, static_cast<int>(op), static_cast<int>(dtype), plan.vec, plan.block_threads, plan.smem_bytes};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) {
+      *blocks_per_sm = it->second;
+      return Status::Ok();
+    }
+  }
   cuda::DeviceGuard guard;
   KK_RETURN_IF_ERROR(guard.set(device));
+  Status s;
   switch (dtype) {
-    case DType::f32: return cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm);
-    case DType::f16: return cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm);
-    case DType::bf16: return cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm);
+    case DType::f32: s = cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm); break;
+    case DType::f16: s = cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm); break;
+    case DType::bf16: s = cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm); break;
     default: return invalid_argument("kernel_occupancy: dtype must be f32, f16 or bf16");
   }
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache[key] = *blocks_per_sm;
+  }
+  return s;
 }
 
 }  // namespace kernelkit

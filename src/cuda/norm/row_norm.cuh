@@ -4,21 +4,27 @@
 // Per row of `hidden` elements (E = sizeof(T)):
 //   bytes  = E * hidden * (reads + writes of [rows, hidden] tensors) + parameters (op_info.cpp has the formula)
 //   FLOPs  = ~4 per element for RMS, ~7 for layer norm (op_info.cpp)
-// so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once.
+// so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once and enough
+// bytes in flight to cover DRAM latency.
 //
-// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block). Each thread holds up to
-// CACHE vectors of its row in registers, so the row is read from DRAM once; the reduction pass and the output pass
-// reuse those registers. Rows too long for 1024 threads' registers are split in `chunks` and re-read (from L2) per
-// pass. The grid is at most one wave of resident blocks that loops over row groups.
+// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is at most one
+// wave of resident blocks that loops over row groups. Thread tx of a row owns vectors tx, tx + tpr, tx + 2 tpr, ...
 //
-// Numerics: fp32 accumulation, statistics from the cached values (layer norm: mean first, then the centred second
-// moment; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
+// Data path: when the plan caches rows (`cached`), each row is copied global -> shared memory with cp.async (sm_80+)
+// into one of two stages, and the copy of the block's *next* row group is issued before the current one is reduced:
+// the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the reduction and the
+// stores. Each thread copies and later reads only its own vectors, so the stages need no barrier. Rows too long for
+// two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit L2).
+//
+// Numerics: fp32 accumulation, statistics from the row values (layer norm: mean first, then the centred second moment;
+// no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
 // normalized, because the residual stream stored for the next layer is what the next layer will see.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "core/row_norm.hpp"
+#include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
 #include "cuda/common/reduce.cuh"
@@ -41,11 +47,12 @@ struct RowNormParams {
   int64_t rows, hidden;
   int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
   float eps, weight_offset;
-  int chunks;
+  int cached;             // rows staged through shared memory (two stages) when 1
+  int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
 };
 
 // Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
-// or modulation code, which keeps the 16-byte path within its 64-register budget without spills.
+// or modulation code.
 template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate>
 struct RowVariant {
   static constexpr NormType norm = kNorm;
@@ -60,100 +67,99 @@ __device__ __forceinline__ float gelu_tanh(float v) {
   return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
-// The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) keeps at least half of an SM's
-// threads resident, which the planner counts on (blocks_per_sm with kRowNormRegisters).
+// The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
+// counts resident blocks (kRowNormRegisters).
 template <typename T, int VEC, typename Variant>
 __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int CACHE = row_cache_vecs(VEC, sizeof(T));
     using V = Vec<T, VEC>;
-    extern __shared__ float scratch[];  // [rows_per_block][threads_per_row / 32] when a row spans warps
-
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* scratch = reinterpret_cast<float*>(smem);  // [rows_per_block][threads_per_row / 32] when a row spans warps
     // Offsets inside a row are 32-bit (hidden < 2^31 is checked on the host); only row bases are 64-bit.
-    const int tpr = blockDim.x;
+    const int tpr = blockDim.x, tx = threadIdx.x;
     const int nvec = static_cast<int>(p.hidden / VEC);  // VEC divides hidden (planner)
-    const int chunk_vecs = tpr * CACHE;
+    const int slots = Variant::residual ? 2 * nvec : nvec;  // x (and residual) of one row, per stage
+    V* stages = reinterpret_cast<V*>(smem + p.stage_offset);
+    auto stage = [&](int s) { return stages + static_cast<int64_t>(s * blockDim.y + threadIdx.y) * slots; };
     const float inv_hidden = 1.0f / static_cast<float>(p.hidden);
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
 
+    // Issues the copies of row `row` (nothing past the last row) into stage `s`, and commits them as one group.
+    auto prefetch = [&](int64_t row, int s) {
+      if (row < p.rows) {
+        V* dst = stage(s);
+        for (int i = tx; i < nvec; i += tpr) {
+          copy_async<sizeof(V)>(dst + i, p.x + row * p.x_stride + static_cast<int64_t>(i) * VEC);
+          if constexpr (Variant::residual)
+            copy_async<sizeof(V)>(dst + nvec + i, p.residual + row * p.residual_stride + static_cast<int64_t>(i) * VEC);
+        }
+      }
+      cp_async_commit();
+    };
+
+    int s = 0;
+    int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
+    if (p.cached) prefetch(base + threadIdx.y, 0);
     // The loop bound is uniform across the block, so every thread reaches each group_sum (which may sync).
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows;
-         base += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    for (; base < p.rows; base += step, s ^= 1) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < p.rows;
+      if (p.cached) {
+        prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
+        cp_async_wait<1>();           // this thread's copies of the current row have landed
+      }
+      const V* buf = stage(s);
       const T* xr = p.x + row * p.x_stride;
       T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
-      T* outr = p.out + row * p.out_stride;
 
-      V cache[CACHE];
-      // Vector k of chunk c of this thread: coalesced across the row's threads.
-      auto vec_index = [&](int c, int k) { return c * chunk_vecs + k * tpr + static_cast<int>(threadIdx.x); };
-      // First touch of a chunk: read x (and the residual: add, round, write back). Later passes re-read the stored
-      // value (the residual when fused: x may already be overwritten in place).
-      auto load_chunk = [&](int c, bool first) {
+      // Vector i of the row as the norm sees it. Fused: x + residual rounded to T (pass 1 also stores it to the
+      // residual; later passes recompute it from the staged inputs, or re-read the stored residual when uncached).
+      auto value = [&](int i, bool first) -> V {
+        if constexpr (Variant::residual) {
+          if (!p.cached && !first) return V::load(rr + static_cast<int64_t>(i) * VEC);
+          const V a = p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
+          V r = p.cached ? buf[nvec + i] : V::load(rr + static_cast<int64_t>(i) * VEC);
 #pragma unroll
-        for (int k = 0; k < CACHE; ++k) {
-          const int i = vec_index(c, k);
-          if (active && i < nvec) {
-            if constexpr (Variant::residual) {
-              if (first) {
-                const V a = V::load(xr + i * VEC);
-                V r = V::load(rr + i * VEC);
-#pragma unroll
-                for (int j = 0; j < VEC; ++j) r.v[j] = from_float<T>(to_float(a.v[j]) + to_float(r.v[j]));
-                r.store(rr + i * VEC);
-                cache[k] = r;
-              } else {
-                cache[k] = V::load(rr + i * VEC);
-              }
-            } else {
-              cache[k] = V::load(xr + i * VEC);
-            }
-          }
+          for (int j = 0; j < VEC; ++j) r.v[j] = from_float<T>(to_float(a.v[j]) + to_float(r.v[j]));
+          if (first) r.store(rr + static_cast<int64_t>(i) * VEC);
+          return r;
+        } else {
+          return p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
         }
       };
-      // Sum over this thread's part of the chunk of f(x).
-      auto chunk_sum = [&](int c, auto f) {
-        float s = 0.0f;
+      // Sum over this thread's vectors of f(element).
+      auto row_sum = [&](bool first, auto f) {
+        float acc = 0.0f;
+        if (active) {
+#pragma unroll 4
+          for (int i = tx; i < nvec; i += tpr) {
+            const V v = value(i, first);
 #pragma unroll
-        for (int k = 0; k < CACHE; ++k)
-          if (active && vec_index(c, k) < nvec) {
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) s += f(to_float(cache[k].v[j]));
+            for (int j = 0; j < VEC; ++j) acc += f(to_float(v.v[j]));
           }
-        return s;
+        }
+        return group_sum(acc, tpr, scratch);
       };
 
-      // Pass 1: load (the only DRAM read when chunks == 1) and the first statistic.
-      float mean = 0.0f;
-      float acc = 0.0f;
-      for (int c = 0; c < p.chunks; ++c) {
-        load_chunk(c, true);
-        if constexpr (Variant::norm == NormType::layer) acc += chunk_sum(c, [](float v) { return v; });
-        else acc += chunk_sum(c, [](float v) { return v * v; });
-      }
-      acc = group_sum(acc, tpr, scratch);
+      float mean = 0.0f, var;
       if constexpr (Variant::norm == NormType::layer) {
-        mean = acc * inv_hidden;
-        acc = 0.0f;
-        for (int c = 0; c < p.chunks; ++c) {
-          if (p.chunks > 1) load_chunk(c, false);
-          acc += chunk_sum(c, [mean](float v) { return (v - mean) * (v - mean); });
-        }
-        acc = group_sum(acc, tpr, scratch);
+        mean = row_sum(true, [](float v) { return v; }) * inv_hidden;
+        var = row_sum(false, [mean](float v) { return (v - mean) * (v - mean); }) * inv_hidden;
+      } else {
+        var = row_sum(true, [](float v) { return v * v; }) * inv_hidden;
       }
-      const float rstd = rsqrtf(acc * inv_hidden + p.eps);
+      const float rstd = rsqrtf(var + p.eps);
 
-      // Pass 2: normalize, apply the affine parameters and the epilogue, round once, store.
-      const int64_t mod_offset = Variant::modulate ? (row / p.rows_per_batch) * p.mod_stride : 0;
-      for (int c = 0; c < p.chunks; ++c) {
-        if (p.chunks > 1) load_chunk(c, false);
-#pragma unroll
-        for (int k = 0; k < CACHE; ++k) {
-          const int i = vec_index(c, k);
-          if (!active || i >= nvec) continue;
+      // Output: normalize, apply the affine parameters and the epilogue, round once, store.
+      if (active) {
+        const int64_t mod_offset = Variant::modulate ? (row / p.rows_per_batch) * p.mod_stride : 0;
+        T* outr = p.out + row * p.out_stride;
+#pragma unroll 2
+        for (int i = tx; i < nvec; i += tpr) {
           const int col = i * VEC;
+          const V v = value(i, false);
           V w, bi, sc, sh, o;
           if (p.weight) w = V::load(p.weight + col);
           if (Variant::bias && p.bias) bi = V::load(p.bias + col);
@@ -163,7 +169,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
           }
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            float y = (to_float(cache[k].v[j]) - mean) * rstd;
+            float y = (to_float(v.v[j]) - mean) * rstd;
             if (p.weight) y *= p.weight_offset + to_float(w.v[j]);
             if (Variant::bias && p.bias) y += to_float(bi.v[j]);
             if constexpr (Variant::modulate) y = y * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
@@ -174,6 +180,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         }
       }
     }
+    cp_async_wait<0>();  // no copy may outlive the block (the last prefetch group is empty, but be exact)
   }
 }
 
@@ -213,7 +220,8 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.rows_per_batch = a.rows_per_batch;
   p.eps = a.eps;
   p.weight_offset = a.weight_offset;
-  p.chunks = plan.chunks;
+  p.cached = plan.cached ? 1 : 0;
+  p.stage_offset = static_cast<int>(plan.stage_offset);
   return with_row_norm_kernel<T>(a.op, plan.vec, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -229,6 +237,9 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
 template <typename T>
 Status row_norm_occupancy(OpId op, const LaunchPlan& plan, int* blocks) {
   return with_row_norm_kernel<T>(op, plan.vec, [&](auto kernel) -> Status {
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
     KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, plan.block_threads,
                                                                  static_cast<size_t>(plan.smem_bytes)));
     return Status::Ok();
