@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cuda/common/arch.cuh"
+#include "cuda/common/vec.cuh"
 
 namespace kernelkit::cuda {
 
@@ -19,10 +20,7 @@ __device__ __forceinline__ void copy_async(void* smem_dst, const void* gmem_src)
     return;
   }
 #endif
-  struct alignas(kBytes) Chunk {
-    unsigned char b[kBytes];
-  };
-  *static_cast<Chunk*>(smem_dst) = *static_cast<const Chunk*>(gmem_src);
+  *static_cast<Raw<kBytes>*>(smem_dst) = *static_cast<const Raw<kBytes>*>(gmem_src);
 }
 
 // Closes the group of copies issued since the last commit (every thread commits, so group counts stay uniform).

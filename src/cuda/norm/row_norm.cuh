@@ -120,11 +120,15 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         if constexpr (Variant::residual) {
           if (!p.cached && !first) return V::load(rr + static_cast<int64_t>(i) * VEC);
           const V a = p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
-          V r = p.cached ? buf[nvec + i] : V::load(rr + static_cast<int64_t>(i) * VEC);
+          const V r = p.cached ? buf[nvec + i] : V::load(rr + static_cast<int64_t>(i) * VEC);
+          float sum[VEC];
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) r.v[j] = from_float<T>(to_float(a.v[j]) + to_float(r.v[j]));
-          if (first) r.store(rr + static_cast<int64_t>(i) * VEC);
-          return r;
+          for (int j = 0; j < VEC; ++j) sum[j] = to_float(a.v[j]) + to_float(r.v[j]);
+          if (first) store_rounded<T, VEC>(rr + static_cast<int64_t>(i) * VEC, sum);
+          V rounded;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) rounded.v[j] = from_float<T>(sum[j]);
+          return rounded;
         } else {
           return p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
         }
@@ -160,23 +164,23 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         for (int i = tx; i < nvec; i += tpr) {
           const int col = i * VEC;
           const V v = value(i, false);
-          V w, bi, sc, sh, o;
+          V w, bi, sc, sh;
           if (p.weight) w = V::load(p.weight + col);
           if (Variant::bias && p.bias) bi = V::load(p.bias + col);
           if constexpr (Variant::modulate) {
             sc = V::load(p.scale + mod_offset + col);
             sh = V::load(p.shift + mod_offset + col);
           }
+          float y[VEC];
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            float y = (to_float(v.v[j]) - mean) * rstd;
-            if (p.weight) y *= p.weight_offset + to_float(w.v[j]);
-            if (Variant::bias && p.bias) y += to_float(bi.v[j]);
-            if constexpr (Variant::modulate) y = y * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
-            if constexpr (Variant::gelu) y = gelu_tanh(y);
-            o.v[j] = from_float<T>(y);
+            y[j] = (to_float(v.v[j]) - mean) * rstd;
+            if (p.weight) y[j] *= p.weight_offset + to_float(w.v[j]);
+            if (Variant::bias && p.bias) y[j] += to_float(bi.v[j]);
+            if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
+            if constexpr (Variant::gelu) y[j] = gelu_tanh(y[j]);
           }
-          o.store(outr + col);
+          store_rounded<T, VEC>(outr + col, y);
         }
       }
     }
