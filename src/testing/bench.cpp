@@ -189,7 +189,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   const int64_t k = std::min<int64_t>(shape.rows, 32);
   for (int64_t i = 0; i < k; ++i) rows.push_back(k == 1 ? 0 : i * (shape.rows - 1) / (k - 1));
   HostBuffer hx(dt, k * H), hr(dt, k * H), hw(dt, H), hb(dt, H), hsc(dt, k * H), hsh(dt, k * H), hout(dt, k * H);
-  const int64_t seq = ada ? shape.rows / B : 1;
+  const int64_t seq = ada ? shape.rows / B : shape.rows;  // every row of a non-ada op maps to batch 0
   std::vector<int64_t> batch_rows;
   for (int64_t row : rows) batch_rows.push_back(row / seq);
   for (Status s : {download_rows(&hx, views[0].x.data, rows, H, dt),
