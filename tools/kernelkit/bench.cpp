@@ -27,7 +27,7 @@ struct BenchOptions {
   bool quick = false;
   int runs = 100;
   int device = 0;
-  std::string json, markdown, svg, commit;
+  std::string json, markdown, svg, commit, report;
 };
 
 // The default suite: LLM token counts x hidden sizes, and the diffusion shapes of the HF cuda-kernels RMSNorm table.
@@ -83,7 +83,7 @@ std::string svg_chart(const nlohmann::json& results, const std::string& dtype, c
   const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#9c755f"};
   const int bar = 9, gap = 8, left = 130, width = 520, top = 50;
   const int group = static_cast<int>(ops.size()) * bar + gap;
-  const int height = top + static_cast<int>(shapes.size()) * group + 40;
+  const int height = top + static_cast<int>(shapes.size()) * group + 55;
   std::ostringstream o;
   o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << left + width + 170 << "' height='" << height
     << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n"
@@ -110,16 +110,78 @@ std::string svg_chart(const nlohmann::json& results, const std::string& dtype, c
             << std::setprecision(1) << pct << "%</title></rect>\n";
         }
   }
+  // x axis: ticks every 25%.
+  for (int pct = 0; pct <= 100; pct += 25) {
+    const int x = left + width * pct / 100;
+    o << "<line x1='" << x << "' y1='" << height - 35 << "' x2='" << x << "' y2='" << height - 30
+      << "' stroke='#444'/><text x='" << x << "' y='" << height - 20 << "' text-anchor='middle'>" << pct
+      << "%</text>\n";
+  }
+  o << "<line x1='" << left << "' y1='" << height - 35 << "' x2='" << left + width << "' y2='" << height - 35
+    << "' stroke='#444'/>\n";
   for (size_t oi = 0; oi < ops.size(); ++oi)
     o << "<rect x='" << left + width + 15 << "' y='" << top + 16 * static_cast<int>(oi) << "' width='10' height='10' fill='"
       << colors[oi % 7] << "'/><text x='" << left + width + 30 << "' y='" << top + 9 + 16 * static_cast<int>(oi)
       << "'>" << ops[oi] << "</text>\n";
-  o << "<text x='" << left << "' y='" << height - 12 << "'>% of the device-to-device copy bandwidth measured in the same run"
+  o << "<text x='" << left << "' y='" << height - 4 << "'>% of the device-to-device copy bandwidth measured in the same run"
     << "</text>\n</svg>\n";
   return o.str();
 }
 
+// Markdown and SVG are rendered from the JSON document alone, so a saved run can be re-rendered without a GPU.
+void write_reports(const nlohmann::json& report, const BenchOptions& o) {
+  const auto& meta = report["meta"];
+  const auto& results = report["results"];
+  if (!o.markdown.empty()) {
+    std::ofstream md(o.markdown);
+    md << std::fixed << "# kernelkit bench: " << meta.value("gpu", "?") << ", " << meta.value("date", "?")
+       << ", commit " << meta.value("commit", "?") << "\n\nDevice-to-device copy ceiling measured in the same run: "
+       << std::setprecision(0) << meta.value("copy_gbps", 0.0) << " GB/s. Median of " << meta.value("runs", 0)
+       << " runs; bytes = each input read once and each output written once (the op table); outputs checked against "
+          "the CPU reference before timing.\n\n"
+       << "| op | dtype | shape | median µs | GB/s | % of copy peak | assessment | FLOP/B | bound | timing | L2 |\n"
+       << "|---|---|---|---:|---:|---:|---|---:|---|---|---|\n";
+    for (const auto& r : results) {
+      md << "| " << r["op"].get<std::string>() << " | " << r["dtype"].get<std::string>() << " | "
+         << r["shape"].get<std::string>() << " | ";
+      if (r.contains("error")) {
+        md << "failed: " << r["error"].get<std::string>() << " | | | | | | | |\n";
+        continue;
+      }
+      md << std::setprecision(2) << r["median_us"].get<double>() << " | " << std::setprecision(0)
+         << r["gbps"].get<double>() << " | " << std::setprecision(1) << r["pct_of_peak"].get<double>() << "% | "
+         << r["assessment"].get<std::string>() << " | " << std::setprecision(2) << r["intensity"].get<double>()
+         << " | " << r["bound"].get<std::string>() << " | " << r["timing"].get<std::string>() << " | "
+         << r["l2"].get<std::string>() << " |\n";
+    }
+  }
+  if (!o.svg.empty() && !results.empty()) {
+    const std::string dtype = results.front()["dtype"].get<std::string>();
+    std::ofstream(o.svg) << svg_chart(results, dtype,
+                                      "kernelkit on " + meta.value("gpu", std::string("?")) +
+                                          ": % of measured copy bandwidth (" + dtype + ", commit " +
+                                          meta.value("commit", std::string("?")) + ")");
+  }
+}
+
 int run_bench(const BenchOptions& o) {
+  if (!o.report.empty()) {  // re-render a saved run
+    std::ifstream in(o.report);
+    if (!in) {
+      std::cerr << "error: --report '" << o.report << "' cannot be read\n";
+      return 2;
+    }
+    nlohmann::json report;
+    try {
+      report = nlohmann::json::parse(in);
+      write_reports(report, o);
+    } catch (const std::exception& e) {
+      std::cerr << "error: --report '" << o.report << "' is not a kernelkit bench JSON file: " << e.what() << "\n";
+      return 2;
+    }
+    std::cout << "rendered " << report["results"].size() << " results from " << o.report << "\n";
+    return 0;
+  }
   if (cuda_device_count() == 0) {
     std::cerr << "kernelkit bench needs a CUDA GPU and none is available"
               << (built_with_cuda() ? "" : " (this build has no CUDA)") << ".\n";
@@ -170,9 +232,6 @@ int run_bench(const BenchOptions& o) {
   };
   hdr(std::cout);
   nlohmann::json results = nlohmann::json::array();
-  std::ostringstream md;
-  md << "| op | dtype | shape | median µs | GB/s | % of copy peak | assessment | FLOP/B | bound | timing | L2 |\n"
-     << "|---|---|---|---:|---:|---:|---|---:|---|---|---|\n";
   int failures = 0;
   for (OpId op : ops)
     for (DType dt : dtypes)
@@ -201,11 +260,6 @@ int run_bench(const BenchOptions& o) {
                     << std::setprecision(2) << intensity << "  " << std::left << std::setw(7)
                     << (mem ? "memory" : "compute") << std::setw(7) << (r.graph ? "graph" : "events") << std::setw(6)
                     << (r.l2_cold ? "cold" : "warm") << r.rows_checked << " rows\n";
-          md << "| " << op_info(op).name << " | " << dtype_name(dt) << " | " << sh.label << " | " << std::setprecision(2)
-             << r.median_us << " | " << std::setprecision(0) << r.gbps << " | " << std::setprecision(1)
-             << r.pct_of_peak << "% | " << testing::assessment(r.pct_of_peak) << " | " << std::setprecision(2)
-             << intensity << " | " << (mem ? "memory" : "compute") << " | " << (r.graph ? "graph" : "events") << " | "
-             << (r.l2_cold ? "cold" : "warm") << " |\n";
         }
         results.push_back(j);
       }
@@ -213,17 +267,9 @@ int run_bench(const BenchOptions& o) {
   nlohmann::json meta = {{"gpu", facts.name},     {"driver", facts.driver_version}, {"profile", prof->key},
                          {"date", now_utc()},      {"commit", o.commit},             {"copy_gbps", copy.gbps},
                          {"copy_bytes", copy.bytes}, {"runs", o.runs}};
-  if (!o.json.empty()) std::ofstream(o.json) << nlohmann::json{{"meta", meta}, {"results", results}}.dump(2) << "\n";
-  if (!o.markdown.empty())
-    std::ofstream(o.markdown) << "# kernelkit bench: " << facts.name << ", " << now_utc()
-                              << (o.commit.empty() ? "" : ", commit " + o.commit) << "\n\nCopy ceiling "
-                              << std::setprecision(0) << copy.gbps << " GB/s (same run). Median of " << o.runs
-                              << " runs; bytes are each input read once and each output written once.\n\n"
-                              << md.str();
-  if (!o.svg.empty())
-    std::ofstream(o.svg) << svg_chart(results, std::string(dtype_name(dtypes.front())),
-                                      "kernelkit on " + facts.name + ": % of measured copy bandwidth (" +
-                                          std::string(dtype_name(dtypes.front())) + ")");
+  const nlohmann::json report = {{"meta", meta}, {"results", results}};
+  if (!o.json.empty()) std::ofstream(o.json) << report.dump(2) << "\n";
+  write_reports(report, o);
   std::cout << "\n" << results.size() - failures << " timed, " << failures << " failed\n";
   return failures ? 1 : 0;
 }
@@ -243,6 +289,7 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("--markdown", o->markdown, "Write a markdown table to this file");
   cmd->add_option("--svg", o->svg, "Write a chart of % of peak per op and shape (first dtype) to this file");
   cmd->add_option("--commit", o->commit, "Commit hash to record with the results");
+  cmd->add_option("--report", o->report, "Re-render --markdown / --svg from a saved --json file (no GPU needed)");
   return [o] { return run_bench(*o); };
 }
 
