@@ -33,6 +33,7 @@ struct DeviceProfile {
   int64_t memory_bytes = 0;   // device memory
   double fp32_tflops = 0;     // CUDA-core fp32 peak (datasheet): the ridge point for element-wise work
   double fp16_tc_tflops = 0;  // dense fp16 tensor-core peak (datasheet), for roofline estimates
+  double int8_tc_tops = 0;    // dense int8 tensor-core peak (datasheet)
   bool bf16 = false, tf32 = false, fp8 = false, tma = false;
   bool detected = false;      // true when the numbers above were read from a live device
   std::string source;         // "table", "detected: <driver name>", "KERNELKIT_PROFILE=t4"

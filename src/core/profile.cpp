@@ -19,7 +19,7 @@ constexpr int64_t GB = 1000LL * 1000 * 1000;  // memory sizes as marketed (16 GB
 
 DeviceProfile make(std::string key, std::string name, int sm, int sms, int threads_per_sm, int blocks_per_sm,
                    int64_t smem_sm, int64_t smem_optin, int64_t l2, double gbps, int64_t mem, double fp32_tflops,
-                   double fp16_tc_tflops, bool bf16, bool tf32, bool fp8, bool tma) {
+                   double fp16_tc_tflops, double int8_tc_tops, bool bf16, bool tf32, bool fp8, bool tma) {
   DeviceProfile p;
   p.key = std::move(key);
   p.name = std::move(name);
@@ -35,6 +35,7 @@ DeviceProfile make(std::string key, std::string name, int sm, int sms, int threa
   p.memory_bytes = mem;
   p.fp32_tflops = fp32_tflops;
   p.fp16_tc_tflops = fp16_tc_tflops;
+  p.int8_tc_tops = int8_tc_tops;
   p.bf16 = bf16;
   p.tf32 = tf32;
   p.fp8 = fp8;
@@ -46,14 +47,14 @@ DeviceProfile make(std::string key, std::string name, int sm, int sms, int threa
 // Datasheet / CUDA programming guide values (see docs/profiles.md for sources). fp16_tc_tflops is dense (no sparsity).
 const std::array<DeviceProfile, 7>& table() {
   static const std::array<DeviceProfile, 7> t = {
-      //    key          name                  sm  SMs thr/SM blk/SM smem/SM  optin     L2       GB/s  memory    fp32  fp16tc bf16  tf32   fp8    tma
-      make("t4", "NVIDIA T4", 75, 40, 1024, 16, 64 * KB, 64 * KB, 4 * MB, 320, 16 * GB, 8.1, 65, false, false, false, false),
-      make("a10g", "NVIDIA A10G", 86, 80, 1536, 16, 100 * KB, 99 * KB, 6 * MB, 600, 24 * GB, 31.2, 70, true, true, false, false),
-      make("l4", "NVIDIA L4", 89, 58, 1536, 24, 100 * KB, 99 * KB, 48 * MB, 300, 24 * GB, 30.3, 121, true, true, true, false),
-      make("a100-40gb", "NVIDIA A100-SXM4-40GB", 80, 108, 2048, 32, 164 * KB, 163 * KB, 40 * MB, 1555, 40 * GB, 19.5, 312, true, true, false, false),
-      make("a100-80gb", "NVIDIA A100-SXM4-80GB", 80, 108, 2048, 32, 164 * KB, 163 * KB, 40 * MB, 2039, 80 * GB, 19.5, 312, true, true, false, false),
-      make("h100-sxm", "NVIDIA H100 80GB HBM3", 90, 132, 2048, 32, 228 * KB, 227 * KB, 50 * MB, 3350, 80 * GB, 67, 989, true, true, true, true),
-      make("h200", "NVIDIA H200", 90, 132, 2048, 32, 228 * KB, 227 * KB, 60 * MB, 4800, 141 * GB, 67, 989, true, true, true, true),
+      //    key          name                  sm  SMs thr/SM blk/SM smem/SM  optin     L2       GB/s  memory    fp32  fp16tc int8tc bf16 tf32 fp8 tma
+      make("t4", "NVIDIA T4", 75, 40, 1024, 16, 64 * KB, 64 * KB, 4 * MB, 320, 16 * GB, 8.1, 65, 130, false, false, false, false),
+      make("a10g", "NVIDIA A10G", 86, 80, 1536, 16, 100 * KB, 99 * KB, 6 * MB, 600, 24 * GB, 31.2, 70, 140, true, true, false, false),
+      make("l4", "NVIDIA L4", 89, 58, 1536, 24, 100 * KB, 99 * KB, 48 * MB, 300, 24 * GB, 30.3, 121, 242, true, true, true, false),
+      make("a100-40gb", "NVIDIA A100-SXM4-40GB", 80, 108, 2048, 32, 164 * KB, 163 * KB, 40 * MB, 1555, 40 * GB, 19.5, 312, 624, true, true, false, false),
+      make("a100-80gb", "NVIDIA A100-SXM4-80GB", 80, 108, 2048, 32, 164 * KB, 163 * KB, 40 * MB, 2039, 80 * GB, 19.5, 312, 624, true, true, false, false),
+      make("h100-sxm", "NVIDIA H100 80GB HBM3", 90, 132, 2048, 32, 228 * KB, 227 * KB, 50 * MB, 3350, 80 * GB, 67, 989, 1979, true, true, true, true),
+      make("h200", "NVIDIA H200", 90, 132, 2048, 32, 228 * KB, 227 * KB, 60 * MB, 4800, 141 * GB, 67, 989, 1979, true, true, true, true),
   };
   return t;
 }
@@ -174,7 +175,8 @@ std::string describe(const DeviceProfile& p) {
      << "L2                 " << p.l2_bytes / MB << " MB\n"
      << "memory             " << static_cast<double>(p.memory_bytes) / GB << " GB\n"
      << "bandwidth          " << p.hbm_gbps << " GB/s (datasheet)\n"
-     << "fp32 / fp16 TC     " << p.fp32_tflops << " / " << p.fp16_tc_tflops << " TFLOP/s (datasheet, dense)\n"
+     << "fp32 / fp16 / int8 " << p.fp32_tflops << " / " << p.fp16_tc_tflops << " / " << p.int8_tc_tops
+     << " T(FL)OP/s (datasheet, dense; fp16 and int8 on tensor cores)\n"
      << "bf16 / tf32 / fp8 / tma  " << yes(p.bf16) << " / " << yes(p.tf32) << " / " << yes(p.fp8) << " / "
      << yes(p.tma) << "\n"
      << "recommended dtype  " << dtype_name(p.recommended_half_dtype()) << (p.bf16 ? "" : " (no bf16 on this GPU)")

@@ -36,10 +36,12 @@ int main(int argc, char** argv) {
   auto verify = kernelkit::cli::add_verify(app);
   auto bench = kernelkit::cli::add_bench(app);
   auto profile = kernelkit::cli::add_profile(app);
+  auto plan = kernelkit::cli::add_plan(app);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("info")) return info();
   if (app.got_subcommand("verify")) return verify();
   if (app.got_subcommand("bench")) return bench();
   if (app.got_subcommand("profile")) return profile();
+  if (app.got_subcommand("plan")) return plan();
   return 2;
 }
