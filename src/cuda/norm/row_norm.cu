@@ -64,13 +64,14 @@ Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device
   }
   cuda::DeviceGuard guard;
   KK_RETURN_IF_ERROR(guard.set(device));
-  Status s;
-  switch (dtype) {
-    case DType::f32: s = cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm); break;
-    case DType::f16: s = cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm); break;
-    case DType::bf16: s = cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm); break;
-    default: return invalid_argument("kernel_occupancy: dtype must be f32, f16 or bf16");
-  }
+  const Status s = [&]() -> Status {
+    switch (dtype) {
+      case DType::f32: return cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm);
+      case DType::f16: return cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm);
+      case DType::bf16: return cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm);
+      default: return invalid_argument("kernel_occupancy: dtype must be f32, f16 or bf16");
+    }
+  }();
   if (s.ok()) {
     std::lock_guard<std::mutex> lock(mu);
     cache[key] = *blocks_per_sm;
