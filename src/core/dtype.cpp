@@ -1,5 +1,7 @@
 #include "kernelkit/dtype.hpp"
 
+#include "core/text.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -20,8 +22,7 @@ std::string_view dtype_name(DType t) {
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  std::string n(name);
-  for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string n = detail::lower(name);
   if (n == "f32" || n == "fp32" || n == "float" || n == "float32") return DType::f32;
   if (n == "f16" || n == "fp16" || n == "half" || n == "float16") return DType::f16;
   if (n == "bf16" || n == "bfloat16") return DType::bf16;

@@ -1,4 +1,5 @@
 // Deployment planning: parameter counts from the architecture, memory by component, roofline bounds, advice.
+#include "core/text.hpp"
 #include "kernelkit/model_plan.hpp"
 
 #include <algorithm>
@@ -10,11 +11,7 @@
 namespace kernelkit {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (auto& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
+using detail::lower;
 
 ModelSpec llm(std::string key, std::string name, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
               int64_t kv_heads, int64_t vocab, bool qkv_bias, int64_t ctx, double nominal, std::string source) {

@@ -1,3 +1,4 @@
+#include "core/text.hpp"
 #include "kernelkit/profile.hpp"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 namespace kernelkit {
 namespace {
+
+using detail::lower;
 
 constexpr int64_t KB = 1024;
 constexpr int64_t MB = 1024 * KB;
@@ -57,12 +60,6 @@ const std::array<DeviceProfile, 7>& table() {
       make("h200", "NVIDIA H200", 90, 132, 2048, 32, 228 * KB, 227 * KB, 60 * MB, 4800, 141 * GB, 67, 989, 1979, true, true, true, true),
   };
   return t;
-}
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (auto& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
 }
 
 std::string valid_keys() {
