@@ -195,7 +195,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   for (Status s : {download_rows(&hx, views[0].x.data, rows, H, dt),
                    fused ? download_rows(&hr, views[0].residual.data, rows, H, dt) : Status::Ok(),
                    download_rows(&hw, views[0].weight->data, {0}, H, dt),
-                   download_rows(&hb, views[0].scale.data, {0}, H, dt),  // placeholder, replaced below when biased
+                   views[0].bias ? download_rows(&hb, views[0].bias->data, {0}, H, dt) : Status::Ok(),
                    download_rows(&hsc, views[0].scale.data, batch_rows, H, dt),
                    download_rows(&hsh, views[0].shift.data, batch_rows, H, dt)})
     if (!s.ok()) return fail(s);
@@ -217,10 +217,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
     hv.out = act(want_out.data());
     hv.residual = act(hr.data());
     hv.weight = TensorView::contiguous(hw.data(), dt, {H});
-    if (views[0].bias) {
-      if (Status bs = download_rows(&hb, views[0].bias->data, {0}, H, dt); !bs.ok()) return fail(bs);
-      hv.bias = TensorView::contiguous(hb.data(), dt, {H});
-    }
+    if (views[0].bias) hv.bias = TensorView::contiguous(hb.data(), dt, {H});
     hv.scale = TensorView::contiguous(hsc.data(), dt, {k, H});
     hv.shift = TensorView::contiguous(hsh.data(), dt, {k, H});
     if (Status rs = call_norm_op(op, hv, 1e-6f); !rs.ok()) return fail(rs);
