@@ -1,0 +1,145 @@
+"""kernelkit's PyTorch ops: values against a float64 formula, torch.library.opcheck, torch.compile(fullgraph=True),
+bad input as exceptions naming the argument. CPU always; CUDA (and CUDA graphs, a non-default stream) when a GPU is
+present."""
+import math
+
+import pytest
+import torch
+
+import kernelkit
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# One ulp in [1, 2) of each dtype (README "Tolerances"): outputs are rounded once from fp32 math.
+RTOL = {torch.float32: 1e-5, torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
+ATOL = {torch.float32: 1e-6, torch.float16: 1e-5, torch.bfloat16: 1e-4}
+
+
+def close(got, want, dtype, scale=1.0):
+    """Every element within atol + rtol |want| (scale widens it for composed references that round twice)."""
+    got, want = got.double(), want.double()
+    bad = (got - want).abs() > scale * (ATOL[dtype] + RTOL[dtype] * want.abs())
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} elements off; worst {float((got - want).abs().max())}"
+
+
+def rms_ref(x, w=None, eps=1e-6, offset=0.0):
+    x = x.double()
+    y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * (offset + w.double())
+
+
+def ln_ref(x, w=None, b=None, eps=1e-5):
+    x = x.double()
+    m = x.mean(-1, keepdim=True)
+    y = (x - m) / torch.sqrt((x - m).pow(2).mean(-1, keepdim=True) + eps)
+    y = y if w is None else y * w.double()
+    return y if b is None else y + b.double()
+
+
+def rand(*shape, dtype, device, lo=-1.0, hi=1.0):
+    return (torch.rand(*shape, dtype=torch.float32, device=device) * (hi - lo) + lo).to(dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hidden", [64, 111, 769, 4096])
+def test_norms_match_float64(device, dtype, hidden):
+    torch.manual_seed(hidden)
+    x = rand(7, hidden, dtype=dtype, device=device) + 0.3
+    w = rand(hidden, dtype=dtype, device=device, lo=0.5, hi=1.5)
+    b = rand(hidden, dtype=dtype, device=device, lo=-0.5, hi=0.5)
+    close(kernelkit.rms_norm(x, w, 1e-6), rms_ref(x, w).to(dtype), dtype)
+    close(kernelkit.rms_norm(x, None, 1e-6), rms_ref(x).to(dtype), dtype)
+    close(kernelkit.rms_norm(x, w, 1e-6, weight_offset=1.0), rms_ref(x, w, offset=1.0).to(dtype), dtype)
+    close(kernelkit.layer_norm(x, w, b, 1e-5), ln_ref(x, w, b).to(dtype), dtype, scale=2.0)
+    gelu = torch.nn.functional.gelu(rms_ref(x, w), approximate="tanh")
+    close(kernelkit.rms_norm_gelu(x, w, 1e-6), gelu.to(dtype), dtype, scale=2.0)
+    # fused add: residual = round(x + residual); x = rms_norm(residual)
+    r = rand(7, hidden, dtype=dtype, device=device)
+    r_want = (x.double() + r.double()).to(dtype)
+    xo, ro = kernelkit.fused_add_rms_norm(x.clone(), r.clone(), w, 1e-6)
+    assert torch.equal(ro, r_want)
+    close(xo, rms_ref(r_want, w).to(dtype), dtype)
+    # ada: layer_norm(x) * (1 + scale[b]) + shift[b]
+    xa = rand(2, 5, hidden, dtype=dtype, device=device)
+    sc, sh = rand(2, hidden, dtype=dtype, device=device), rand(2, hidden, dtype=dtype, device=device)
+    want = ln_ref(xa, eps=1e-6) * (1 + sc.double()[:, None]) + sh.double()[:, None]
+    close(kernelkit.ada_layer_norm(xa, sc, sh, eps=1e-6), want.to(dtype), dtype, scale=3.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_every_op(device):
+    x = torch.randn(6, 96, device=device)
+    w = torch.rand(96, device=device) + 0.5
+    b = torch.randn(96, device=device)
+    xa = torch.randn(2, 3, 96, device=device)
+    sc, sh = torch.randn(2, 96, device=device), torch.randn(2, 96, device=device)
+    cases = [
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, w, 1e-6, 0.0)),
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, None, 1e-6, 1.0)),
+        (kernelkit.ops.fused_add_rms_norm.default, (x.clone(), torch.randn_like(x), w, 1e-6, 0.0)),
+        (kernelkit.ops.layer_norm.default, (torch.empty_like(x), x, w, b, 1e-5)),
+        (kernelkit.ops.ada_layer_norm.default, (torch.empty_like(xa), xa, sc, sh, None, None, 1e-6)),
+        (kernelkit.ops.rms_norm_gelu.default, (torch.empty_like(x), x, w, 1e-6)),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(device, backend):
+    torch._dynamo.reset()
+
+    def block(x, residual, w):
+        h = kernelkit.rms_norm(x, w, 1e-6)
+        h = h * 2.0 + 1.0  # torch ops around ours stay in the same graph
+        x2, r2 = kernelkit.fused_add_rms_norm(h, residual, w, 1e-6)
+        return x2, r2
+
+    x, r, w = torch.randn(4, 256, device=device), torch.randn(4, 256, device=device), torch.rand(256, device=device)
+    eager = block(x.clone(), r.clone(), w)
+    compiled = torch.compile(block, fullgraph=True, backend=backend)(x.clone(), r.clone(), w)
+    for a, b in zip(eager, compiled):
+        torch.testing.assert_close(a, b)
+
+
+def test_bad_input_is_a_clear_exception():
+    x = torch.randn(4, 64)
+    with pytest.raises(ValueError, match=r"weight.*\[hidden=64\].*\[63\]"):
+        kernelkit.rms_norm(x, torch.ones(63))
+    with pytest.raises(ValueError, match="eps must be finite and > 0"):
+        kernelkit.rms_norm(x, None, eps=0.0)
+    with pytest.raises(ValueError, match="weight dtype f16 does not match x dtype f32"):
+        kernelkit.rms_norm(x, torch.ones(64, dtype=torch.float16))
+    with pytest.raises(ValueError, match="expected float32, float16 or bfloat16"):
+        kernelkit.rms_norm(torch.ones(4, 64, dtype=torch.int32))
+    with pytest.raises(ValueError, match="contiguous last dim"):
+        kernelkit.rms_norm(torch.randn(64, 4).t(), None, out=torch.empty(4, 64))
+    with pytest.raises(ValueError, match="residual shape"):
+        kernelkit.fused_add_rms_norm(torch.randn(4, 64), torch.randn(2, 64))
+    assert kernelkit.rms_norm(torch.empty(0, 64)).shape == (0, 64)  # rows = 0 is a no-op
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_and_side_stream():
+    x, w = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16), torch.rand(4096, device="cuda").bfloat16()
+    out = torch.empty_like(x)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # runs on the current (side) stream
+        kernelkit.rms_norm(x, w, out=out)
+    stream.synchronize()
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+    g = torch.cuda.CUDAGraph()
+    out.zero_()
+    with torch.cuda.graph(g):
+        kernelkit.rms_norm(x, w, out=out)
+    g.replay()
+    torch.cuda.synchronize()
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+
+
+def test_info():
+    i = kernelkit.info()
+    assert i["library"].endswith("_kernelkit_ops.so")
+    assert "rms_norm" in i["ops"]

@@ -1,0 +1,91 @@
+"""kernelkit: fused inference kernels for T4, A100 and H100/H200, as PyTorch custom ops.
+
+Every function takes tensors on the CPU (the fp64-accumulating reference, one rounding per output) or on a CUDA device
+(the kernels, on the current stream), with fp32 accumulation for float32, float16 and bfloat16 inputs (no bfloat16 on a
+T4). Each is a registered op (`torch.ops.kernelkit.*`) with a fake implementation, so torch.compile(fullgraph=True) and
+CUDA graphs work. `out` (destination-passing) is allocated when not given.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._ops import add_op_namespace_prefix, ops
+
+__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "info", "ops"]
+
+
+def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+             out: Optional[torch.Tensor] = None, weight_offset: float = 0.0) -> torch.Tensor:
+    """y = x / sqrt(mean(x^2, dim=-1) + eps) * (weight_offset + weight).
+
+    `weight` may be None (diffusers' elementwise_affine=False); weight_offset=1 gives Gemma's (1 + weight).
+    """
+    out = torch.empty_like(x) if out is None else out
+    ops.rms_norm(out, x, weight, eps, weight_offset)
+    return out
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                       eps: float = 1e-6, weight_offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """In place, vLLM semantics: residual = x + residual (rounded to the dtype); x = rms_norm(residual, weight, eps).
+
+    Returns (x, residual).
+    """
+    ops.fused_add_rms_norm(x, residual, weight, eps, weight_offset)
+    return x, residual
+
+
+def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+               eps: float = 1e-5, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance, as torch)."""
+    out = torch.empty_like(x) if out is None else out
+    ops.layer_norm(out, x, weight, bias, eps)
+    return out
+
+
+def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                   bias: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """DiT / LTX-Video modulation: y = layer_norm(x) * (1 + scale[b]) + shift[b].
+
+    x: [batch, seq, hidden]; scale, shift: [batch, hidden].
+    """
+    out = torch.empty_like(x) if out is None else out
+    ops.ada_layer_norm(out, x, scale, shift, weight, bias, eps)
+    return out
+
+
+def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                  out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = gelu_tanh(rms_norm(x) * weight), fused (no intermediate rounding)."""
+    out = torch.empty_like(x) if out is None else out
+    ops.rms_norm_gelu(out, x, weight, eps)
+    return out
+
+
+def info() -> dict:
+    """What this build of kernelkit sees: the library path, torch's view of CUDA, and the registered ops."""
+    from ._ops import _LIB
+
+    return {
+        "library": str(_LIB),
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "ops": sorted(n for n in ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu")),
+    }
+
+
+# Fake (meta) implementations: every op writes into tensors it was given and returns nothing, so there is no output
+# to describe; registering them lets torch.compile trace the ops without running them.
+def _register_fakes() -> None:
+    def nothing(*args, **kwargs):
+        return None
+
+    for name in ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu"):
+        torch.library.register_fake(add_op_namespace_prefix(name))(nothing)
+
+
+_register_fakes()

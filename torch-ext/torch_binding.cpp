@@ -1,0 +1,131 @@
+// Registers kernelkit's ops with PyTorch (TORCH_LIBRARY schemas, `Tensor!` for what an op writes) and implements them
+// for CPU and CUDA tensors by calling the core: the core runs its fp64 reference on CPU tensors and the kernels on CUDA
+// tensors. No logic lives here beyond the conversions; the core checks every argument.
+#include "torch_binding.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#ifdef KERNELKIT_HAS_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "kernelkit/ops.hpp"
+
+namespace kernelkit::torch_ext {
+namespace {
+
+DType to_dtype(const at::Tensor& t, const char* arg) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return DType::f32;
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    default:
+      TORCH_CHECK_VALUE(false, "kernelkit: ", arg, " has dtype ", t.scalar_type(),
+                        "; expected float32, float16 or bfloat16");
+  }
+  return DType::f32;
+}
+
+TensorView view(const at::Tensor& t, const char* arg) {
+  TORCH_CHECK_VALUE(t.dim() <= kMaxDims, "kernelkit: ", arg, " has ", t.dim(), " dims; at most ", kMaxDims);
+  TORCH_CHECK_VALUE(t.is_cpu() || t.is_cuda(), "kernelkit: ", arg, " is on ", t.device(), "; expected cpu or cuda");
+  TensorView v;
+  v.data = t.data_ptr();
+  v.dtype = to_dtype(t, arg);
+  v.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < v.ndim; ++d) {
+    v.shape[d] = t.size(d);
+    v.strides[d] = t.stride(d);
+  }
+  v.device = t.is_cuda() ? Device::cuda(t.get_device()) : Device::cpu();
+  return v;
+}
+
+std::optional<TensorView> view(const std::optional<at::Tensor>& t, const char* arg) {
+  if (!t) return std::nullopt;
+  return view(*t, arg);
+}
+
+// The caller's current stream on the tensor's device (nullptr for CPU tensors).
+Stream stream_for(const at::Tensor& t) {
+#ifdef KERNELKIT_HAS_CUDA
+  if (t.is_cuda()) return c10::cuda::getCurrentCUDAStream(t.get_device()).stream();
+#endif
+  TORCH_CHECK(!t.is_cuda(), "kernelkit: this build has no CUDA kernels; ", "x is on ", t.device());
+  return nullptr;
+}
+
+// Bad input -> ValueError, unsupported on this GPU -> NotImplementedError, anything else -> RuntimeError.
+void raise_if_error(const Status& s) {
+  if (s.ok()) return;
+  switch (s.code()) {
+    case StatusCode::invalid_argument: TORCH_CHECK_VALUE(false, s.message());
+    case StatusCode::unsupported: TORCH_CHECK_NOT_IMPLEMENTED(false, s.message());
+    default: TORCH_CHECK(false, s.message());
+  }
+}
+
+}  // namespace
+
+void rms_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
+              double weight_offset) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::rms_norm(view(out, "out"), view(x, "x"), view(weight, "weight"), static_cast<float>(eps),
+                                     static_cast<float>(weight_offset), stream_for(x)));
+}
+
+void fused_add_rms_norm(at::Tensor& x, at::Tensor& residual, const std::optional<at::Tensor>& weight, double eps,
+                        double weight_offset) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::fused_add_rms_norm(view(x, "x"), view(residual, "residual"), view(weight, "weight"),
+                                               static_cast<float>(eps), static_cast<float>(weight_offset),
+                                               stream_for(x)));
+}
+
+void layer_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                const std::optional<at::Tensor>& bias, double eps) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::layer_norm(view(out, "out"), view(x, "x"), view(weight, "weight"), view(bias, "bias"),
+                                       static_cast<float>(eps), stream_for(x)));
+}
+
+void ada_layer_norm(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::ada_layer_norm(view(out, "out"), view(x, "x"), view(scale, "scale"), view(shift, "shift"),
+                                           view(weight, "weight"), view(bias, "bias"), static_cast<float>(eps),
+                                           stream_for(x)));
+}
+
+void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::rms_norm_gelu(view(out, "out"), view(x, "x"), view(weight, "weight"),
+                                          static_cast<float>(eps), stream_for(x)));
+}
+
+}  // namespace kernelkit::torch_ext
+
+// Schemas: `Tensor!` marks what an op writes; every op returns nothing (destination-passing).
+TORCH_LIBRARY(kernelkit, m) {
+  m.def("rms_norm(Tensor! out, Tensor x, Tensor? weight, float eps, float weight_offset=0.) -> ()");
+  m.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor? weight, float eps, float weight_offset=0.) -> ()");
+  m.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");
+  m.def("ada_layer_norm(Tensor! out, Tensor x, Tensor scale, Tensor shift, Tensor? weight, Tensor? bias, "
+        "float eps) -> ()");
+  m.def("rms_norm_gelu(Tensor! out, Tensor x, Tensor? weight, float eps) -> ()");
+}
+
+// One implementation serves both backends: the core picks the CPU reference or the CUDA kernels from the tensors.
+#define KERNELKIT_IMPL_ALL(m)                                              \
+  m.impl("rms_norm", &kernelkit::torch_ext::rms_norm);                     \
+  m.impl("fused_add_rms_norm", &kernelkit::torch_ext::fused_add_rms_norm); \
+  m.impl("layer_norm", &kernelkit::torch_ext::layer_norm);                 \
+  m.impl("ada_layer_norm", &kernelkit::torch_ext::ada_layer_norm);         \
+  m.impl("rms_norm_gelu", &kernelkit::torch_ext::rms_norm_gelu)
+
+TORCH_LIBRARY_IMPL(kernelkit, CPU, m) { KERNELKIT_IMPL_ALL(m); }
+#ifdef KERNELKIT_HAS_CUDA
+TORCH_LIBRARY_IMPL(kernelkit, CUDA, m) { KERNELKIT_IMPL_ALL(m); }
+#endif

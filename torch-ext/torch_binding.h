@@ -1,0 +1,21 @@
+// PyTorch binding layer: torch::Tensor <-> kernelkit::TensorView, device guard, current stream, Status -> exception.
+// Every op is destination-passing (the Python wrapper allocates `out` when the caller passes none).
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <optional>
+
+namespace kernelkit::torch_ext {
+
+void rms_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
+              double weight_offset);
+void fused_add_rms_norm(at::Tensor& x, at::Tensor& residual, const std::optional<at::Tensor>& weight, double eps,
+                        double weight_offset);
+void layer_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                const std::optional<at::Tensor>& bias, double eps);
+void ada_layer_norm(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps);
+void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+
+}  // namespace kernelkit::torch_ext
