@@ -107,8 +107,17 @@ void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at:
 
 }  // namespace kernelkit::torch_ext
 
+// The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub build
+// variants, so a hub copy and the pip package can be loaded in one process (torch allows one TORCH_LIBRARY per name).
+#ifndef KERNELKIT_TORCH_NAMESPACE
+#define KERNELKIT_TORCH_NAMESPACE kernelkit
+#endif
+// TORCH_LIBRARY pastes its first argument: expand the macro first.
+#define KK_TORCH_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define KK_TORCH_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
 // Schemas: `Tensor!` marks what an op writes; every op returns nothing (destination-passing).
-TORCH_LIBRARY(kernelkit, m) {
+KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("rms_norm(Tensor! out, Tensor x, Tensor? weight, float eps, float weight_offset=0.) -> ()");
   m.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor? weight, float eps, float weight_offset=0.) -> ()");
   m.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");
@@ -125,7 +134,7 @@ TORCH_LIBRARY(kernelkit, m) {
   m.impl("ada_layer_norm", &kernelkit::torch_ext::ada_layer_norm);         \
   m.impl("rms_norm_gelu", &kernelkit::torch_ext::rms_norm_gelu)
 
-TORCH_LIBRARY_IMPL(kernelkit, CPU, m) { KERNELKIT_IMPL_ALL(m); }
+KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }
 #ifdef KERNELKIT_HAS_CUDA
-TORCH_LIBRARY_IMPL(kernelkit, CUDA, m) { KERNELKIT_IMPL_ALL(m); }
+KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CUDA, m) { KERNELKIT_IMPL_ALL(m); }
 #endif

@@ -13,7 +13,8 @@ import torch
 
 from ._ops import add_op_namespace_prefix, ops
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "info", "ops"]
+__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "info", "ops", "patch",
+           "unpatch", "layers"]
 
 
 def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
@@ -89,3 +90,6 @@ def _register_fakes() -> None:
 
 
 _register_fakes()
+
+from . import layers  # noqa: E402  (layers use the functions above)
+from .patch import patch, unpatch  # noqa: E402

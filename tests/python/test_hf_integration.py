@@ -1,0 +1,76 @@
+"""kernelkit with the Hugging Face stack: patch() on a real transformers Llama built from a small random config (no
+download), the forward-only layers, and a hub build variant loaded with kernels.get_local_kernel."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernelkit
+
+transformers = pytest.importorskip("transformers")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tiny_llama(dtype=torch.float32, device="cpu"):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+    for m in model.modules():  # random norm weights: the ones at init would hide a missing weight
+        if type(m).__name__.endswith("RMSNorm"):
+            m.weight.data.uniform_(0.5, 1.5)
+    return model
+
+
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.float32)] +
+                         ([("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []))
+def test_patched_llama_logits_match(device, dtype):
+    model = tiny_llama(dtype, device)
+    ids = torch.randint(0, 128, (2, 16), device=device)
+    with torch.no_grad():
+        want = model(ids).logits.double()
+        report = kernelkit.patch(model)
+        got = model(ids).logits.double()
+    assert report.patched["LlamaRMSNorm"] == 2 * 2 + 1  # two per layer and the final norm
+    tol = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1e-1}[dtype]
+    assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
+    assert kernelkit.unpatch(model) == 5
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits.double(), want)
+
+
+def test_patch_auto_dtype_and_report():
+    model = tiny_llama()
+    report = kernelkit.patch(model, dtype="auto")
+    assert report.dtype == torch.float32  # CPU model: stays fp32 ("auto" picks fp16 on a T4, bf16 on sm_80+)
+    assert "LlamaRMSNorm: 5" in str(report)
+    assert sum(kernelkit.patch(model).patched.values()) == 0  # idempotent
+
+
+def test_layers_declare_what_they_support():
+    assert kernelkit.layers.RMSNorm.can_torch_compile and not kernelkit.layers.RMSNorm.has_backward
+    norm = transformers.models.llama.modeling_llama.LlamaRMSNorm(32, eps=1e-5)
+    norm.weight.data.uniform_(0.5, 1.5)
+    x = torch.randn(3, 32)
+    want = norm(x)
+    norm.forward = kernelkit.layers.RMSNorm.forward.__get__(norm)
+    norm.weight_offset = 0.0
+    torch.testing.assert_close(norm(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_hub_build_variant_loads_with_get_local_kernel(tmp_path):
+    kernels = pytest.importorskip("kernels")
+    archs = os.environ.get("KERNELKIT_HUB_ARCHS", "75;80;90")
+    subprocess.run([sys.executable, str(ROOT / "torch-ext" / "build_variant.py"), str(tmp_path / "repo"),
+                    "--archs", archs], check=True)
+    # A fresh process: the variant registers its own namespace, next to the pip package's.
+    code = ("import torch, kernelkit, kernels; from pathlib import Path; "
+            f"k = kernels.get_local_kernel(Path({str(tmp_path / 'repo')!r})); "
+            "x = torch.randn(4, 64); w = torch.rand(64) + 0.5; "
+            "torch.testing.assert_close(k.rms_norm(x, w), kernelkit.rms_norm(x, w)); "
+            "print('namespace', k._ops.NAMESPACE)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert "namespace _kernelkit_0_1_0" in out

@@ -1,0 +1,83 @@
+"""`kernelkit.patch(model)`: run a transformers or diffusers model's normalization layers on kernelkit.
+
+Modules are matched by class name and their forward is replaced by the matching layer of `kernelkit.layers`; their
+parameters, buffers and state dict are untouched, and `unpatch` restores the original forwards. Only what kernelkit
+implements today is patched (RMSNorm variants); the report lists what was patched and what was left.
+"""
+from __future__ import annotations
+
+import types
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from . import layers
+
+
+@dataclass
+class PatchReport:
+    patched: Counter = field(default_factory=Counter)  # class name -> modules patched
+    dtype: torch.dtype | None = None
+
+    def __str__(self) -> str:
+        lines = [f"kernelkit.patch: {sum(self.patched.values())} modules"]
+        lines += [f"  {name}: {count}" for name, count in sorted(self.patched.items())]
+        if self.dtype is not None:
+            lines.append(f"  model cast to {self.dtype}")
+        return "\n".join(lines)
+
+
+def _layer_for(module: nn.Module):
+    name = type(module).__name__
+    if not name.endswith("RMSNorm"):
+        return None
+    if not any(isinstance(getattr(module, a, None), (int, float)) for a in ("variance_epsilon", "eps", "epsilon")):
+        return None
+    return layers.GemmaRMSNorm if name.startswith("Gemma") else layers.RMSNorm
+
+
+def _auto_dtype(model: nn.Module) -> torch.dtype:
+    """fp16 on GPUs without bf16 (T4, sm_75), bf16 on newer ones, fp32 on the CPU."""
+    try:
+        device = next(model.parameters()).device
+    except StopIteration:
+        return torch.float32
+    if device.type != "cuda":
+        return torch.float32
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
+
+
+def patch(model: nn.Module, dtype: torch.dtype | str | None = None) -> PatchReport:
+    """Replace the forward of every supported module of `model` with kernelkit's; returns what was patched.
+
+    dtype: None keeps the model's dtype; "auto" casts it to fp16 on a T4 (no bf16), bf16 on sm_80+, fp32 on the CPU;
+    a torch.dtype casts it to that.
+    """
+    report = PatchReport()
+    if dtype is not None:
+        report.dtype = _auto_dtype(model) if dtype == "auto" else dtype
+        model.to(report.dtype)
+    for module in model.modules():
+        layer = _layer_for(module)
+        if layer is None or hasattr(module, "_kernelkit_original_forward"):
+            continue
+        module._kernelkit_original_forward = module.forward
+        module.forward = types.MethodType(layer.forward, module)
+        module.weight_offset = layer.weight_offset
+        report.patched[type(module).__name__] += 1
+    return report
+
+
+def unpatch(model: nn.Module) -> int:
+    """Restore the original forwards; returns how many modules were restored."""
+    restored = 0
+    for module in model.modules():
+        original = module.__dict__.pop("_kernelkit_original_forward", None)
+        if original is not None:
+            module.forward = original
+            del module.weight_offset
+            restored += 1
+    return restored
