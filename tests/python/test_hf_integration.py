@@ -74,3 +74,30 @@ def test_hub_build_variant_loads_with_get_local_kernel(tmp_path):
             "print('namespace', k._ops.NAMESPACE)")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert "namespace _kernelkit_0_1_0" in out
+
+
+def test_patched_diffusers_sd3_transformer_matches():
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    model = diffusers.SD3Transformer2DModel(
+        sample_size=8, patch_size=2, in_channels=4, num_layers=2, attention_head_dim=8, num_attention_heads=2,
+        joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=16, out_channels=4,
+        qk_norm="rms_norm").eval()
+    args = dict(hidden_states=torch.randn(2, 4, 8, 8), encoder_hidden_states=torch.randn(2, 5, 16),
+                pooled_projections=torch.randn(2, 16), timestep=torch.tensor([10.0, 500.0]))
+    with torch.no_grad():
+        want = model(**args).sample.double()
+        report = kernelkit.patch(model)
+        got = model(**args).sample.double()
+    assert report.patched["RMSNorm"] > 0 and report.patched["AdaLayerNormZero"] > 0
+    assert report.patched["AdaLayerNormContinuous"] > 0
+    assert (got - want).abs().max().item() < 1e-4, (got - want).abs().max().item()
+
+
+def test_diffusers_rmsnorm_without_weight():
+    diffusers = pytest.importorskip("diffusers")
+    norm = diffusers.models.normalization.RMSNorm(48, eps=1e-6, elementwise_affine=False)
+    x = torch.randn(2, 7, 48)
+    want = norm(x)
+    kernelkit.patch(norm)
+    torch.testing.assert_close(norm(x), want, rtol=1e-5, atol=1e-6)

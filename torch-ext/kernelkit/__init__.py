@@ -17,13 +17,31 @@ __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rm
            "unpatch", "layers"]
 
 
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x itself when its leading dims collapse to one row stride with a contiguous last dim (what the ops take),
+    else a contiguous copy (e.g. the [batch, heads, seq, head_dim] transposed views attention code normalizes)."""
+    expect = None
+    for d in range(x.dim() - 2, -1, -1):
+        if x.shape[d] == 1:
+            continue
+        if expect is not None and x.stride(d) != expect:
+            return x.contiguous()
+        expect = x.stride(d) * x.shape[d]
+    return x if x.dim() == 0 or x.shape[-1] == 1 or x.stride(-1) == 1 else x.contiguous()
+
+
+def _out_for(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+
+
 def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
              out: Optional[torch.Tensor] = None, weight_offset: float = 0.0) -> torch.Tensor:
     """y = x / sqrt(mean(x^2, dim=-1) + eps) * (weight_offset + weight).
 
     `weight` may be None (diffusers' elementwise_affine=False); weight_offset=1 gives Gemma's (1 + weight).
     """
-    out = torch.empty_like(x) if out is None else out
+    x = _rows(x)
+    out = _out_for(x, out)
     ops.rms_norm(out, x, weight, eps, weight_offset)
     return out
 
@@ -41,7 +59,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional
 def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                eps: float = 1e-5, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance, as torch)."""
-    out = torch.empty_like(x) if out is None else out
+    x = _rows(x)
+    out = _out_for(x, out)
     ops.layer_norm(out, x, weight, bias, eps)
     return out
 
@@ -53,7 +72,8 @@ def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, we
 
     x: [batch, seq, hidden]; scale, shift: [batch, hidden].
     """
-    out = torch.empty_like(x) if out is None else out
+    x = _rows(x)
+    out = _out_for(x, out)
     ops.ada_layer_norm(out, x, scale, shift, weight, bias, eps)
     return out
 
@@ -61,7 +81,8 @@ def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, we
 def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = gelu_tanh(rms_norm(x) * weight), fused (no intermediate rounding)."""
-    out = torch.empty_like(x) if out is None else out
+    x = _rows(x)
+    out = _out_for(x, out)
     ops.rms_norm_gelu(out, x, weight, eps)
     return out
 

@@ -1,12 +1,13 @@
 """Forward-only layers for `kernels.kernelize` and `kernelkit.patch`: each reads the attributes of the module it
 replaces (transformers' LlamaRMSNorm has `weight` and `variance_epsilon`; diffusers' RMSNorm has `weight`, possibly
-None, and `eps`), so swapping its forward in keeps the module's parameters and state dict untouched."""
+None, and `eps`; diffusers' AdaLayerNorm* have `linear`, `silu`, `norm`), so swapping its forward in keeps the module's
+parameters and state dict untouched."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from . import rms_norm
+from . import ada_layer_norm, rms_norm
 
 
 def _eps(module: nn.Module) -> float:
@@ -39,3 +40,38 @@ class GemmaRMSNorm(RMSNorm):
     """Gemma's RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + weight)."""
 
     weight_offset = 1.0
+
+
+def _modulated_norm(norm: nn.Module, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """norm(x) * (1 + scale[:, None]) + shift[:, None] as one kernelkit op when `norm` is a LayerNorm over the last dim
+    of a [batch, seq, hidden] input; otherwise the module's own arithmetic."""
+    if isinstance(norm, nn.LayerNorm) and x.dim() == 3 and tuple(norm.normalized_shape) == (x.shape[-1],):
+        cast = lambda t: None if t is None else t.to(x.dtype)  # noqa: E731
+        return ada_layer_norm(x, scale.to(x.dtype), shift.to(x.dtype), cast(norm.weight), cast(norm.bias), norm.eps)
+    return norm(x) * (1 + scale[:, None]) + shift[:, None]
+
+
+class AdaLayerNormZero(nn.Module):
+    """diffusers' AdaLayerNormZero (DiT, SD3): the LayerNorm + modulation of `x` runs as kernelkit.ada_layer_norm."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x, timestep=None, class_labels=None, hidden_dtype=None, emb=None):
+        if self.emb is not None:
+            emb = self.emb(timestep, class_labels, hidden_dtype=hidden_dtype)
+        emb = self.linear(self.silu(emb))
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = emb.chunk(6, dim=1)
+        return _modulated_norm(self.norm, x, scale_msa, shift_msa), gate_msa, shift_mlp, scale_mlp, gate_mlp
+
+
+class AdaLayerNormContinuous(nn.Module):
+    """diffusers' AdaLayerNormContinuous (SD3/Flux output norm): norm(x) * (1 + scale) + shift as one op."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x, conditioning_embedding):
+        emb = self.linear(self.silu(conditioning_embedding).to(x.dtype))
+        scale, shift = torch.chunk(emb, 2, dim=1)
+        return _modulated_norm(self.norm, x, scale, shift)

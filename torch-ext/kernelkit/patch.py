@@ -2,7 +2,8 @@
 
 Modules are matched by class name and their forward is replaced by the matching layer of `kernelkit.layers`; their
 parameters, buffers and state dict are untouched, and `unpatch` restores the original forwards. Only what kernelkit
-implements today is patched (RMSNorm variants); the report lists what was patched and what was left.
+implements today is patched: RMSNorm variants (transformers' *RMSNorm, Gemma's 1 + w, diffusers' RMSNorm with or
+without weight) and diffusers' AdaLayerNormZero / AdaLayerNormContinuous (LayerNorm + modulation as one op).
 """
 from __future__ import annotations
 
@@ -31,9 +32,14 @@ class PatchReport:
 
 def _layer_for(module: nn.Module):
     name = type(module).__name__
+    if name in ("AdaLayerNormZero", "AdaLayerNormContinuous") and all(
+            hasattr(module, a) for a in ("linear", "silu", "norm")):
+        return getattr(layers, name)
     if not name.endswith("RMSNorm"):
         return None
     if not any(isinstance(getattr(module, a, None), (int, float)) for a in ("variance_epsilon", "eps", "epsilon")):
+        return None
+    if getattr(module, "bias", None) is not None:  # diffusers' RMSNorm(bias=True): no kernel with a bias yet
         return None
     return layers.GemmaRMSNorm if name.startswith("Gemma") else layers.RMSNorm
 
@@ -66,7 +72,8 @@ def patch(model: nn.Module, dtype: torch.dtype | str | None = None) -> PatchRepo
             continue
         module._kernelkit_original_forward = module.forward
         module.forward = types.MethodType(layer.forward, module)
-        module.weight_offset = layer.weight_offset
+        if hasattr(layer, "weight_offset"):
+            module.weight_offset = layer.weight_offset
         report.patched[type(module).__name__] += 1
     return report
 
@@ -78,6 +85,6 @@ def unpatch(model: nn.Module) -> int:
         original = module.__dict__.pop("_kernelkit_original_forward", None)
         if original is not None:
             module.forward = original
-            del module.weight_offset
+            module.__dict__.pop("weight_offset", None)
             restored += 1
     return restored
