@@ -1,0 +1,169 @@
+// Internal: argument checks shared by the row-wise ops (norms, activations). A Builder fills the common fields of an
+// op's argument block (op, dtype, device, rows, hidden, align_bytes) from TensorViews, naming the argument and the
+// expectation in every error; run_row_op then checks dtype support on the profile the launch will use and dispatches
+// to the CPU reference or the CUDA launcher.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/profile.hpp"
+#include "kernelkit/runtime.hpp"
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit::detail {
+
+inline std::string dt(DType t) { return std::string(dtype_name(t)); }
+
+// Largest power of two (<= 16) dividing v.
+inline int pow2_align(uint64_t v) { return v == 0 ? 16 : static_cast<int>(std::min<uint64_t>(16, v & (~v + 1))); }
+
+template <typename Args>
+class Builder {
+ public:
+  Builder(OpId op, Args* a) : op_(op), name_(op_info(op).name), a_(a) { a_->op = op; }
+
+  // The first tensor (`x`) fixes dtype, device, rows and hidden (its last dim / `last_dim_multiple`: 2 for the input
+  // of a gated activation); later ones must match its leading dims and have hidden x last_dim_multiple elements a row.
+  // Leading dims must collapse to one row stride.
+  Status activation(const TensorView& t, const char* arg, int64_t* row_stride, bool written,
+                    int64_t last_dim_multiple = 1) {
+    if (first_) {
+      first_ = false;
+      a_->dtype = t.dtype;
+      a_->device = t.device;
+      if (t.ndim < 1) return err(arg, "must have at least 1 dim, got 0");
+      if (t.size(-1) == 0) return err(arg, "hidden size (last dim) must be > 0, got 0");
+      if (t.size(-1) % last_dim_multiple != 0)
+        return err(arg, "last dim must be a multiple of " + std::to_string(last_dim_multiple) + ", got " +
+                            std::to_string(t.size(-1)));
+      a_->hidden = t.size(-1) / last_dim_multiple;
+      a_->rows = t.numel() / t.size(-1);
+      shape_ = t;
+    } else {
+      KK_RETURN_IF_ERROR(same_dtype_device(t, arg));
+      bool same = t.ndim == shape_.ndim && t.size(-1) == a_->hidden * last_dim_multiple;
+      for (int d = 0; same && d + 1 < t.ndim; ++d) same = t.shape[d] == shape_.shape[d];
+      if (!same) {
+        TensorView want = shape_;
+        want.shape[want.ndim - 1] = a_->hidden * last_dim_multiple;
+        return err(arg, "shape " + t.shape_string() + " must be " + want.shape_string());
+      }
+    }
+    if (t.size(-1) > 1 && t.stride(-1) != 1)
+      return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
+    // Collapse the leading dims: each must step by the next one's stride times its size (size-1 dims are free).
+    int64_t stride = a_->hidden, expect = -1;
+    for (int d = t.ndim - 2; d >= 0; --d) {
+      if (t.shape[d] == 1) continue;
+      if (expect < 0) stride = t.strides[d];
+      else if (t.strides[d] != expect)
+        return err(arg, "leading dims must collapse to one row stride; dim " + std::to_string(d) + " has stride " +
+                            std::to_string(t.strides[d]) + ", expected " + std::to_string(expect));
+      expect = t.strides[d] * t.shape[d];
+    }
+    if (written && a_->rows > 1 && stride < a_->hidden)
+      return err(arg, "rows overlap (row stride " + std::to_string(stride) + " < hidden " +
+                          std::to_string(a_->hidden) + ")");
+    if (t.data == nullptr && a_->rows > 0) return err(arg, "is a null pointer");
+    *row_stride = stride;
+    align(t.data, stride);
+    return Status::Ok();
+  }
+
+  // A [hidden] parameter (weight, bias), or none.
+  Status vector(const std::optional<TensorView>& t, const char* arg, const void** ptr) {
+    *ptr = nullptr;
+    if (!t) return Status::Ok();
+    KK_RETURN_IF_ERROR(same_dtype_device(*t, arg));
+    if (t->ndim != 1 || t->shape[0] != a_->hidden)
+      return err(arg, "must have shape [hidden=" + std::to_string(a_->hidden) + "], got " + t->shape_string());
+    if (a_->hidden > 1 && t->strides[0] != 1)
+      return err(arg, "must be contiguous (stride 1), got stride " + std::to_string(t->strides[0]));
+    if (t->data == nullptr) return err(arg, "is a null pointer");
+    *ptr = t->data;
+    align(t->data, 0);
+    return Status::Ok();
+  }
+
+  // A [batch, hidden] per-batch parameter (ada scale/shift).
+  Status per_batch(const TensorView& t, const char* arg, int64_t batch, const void** ptr, int64_t* stride) {
+    KK_RETURN_IF_ERROR(same_dtype_device(t, arg));
+    if (t.ndim != 2 || t.shape[0] != batch || t.shape[1] != a_->hidden)
+      return err(arg, "must have shape [batch=" + std::to_string(batch) + ", hidden=" + std::to_string(a_->hidden) +
+                          "], got " + t.shape_string());
+    if (a_->hidden > 1 && t.strides[1] != 1)
+      return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.strides[1]));
+    if (t.data == nullptr) return err(arg, "is a null pointer");
+    *ptr = t.data;
+    *stride = batch > 1 ? t.strides[0] : a_->hidden;
+    align(t.data, *stride);
+    return Status::Ok();
+  }
+
+  Status err(const char* arg, const std::string& what) const {
+    return invalid_argument(std::string(name_) + ": " + arg + " " + what);
+  }
+
+ private:
+  Status same_dtype_device(const TensorView& t, const char* arg) const {
+    if (t.dtype != a_->dtype) return err(arg, "dtype " + dt(t.dtype) + " does not match x dtype " + dt(a_->dtype));
+    if (!(t.device == a_->device))
+      return err(arg, "is on " + to_string(t.device) + " but x is on " + to_string(a_->device) +
+                          " (all tensors of one call must be on one device)");
+    return Status::Ok();
+  }
+  void align(const void* p, int64_t stride_elems) {
+    const uint64_t bytes = static_cast<uint64_t>(stride_elems) * dtype_size(a_->dtype);
+    a_->align_bytes = std::min({a_->align_bytes, pow2_align(reinterpret_cast<uintptr_t>(p)), pow2_align(bytes)});
+  }
+
+  OpId op_;
+  std::string_view name_;
+  Args* a_;
+  bool first_ = true;
+  TensorView shape_;
+};
+
+// Validation that needs no device, then: CPU tensors -> reference; CUDA tensors -> dtype support on the profile the
+// launch will use (a KERNELKIT_PROFILE override needs no device, so bf16 is refused on a T4 profile with or without a
+// GPU), the device index, then the CUDA launcher. Rows == 0 is a no-op after validation.
+template <typename Args, typename Validate, typename Reference, typename Cuda>
+Status run_row_op(const Args& a, Validate validate, Reference reference, Cuda cuda) {
+  if (a.device.type == DeviceType::cpu) {
+    KK_RETURN_IF_ERROR(validate(a, nullptr));
+    return a.rows == 0 ? Status::Ok() : reference(a);
+  }
+  std::optional<DeviceProfile> forced;
+  KK_RETURN_IF_ERROR(profile_override(&forced));
+  if (forced) KK_RETURN_IF_ERROR(validate(a, &*forced));
+  const std::string name(op_info(a.op).name);
+  const int devices = cuda_device_count();
+  if (devices == 0)
+    return Status(StatusCode::no_device, name + ": tensors are on " + to_string(a.device) +
+                                             " but no CUDA device is available" +
+                                             (built_with_cuda() ? "" : " (kernelkit was built without CUDA)"));
+  if (a.device.index < 0 || a.device.index >= devices)
+    return invalid_argument(name + ": tensors are on " + to_string(a.device) + " but this machine has " +
+                            std::to_string(devices) + " CUDA device(s)");
+  DeviceProfile prof;
+  if (forced) prof = *forced;
+  else KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
+  KK_RETURN_IF_ERROR(validate(a, &prof));
+  return a.rows == 0 ? Status::Ok() : cuda(a);
+}
+
+// The dtype checks every row op shares: a floating dtype, and one the profile supports for CUDA tensors.
+inline Status check_float_dtype(const std::string& name, DType dtype, Device device, const DeviceProfile* profile) {
+  if (!is_floating(dtype))
+    return invalid_argument(name + ": x dtype " + dt(dtype) + " is not supported (expected f32, f16 or bf16)");
+  if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
+    return unsupported(name + ": x dtype " + dt(dtype) + " is not supported on profile " + profile->key + " (sm_" +
+                       std::to_string(profile->sm) + " has no bf16); use f16");
+  return Status::Ok();
+}
+
+}  // namespace kernelkit::detail
