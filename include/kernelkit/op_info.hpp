@@ -13,11 +13,24 @@ namespace kernelkit {
 
 struct DeviceProfile;
 
-enum class OpId : uint8_t { rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm, rms_norm_gelu };
+enum class OpId : uint8_t {
+  rms_norm,
+  fused_add_rms_norm,
+  layer_norm,
+  ada_layer_norm,
+  rms_norm_gelu,
+  gelu,
+  gelu_tanh,
+  silu,
+  gelu_and_mul,
+  gelu_tanh_and_mul,
+  silu_and_mul,
+  geglu,
+};
 
-enum class OpFamily : uint8_t { row_norm };
+enum class OpFamily : uint8_t { row_norm, elementwise };
 
-// The problem size of a row op: `rows` rows of `hidden` elements; `batch` groups of rows for per-batch parameters
+// The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row
 // stride in bytes, which bounds the vector width.
 struct OpShape {

@@ -18,6 +18,11 @@ constexpr int kRowVecsPerThread = 4;
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;
 constexpr int kRowNormRegisters = 64;
+// Element-wise kernels: 256-thread blocks, __launch_bounds__(256, 4) (so at most 64 registers), each thread loading
+// kElementwiseVecsPerThread vectors per grid-stride step so that many loads are in flight.
+constexpr int kElementwiseThreads = 256;
+constexpr int kElementwiseMinBlocks = 4;
+constexpr int kElementwiseVecsPerThread = 4;
 
 struct LaunchPlan {
   OpId op{};

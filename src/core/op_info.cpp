@@ -10,7 +10,9 @@ namespace {
 // FLOPs per element, counted once here: square+add (2) and scale by rstd and weight (2) for RMS; for layer norm a sum
 // (1), (x-mean)^2 accumulated (3) and (x-mean)*rstd*w+b (3); +1 for the residual add; +2 for the modulation;
 // the tanh-GELU epilogue as ~10 (cube, two mul-adds, tanh, half-product).
-constexpr std::array<OpInfo, 5> kOps = {{
+// Activations per output element: silu ~4 (exp, add, divide, multiply), erf-GELU ~8, tanh-GELU ~10; +1 for the
+// gated product. Gated ops read two [rows, d] halves (or tensors) and write one.
+constexpr std::array<OpInfo, 12> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -19,6 +21,15 @@ constexpr std::array<OpInfo, 5> kOps = {{
      "y = layer_norm(x) * (1 + scale[b]) + shift[b]", 1, 1, 0, 2, 9},
     {OpId::rms_norm_gelu, "rms_norm_gelu", OpFamily::row_norm, "y = gelu_tanh(x / sqrt(mean(x^2) + eps) * w)", 1, 1,
      1, 0, 14},
+    {OpId::gelu, "gelu", OpFamily::elementwise, "y = x * Phi(x)", 1, 1, 0, 0, 8},
+    {OpId::gelu_tanh, "gelu_tanh", OpFamily::elementwise, "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", 1,
+     1, 0, 0, 10},
+    {OpId::silu, "silu", OpFamily::elementwise, "y = x * sigmoid(x)", 1, 1, 0, 0, 4},
+    {OpId::gelu_and_mul, "gelu_and_mul", OpFamily::elementwise, "y = gelu(x[..., :d]) * x[..., d:]", 2, 1, 0, 0, 9},
+    {OpId::gelu_tanh_and_mul, "gelu_tanh_and_mul", OpFamily::elementwise, "y = gelu_tanh(x[..., :d]) * x[..., d:]",
+     2, 1, 0, 0, 11},
+    {OpId::silu_and_mul, "silu_and_mul", OpFamily::elementwise, "y = silu(x[..., :d]) * x[..., d:]", 2, 1, 0, 0, 5},
+    {OpId::geglu, "geglu", OpFamily::elementwise, "y = gelu(a) * b", 2, 1, 0, 0, 9},
 }};
 
 }  // namespace

@@ -76,6 +76,27 @@ Status plan_row_norm(const DeviceProfile& prof, OpId op, const OpShape& s, DType
   return Status::Ok();
 }
 
+Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p) {
+  const int elem = static_cast<int>(dtype_size(dtype));
+  const int max_vec = 16 / elem;  // the same gcd rule as the norms
+  const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
+  p->vec = std::gcd(static_cast<int>(std::gcd<int64_t, int64_t>(s.hidden, max_vec)), align_elems);
+  p->threads_per_row = kElementwiseThreads;  // a flat grid-stride loop over (row, vector) pairs
+  p->rows_per_block = 1;
+  p->block_threads = kElementwiseThreads;
+  p->vecs_per_thread = kElementwiseVecsPerThread;
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
+  if (p->blocks_per_sm == 0) return unsupported("elementwise: a 256-thread block does not fit profile " + prof.key);
+  const int64_t vectors = s.rows * (s.hidden / p->vec);
+  const int64_t per_block = static_cast<int64_t>(p->block_threads) * p->vecs_per_thread;
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  p->sms = prof.sms;
+  p->grid = std::max<int64_t>(1, std::min(ceil_div(vectors, per_block), wave));
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  return Status::Ok();
+}
+
 }  // namespace
 
 void refine_plan_occupancy(const DeviceProfile& prof, int resident_blocks, int64_t rows, LaunchPlan* p) {
@@ -111,6 +132,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     return invalid_argument(std::string(info.name) + ": rows must be >= 0, got " + std::to_string(s.rows));
   switch (info.family) {
     case OpFamily::row_norm: return plan_row_norm(prof, op, s, dtype, p);
+    case OpFamily::elementwise: return plan_elementwise(prof, s, dtype, p);
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }
@@ -119,8 +141,10 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid << ", vec " << vec << ", "
-     << vecs_per_thread << " vec/thread, " << (cached ? "rows staged in smem" : "rows re-read (too long to stage)")
-     << ", smem " << smem_bytes
+     << vecs_per_thread << " vec/thread, ";
+  if (op_info(op).family == OpFamily::row_norm)
+    os << (cached ? "rows staged in smem" : "rows re-read (too long to stage)") << ", ";
+  os << "smem " << smem_bytes
      << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM, occupancy "
      << static_cast<int>(occupancy * 100 + 0.5) << "%";
   return os.str();

@@ -56,7 +56,7 @@ class Builder {
     if (t.size(-1) > 1 && t.stride(-1) != 1)
       return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
     // Collapse the leading dims: each must step by the next one's stride times its size (size-1 dims are free).
-    int64_t stride = a_->hidden, expect = -1;
+    int64_t stride = t.size(-1), expect = -1;
     for (int d = t.ndim - 2; d >= 0; --d) {
       if (t.shape[d] == 1) continue;
       if (expect < 0) stride = t.strides[d];

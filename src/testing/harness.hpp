@@ -67,6 +67,26 @@ CaseResult run_norm_case_cuda(const NormCase& c, int device = 0);
 // outputs have the statistics they must (rms 1; mean 0 and variance 1), within the tolerance table.
 CaseResult check_norm_properties(const NormCase& c);
 
+// Activation cases (gelu, gelu_tanh, silu, the gated forms and geglu): out is [rows, d]; the input is [rows, d], or
+// [rows, 2d] for the gated forms, or two [rows, d] tensors for geglu. Rows are `row_pad` elements apart when > 0.
+struct ActivationCase {
+  OpId op = OpId::silu_and_mul;
+  DType dtype = DType::f32;
+  int64_t rows = 1, d = 64;
+  int64_t row_pad = 0;
+  double magnitude = 3.0;  // inputs uniform in [-magnitude, magnitude]
+  uint64_t seed = 1;
+  std::string name() const;
+};
+// On CUDA device `device` vs the CPU reference from the same inputs, every element, outputs poisoned first.
+CaseResult run_activation_case_cuda(const ActivationCase& c, int device = 0);
+// CPU backend self-checks: the gated op equals act(first half) * second half through the ungated op; every activation
+// satisfies act(x) - act(-x) = x (gelu, gelu_tanh and silu all do).
+CaseResult check_activation_properties(const ActivationCase& c);
+// Calls the public activation op `op` (out = op(x), or op(x, b) for geglu).
+Status call_activation_op(OpId op, const TensorView& out, const TensorView& x, const TensorView* b = nullptr,
+                          Stream stream = nullptr);
+
 // The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
 std::vector<int64_t> grid_rows();
 std::vector<int64_t> grid_hidden();

@@ -71,6 +71,7 @@ TEST(Profiles, OverrideFromEnvironment) {
 TEST(Planner, RowNormRulesOnEveryProfile) {
   for (const DeviceProfile& prof : profile_table())
     for (const OpInfo& op : op_table())
+      if (op.family == OpFamily::row_norm)
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (int64_t rows : kRows)
           for (int64_t hidden : kHidden) {
@@ -109,6 +110,26 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             else EXPECT_EQ(p.grid, row_groups);
             EXPECT_GT(p.occupancy, 0.0);
             EXPECT_LE(p.occupancy, 1.0);
+          }
+}
+
+TEST(Planner, ElementwiseRules) {
+  for (const DeviceProfile& prof : profile_table())
+    for (OpId op : {OpId::silu_and_mul, OpId::gelu, OpId::geglu})
+      for (DType dt : {DType::f32, DType::f16})
+        for (int64_t rows : kRows)
+          for (int64_t d : kHidden) {
+            LaunchPlan p;
+            ASSERT_TRUE(plan_op(prof, op, {rows, d, 1, 16}, dt, &p).ok());
+            EXPECT_EQ(d % p.vec, 0);
+            EXPECT_LE(p.vec * static_cast<int>(dtype_size(dt)), 16);
+            if (d % (16 / static_cast<int>(dtype_size(dt))) == 0) EXPECT_EQ(p.vec * dtype_size(dt), 16u);
+            EXPECT_EQ(p.block_threads, kElementwiseThreads);
+            EXPECT_EQ(p.smem_bytes, 0);
+            const int64_t blocks_needed = (rows * (d / p.vec) + 1023) / 1024;
+            const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
+            if (blocks_needed >= wave) EXPECT_EQ(p.grid % prof.sms, 0);
+            else EXPECT_EQ(p.grid, blocks_needed);
           }
 }
 
@@ -214,5 +235,8 @@ TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
   EXPECT_DOUBLE_EQ(op_flops(OpId::rms_norm, s), 4.0 * 65536 * 4096);
   for (const auto& prof : profile_table()) EXPECT_TRUE(op_memory_bound(OpId::rms_norm_gelu, s, DType::f16, prof));
   EXPECT_EQ(parse_op("layer_norm"), OpId::layer_norm);
+  for (const OpInfo& op : op_table()) EXPECT_EQ(op_info(op.id).id, op.id) << op.name;  // the table is indexed by id
+  // silu_and_mul bf16 [rows, d]: both halves of [rows, 2d] read, [rows, d] written.
+  EXPECT_EQ(op_bytes(OpId::silu_and_mul, {16384, 11008, 1, 16}, DType::bf16), 2ull * 3 * 16384 * 11008);
   EXPECT_FALSE(parse_op("nope").has_value());
 }

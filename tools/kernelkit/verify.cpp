@@ -82,15 +82,24 @@ int run_verify(const VerifyOptions& o) {
         for (int64_t h : hidden)
           for (int64_t pad : {int64_t{0}, int64_t{8}}) {
             if (pad && r != 83) continue;  // strided rows: one row count is enough to exercise the strides
-            testing::NormCase c;
-            c.op = op;
-            c.dtype = dt;
-            c.rows = r;
-            c.hidden = h;
-            c.row_pad = pad;
-            c.seed = seed++;
-            const auto res = backend == "cuda" ? testing::run_norm_case_cuda(c, o.device)
-                                               : testing::check_norm_properties(c);
+            testing::CaseResult res;
+            std::string case_name;
+            if (op_info(op).family == OpFamily::elementwise) {
+              testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
+              case_name = c.name();
+              res = backend == "cuda" ? testing::run_activation_case_cuda(c, o.device)
+                                      : testing::check_activation_properties(c);
+            } else {
+              testing::NormCase c;
+              c.op = op;
+              c.dtype = dt;
+              c.rows = r;
+              c.hidden = h;
+              c.row_pad = pad;
+              c.seed = seed++;
+              case_name = c.name();
+              res = backend == "cuda" ? testing::run_norm_case_cuda(c, o.device) : testing::check_norm_properties(c);
+            }
             Row& row = table[{op, dt}];
             ++row.cases;
             // A refusal the profile calls for (bf16 on sm_75) is the right answer, not a failure.
@@ -101,8 +110,8 @@ int run_verify(const VerifyOptions& o) {
             else {
               const std::string why = res.status.ok() ? std::to_string(res.mismatches) + " mismatches\n" + res.detail
                                                       : res.status.to_string();
-              if (row.first_failure.empty()) row.first_failure = c.name() + ": " + why;
-              failures.push_back({{"case", c.name()}, {"why", why}});
+              if (row.first_failure.empty()) row.first_failure = case_name + ": " + why;
+              failures.push_back({{"case", case_name}, {"why", why}});
             }
             row.worst = std::max(row.worst, res.worst_ratio);
           }

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "core/row_norm.hpp"
+#include "cuda/common/activations.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
@@ -61,11 +62,6 @@ struct RowVariant {
   static constexpr bool bias = kNorm == NormType::layer;
   static constexpr bool modulate = kModulate;    // * (1 + scale[b]) + shift[b] (ada_layer_norm)
 };
-
-__device__ __forceinline__ float gelu_tanh(float v) {
-  constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-  return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-}
 
 // The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
 // counts resident blocks (kRowNormRegisters).
@@ -178,7 +174,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
             if (p.weight) y[j] *= p.weight_offset + to_float(w.v[j]);
             if (Variant::bias && p.bias) y[j] += to_float(bi.v[j]);
             if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
-            if constexpr (Variant::gelu) y[j] = gelu_tanh(y[j]);
+            if constexpr (Variant::gelu) y[j] = GeluTanh::apply(y[j]);
           }
           store_rounded<T, VEC>(outr + col, y);
         }
@@ -199,6 +195,7 @@ Status with_row_norm_kernel(OpId op, int vec, F&& f) {
       case OpId::rms_norm_gelu: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
       case OpId::layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
       case OpId::ada_layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
+      default: break;
     }
     return Status(StatusCode::internal, "no row-norm kernel for this op");
   });

@@ -1,0 +1,52 @@
+// Every activation kernel against the fp64 CPU reference: fresh random inputs, poisoned outputs, every element; the
+// dtypes the active profile lacks must be refused.
+#include <gtest/gtest.h>
+
+#include "kernelkit/profile.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+
+namespace {
+void check(const kernelkit::testing::ActivationCase& c) {
+  static const DeviceProfile prof = [] {
+    DeviceProfile p;
+    EXPECT_TRUE(active_profile(0, &p).ok());
+    return p;
+  }();
+  const auto r = kernelkit::testing::run_activation_case_cuda(c, 0);
+  if (!prof.supports(c.dtype)) {
+    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
+    return;
+  }
+  ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+  EXPECT_GT(r.checked, 0);
+  EXPECT_EQ(r.mismatches, 0) << c.name() << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+}
+}  // namespace
+
+using ActParam = std::tuple<OpId, DType, int64_t, int64_t>;
+class ActivationGrid : public ::testing::TestWithParam<ActParam> {};
+
+TEST_P(ActivationGrid, MatchesReference) {
+  const auto [op, dt, rows, d] = GetParam();
+  check({op, dt, rows, d, 0, 3.0, static_cast<uint64_t>(rows * 31 + d)});
+  if (rows == 83) check({op, dt, rows, d, 13, 3.0, static_cast<uint64_t>(d)});  // strided, misaligned rows
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllShapes, ActivationGrid,
+    ::testing::Combine(::testing::Values(OpId::gelu, OpId::gelu_tanh, OpId::silu, OpId::gelu_and_mul,
+                                         OpId::gelu_tanh_and_mul, OpId::silu_and_mul, OpId::geglu),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83, 4096),
+                       ::testing::Values(64, 111, 500, 769, 2048, 4096, 5125, 8192)),
+    [](const ::testing::TestParamInfo<ActParam>& i) {
+      return std::string(op_info(std::get<0>(i.param)).name) + "_" + std::string(dtype_name(std::get<1>(i.param))) +
+             "_" + std::to_string(std::get<2>(i.param)) + "x" + std::to_string(std::get<3>(i.param));
+    });
+
+TEST(ActivationExtremes, Fp16LargeInputsStayFinite) {
+  // |x| up to 60000: silu(x) ~ x and gelu(x) ~ x stay finite; the gated product may overflow exactly as the
+  // reference does (both are compared, inf to inf).
+  for (OpId op : {OpId::silu, OpId::gelu, OpId::gelu_tanh}) check({op, DType::f16, 83, 4096, 0, 60000.0, 5});
+}
