@@ -105,6 +105,32 @@ void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at:
                                           static_cast<float>(eps), stream_for(x)));
 }
 
+namespace {
+Activation parse_activation(c10::string_view act) {
+  if (act == "gelu") return Activation::gelu;
+  if (act == "gelu_tanh") return Activation::gelu_tanh;
+  if (act == "silu") return Activation::silu;
+  TORCH_CHECK_VALUE(false, "kernelkit: activation '", std::string(act), "' is not one of gelu, gelu_tanh, silu");
+  return Activation::silu;
+}
+}  // namespace
+
+void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+}
+
+void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+}
+
+void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(a.device());
+  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(a, "a"), view(b, "b"),
+                                             stream_for(a)));
+}
+
 }  // namespace kernelkit::torch_ext
 
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub build
@@ -124,6 +150,9 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("ada_layer_norm(Tensor! out, Tensor x, Tensor scale, Tensor shift, Tensor? weight, Tensor? bias, "
         "float eps) -> ()");
   m.def("rms_norm_gelu(Tensor! out, Tensor x, Tensor? weight, float eps) -> ()");
+  m.def("activation(Tensor! out, Tensor x, str act) -> ()");
+  m.def("act_and_mul(Tensor! out, Tensor x, str act) -> ()");
+  m.def("act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()");
 }
 
 // One implementation serves both backends: the core picks the CPU reference or the CUDA kernels from the tensors.
@@ -132,7 +161,10 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.impl("fused_add_rms_norm", &kernelkit::torch_ext::fused_add_rms_norm); \
   m.impl("layer_norm", &kernelkit::torch_ext::layer_norm);                 \
   m.impl("ada_layer_norm", &kernelkit::torch_ext::ada_layer_norm);         \
-  m.impl("rms_norm_gelu", &kernelkit::torch_ext::rms_norm_gelu)
+  m.impl("rms_norm_gelu", &kernelkit::torch_ext::rms_norm_gelu);           \
+  m.impl("activation", &kernelkit::torch_ext::activation);                 \
+  m.impl("act_and_mul", &kernelkit::torch_ext::act_and_mul);               \
+  m.impl("act_mul", &kernelkit::torch_ext::act_mul)
 
 KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }
 #ifdef KERNELKIT_HAS_CUDA

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/util/string_view.h>
 
 #include <optional>
 
@@ -17,5 +18,10 @@ void layer_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Te
 void ada_layer_norm(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
                     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps);
 void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps);
+
+// Activations: act in {"gelu", "gelu_tanh", "silu"}.
+void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act);
+void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act);  // act(x[..., :d]) * x[..., d:]
+void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act);  // act(a) * b
 
 }  // namespace kernelkit::torch_ext

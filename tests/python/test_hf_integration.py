@@ -35,9 +35,10 @@ def test_patched_llama_logits_match(device, dtype):
         report = kernelkit.patch(model)
         got = model(ids).logits.double()
     assert report.patched["LlamaRMSNorm"] == 2 * 2 + 1  # two per layer and the final norm
+    assert report.patched["LlamaMLP"] == 2  # silu(gate) * up fused
     tol = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1e-1}[dtype]
     assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
-    assert kernelkit.unpatch(model) == 5
+    assert kernelkit.unpatch(model) == 7
     with torch.no_grad():
         assert torch.equal(model(ids).logits.double(), want)
 
@@ -46,7 +47,7 @@ def test_patch_auto_dtype_and_report():
     model = tiny_llama()
     report = kernelkit.patch(model, dtype="auto")
     assert report.dtype == torch.float32  # CPU model: stays fp32 ("auto" picks fp16 on a T4, bf16 on sm_80+)
-    assert "LlamaRMSNorm: 5" in str(report)
+    assert "LlamaRMSNorm: 5" in str(report) and "LlamaMLP: 2" in str(report)
     assert sum(kernelkit.patch(model).patched.values()) == 0  # idempotent
 
 
@@ -91,6 +92,7 @@ def test_patched_diffusers_sd3_transformer_matches():
         got = model(**args).sample.double()
     assert report.patched["RMSNorm"] > 0 and report.patched["AdaLayerNormZero"] > 0
     assert report.patched["AdaLayerNormContinuous"] > 0
+    assert report.patched["GELU"] > 0  # FeedForward's GELU(approximate="tanh")
     assert (got - want).abs().max().item() < 1e-4, (got - want).abs().max().item()
 
 
@@ -101,3 +103,15 @@ def test_diffusers_rmsnorm_without_weight():
     want = norm(x)
     kernelkit.patch(norm)
     torch.testing.assert_close(norm(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_diffusers_geglu_and_gelu():
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    for module in (diffusers.models.activations.GEGLU(32, 48), diffusers.models.activations.GELU(32, 48),
+                   diffusers.models.activations.GELU(32, 48, approximate="tanh")):
+        x = torch.randn(2, 5, 32)
+        with torch.no_grad():
+            want = module(x)
+            assert sum(kernelkit.patch(module).patched.values()) == 1
+            torch.testing.assert_close(module(x), want, rtol=1e-5, atol=1e-6)

@@ -67,6 +67,24 @@ def test_norms_match_float64(device, dtype, hidden):
     close(kernelkit.ada_layer_norm(xa, sc, sh, eps=1e-6), want.to(dtype), dtype, scale=3.0)
 
 
+ACTS = {"gelu": lambda v: torch.nn.functional.gelu(v), "silu": torch.nn.functional.silu,
+        "gelu_tanh": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [64, 111, 4096])
+def test_activations_match_float64(device, dtype, d):
+    torch.manual_seed(d)
+    x = rand(7, 2 * d, dtype=dtype, device=device, lo=-4, hi=4)
+    a, b = x[:, :d], x[:, d:]  # strided views: rows 2d apart
+    for name, f in ACTS.items():
+        close(getattr(kernelkit, name)(a), f(a.double()).to(dtype), dtype)
+        close(getattr(kernelkit, name + "_and_mul")(x), (f(a.double()) * b.double()).to(dtype), dtype)
+    close(kernelkit.geglu(a, b), (ACTS["gelu"](a.double()) * b.double()).to(dtype), dtype)
+    close(kernelkit.swiglu(a, b), (ACTS["silu"](a.double()) * b.double()).to(dtype), dtype)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck_every_op(device):
     x = torch.randn(6, 96, device=device)
@@ -81,6 +99,9 @@ def test_opcheck_every_op(device):
         (kernelkit.ops.layer_norm.default, (torch.empty_like(x), x, w, b, 1e-5)),
         (kernelkit.ops.ada_layer_norm.default, (torch.empty_like(xa), xa, sc, sh, None, None, 1e-6)),
         (kernelkit.ops.rms_norm_gelu.default, (torch.empty_like(x), x, w, 1e-6)),
+        (kernelkit.ops.activation.default, (torch.empty_like(x), x, "gelu_tanh")),
+        (kernelkit.ops.act_and_mul.default, (torch.empty(6, 48, device=device), x, "silu")),
+        (kernelkit.ops.act_mul.default, (torch.empty_like(x), x, torch.randn_like(x), "gelu")),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)
@@ -118,6 +139,10 @@ def test_bad_input_is_a_clear_exception():
         kernelkit.ops.rms_norm(torch.empty(4, 64), torch.randn(64, 4).t(), None, 1e-6, 0.0)
     xt = torch.randn(2, 64, 3, 8).transpose(1, 2)  # ...the functional API copies it (attention's q/k norms)
     close(kernelkit.rms_norm(xt, None), rms_ref(xt).float(), torch.float32)
+    with pytest.raises(ValueError, match="not one of gelu, gelu_tanh, silu"):
+        kernelkit.ops.activation(torch.empty(4, 64), x, "relu")
+    with pytest.raises(ValueError, match="multiple of 2"):
+        kernelkit.silu_and_mul(torch.randn(4, 63))
     with pytest.raises(ValueError, match="residual shape"):
         kernelkit.fused_add_rms_norm(torch.randn(4, 64), torch.randn(2, 64))
     assert kernelkit.rms_norm(torch.empty(0, 64)).shape == (0, 64)  # rows = 0 is a no-op

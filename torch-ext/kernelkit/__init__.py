@@ -13,8 +13,12 @@ import torch
 
 from ._ops import add_op_namespace_prefix, ops
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "info", "ops", "patch",
+__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "gelu", "gelu_tanh",
+           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "info", "ops", "patch",
            "unpatch", "layers"]
+
+_OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
+        "act_mul")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -87,6 +91,59 @@ def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: f
     return out
 
 
+def _activation(name: str):
+    def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = _rows(x)
+        out = _out_for(x, out)
+        ops.activation(out, x, name)
+        return out
+
+    return fn
+
+
+gelu = _activation("gelu")
+gelu.__doc__ = "y = x * Phi(x) (exact, erf)."
+gelu_tanh = _activation("gelu_tanh")
+gelu_tanh.__doc__ = "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."
+silu = _activation("silu")
+silu.__doc__ = "y = x * sigmoid(x)."
+
+
+def _act_and_mul(name: str):
+    def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = _rows(x)
+        if out is None:
+            out = x.new_empty(x.shape[:-1] + (x.shape[-1] // 2,))
+        ops.act_and_mul(out, x, name)
+        return out
+
+    return fn
+
+
+silu_and_mul = _act_and_mul("silu")
+silu_and_mul.__doc__ = "x: [..., 2d] -> silu(x[..., :d]) * x[..., d:] (SwiGLU; vLLM / HF activation convention)."
+gelu_and_mul = _act_and_mul("gelu")
+gelu_and_mul.__doc__ = "x: [..., 2d] -> gelu(x[..., :d]) * x[..., d:]."
+gelu_tanh_and_mul = _act_and_mul("gelu_tanh")
+gelu_tanh_and_mul.__doc__ = "x: [..., 2d] -> gelu_tanh(x[..., :d]) * x[..., d:]."
+
+
+def _act_mul(name: str):
+    def fn(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        a, b = _rows(a), _rows(b)
+        out = _out_for(a, out)
+        ops.act_mul(out, a, b, name)
+        return out
+
+    return fn
+
+
+geglu = _act_mul("gelu")
+geglu.__doc__ = "y = gelu(a) * b with separate tensors (GEGLU)."
+swiglu = _act_mul("silu")
+swiglu.__doc__ = "y = silu(a) * b with separate tensors (a Llama MLP's silu(gate) * up)."
+
+
 def info() -> dict:
     """What this build of kernelkit sees: the library path, torch's view of CUDA, and the registered ops."""
     from ._ops import _LIB
@@ -96,7 +153,7 @@ def info() -> dict:
         "torch": torch.__version__,
         "cuda_available": torch.cuda.is_available(),
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-        "ops": sorted(n for n in ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu")),
+        "ops": sorted(_OPS),
     }
 
 
@@ -106,7 +163,7 @@ def _register_fakes() -> None:
     def nothing(*args, **kwargs):
         return None
 
-    for name in ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu"):
+    for name in _OPS:
         torch.library.register_fake(add_op_namespace_prefix(name))(nothing)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import ada_layer_norm, rms_norm
+from . import (ada_layer_norm, geglu, gelu, gelu_and_mul, gelu_tanh, gelu_tanh_and_mul, rms_norm, silu_and_mul,
+               swiglu)
 
 
 def _eps(module: nn.Module) -> float:
@@ -75,3 +76,93 @@ class AdaLayerNormContinuous(nn.Module):
         emb = self.linear(self.silu(conditioning_embedding).to(x.dtype))
         scale, shift = torch.chunk(emb, 2, dim=1)
         return _modulated_norm(self.norm, x, scale, shift)
+
+
+# ---- Activations ------------------------------------------------------------------------------------------------------
+
+class SiluAndMul(nn.Module):
+    """x: [..., 2d] -> silu(x[..., :d]) * x[..., d:] (the vLLM / HF `activation` kernel layer)."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return silu_and_mul(x)
+
+
+class GeluAndMul(nn.Module):
+    """x: [..., 2d] -> gelu(x[..., :d]) * x[..., d:]."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gelu_and_mul(x)
+
+
+class GeluTanhAndMul(nn.Module):
+    """x: [..., 2d] -> gelu_tanh(x[..., :d]) * x[..., d:]."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return gelu_tanh_and_mul(x)
+
+
+# transformers' ACT2FN activation modules a gated MLP may hold -> kernelkit's fused act(gate) * up.
+def _gelu_tanh_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    from . import _act_mul
+
+    return _act_mul("gelu_tanh")(a, b)
+
+
+_GATED_MLP_OPS = {
+    "SiLUActivation": swiglu,
+    "SiLU": swiglu,
+    "GELUActivation": geglu,
+    "GELU": geglu,
+    "GELUTanh": _gelu_tanh_mul,
+    "PytorchGELUTanh": _gelu_tanh_mul,
+}
+
+
+def gated_mlp_op(act_fn: nn.Module):
+    """kernelkit's fused act(gate) * up for a transformers activation module, or None when kernelkit has none."""
+    if type(act_fn).__name__ == "GELU" and getattr(act_fn, "approximate", "none") != "none":
+        return _gelu_tanh_mul
+    return _GATED_MLP_OPS.get(type(act_fn).__name__)
+
+
+class GatedMLP(nn.Module):
+    """transformers' Llama/Mistral/Qwen2/Gemma MLP: down_proj(act(gate_proj(x)) * up_proj(x)), the activation and
+    the product fused into one kernelkit op."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(gated_mlp_op(self.act_fn)(self.gate_proj(x), self.up_proj(x)))
+
+
+class DiffusersGELU(nn.Module):
+    """diffusers' GELU(approximate="none" | "tanh"): proj, then kernelkit's gelu / gelu_tanh."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        h = self.proj(hidden_states)
+        return gelu_tanh(h) if self.approximate == "tanh" else gelu(h)
+
+
+class DiffusersGEGLU(nn.Module):
+    """diffusers' GEGLU: proj, then hidden * gelu(gate) for (hidden, gate) = the two halves: the *second* half is
+    activated here (the opposite of the vLLM convention), so it runs as geglu(a=gate, b=hidden) on strided views."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        hidden, gate = self.proj(hidden_states).chunk(2, dim=-1)
+        return geglu(gate, hidden)

@@ -3,7 +3,8 @@
 Modules are matched by class name and their forward is replaced by the matching layer of `kernelkit.layers`; their
 parameters, buffers and state dict are untouched, and `unpatch` restores the original forwards. Only what kernelkit
 implements today is patched: RMSNorm variants (transformers' *RMSNorm, Gemma's 1 + w, diffusers' RMSNorm with or
-without weight) and diffusers' AdaLayerNormZero / AdaLayerNormContinuous (LayerNorm + modulation as one op).
+without weight), transformers' gated MLPs (act(gate) * up fused), and diffusers' GELU / GEGLU and AdaLayerNormZero /
+AdaLayerNormContinuous (LayerNorm + modulation as one op).
 """
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ class PatchReport:
 
 def _layer_for(module: nn.Module):
     name = type(module).__name__
+    if all(hasattr(module, a) for a in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+        return layers.GatedMLP if layers.gated_mlp_op(module.act_fn) is not None else None
+    if name == "GELU" and hasattr(module, "proj") and getattr(module, "approximate", None) in ("none", "tanh"):
+        return layers.DiffusersGELU
+    if name == "GEGLU" and hasattr(module, "proj"):
+        return layers.DiffusersGEGLU
     if name in ("AdaLayerNormZero", "AdaLayerNormContinuous") and all(
             hasattr(module, a) for a in ("linear", "silu", "norm")):
         return getattr(layers, name)
