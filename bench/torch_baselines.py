@@ -76,6 +76,7 @@ class Kernelkit:
         "kk_layer_norm": [_P, _P, _P, _P, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
         "kk_ada_layer_norm": [_P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
         "kk_rms_norm_gelu": [_P, _P, _P, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
+        "kk_activation": [_P, _P, _I64, _I64, _I64, _I64, _I, _I, _I, _I, _P],
     }
     DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}  # KK_F32, KK_F16, KK_BF16
     STATUS = {1: "invalid_argument", 2: "unsupported", 3: "cuda_error", 4: "no_device", 5: "internal"}
@@ -147,6 +148,31 @@ def kk_ada_layer_norm(kk, t, eps):
 def kk_rms_norm_gelu(kk, t, eps):
     n, h = rows_hidden(t["x"])
     kk.call("kk_rms_norm_gelu", t["out"], t["x"], t["w"], n, h, h, h, kk.dtype(t["x"]), eps, *kk.where(t["x"]))
+
+
+ACT_CODES = {"gelu": 0, "gelu_tanh": 1, "silu": 2}  # KK_GELU, KK_GELU_TANH, KK_SILU
+ACTS = {"gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "silu": F.silu}
+
+
+def kk_activation(name, gated):
+    """kernelkit's act(x) or, gated, act(x[..., :d]) * x[..., d:] (x is [b, s, 2d] then)."""
+    def call(kk, t, eps):
+        n, d = rows_hidden(t["out"])
+        kk.call("kk_activation", t["out"], t["x"], n, d, t["x"].shape[2], d, ACT_CODES[name], int(gated),
+                kk.dtype(t["x"]), *kk.where(t["x"]))
+    return call
+
+
+def act_formula(name, gated):
+    """The PyTorch formula (baselines, in the input dtype) and, on float64 inputs, the reference."""
+    f = ACTS[name]
+
+    def formula(x, eps):
+        if not gated:
+            return f(x)
+        d = x.shape[-1] // 2
+        return f(x[..., :d]) * x[..., d:]
+    return formula
 
 
 # Baseline formulas, in the activation dtype (what models run).
@@ -229,10 +255,18 @@ class Op:
     reference: Callable  # reference(float64 inputs, eps, dtype) -> outputs
     baselines: tuple
     baseline_formula: str  # what "eager" and "compile" run, for the report
+    x_width: int = 1       # the input "x" is [b, s, x_width * h] (2 for gated activations)
 
 
 def eager_and_compiled(formula, args):
     return (Baseline("eager", formula, args), Baseline("compile", formula, args, True))
+
+
+def act_op(name, gated):
+    formula = act_formula(name, gated)
+    return Op(f"{name}_and_mul" if gated else name, 0.0, ("x", "out"), ("x",), ("out",), kk_activation(name, gated),
+              lambda i, eps, dtype: (formula(i["x"], eps),), eager_and_compiled(formula, ("x",)),
+              f"{name}(x[..., :d]) * x[..., d:]" if gated else f"{name}(x)", 2 if gated else 1)
 
 
 OPS = [
@@ -249,6 +283,9 @@ OPS = [
        "F.layer_norm(x) * (1 + scale[:, None]) + shift[:, None] (no affine)"),
     Op("rms_norm_gelu", 1e-6, ("x", "w", "out"), ("x", "w"), ("out",), kk_rms_norm_gelu, ref_rms_norm_gelu,
        eager_and_compiled(rms_norm_gelu, ("x", "w")), "F.gelu(HF Llama RMSNorm(x) with w, approximate='tanh')"),
+    act_op("silu", True),
+    act_op("gelu", True),
+    act_op("gelu_tanh", False),
 ]
 
 
@@ -462,7 +499,7 @@ INIT = {"x": (0.0, 1.0), "res": (0.0, 1.0), "w": (1.0, 0.1), "b": (0.0, 0.1), "s
 def make_set(op, shape, dtype, gen):
     """One independent buffer set on the generator's device: random inputs (never zeros), outputs uninitialized."""
     b, s, h = shape
-    dims = {"x": (b, s, h), "res": (b, s, h), "out": (b, s, h), "w": (h,), "b": (h,), "scale": (b, h), "shift": (b, h)}
+    dims = {"x": (b, s, op.x_width * h), "res": (b, s, h), "out": (b, s, h), "w": (h,), "b": (h,), "scale": (b, h), "shift": (b, h)}
     t = {}
     for name in op.tensors:
         if name in INIT:

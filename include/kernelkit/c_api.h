@@ -71,6 +71,18 @@ KK_API int kk_rms_norm_gelu(void* out, const void* x, const void* weight, int64_
                             int64_t x_row_stride, int64_t out_row_stride, int dtype, float eps, int device,
                             void* stream);
 
+/* Activations: act is KK_GELU, KK_GELU_TANH or KK_SILU. */
+typedef enum kk_act { KK_GELU = 0, KK_GELU_TANH = 1, KK_SILU = 2 } kk_act;
+
+/* gated = 0: out = act(x), x and out [rows, d].
+ * gated = 1: out = act(x[:, :d]) * x[:, d:], x [rows, 2d] (row stride x_row_stride), out [rows, d]. */
+KK_API int kk_activation(void* out, const void* x, int64_t rows, int64_t d, int64_t x_row_stride,
+                         int64_t out_row_stride, int act, int gated, int dtype, int device, void* stream);
+
+/* out = act(a) * b (GEGLU with KK_GELU), a, b, out: [rows, d]. */
+KK_API int kk_act_mul(void* out, const void* a, const void* b, int64_t rows, int64_t d, int64_t a_row_stride,
+                      int64_t b_row_stride, int64_t out_row_stride, int act, int dtype, int device, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

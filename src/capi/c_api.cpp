@@ -134,4 +134,26 @@ KK_API int kk_rms_norm_gelu(void* out, const void* x, const void* weight, int64_
   });
 }
 
+KK_API int kk_activation(void* out, const void* x, int64_t rows, int64_t d, int64_t x_row_stride,
+                         int64_t out_row_stride, int act, int gated, int dtype, int device, void* stream) {
+  const auto a = static_cast<kernelkit::Activation>(act);
+  return run(dtype, device, stream, [&](const Call& c) {
+    if (act < KK_GELU || act > KK_SILU)
+      return invalid_argument("kk_activation: act must be KK_GELU, KK_GELU_TANH or KK_SILU, got " + std::to_string(act));
+    const auto o = c.rows(out, rows, d, out_row_stride);
+    if (gated) return gated_activation(a, o, c.rows(x, rows, 2 * d, x_row_stride), c.stream);
+    return activation(a, o, c.rows(x, rows, d, x_row_stride), c.stream);
+  });
+}
+
+KK_API int kk_act_mul(void* out, const void* a, const void* b, int64_t rows, int64_t d, int64_t a_row_stride,
+                      int64_t b_row_stride, int64_t out_row_stride, int act, int dtype, int device, void* stream) {
+  return run(dtype, device, stream, [&](const Call& c) {
+    if (act < KK_GELU || act > KK_SILU)
+      return invalid_argument("kk_act_mul: act must be KK_GELU, KK_GELU_TANH or KK_SILU, got " + std::to_string(act));
+    return gated_activation(static_cast<kernelkit::Activation>(act), c.rows(out, rows, d, out_row_stride),
+                            c.rows(a, rows, d, a_row_stride), c.rows(b, rows, d, b_row_stride), c.stream);
+  });
+}
+
 }  // extern "C"

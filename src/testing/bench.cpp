@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <tuple>
 #include <vector>
 
 #include "testing/harness.hpp"
@@ -25,7 +27,7 @@ const char* assessment(double pct) {
 Status measure_copy_ceiling(int, uint64_t, CopyCeiling*) {
   return Status(StatusCode::no_device, "kernelkit was built without CUDA");
 }
-BenchResult bench_norm(const DeviceProfile&, OpId, DType, const BenchShape&, int, int, double) {
+BenchResult bench_op(const DeviceProfile&, OpId, DType, const BenchShape&, int, int, double) {
   BenchResult r;
   r.status = Status(StatusCode::no_device, "kernelkit was built without CUDA");
   return r;
@@ -159,6 +161,84 @@ Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// Times `launch(i, stream)` (i picks the rotating buffer set): short kernels as CUDA-graph replays of many launches
+// (launch gaps excluded), long ones with events around each launch; median, p10 and p90 of `runs` into r.
+// `refresh`, when given, re-randomizes in-place inputs outside the timed windows.
+Status time_launches(const std::function<Status(int, cudaStream_t)>& launch, const std::function<Status(cudaStream_t)>& refresh,
+                     int runs, BenchResult* r) {
+  Timer est;
+  KK_RETURN_IF_ERROR(est.init(1));
+  for (int i = 0; i < 3; ++i) KK_RETURN_IF_ERROR(launch(i, est.stream));
+  KK_CUDA_RETURN(cudaEventRecord(est.events[0], est.stream));
+  for (int i = 0; i < 10; ++i) KK_RETURN_IF_ERROR(launch(i, est.stream));
+  KK_CUDA_RETURN(cudaEventRecord(est.events[1], est.stream));
+  std::vector<double> est_us;
+  KK_RETURN_IF_ERROR(est.read(&est_us));
+  const double per_launch = est_us[0] / 10;
+
+  Timer t;
+  KK_RETURN_IF_ERROR(t.init(runs));
+  std::vector<double> us;
+  r->graph = per_launch < 50.0;
+  if (r->graph) {
+    const int calls = std::max(r->sets, static_cast<int>(std::min(2000.0, std::ceil(500.0 / per_launch))));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    auto capture = [&]() -> Status {
+      KK_CUDA_RETURN(cudaStreamBeginCapture(t.stream, cudaStreamCaptureModeThreadLocal));
+      Status s;
+      for (int i = 0; i < calls && s.ok(); ++i) s = launch(i, t.stream);
+      KK_CUDA_RETURN(cudaStreamEndCapture(t.stream, &graph));
+      KK_RETURN_IF_ERROR(s);
+      KK_CUDA_RETURN(cudaGraphInstantiate(&exec, graph, 0));
+      KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));  // warm-up replay
+      for (int i = 0; i < runs; ++i) {
+        if (refresh) KK_RETURN_IF_ERROR(refresh(t.stream));
+        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
+        KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));
+        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
+      }
+      return t.read(&us);
+    };
+    const Status s = capture();
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    KK_RETURN_IF_ERROR(s);
+    for (double& v : us) v /= calls;
+  } else {
+    for (int i = 0; i < runs; ++i) {
+      if (refresh && i % r->sets == 0) KK_RETURN_IF_ERROR(refresh(t.stream));
+      KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
+      KK_RETURN_IF_ERROR(launch(i, t.stream));
+      KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
+    }
+    KK_RETURN_IF_ERROR(t.read(&us));
+  }
+  r->runs = runs;
+  r->median_us = median_of(us);
+  r->p10_us = median_of(us, 0.1);
+  r->p90_us = median_of(us, 0.9);
+  return Status::Ok();
+}
+
+// Rotating buffer sets: enough that the sets the runs cycle through exceed 2x L2 (cold L2), at most 64 and ~8 GB.
+void size_sets(const DeviceProfile& prof, uint64_t set_bytes, BenchResult* r) {
+  const uint64_t want = 2 * static_cast<uint64_t>(prof.l2_bytes) + set_bytes;
+  r->sets = static_cast<int>(std::clamp<uint64_t>((want + set_bytes - 1) / set_bytes, 2, 64));
+  r->sets = static_cast<int>(std::min<uint64_t>(r->sets, std::max<uint64_t>(1, (8ull << 30) / set_bytes)));
+  r->l2_cold = static_cast<uint64_t>(r->sets) * set_bytes >= 2 * static_cast<uint64_t>(prof.l2_bytes);
+}
+
+void finish(double peak_gbps, BenchResult* r) {
+  r->gbps = static_cast<double>(r->bytes) / (r->median_us * 1e3);
+  r->pct_of_peak = peak_gbps > 0 ? 100.0 * r->gbps / peak_gbps : 0;
+  r->status = Status::Ok();
+}
+
+}  // namespace
+
 BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs, int device,
                        double peak_gbps) {
   BenchResult r;
@@ -172,12 +252,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   const bool fused = op == OpId::fused_add_rms_norm, ada = op == OpId::ada_layer_norm;
   const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
   const size_t e = dtype_size(dt);
-  // Rotating sets: enough that the buffers the runs cycle through exceed 2x L2, at most 64 and at most ~8 GB.
-  const uint64_t set_bytes = 2 * static_cast<uint64_t>(n) * e;  // x and out (fused: x and residual), per set
-  const uint64_t want = 2 * static_cast<uint64_t>(prof.l2_bytes) + set_bytes;
-  r.sets = static_cast<int>(std::clamp<uint64_t>((want + set_bytes - 1) / set_bytes, 2, 64));
-  r.sets = static_cast<int>(std::min<uint64_t>(r.sets, std::max<uint64_t>(1, (8ull << 30) / set_bytes)));
-  r.l2_cold = static_cast<uint64_t>(r.sets) * set_bytes >= 2 * static_cast<uint64_t>(prof.l2_bytes);
+  size_sets(prof, 2 * static_cast<uint64_t>(n) * e, &r);  // x and out (fused: x and residual) per set
 
   NormWorkload wl;
   if (Status s = wl.init(op, dt, shape, r.sets, device); !s.ok()) return fail(s);
@@ -237,68 +312,82 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   if (Status s = refill(nullptr); !s.ok()) return fail(s);
   if (Status s = device_synchronize(); !s.ok()) return fail(s);  // the timing streams do not wait on the default one
 
-  // ---- Time. Short kernels: CUDA-graph replay of many launches (launch gaps excluded); long ones: events per launch.
-  Timer est;
-  if (Status s = est.init(1); !s.ok()) return fail(s);
+  // ---- Time (in-place ops drift as they re-run: the residual grows each call, so refresh the inputs).
   auto launch = [&](int i, cudaStream_t s) {
     return call_norm_op(op, views[static_cast<size_t>(i % r.sets)], 1e-6f, 0.0f, s);
   };
-  for (int i = 0; i < 3; ++i)
-    if (Status s = launch(i, est.stream); !s.ok()) return fail(s);
-  cudaEventRecord(est.events[0], est.stream);
-  for (int i = 0; i < 10; ++i) (void)launch(i, est.stream);
-  cudaEventRecord(est.events[1], est.stream);
-  std::vector<double> est_us;
-  if (Status s = est.read(&est_us); !s.ok()) return fail(s);
-  const double per_launch = est_us[0] / 10;
-
-  Timer t;
-  if (Status s = t.init(runs); !s.ok()) return fail(s);
-  std::vector<double> us;
-  r.graph = per_launch < 50.0;
-  if (r.graph) {
-    const int calls = std::max(r.sets, static_cast<int>(std::min(2000.0, std::ceil(500.0 / per_launch))));
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    auto capture = [&]() -> Status {
-      KK_CUDA_RETURN(cudaStreamBeginCapture(t.stream, cudaStreamCaptureModeThreadLocal));
-      Status s;
-      for (int i = 0; i < calls && s.ok(); ++i) s = launch(i, t.stream);
-      KK_CUDA_RETURN(cudaStreamEndCapture(t.stream, &graph));
-      KK_RETURN_IF_ERROR(s);
-      KK_CUDA_RETURN(cudaGraphInstantiate(&exec, graph, 0));
-      KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));  // warm-up replay
-      for (int i = 0; i < runs; ++i) {
-        // In-place ops drift (the residual grows each call): refresh the inputs outside the timed window.
-        if (fused) KK_RETURN_IF_ERROR(refill(t.stream));
-        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
-        KK_CUDA_RETURN(cudaGraphLaunch(exec, t.stream));
-        KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
-      }
-      return t.read(&us);
-    };
-    Status s = capture();
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    if (!s.ok()) return fail(s);
-    for (double& v : us) v /= calls;
-  } else {
-    for (int i = 0; i < runs; ++i) {
-      if (fused && i % r.sets == 0) (void)refill(t.stream);
-      cudaEventRecord(t.events[2 * i], t.stream);
-      if (Status s = launch(i, t.stream); !s.ok()) return fail(s);
-      cudaEventRecord(t.events[2 * i + 1], t.stream);
-    }
-    if (Status s = t.read(&us); !s.ok()) return fail(s);
-  }
-  r.runs = runs;
-  r.median_us = median_of(us);
-  r.p10_us = median_of(us, 0.1);
-  r.p90_us = median_of(us, 0.9);
-  r.gbps = static_cast<double>(r.bytes) / (r.median_us * 1e3);
-  r.pct_of_peak = peak_gbps > 0 ? 100.0 * r.gbps / peak_gbps : 0;
-  r.status = Status::Ok();
+  std::function<Status(cudaStream_t)> refresh;
+  if (fused) refresh = [&](cudaStream_t s) { return refill(s); };
+  if (Status s = time_launches(launch, refresh, runs, &r); !s.ok()) return fail(s);
+  finish(peak_gbps, &r);
   return r;
+}
+
+BenchResult bench_activation(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs,
+                             int device, double peak_gbps) {
+  BenchResult r;
+  const OpShape os{shape.rows, shape.hidden, 1, 16};
+  r.bytes = op_bytes(op, os, dt);
+  r.flops = op_flops(op, os);
+  auto fail = [&](Status s) {
+    r.status = std::move(s);
+    return r;
+  };
+  if (cudaSetDevice(device) != cudaSuccess) return fail(Status(StatusCode::cuda_error, "cudaSetDevice failed"));
+  const bool two = op == OpId::geglu;
+  const bool gated = op_info(op).row_tensors_read == 2 && !two;
+  const int64_t d = shape.hidden, in_width = gated ? 2 * d : d, rows = shape.rows;
+  const size_t e = dtype_size(dt);
+  size_sets(prof, r.bytes, &r);
+  std::vector<DeviceBuffer> x(static_cast<size_t>(r.sets)), b(static_cast<size_t>(r.sets)), out(static_cast<size_t>(r.sets));
+  const Device dev = Device::cuda(device);
+  for (int i = 0; i < r.sets; ++i) {
+    for (Status s : {x[i].alloc(rows * in_width * e), b[i].alloc(two ? rows * d * e : 16), out[i].alloc(rows * d * e),
+                     fill_uniform(x[i].data(), dt, rows * in_width, -4, 4, 100 + i, nullptr),
+                     two ? fill_uniform(b[i].data(), dt, rows * d, -4, 4, 300 + i, nullptr) : Status::Ok()})
+      if (!s.ok()) return fail(s);
+  }
+  auto views = [&](int i, Device where, void* xp, void* bp, void* op_, int64_t n) {
+    return std::tuple{TensorView::contiguous(xp, dt, {n, in_width}, where),
+                      TensorView::contiguous(bp, dt, {n, d}, where), TensorView::contiguous(op_, dt, {n, d}, where)};
+  };
+  auto launch = [&](int i, cudaStream_t st) {
+    const int k = i % r.sets;
+    auto [xv, bv, ov] = views(k, dev, x[k].data(), b[k].data(), out[k].data(), rows);
+    return call_activation_op(op, ov, xv, two ? &bv : nullptr, st);
+  };
+  // Verify set 0 on sampled rows against the CPU reference before timing.
+  if (Status s = launch(0, nullptr); !s.ok()) return fail(s);
+  if (Status s = device_synchronize(); !s.ok()) return fail(s);
+  std::vector<int64_t> sample;
+  const int64_t k = std::min<int64_t>(rows, 32);
+  for (int64_t i = 0; i < k; ++i) sample.push_back(k == 1 ? 0 : i * (rows - 1) / (k - 1));
+  HostBuffer hx(dt, k * in_width), hb(dt, two ? k * d : 1), got(dt, k * d), want(dt, k * d);
+  for (Status s : {download_rows(&hx, x[0].data(), sample, in_width, dt),
+                   two ? download_rows(&hb, b[0].data(), sample, d, dt) : Status::Ok(),
+                   download_rows(&got, out[0].data(), sample, d, dt)})
+    if (!s.ok()) return fail(s);
+  {
+    auto [xv, bv, ov] = views(0, Device::cpu(), hx.data(), hb.data(), want.data(), k);
+    if (Status s = call_activation_op(op, ov, xv, two ? &bv : nullptr); !s.ok()) return fail(s);
+    CaseResult cmp;
+    compare_outputs("out", got, want, k, d, d, &cmp);
+    r.rows_checked = k;
+    if (cmp.mismatches)
+      return fail(Status(StatusCode::internal, "verification failed: " + std::to_string(cmp.mismatches) +
+                                                   " mismatches\n" + cmp.detail));
+    r.verified = true;
+  }
+  if (Status s = time_launches(launch, nullptr, runs, &r); !s.ok()) return fail(s);
+  finish(peak_gbps, &r);
+  return r;
+}
+
+BenchResult bench_op(const DeviceProfile& prof, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
+                     double peak_gbps) {
+  if (op_info(op).family == OpFamily::elementwise)
+    return bench_activation(prof, op, dtype, shape, runs, device, peak_gbps);
+  return bench_norm(prof, op, dtype, shape, runs, device, peak_gbps);
 }
 
 #endif

@@ -61,8 +61,13 @@ class NormWorkload {
 // Device-to-device copy of `bytes_each` bytes, counting bytes read plus bytes written; median of 20.
 Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out);
 
+// One op at one shape: buffers, verification of sampled rows against the CPU reference, then the timing.
+BenchResult bench_op(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
+                     double peak_gbps);
 BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                        int device, double peak_gbps);
+BenchResult bench_activation(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
+                             int device, double peak_gbps);
 
 // The seed's assessment of % of the measured peak: > 78 excellent, 62-78 good, 31-62 fair, < 31 poor.
 const char* assessment(double pct_of_peak);

@@ -190,11 +190,8 @@ int run_bench(const BenchOptions& o) {
   auto prof = resolve_profile("", o.device);
   if (!prof) return 1;
   std::vector<OpId> ops;
-  // The timing harness covers the norm family so far (activations: next).
   for (const OpInfo& op : op_table())
-    if (op.family == OpFamily::row_norm &&
-        (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()))
-      ops.push_back(op.id);
+    if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()) ops.push_back(op.id);
   std::vector<DType> dtypes;
   for (DType d : {DType::bf16, DType::f16, DType::f32}) {
     if (!prof->supports(d)) continue;
@@ -239,7 +236,7 @@ int run_bench(const BenchOptions& o) {
   for (OpId op : ops)
     for (DType dt : dtypes)
       for (const BenchShape& sh : shapes) {
-        const BenchResult r = testing::bench_norm(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
+        const BenchResult r = testing::bench_op(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
         const OpShape os{sh.rows, sh.hidden, sh.batch, 16};
         const double intensity = op_intensity(op, os, dt);
         const bool mem = op_memory_bound(op, os, dt, *prof);
