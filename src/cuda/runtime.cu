@@ -6,6 +6,7 @@
 
 #include "cuda/common/check.cuh"
 #include "cuda/runtime_internal.hpp"
+#include "kernelkit/op_info.hpp"
 #include "kernelkit/runtime.hpp"
 
 namespace kernelkit {
@@ -108,6 +109,18 @@ Status check_dtype_code(DType dtype, int device, const std::string& op) {
     return unsupported(op + ": bf16 is not supported: the kernels running on cuda:" + std::to_string(device) +
                        " were built for sm_" + std::to_string(arch) + " (no bf16 code); use f16");
   return Status::Ok();
+}
+
+Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile, LaunchPlan* plan) {
+  const std::string name(op_info(op).name);
+  KK_RETURN_IF_ERROR(guard->set(device));
+  KK_RETURN_IF_ERROR(active_profile(device, profile));
+  KK_RETURN_IF_ERROR(check_dtype_code(dtype, device, name));
+  for (const auto& [ptr, arg] : pointers)
+    if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, device, (name + ": " + arg).c_str()));
+  return plan_op(*profile, op, shape, dtype, plan);
 }
 
 }  // namespace cuda

@@ -1,9 +1,13 @@
 // Host helpers shared by the CUDA launchers.
 #pragma once
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "kernelkit/dtype.hpp"
+#include "kernelkit/planner.hpp"
+#include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 
 namespace kernelkit::cuda {
@@ -24,6 +28,12 @@ class DeviceGuard {
 // The PTX architecture (x10) of the kernel code this binary runs on `device`: 75 for a 75-virtual build JIT-compiled
 // on an H200, 90 for an sm_90 build. -1 when it cannot be read.
 int code_arch(int device);
+
+// What every CUDA launcher does first: make the device current (for the guard's scope), resolve the active profile,
+// refuse dtypes the loaded code lacks, check that every non-null pointer is device memory of that device, and plan.
+Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile, LaunchPlan* plan);
 
 // bf16 needs code compiled for sm_80+; a binary whose code for this device is sm_75 has none (KK_DEVICE_HAS_BF16).
 Status check_dtype_code(DType dtype, int device, const std::string& op);

@@ -2,26 +2,13 @@
 // dtypes the active profile lacks must be refused.
 #include <gtest/gtest.h>
 
-#include "kernelkit/profile.hpp"
-#include "testing/harness.hpp"
+#include "expect_case.hpp"
 
 using namespace kernelkit;
 
 namespace {
 void check(const kernelkit::testing::ActivationCase& c) {
-  static const DeviceProfile prof = [] {
-    DeviceProfile p;
-    EXPECT_TRUE(active_profile(0, &p).ok());
-    return p;
-  }();
-  const auto r = kernelkit::testing::run_activation_case_cuda(c, 0);
-  if (!prof.supports(c.dtype)) {
-    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
-    return;
-  }
-  ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-  EXPECT_GT(r.checked, 0);
-  EXPECT_EQ(r.mismatches, 0) << c.name() << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+  kernelkit::testing::expect_case(kernelkit::testing::run_activation_case_cuda(c, 0), c.dtype, c.name());
 }
 }  // namespace
 

@@ -3,29 +3,14 @@
 // must be refused with `unsupported`, never run.
 #include <gtest/gtest.h>
 
-#include "kernelkit/profile.hpp"
-#include "testing/harness.hpp"
+#include "expect_case.hpp"
 
 using namespace kernelkit;
 
 namespace {
 
-DeviceProfile active() {
-  DeviceProfile p;
-  EXPECT_TRUE(active_profile(0, &p).ok());
-  return p;
-}
-
 void check(const kernelkit::testing::NormCase& c) {
-  static const DeviceProfile prof = active();
-  const auto r = kernelkit::testing::run_norm_case_cuda(c, 0);
-  if (!prof.supports(c.dtype)) {
-    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
-    return;
-  }
-  ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-  EXPECT_GT(r.checked, 0);
-  EXPECT_EQ(r.mismatches, 0) << c.name() << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+  kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.dtype, c.name());
 }
 
 std::string dname(DType t) { return std::string(dtype_name(t)); }

@@ -15,15 +15,10 @@ namespace kernelkit::detail {
 Status elementwise_cuda(const ElementwiseArgs& a, Stream stream) {
   const std::string name(op_info(a.op).name);
   cuda::DeviceGuard guard;
-  KK_RETURN_IF_ERROR(guard.set(a.device.index));
   DeviceProfile prof;
-  KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
-  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, name));
-  const std::pair<const void*, const char*> ptrs[] = {{a.a, "x"}, {a.b, "b"}, {a.out, "out"}};
-  for (const auto& [ptr, arg] : ptrs)
-    if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, a.device.index, (name + ": " + arg).c_str()));
   LaunchPlan plan;
-  KK_RETURN_IF_ERROR(plan_op(prof, a.op, a.shape(), a.dtype, &plan));
+  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
+                                          {{a.a, "x"}, {a.b, "b"}, {a.out, "out"}}, &guard, &prof, &plan));
   switch (a.dtype) {
     case DType::f32: return cuda::launch_activation<float>(a, plan, stream);
     case DType::f16: return cuda::launch_activation<__half>(a, plan, stream);

@@ -21,17 +21,12 @@ namespace kernelkit::detail {
 Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
   const std::string name(op_info(a.op).name);
   cuda::DeviceGuard guard;
-  KK_RETURN_IF_ERROR(guard.set(a.device.index));
   DeviceProfile prof;
-  KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
-  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, name));
-  const std::pair<const void*, const char*> ptrs[] = {{a.x, "x"},         {a.out, "out"},   {a.residual, "residual"},
-                                                      {a.weight, "weight"}, {a.bias, "bias"}, {a.scale, "scale"},
-                                                      {a.shift, "shift"}};
-  for (const auto& [ptr, arg] : ptrs)
-    if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, a.device.index, (name + ": " + arg).c_str()));
   LaunchPlan plan;
-  KK_RETURN_IF_ERROR(plan_op(prof, a.op, a.shape(), a.dtype, &plan));
+  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
+                                          {{a.x, "x"}, {a.out, "out"}, {a.residual, "residual"}, {a.weight, "weight"},
+                                           {a.bias, "bias"}, {a.scale, "scale"}, {a.shift, "shift"}},
+                                          &guard, &prof, &plan));
   int resident = 0;
   KK_RETURN_IF_ERROR(kernel_occupancy(a.op, a.dtype, plan, a.device.index, &resident));
   if (resident == 0)

@@ -1,0 +1,29 @@
+// The GPU tests' verdict on one case: refused with `unsupported` when the active profile lacks the dtype (bf16 on a
+// T4 profile), else run, checked element by element, and no mismatch.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernelkit/profile.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::testing {
+
+inline void expect_case(const CaseResult& r, DType dtype, const std::string& name) {
+  static const DeviceProfile prof = [] {
+    DeviceProfile p;
+    EXPECT_TRUE(active_profile(0, &p).ok());
+    return p;
+  }();
+  if (!prof.supports(dtype)) {
+    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << name << ": " << r.status.to_string();
+    return;
+  }
+  ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.to_string();
+  EXPECT_GT(r.checked, 0);
+  EXPECT_EQ(r.mismatches, 0) << name << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+}
+
+}  // namespace kernelkit::testing
