@@ -16,6 +16,7 @@ enum class DType : uint8_t {
   i8,
   i32,
   i4x2,  // two signed 4-bit values packed in one byte (low nibble first); reserved for quantization
+  i64,   // positions and indices (PyTorch's default integer type)
 };
 
 // Bytes of one storage element (i4x2: one byte holds two values).
@@ -27,6 +28,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::i8: return 1;
     case DType::i32: return 4;
     case DType::i4x2: return 1;
+    case DType::i64: return 8;
   }
   return 0;
 }

@@ -17,6 +17,7 @@ std::string_view dtype_name(DType t) {
     case DType::i8: return "i8";
     case DType::i32: return "i32";
     case DType::i4x2: return "i4x2";
+    case DType::i64: return "i64";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (n == "i8" || n == "int8") return DType::i8;
   if (n == "i32" || n == "int32") return DType::i32;
   if (n == "i4x2" || n == "int4") return DType::i4x2;
+  if (n == "i64" || n == "int64") return DType::i64;
   return std::nullopt;
 }
 
@@ -80,6 +82,7 @@ double load_as_double(const void* base, DType t, int64_t i) {
     case DType::bf16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
     case DType::i8: return static_cast<const int8_t*>(base)[i];
     case DType::i32: return static_cast<const int32_t*>(base)[i];
+    case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DType::i4x2: {
       const uint8_t byte = static_cast<const uint8_t*>(base)[i / 2];
       const int nib = (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
@@ -97,6 +100,7 @@ void store_from_double(void* base, DType t, int64_t i, double v) {
     case DType::bf16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(v)); break;
     case DType::i8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(std::lrint(v)); break;
     case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(std::llrint(v)); break;
+    case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(std::llrint(v)); break;
     case DType::i4x2: {
       auto* p = static_cast<uint8_t*>(base) + i / 2;
       const uint8_t nib = static_cast<uint8_t>(std::lrint(v)) & 0xf;

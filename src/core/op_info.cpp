@@ -12,7 +12,9 @@ namespace {
 // the tanh-GELU epilogue as ~10 (cube, two mul-adds, tanh, half-product).
 // Activations per output element: silu ~4 (exp, add, divide, multiply), erf-GELU ~8, tanh-GELU ~10; +1 for the
 // gated product. Gated ops read two [rows, d] halves (or tensors) and write one.
-constexpr std::array<OpInfo, 12> kOps = {{
+// RoPE: for OpShape{rows = tokens x (heads + kv_heads), hidden = head_dim}: q and k read and written once (the cos/sin
+// reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
+constexpr std::array<OpInfo, 13> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -30,6 +32,8 @@ constexpr std::array<OpInfo, 12> kOps = {{
      2, 1, 0, 0, 11},
     {OpId::silu_and_mul, "silu_and_mul", OpFamily::elementwise, "y = silu(x[..., :d]) * x[..., d:]", 2, 1, 0, 0, 5},
     {OpId::geglu, "geglu", OpFamily::elementwise, "y = gelu(a) * b", 2, 1, 0, 0, 9},
+    {OpId::rotary_embedding, "rotary_embedding", OpFamily::rope,
+     "(x_i, x_j) <- (x_i cos - x_j sin, x_j cos + x_i sin) for each rotated pair (i, j)", 1, 1, 0, 0, 3},
 }};
 
 }  // namespace

@@ -132,7 +132,8 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     return invalid_argument(std::string(info.name) + ": rows must be >= 0, got " + std::to_string(s.rows));
   switch (info.family) {
     case OpFamily::row_norm: return plan_row_norm(prof, op, s, dtype, p);
-    case OpFamily::elementwise: return plan_elementwise(prof, s, dtype, p);
+    case OpFamily::elementwise:
+    case OpFamily::rope: return plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }

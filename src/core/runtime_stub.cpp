@@ -1,5 +1,6 @@
 // kernelkit built without CUDA: no device, and every CUDA op reports that plainly.
 #include "core/elementwise.hpp"
+#include "core/rope.hpp"
 #include "core/row_norm.hpp"
 #include "kernelkit/runtime.hpp"
 
@@ -20,6 +21,7 @@ Status kernel_occupancy(OpId, DType, const LaunchPlan&, int, int*) { return no_c
 namespace detail {
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
 Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
+Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 }  // namespace kernelkit

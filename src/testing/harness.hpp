@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernelkit/op_info.hpp"
+#include "kernelkit/ops.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
 
@@ -86,6 +87,21 @@ CaseResult check_activation_properties(const ActivationCase& c);
 // Calls the public activation op `op` (out = op(x), or op(x, b) for geglu).
 Status call_activation_op(OpId op, const TensorView& out, const TensorView& x, const TensorView* b = nullptr,
                           Stream stream = nullptr);
+
+// RoPE cases: q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim] as slices of one fused qkv buffer (strided
+// views), cos/sin from a cache [max_position, rot_dim] (float32) indexed by random positions.
+struct RopeCase {
+  DType dtype = DType::f32;
+  int64_t tokens = 7, heads = 4, kv_heads = 2, head_dim = 64, rot_dim = 64;
+  RopeStyle style = RopeStyle::neox;
+  bool in_place = false;
+  uint64_t seed = 1;
+  std::string name() const;
+};
+CaseResult run_rope_case_cuda(const RopeCase& c, int device = 0);
+// CPU backend self-checks: identity at position 0, every rotated pair keeps its norm, the unrotated tail is copied
+// exactly, and per-token cos/sin tables (half and HF full width) give the same result as the cache.
+CaseResult check_rope_properties(const RopeCase& c);
 
 // The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
 std::vector<int64_t> grid_rows();

@@ -84,7 +84,29 @@ int run_verify(const VerifyOptions& o) {
             if (pad && r != 83) continue;  // strided rows: one row count is enough to exercise the strides
             testing::CaseResult res;
             std::string case_name;
-            if (op_info(op).family == OpFamily::elementwise) {
+            if (op_info(op).family == OpFamily::rope) {
+              // RoPE has its own grid (styles x head/rot dims x in place), run once per dtype.
+              if (r != rows.front() || h != hidden.front() || pad) continue;
+              constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};
+              res.status = Status::Ok();
+              for (RopeStyle style : {RopeStyle::neox, RopeStyle::gptj})
+                for (const auto& dims : kDims)
+                  for (bool in_place : {false, true})
+                    for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{83}}) {
+                      const testing::RopeCase c{dt, tokens, 8, 2, dims[0], dims[1], style, in_place, seed++};
+                      const auto one = backend == "cuda" ? testing::run_rope_case_cuda(c, o.device)
+                                                         : testing::check_rope_properties(c);
+                      if (res.status.ok() && !one.status.ok()) res.status = one.status;
+                      res.checked += one.checked;
+                      res.mismatches += one.mismatches;
+                      res.worst_ratio = std::max(res.worst_ratio, one.worst_ratio);
+                      if (one.mismatches && res.detail.empty()) {
+                        case_name = c.name();
+                        res.detail = one.detail;
+                      }
+                    }
+              if (case_name.empty()) case_name = "rotary_embedding " + std::string(dtype_name(dt));
+            } else if (op_info(op).family == OpFamily::elementwise) {
               testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
               case_name = c.name();
               res = backend == "cuda" ? testing::run_activation_case_cuda(c, o.device)
