@@ -21,9 +21,11 @@ DType to_dtype(const at::Tensor& t, const char* arg) {
     case at::kFloat: return DType::f32;
     case at::kHalf: return DType::f16;
     case at::kBFloat16: return DType::bf16;
+    case at::kInt: return DType::i32;
+    case at::kLong: return DType::i64;
     default:
       TORCH_CHECK_VALUE(false, "kernelkit: ", arg, " has dtype ", t.scalar_type(),
-                        "; expected float32, float16 or bfloat16");
+                        "; expected float32, float16 or bfloat16 (int32 / int64 for positions)");
   }
   return DType::f32;
 }
@@ -131,6 +133,23 @@ void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::str
                                              stream_for(a)));
 }
 
+void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k, const at::Tensor& cos_sin_cache,
+                       bool neox) {
+  const c10::OptionalDeviceGuard guard(q.device());
+  const TensorView qv = view(q, "q"), kv = view(k, "k");
+  raise_if_error(kernelkit::rotary_embedding(qv, kv, qv, kv, view(positions, "positions"),
+                                             view(cos_sin_cache, "cos_sin_cache"),
+                                             neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
+}
+
+void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& cos, const at::Tensor& sin,
+                               int64_t rot_dim, bool neox) {
+  const c10::OptionalDeviceGuard guard(q.device());
+  const TensorView qv = view(q, "q"), kv = view(k, "k");
+  raise_if_error(kernelkit::rotary_embedding(qv, kv, qv, kv, view(cos, "cos"), view(sin, "sin"), rot_dim,
+                                             neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
+}
+
 }  // namespace kernelkit::torch_ext
 
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub build
@@ -153,6 +172,8 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("activation(Tensor! out, Tensor x, str act) -> ()");
   m.def("act_and_mul(Tensor! out, Tensor x, str act) -> ()");
   m.def("act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()");
+  m.def("rotary_embedding_(Tensor positions, Tensor! q, Tensor! k, Tensor cos_sin_cache, bool neox) -> ()");
+  m.def("rotary_embedding_cos_sin_(Tensor! q, Tensor! k, Tensor cos, Tensor sin, int rot_dim, bool neox) -> ()");
 }
 
 // One implementation serves both backends: the core picks the CPU reference or the CUDA kernels from the tensors.
@@ -164,7 +185,9 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.impl("rms_norm_gelu", &kernelkit::torch_ext::rms_norm_gelu);           \
   m.impl("activation", &kernelkit::torch_ext::activation);                 \
   m.impl("act_and_mul", &kernelkit::torch_ext::act_and_mul);               \
-  m.impl("act_mul", &kernelkit::torch_ext::act_mul)
+  m.impl("act_mul", &kernelkit::torch_ext::act_mul);                       \
+  m.impl("rotary_embedding_", &kernelkit::torch_ext::rotary_embedding_);   \
+  m.impl("rotary_embedding_cos_sin_", &kernelkit::torch_ext::rotary_embedding_cos_sin_)
 
 KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }
 #ifdef KERNELKIT_HAS_CUDA

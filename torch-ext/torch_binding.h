@@ -24,4 +24,10 @@ void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act);
 void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act);  // act(x[..., :d]) * x[..., d:]
 void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act);  // act(a) * b
 
+// RoPE in place on q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim].
+void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k, const at::Tensor& cos_sin_cache,
+                       bool neox);
+void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& cos, const at::Tensor& sin,
+                               int64_t rot_dim, bool neox);
+
 }  // namespace kernelkit::torch_ext
