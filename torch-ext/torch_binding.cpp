@@ -133,6 +133,12 @@ void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::str
                                              stream_for(a)));
 }
 
+void softmax(at::Tensor& out, const at::Tensor& x, double scale, bool causal) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  const auto f = causal ? kernelkit::causal_softmax : kernelkit::softmax;
+  raise_if_error(f(view(out, "out"), view(x, "x"), static_cast<float>(scale), stream_for(x)));
+}
+
 void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k, const at::Tensor& cos_sin_cache,
                        bool neox) {
   const c10::OptionalDeviceGuard guard(q.device());
@@ -172,6 +178,7 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("activation(Tensor! out, Tensor x, str act) -> ()");
   m.def("act_and_mul(Tensor! out, Tensor x, str act) -> ()");
   m.def("act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()");
+  m.def("softmax(Tensor! out, Tensor x, float scale=1., bool causal=False) -> ()");
   m.def("rotary_embedding_(Tensor positions, Tensor! q, Tensor! k, Tensor cos_sin_cache, bool neox) -> ()");
   m.def("rotary_embedding_cos_sin_(Tensor! q, Tensor! k, Tensor cos, Tensor sin, int rot_dim, bool neox) -> ()");
 }
@@ -187,6 +194,7 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.impl("act_and_mul", &kernelkit::torch_ext::act_and_mul);               \
   m.impl("act_mul", &kernelkit::torch_ext::act_mul);                       \
   m.impl("rotary_embedding_", &kernelkit::torch_ext::rotary_embedding_);   \
+  m.impl("softmax", &kernelkit::torch_ext::softmax);                       \
   m.impl("rotary_embedding_cos_sin_", &kernelkit::torch_ext::rotary_embedding_cos_sin_)
 
 KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }

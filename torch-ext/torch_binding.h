@@ -24,6 +24,9 @@ void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act);
 void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act);  // act(x[..., :d]) * x[..., d:]
 void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act);  // act(a) * b
 
+// softmax over the last dim; causal: x [..., s_q, s_k] with the bottom-right aligned causal mask.
+void softmax(at::Tensor& out, const at::Tensor& x, double scale, bool causal);
+
 // RoPE in place on q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim].
 void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k, const at::Tensor& cos_sin_cache,
                        bool neox);

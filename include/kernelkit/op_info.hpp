@@ -27,9 +27,11 @@ enum class OpId : uint8_t {
   silu_and_mul,
   geglu,
   rotary_embedding,
+  softmax,
+  causal_softmax,
 };
 
-enum class OpFamily : uint8_t { row_norm, elementwise, rope };
+enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax };
 
 // The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row

@@ -53,6 +53,15 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
 Status gated_activation(Activation act, const TensorView& out, const TensorView& a, const TensorView& b,
                         Stream stream = nullptr);
 
+// ---- Softmax over the last dim: y = exp(x * scale - max) / sum, fp32 statistics gathered in one (online) pass, one
+//      rounding per output. A row whose every entry is -inf (or masked) gives zeros, never NaN.
+
+Status softmax(const TensorView& out, const TensorView& x, float scale = 1.0f, Stream stream = nullptr);
+
+// Attention scores x [..., s_q, s_k]: scale, causal mask (query i sees keys j <= i + s_k - s_q: bottom-right aligned,
+// so with a KV prefix s_q < s_k the last query sees every key), softmax. Masked entries are 0.
+Status causal_softmax(const TensorView& out, const TensorView& x, float scale, Stream stream = nullptr);
+
 // ---- Rotary position embedding (RoPE) on q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim]: strided views
 //      (e.g. slices of a fused qkv projection) with a contiguous last dim; the first rot_dim elements of each head are
 //      rotated (partial rotary when rot_dim < head_dim; the rest is copied when out of place). In place when q_out /

@@ -14,7 +14,8 @@ namespace {
 // gated product. Gated ops read two [rows, d] halves (or tensors) and write one.
 // RoPE: for OpShape{rows = tokens x (heads + kv_heads), hidden = head_dim}: q and k read and written once (the cos/sin
 // reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
-constexpr std::array<OpInfo, 13> kOps = {{
+// Softmax: x read, y written; ~5 FLOP per element (scale, max, exp, sum, divide).
+constexpr std::array<OpInfo, 15> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -34,6 +35,9 @@ constexpr std::array<OpInfo, 13> kOps = {{
     {OpId::geglu, "geglu", OpFamily::elementwise, "y = gelu(a) * b", 2, 1, 0, 0, 9},
     {OpId::rotary_embedding, "rotary_embedding", OpFamily::rope,
      "(x_i, x_j) <- (x_i cos - x_j sin, x_j cos + x_i sin) for each rotated pair (i, j)", 1, 1, 0, 0, 3},
+    {OpId::softmax, "softmax", OpFamily::softmax, "y = exp(s x - max(s x)) / sum(exp(s x - max(s x)))", 1, 1, 0, 0, 5},
+    {OpId::causal_softmax, "causal_softmax", OpFamily::softmax,
+     "y = softmax(s x with key j > query i + s_k - s_q masked to -inf)", 1, 1, 0, 0, 5},
 }};
 
 }  // namespace

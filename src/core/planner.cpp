@@ -52,7 +52,9 @@ Status plan_row_norm(const DeviceProfile& prof, OpId op, const OpShape& s, DType
   // Shared memory: reduction scratch (one float per warp of each row when a row spans warps), then two stages of the
   // rows (x, and the residual for the fused op) so the next row group loads while this one is reduced. Rows that do
   // not fit read global memory in each pass instead; blocks shrink to fewer rows before giving the stages up.
-  const int64_t row_bytes = s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1);
+  // Softmax gathers its statistics in one online pass and stages nothing (row_bytes 0 -> scratch only).
+  const bool stage = op_info(op).family == OpFamily::row_norm;
+  const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);
   auto scratch = [&](int rows) {
     const int warps_per_row = tpr > kWarp ? tpr / kWarp : 0;
@@ -63,7 +65,7 @@ Status plan_row_norm(const DeviceProfile& prof, OpId op, const OpShape& s, DType
     p->rows_per_block /= 2;
   p->block_threads = tpr * p->rows_per_block;
   p->stage_offset = scratch(p->rows_per_block);
-  p->cached = p->stage_offset + 2 * p->rows_per_block * row_bytes <= budget;
+  p->cached = stage && p->stage_offset + 2 * p->rows_per_block * row_bytes <= budget;
   p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
@@ -131,7 +133,8 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
   if (s.rows < 0)
     return invalid_argument(std::string(info.name) + ": rows must be >= 0, got " + std::to_string(s.rows));
   switch (info.family) {
-    case OpFamily::row_norm: return plan_row_norm(prof, op, s, dtype, p);
+    case OpFamily::row_norm:
+    case OpFamily::softmax: return plan_row_norm(prof, op, s, dtype, p);
     case OpFamily::elementwise:
     case OpFamily::rope: return plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
   }

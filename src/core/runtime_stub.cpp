@@ -2,6 +2,7 @@
 #include "core/elementwise.hpp"
 #include "core/rope.hpp"
 #include "core/row_norm.hpp"
+#include "core/softmax.hpp"
 #include "kernelkit/runtime.hpp"
 
 namespace kernelkit {
@@ -22,6 +23,7 @@ namespace detail {
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
 Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
+Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 }  // namespace kernelkit

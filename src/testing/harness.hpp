@@ -103,6 +103,23 @@ CaseResult run_rope_case_cuda(const RopeCase& c, int device = 0);
 // exactly, and per-token cos/sin tables (half and HF full width) give the same result as the cache.
 CaseResult check_rope_properties(const RopeCase& c);
 
+// Softmax cases: x [rows, hidden] (causal: [rows / s_q, s_q, hidden]) with random values scaled by `magnitude`; a few
+// rows are all -inf (or fully masked) to check their defined output.
+struct SoftmaxCase {
+  OpId op = OpId::softmax;
+  DType dtype = DType::f32;
+  int64_t rows = 7, hidden = 64;
+  int64_t s_q = 1;  // causal: queries per head (rows % s_q == 0)
+  float scale = 1.0f;
+  double magnitude = 4.0;
+  int64_t row_pad = 0;
+  uint64_t seed = 1;
+  std::string name() const;
+};
+CaseResult run_softmax_case_cuda(const SoftmaxCase& c, int device = 0);
+// CPU backend self-checks: rows sum to 1 with entries in [0, 1], masked keys and all -inf rows are exactly 0.
+CaseResult check_softmax_properties(const SoftmaxCase& c);
+
 // The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
 std::vector<int64_t> grid_rows();
 std::vector<int64_t> grid_hidden();

@@ -85,6 +85,20 @@ def test_activations_match_float64(device, dtype, d):
     close(kernelkit.swiglu(a, b), (ACTS["silu"](a.double()) * b.double()).to(dtype), dtype)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_and_causal(device, dtype):
+    torch.manual_seed(0)
+    x = rand(2, 3, 5, 40, dtype=dtype, device=device, lo=-8, hi=8)
+    close(kernelkit.softmax(x, 0.5), torch.softmax(x.double() * 0.5, -1).to(dtype), dtype, scale=2.0)
+    sq, sk = 5, 40
+    mask = torch.ones(sq, sk, dtype=torch.bool, device=device).tril(sk - sq)
+    want = torch.softmax((x.double() * 0.5).masked_fill(~mask, float("-inf")), -1)
+    close(kernelkit.softmax(x, 0.5, causal=True), want.to(dtype), dtype, scale=2.0)
+    inf_row = torch.full((1, 16), float("-inf"), dtype=dtype, device=device)
+    assert torch.equal(kernelkit.softmax(inf_row), torch.zeros_like(inf_row))
+
+
 def rope_ref(x, cos, sin, style):
     """x [tokens, heads, d] float64; cos/sin [tokens, rot/2]: the HF formulas (rotate_half for neox)."""
     rot = 2 * cos.shape[-1]
@@ -144,6 +158,7 @@ def test_opcheck_every_op(device):
         (kernelkit.ops.activation.default, (torch.empty_like(x), x, "gelu_tanh")),
         (kernelkit.ops.act_and_mul.default, (torch.empty(6, 48, device=device), x, "silu")),
         (kernelkit.ops.act_mul.default, (torch.empty_like(x), x, torch.randn_like(x), "gelu")),
+        (kernelkit.ops.softmax.default, (torch.empty_like(xa), xa, 0.5, True)),
         (kernelkit.ops.rotary_embedding_.default, (torch.randint(0, 8, (6,), device=device), torch.randn(6, 4, 16,
          device=device), torch.randn(6, 2, 16, device=device), torch.randn(8, 16, device=device), True)),
         (kernelkit.ops.rotary_embedding_cos_sin_.default, (torch.randn(6, 4, 16, device=device),

@@ -106,6 +106,12 @@ int run_verify(const VerifyOptions& o) {
                       }
                     }
               if (case_name.empty()) case_name = "rotary_embedding " + std::string(dtype_name(dt));
+            } else if (op_info(op).family == OpFamily::softmax) {
+              const int64_t s_q = op == OpId::causal_softmax ? r : 1;  // one head of r queries against h keys
+              testing::SoftmaxCase c{op, dt, r, h, s_q, 0.125f, 8.0, pad, seed++};
+              case_name = c.name();
+              res = backend == "cuda" ? testing::run_softmax_case_cuda(c, o.device)
+                                      : testing::check_softmax_properties(c);
             } else if (op_info(op).family == OpFamily::elementwise) {
               testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
               case_name = c.name();

@@ -14,11 +14,11 @@ import torch
 from ._ops import add_op_namespace_prefix, ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "gelu", "gelu_tanh",
-           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "rotary_embedding", "info", "ops", "patch",
+           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "rotary_embedding", "softmax", "info", "ops", "patch",
            "unpatch", "layers"]
 
 _OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
-        "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_")
+        "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_", "softmax")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -142,6 +142,19 @@ geglu = _act_mul("gelu")
 geglu.__doc__ = "y = gelu(a) * b with separate tensors (GEGLU)."
 swiglu = _act_mul("silu")
 swiglu.__doc__ = "y = silu(a) * b with separate tensors (a Llama MLP's silu(gate) * up)."
+
+
+def softmax(x: torch.Tensor, scale: float = 1.0, causal: bool = False,
+            out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = softmax(scale * x) over the last dim, fp32 statistics; a row that is all -inf gives zeros (not NaN).
+
+    causal=True: x is attention scores [..., s_q, s_k]; query i sees keys j <= i + s_k - s_q (bottom-right aligned),
+    masked entries are 0.
+    """
+    x = _rows(x)
+    out = _out_for(x, out)
+    ops.softmax(out, x, scale, causal)
+    return out
 
 
 def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: Optional[torch.Tensor] = None,

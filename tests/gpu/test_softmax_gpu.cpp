@@ -1,0 +1,31 @@
+// softmax / causal_softmax on the GPU against the fp64 CPU reference: odd and long rows (online statistics), strided
+// rows, causal with s_q < s_k, all -inf rows, fp16 near 65504.
+#include <gtest/gtest.h>
+
+#include "expect_case.hpp"
+
+using namespace kernelkit;
+
+using SoftmaxParam = std::tuple<OpId, DType, int64_t, int64_t>;
+class SoftmaxGrid : public ::testing::TestWithParam<SoftmaxParam> {};
+
+TEST_P(SoftmaxGrid, MatchesReference) {
+  const auto [op, dt, rows, hidden] = GetParam();
+  // causal: s_q = rows / 4 queries per head against `hidden` keys (s_q < s_k for the long rows).
+  const int64_t s_q = op == OpId::causal_softmax && rows % 4 == 0 ? rows / 4 : 1;
+  for (int64_t pad : {int64_t{0}, int64_t{8}}) {
+    const kernelkit::testing::SoftmaxCase c{op, dt, rows, hidden, s_q, 0.125f, 8.0, pad,
+                                            static_cast<uint64_t>(rows + hidden)};
+    kernelkit::testing::expect_case(kernelkit::testing::run_softmax_case_cuda(c, 0), dt, c.name());
+  }
+  if (dt == DType::f16) {
+    const kernelkit::testing::SoftmaxCase c{op, dt, rows, hidden, s_q, 1.0f, 60000.0, 0, 7};
+    kernelkit::testing::expect_case(kernelkit::testing::run_softmax_case_cuda(c, 0), dt, c.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SoftmaxGrid,
+    ::testing::Combine(::testing::Values(OpId::softmax, OpId::causal_softmax),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 84, 4096),
+                       ::testing::Values(64, 111, 769, 4096, 32768)));
