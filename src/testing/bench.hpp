@@ -66,6 +66,7 @@ BenchResult bench_op(const DeviceProfile& profile, OpId op, DType dtype, const B
                      double peak_gbps);
 BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                        int device, double peak_gbps);
+// The streaming ops (activations, softmax): x [rows, d] (or [rows, 2d] gated; a and b for geglu) -> out [rows, d].
 BenchResult bench_activation(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                              int device, double peak_gbps);
 
