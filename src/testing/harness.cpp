@@ -13,9 +13,12 @@ namespace kernelkit::testing {
 
 Tolerance tolerance(DType t) {
   switch (t) {
-    case DType::bf16: return {0.0078125, 1e-4};    // 2^-7: one bf16 ulp in [1, 2)
-    case DType::f16: return {0.0009765625, 1e-5};  // 2^-10: one f16 ulp in [1, 2)
-    default: return {1e-5, 1e-6};                  // fp32 math vs fp64: accumulation order over <= 2^16 terms
+    case DType::bf16:
+      return {0.0078125, 1e-4};  // 2^-7: one bf16 ulp in [1, 2)
+    case DType::f16:
+      return {0.0009765625, 1e-5};  // 2^-10: one f16 ulp in [1, 2)
+    default:
+      return {1e-5, 1e-6};  // fp32 math vs fp64: accumulation order over <= 2^16 terms
   }
 }
 
@@ -126,8 +129,8 @@ void compare(const char* label, const HostBuffer& got, const HostBuffer& want, i
         ++r->mismatches;
         if (shown++ < 4) {
           std::ostringstream os;
-          os << "  " << label << "[" << row << ", " << i << "]: got " << g << ", want " << w << " (allowed "
-             << allowed << ")\n";
+          os << "  " << label << "[" << row << ", " << i << "]: got " << g << ", want " << w << " (allowed " << allowed
+             << ")\n";
           r->detail += os.str();
         }
       }
@@ -138,11 +141,16 @@ void compare(const char* label, const HostBuffer& got, const HostBuffer& want, i
 
 Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offset, Stream stream) {
   switch (op) {
-    case OpId::rms_norm: return rms_norm(t.out, t.x, t.weight, eps, weight_offset, stream);
-    case OpId::fused_add_rms_norm: return fused_add_rms_norm(t.x, t.residual, t.weight, eps, weight_offset, stream);
-    case OpId::layer_norm: return layer_norm(t.out, t.x, t.weight, t.bias, eps, stream);
-    case OpId::ada_layer_norm: return ada_layer_norm(t.out, t.x, t.scale, t.shift, t.weight, t.bias, eps, stream);
-    case OpId::rms_norm_gelu: return rms_norm_gelu(t.out, t.x, t.weight, eps, stream);
+    case OpId::rms_norm:
+      return rms_norm(t.out, t.x, t.weight, eps, weight_offset, stream);
+    case OpId::fused_add_rms_norm:
+      return fused_add_rms_norm(t.x, t.residual, t.weight, eps, weight_offset, stream);
+    case OpId::layer_norm:
+      return layer_norm(t.out, t.x, t.weight, t.bias, eps, stream);
+    case OpId::ada_layer_norm:
+      return ada_layer_norm(t.out, t.x, t.scale, t.shift, t.weight, t.bias, eps, stream);
+    case OpId::rms_norm_gelu:
+      return rms_norm_gelu(t.out, t.x, t.weight, eps, stream);
   }
   return invalid_argument("unknown op");
 }
@@ -152,7 +160,23 @@ void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer&
   compare(label, got, want, rows, hidden, stride, 1.0, r);
 }
 
-// ---- Activations ------------------------------------------------------------------------------------------------------
+namespace {
+
+// Setup and teardown steps of a GPU case: the first failure (every step is evaluated, in order).
+Status first_error(std::initializer_list<Status> steps) {
+  for (const Status& s : steps)
+    if (!s.ok()) return s;
+  return Status::Ok();
+}
+
+Status need_device() {
+  return cuda_device_count() > 0 ? Status::Ok() : Status(StatusCode::no_device, "no CUDA device");
+}
+
+}  // namespace
+
+// ---- Activations
+// ------------------------------------------------------------------------------------------------------
 
 std::string ActivationCase::name() const {
   std::ostringstream os;
@@ -163,16 +187,23 @@ std::string ActivationCase::name() const {
 
 Status call_activation_op(OpId op, const TensorView& out, const TensorView& x, const TensorView* b, Stream stream) {
   switch (op) {
-    case OpId::gelu: return activation(Activation::gelu, out, x, stream);
-    case OpId::gelu_tanh: return activation(Activation::gelu_tanh, out, x, stream);
-    case OpId::silu: return activation(Activation::silu, out, x, stream);
-    case OpId::gelu_and_mul: return gated_activation(Activation::gelu, out, x, stream);
-    case OpId::gelu_tanh_and_mul: return gated_activation(Activation::gelu_tanh, out, x, stream);
-    case OpId::silu_and_mul: return gated_activation(Activation::silu, out, x, stream);
+    case OpId::gelu:
+      return activation(Activation::gelu, out, x, stream);
+    case OpId::gelu_tanh:
+      return activation(Activation::gelu_tanh, out, x, stream);
+    case OpId::silu:
+      return activation(Activation::silu, out, x, stream);
+    case OpId::gelu_and_mul:
+      return gated_activation(Activation::gelu, out, x, stream);
+    case OpId::gelu_tanh_and_mul:
+      return gated_activation(Activation::gelu_tanh, out, x, stream);
+    case OpId::silu_and_mul:
+      return gated_activation(Activation::silu, out, x, stream);
     case OpId::geglu:
       if (!b) return invalid_argument("geglu needs b");
       return gated_activation(Activation::gelu, out, x, *b, stream);
-    default: return invalid_argument(std::string(op_info(op).name) + " is not an activation op");
+    default:
+      return invalid_argument(std::string(op_info(op).name) + " is not an activation op");
   }
 }
 
@@ -182,11 +213,16 @@ bool gated_op(OpId op) { return op == OpId::gelu_and_mul || op == OpId::gelu_tan
 
 OpId ungated(OpId op) {
   switch (op) {
-    case OpId::gelu_and_mul: return OpId::gelu;
-    case OpId::gelu_tanh_and_mul: return OpId::gelu_tanh;
-    case OpId::silu_and_mul: return OpId::silu;
-    case OpId::geglu: return OpId::gelu;
-    default: return op;
+    case OpId::gelu_and_mul:
+      return OpId::gelu;
+    case OpId::gelu_tanh_and_mul:
+      return OpId::gelu_tanh;
+    case OpId::silu_and_mul:
+      return OpId::silu;
+    case OpId::geglu:
+      return OpId::gelu;
+    default:
+      return op;
   }
 }
 
@@ -224,10 +260,7 @@ Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, voi
 
 CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
   CaseResult r;
-  if (cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (r.status = need_device(); !r.status.ok()) return r;
   ActData d = make_act_inputs(c);
   ActData want = d;
   if (Status s = call_act(c, want, want.x.data(), want.b.data(), want.out.data(), Device::cpu()); !s.ok()) {
@@ -235,20 +268,14 @@ CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
     return r;
   }
   DeviceBuffer x, b, out;
-  for (Status s : {x.alloc(d.x.bytes()), x.upload(d.x), b.alloc(std::max<size_t>(d.b.bytes(), 16)), b.upload(d.b),
-                   out.alloc(d.out.bytes()), out.poison()})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({x.alloc(d.x.bytes()), x.upload(d.x), b.alloc(std::max<size_t>(d.b.bytes(), 16)),
+                              b.upload(d.b), out.alloc(d.out.bytes()), out.poison()});
+      !r.status.ok())
+    return r;
   r.status = call_act(c, d, x.data(), b.data(), out.data(), Device::cuda(device));
   if (!r.status.ok()) return r;
   HostBuffer got = d.out;
-  for (Status s : {device_synchronize(), out.download(&got)})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({device_synchronize(), out.download(&got)}); !r.status.ok()) return r;
   compare("out", got, want.out, c.rows, c.d, d.out_stride, 1.0, &r);
   return r;
 }
@@ -293,7 +320,8 @@ CaseResult check_activation_properties(const ActivationCase& c) {
   return r;
 }
 
-// ---- RoPE ---------------------------------------------------------------------------------------------------------------
+// ---- RoPE
+// ---------------------------------------------------------------------------------------------------------------
 
 std::string RopeCase::name() const {
   std::ostringstream os;
@@ -353,34 +381,27 @@ Status call_rope(const RopeCase& c, const RopeData& d, void* in, void* out, void
 
 CaseResult run_rope_case_cuda(const RopeCase& c, int device) {
   CaseResult r;
-  if (cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (r.status = need_device(); !r.status.ok()) return r;
   RopeData d = make_rope_inputs(c);
   RopeData want = d;
   want.out = want.qkv;  // out of place: everything but q/k heads keeps the input values in both
   d.out = d.qkv;
-  if (Status s = call_rope(c, want, want.qkv.data(), want.out.data(), want.pos.data(), want.cache.data(), Device::cpu());
+  if (Status s =
+          call_rope(c, want, want.qkv.data(), want.out.data(), want.pos.data(), want.cache.data(), Device::cpu());
       !s.ok()) {
     r.status = Status(s.code(), "reference: " + s.message());
     return r;
   }
   DeviceBuffer in, out, pos, cache;
-  for (Status s : {in.alloc(d.qkv.bytes()), in.upload(d.qkv), out.alloc(d.out.bytes()), out.poison(),
-                   pos.alloc(d.pos.bytes()), pos.upload(d.pos), cache.alloc(d.cache.bytes()), cache.upload(d.cache)})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({in.alloc(d.qkv.bytes()), in.upload(d.qkv), out.alloc(d.out.bytes()), out.poison(),
+                              pos.alloc(d.pos.bytes()), pos.upload(d.pos), cache.alloc(d.cache.bytes()),
+                              cache.upload(d.cache)});
+      !r.status.ok())
+    return r;
   r.status = call_rope(c, d, in.data(), out.data(), pos.data(), cache.data(), Device::cuda(device));
   if (!r.status.ok()) return r;
   HostBuffer got = c.in_place ? d.qkv : d.out;
-  for (Status s : {device_synchronize(), (c.in_place ? in : out).download(&got)})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({device_synchronize(), (c.in_place ? in : out).download(&got)}); !r.status.ok()) return r;
   // q and k heads of every token (v is not written: out of place it stays poisoned, so it is not compared).
   const int64_t qk = (c.heads + c.kv_heads) * c.head_dim;
   compare("qk", got, c.in_place ? want.qkv : want.out, c.tokens, qk, d.width, 1.0, &r);
@@ -405,13 +426,16 @@ CaseResult check_rope_properties(const RopeCase& c) {
     for (int64_t h = 0; h < nh; ++h) {
       const int64_t base = t * d.width + h * c.head_dim;
       for (int64_t j = 0; j < half; ++j) {
-        const int64_t i0 = c.style == RopeStyle::neox ? j : 2 * j, i1 = c.style == RopeStyle::neox ? j + half : 2 * j + 1;
+        const int64_t i0 = c.style == RopeStyle::neox ? j : 2 * j,
+                      i1 = c.style == RopeStyle::neox ? j + half : 2 * j + 1;
         const double x0 = input.get(base + i0), x1 = input.get(base + i1), y0 = result.get(base + i0),
                      y1 = result.get(base + i1);
         const double nx = std::hypot(x0, x1), ny = std::hypot(y0, y1);
         ++r.checked;
-        if (!(std::fabs(nx - ny) <= 2 * (tol.atol + tol.rtol * nx))) fail("pair norm changed at token " + std::to_string(t));
-        if (d.pos.get(t) == 0 && !(y0 == x0 && y1 == x1)) fail("position 0 is not the identity at head " + std::to_string(h));
+        if (!(std::fabs(nx - ny) <= 2 * (tol.atol + tol.rtol * nx)))
+          fail("pair norm changed at token " + std::to_string(t));
+        if (d.pos.get(t) == 0 && !(y0 == x0 && y1 == x1))
+          fail("position 0 is not the identity at head " + std::to_string(h));
       }
       for (int64_t i = c.rot_dim; i < c.head_dim; ++i)
         if (result.get(base + i) != input.get(base + i)) fail("tail element changed at token " + std::to_string(t));
@@ -440,7 +464,8 @@ CaseResult check_rope_properties(const RopeCase& c) {
   return r;
 }
 
-// ---- Softmax ------------------------------------------------------------------------------------------------------------
+// ---- Softmax
+// ------------------------------------------------------------------------------------------------------------
 
 std::string SoftmaxCase::name() const {
   std::ostringstream os;
@@ -476,9 +501,9 @@ SoftmaxData make_softmax_inputs(const SoftmaxCase& c) {
 Status call_softmax(const SoftmaxCase& c, const SoftmaxData& d, void* x, void* out, Device dev) {
   if (c.op == OpId::causal_softmax) {
     const int64_t heads = c.rows / c.s_q;
-    return causal_softmax(TensorView::strided(out, c.dtype, {heads, c.s_q, c.hidden}, {c.s_q * d.stride, d.stride, 1}, dev),
-                          TensorView::strided(x, c.dtype, {heads, c.s_q, c.hidden}, {c.s_q * d.stride, d.stride, 1}, dev),
-                          c.scale);
+    return causal_softmax(
+        TensorView::strided(out, c.dtype, {heads, c.s_q, c.hidden}, {c.s_q * d.stride, d.stride, 1}, dev),
+        TensorView::strided(x, c.dtype, {heads, c.s_q, c.hidden}, {c.s_q * d.stride, d.stride, 1}, dev), c.scale);
   }
   return softmax(TensorView::strided(out, c.dtype, {c.rows, c.hidden}, {d.stride, 1}, dev),
                  TensorView::strided(x, c.dtype, {c.rows, c.hidden}, {d.stride, 1}, dev), c.scale);
@@ -488,10 +513,7 @@ Status call_softmax(const SoftmaxCase& c, const SoftmaxData& d, void* x, void* o
 
 CaseResult run_softmax_case_cuda(const SoftmaxCase& c, int device) {
   CaseResult r;
-  if (cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (r.status = need_device(); !r.status.ok()) return r;
   SoftmaxData d = make_softmax_inputs(c);
   SoftmaxData want = d;
   if (Status s = call_softmax(c, want, want.x.data(), want.out.data(), Device::cpu()); !s.ok()) {
@@ -499,19 +521,13 @@ CaseResult run_softmax_case_cuda(const SoftmaxCase& c, int device) {
     return r;
   }
   DeviceBuffer x, out;
-  for (Status s : {x.alloc(d.x.bytes()), x.upload(d.x), out.alloc(d.out.bytes()), out.poison()})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({x.alloc(d.x.bytes()), x.upload(d.x), out.alloc(d.out.bytes()), out.poison()});
+      !r.status.ok())
+    return r;
   r.status = call_softmax(c, d, x.data(), out.data(), Device::cuda(device));
   if (!r.status.ok()) return r;
   HostBuffer got = d.out;
-  for (Status s : {device_synchronize(), out.download(&got)})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({device_synchronize(), out.download(&got)}); !r.status.ok()) return r;
   compare("out", got, want.out, c.rows, c.hidden, d.stride, 1.0, &r);
   return r;
 }
@@ -533,8 +549,10 @@ CaseResult check_softmax_properties(const SoftmaxCase& c) {
     for (int64_t j = 0; j < c.hidden; ++j) {
       const double y = d.out.get(row * d.stride + j);
       ++r.checked;
-      if (!(y >= 0.0 && y <= 1.0)) fail("row " + std::to_string(row) + ": entry " + std::to_string(y) + " outside [0, 1]");
-      if ((empty || j > limit) && y != 0.0) fail("row " + std::to_string(row) + ": masked entry " + std::to_string(j) + " is not 0");
+      if (!(y >= 0.0 && y <= 1.0))
+        fail("row " + std::to_string(row) + ": entry " + std::to_string(y) + " outside [0, 1]");
+      if ((empty || j > limit) && y != 0.0)
+        fail("row " + std::to_string(row) + ": masked entry " + std::to_string(j) + " is not 0");
       sum += y;
     }
     // Each entry carries one rounding of at most half an ulp (relative rtol / 2, or an absolute subnormal step), so
@@ -548,10 +566,7 @@ CaseResult check_softmax_properties(const SoftmaxCase& c) {
 
 CaseResult run_norm_case_cuda(const NormCase& c, int device) {
   CaseResult r;
-  if (cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (r.status = need_device(); !r.status.ok()) return r;
   NormData d = make_inputs(c);
   NormData want = d;  // the reference runs in place on its own copy
   {
@@ -567,21 +582,18 @@ CaseResult run_norm_case_cuda(const NormCase& c, int device) {
     KK_RETURN_IF_ERROR(db.alloc(std::max<size_t>(hb.bytes(), 16)));
     return db.upload(hb);
   };
-  for (Status s : {up(x, d.x), up(res, d.residual), up(out, d.out), up(w, d.weight), up(b, d.bias), up(sc, d.scale),
-                   up(sh, d.shift), out.poison()})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status = first_error({up(x, d.x), up(res, d.residual), up(out, d.out), up(w, d.weight), up(b, d.bias),
+                              up(sc, d.scale), up(sh, d.shift), out.poison()});
+      !r.status.ok())
+    return r;
   const NormPtrs dp{x.data(), res.data(), out.data(), w.data(), b.data(), sc.data(), sh.data()};
   r.status = call_op(c, d, dp, Device::cuda(device));
   if (!r.status.ok()) return r;
   NormData got = d;
-  for (Status s : {device_synchronize(), x.download(&got.x), res.download(&got.residual), out.download(&got.out)})
-    if (!s.ok()) {
-      r.status = s;
-      return r;
-    }
+  if (r.status =
+          first_error({device_synchronize(), x.download(&got.x), res.download(&got.residual), out.download(&got.out)});
+      !r.status.ok())
+    return r;
   if (c.op == OpId::fused_add_rms_norm) {
     compare("x", got.x, want.x, c.rows, c.hidden, d.stride, 1.0, &r);
     compare("residual", got.residual, want.residual, c.rows, c.hidden, d.stride, 1.0, &r);
@@ -650,8 +662,8 @@ CaseResult check_norm_properties(const NormCase& c) {
         }
         const double mean = s1 / H, ms = s2 / H;
         const double stat = c.op == OpId::rms_norm ? ms : ms - mean * mean;
-        if (!(std::fabs(stat - 1.0) <= 4 * tol.rtol + 1e-4)) fail("row " + std::to_string(row) + ": second moment " +
-                                                                  std::to_string(stat) + ", expected 1");
+        if (!(std::fabs(stat - 1.0) <= 4 * tol.rtol + 1e-4))
+          fail("row " + std::to_string(row) + ": second moment " + std::to_string(stat) + ", expected 1");
         if (c.op == OpId::layer_norm && !(std::fabs(mean) <= 4 * tol.rtol + 1e-4))
           fail("row " + std::to_string(row) + ": mean " + std::to_string(mean) + ", expected 0");
       }
