@@ -5,6 +5,10 @@
 #include <string>
 #include <type_traits>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernelkit/dtype.hpp"
 #include "kernelkit/status.hpp"
 
 namespace kernelkit::cuda {
@@ -21,6 +25,18 @@ Status dispatch_vec(int v, F&& f) {
   }
   return Status(StatusCode::internal, "no kernel instantiated for vector width " + std::to_string(v) +
                                           " (max " + std::to_string(kMax) + ")");
+}
+
+// The storage type of a floating dtype: calls f(T{}) with T = float, __half or __nv_bfloat16.
+template <typename F>
+Status dispatch_float(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f16: return f(__half{});
+    case DType::bf16: return f(__nv_bfloat16{});
+    default: break;
+  }
+  return invalid_argument("dtype " + std::string(dtype_name(dtype)) + " has no CUDA kernel (expected f32, f16, bf16)");
 }
 
 }  // namespace kernelkit::cuda

@@ -32,12 +32,9 @@ Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
   if (resident == 0)
     return Status(StatusCode::internal, name + ": the planned block (" + plan.to_string() + ") cannot be resident");
   refine_plan_occupancy(prof, resident, a.rows, &plan);
-  switch (a.dtype) {
-    case DType::f32: return cuda::launch_row_norm<float>(a, plan, stream);
-    case DType::f16: return cuda::launch_row_norm<__half>(a, plan, stream);
-    case DType::bf16: return cuda::launch_row_norm<__nv_bfloat16>(a, plan, stream);
-    default: return invalid_argument(name + ": dtype " + std::string(dtype_name(a.dtype)) + " has no CUDA kernel");
-  }
+  return cuda::dispatch_float(a.dtype, [&](auto tag) {
+    return cuda::launch_row_norm<decltype(tag)>(a, plan, stream);
+  });
 }
 
 }  // namespace kernelkit::detail
@@ -59,14 +56,8 @@ Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device
   }
   cuda::DeviceGuard guard;
   KK_RETURN_IF_ERROR(guard.set(device));
-  const Status s = [&]() -> Status {
-    switch (dtype) {
-      case DType::f32: return cuda::row_norm_occupancy<float>(op, plan, blocks_per_sm);
-      case DType::f16: return cuda::row_norm_occupancy<__half>(op, plan, blocks_per_sm);
-      case DType::bf16: return cuda::row_norm_occupancy<__nv_bfloat16>(op, plan, blocks_per_sm);
-      default: return invalid_argument("kernel_occupancy: dtype must be f32, f16 or bf16");
-    }
-  }();
+  const Status s = cuda::dispatch_float(
+      dtype, [&](auto tag) { return cuda::row_norm_occupancy<decltype(tag)>(op, plan, blocks_per_sm); });
   if (s.ok()) {
     std::lock_guard<std::mutex> lock(mu);
     cache[key] = *blocks_per_sm;

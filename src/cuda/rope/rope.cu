@@ -21,12 +21,9 @@ Status rope_cuda(const RopeArgs& a, Stream stream) {
                                           {{a.q, "q"}, {a.k, "k"}, {a.q_out, "q_out"}, {a.k_out, "k_out"},
                                            {a.positions, "positions"}, {a.cos, "cos"}, {a.sin, "sin"}},
                                           &guard, &prof, &plan));
-  switch (a.dtype) {
-    case DType::f32: return cuda::launch_rope<float>(a, plan, stream);
-    case DType::f16: return cuda::launch_rope<__half>(a, plan, stream);
-    case DType::bf16: return cuda::launch_rope<__nv_bfloat16>(a, plan, stream);
-    default: return invalid_argument("rotary_embedding: q dtype has no CUDA kernel");
-  }
+  return cuda::dispatch_float(a.dtype, [&](auto tag) {
+    return cuda::launch_rope<decltype(tag)>(a, plan, stream);
+  });
 }
 
 }  // namespace kernelkit::detail

@@ -16,12 +16,9 @@ Status softmax_cuda(const SoftmaxArgs& a, Stream stream) {
   LaunchPlan plan;
   KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(), {{a.x, "x"}, {a.out, "out"}},
                                           &guard, &prof, &plan));
-  switch (a.dtype) {
-    case DType::f32: return cuda::launch_softmax<float>(a, plan, stream);
-    case DType::f16: return cuda::launch_softmax<__half>(a, plan, stream);
-    case DType::bf16: return cuda::launch_softmax<__nv_bfloat16>(a, plan, stream);
-    default: return invalid_argument("softmax: x dtype has no CUDA kernel");
-  }
+  return cuda::dispatch_float(a.dtype, [&](auto tag) {
+    return cuda::launch_softmax<decltype(tag)>(a, plan, stream);
+  });
 }
 
 }  // namespace kernelkit::detail
