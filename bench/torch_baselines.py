@@ -77,6 +77,7 @@ class Kernelkit:
         "kk_ada_layer_norm": [_P, _P, _P, _P, _P, _P, _I64, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
         "kk_rms_norm_gelu": [_P, _P, _P, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
         "kk_activation": [_P, _P, _I64, _I64, _I64, _I64, _I, _I, _I, _I, _P],
+        "kk_softmax": [_P, _P, _I64, _I64, _I64, _I64, _F, _I, _I64, _I, _I, _P],
     }
     DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}  # KK_F32, KK_F16, KK_BF16
     STATUS = {1: "invalid_argument", 2: "unsupported", 3: "cuda_error", 4: "no_device", 5: "internal"}
@@ -262,6 +263,18 @@ def eager_and_compiled(formula, args):
     return (Baseline("eager", formula, args), Baseline("compile", formula, args, True))
 
 
+SOFTMAX_SCALE = 0.125  # attention scores at head_dim 64
+
+
+def kk_softmax(kk, t, eps):
+    n, d = rows_hidden(t["x"])
+    kk.call("kk_softmax", t["out"], t["x"], n, d, d, d, SOFTMAX_SCALE, 0, 1, kk.dtype(t["x"]), *kk.where(t["x"]))
+
+
+def torch_softmax(x, eps):
+    return torch.softmax(x * SOFTMAX_SCALE, -1)
+
+
 def act_op(name, gated):
     formula = act_formula(name, gated)
     return Op(f"{name}_and_mul" if gated else name, 0.0, ("x", "out"), ("x",), ("out",), kk_activation(name, gated),
@@ -286,6 +299,10 @@ OPS = [
     act_op("silu", True),
     act_op("gelu", True),
     act_op("gelu_tanh", False),
+    Op("softmax", 0.0, ("x", "out"), ("x",), ("out",), kk_softmax,
+       lambda i, eps, dtype: (torch.softmax(i["x"] * SOFTMAX_SCALE, -1),),
+       (Baseline("torch.softmax", torch_softmax, ("x",)), Baseline("compile", torch_softmax, ("x",), True)),
+       "torch.softmax(x * 0.125, -1)"),
 ]
 
 

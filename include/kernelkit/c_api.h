@@ -79,6 +79,11 @@ typedef enum kk_act { KK_GELU = 0, KK_GELU_TANH = 1, KK_SILU = 2 } kk_act;
 KK_API int kk_activation(void* out, const void* x, int64_t rows, int64_t d, int64_t x_row_stride,
                          int64_t out_row_stride, int act, int gated, int dtype, int device, void* stream);
 
+/* out = softmax(scale * x) over rows of d; causal = 1: rows are [.., s_q] queries of [s_q, d] score blocks with the
+ * bottom-right causal mask. x, out: [rows, d] with row strides. */
+KK_API int kk_softmax(void* out, const void* x, int64_t rows, int64_t d, int64_t x_row_stride, int64_t out_row_stride,
+                      float scale, int causal, int64_t s_q, int dtype, int device, void* stream);
+
 /* out = act(a) * b (GEGLU with KK_GELU), a, b, out: [rows, d]. */
 KK_API int kk_act_mul(void* out, const void* a, const void* b, int64_t rows, int64_t d, int64_t a_row_stride,
                       int64_t b_row_stride, int64_t out_row_stride, int act, int dtype, int device, void* stream);

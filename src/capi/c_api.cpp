@@ -156,4 +156,18 @@ KK_API int kk_act_mul(void* out, const void* a, const void* b, int64_t rows, int
   });
 }
 
+KK_API int kk_softmax(void* out, const void* x, int64_t rows, int64_t d, int64_t x_row_stride, int64_t out_row_stride,
+                      float scale, int causal, int64_t s_q, int dtype, int device, void* stream) {
+  return run(dtype, device, stream, [&](const Call& c) {
+    if (!causal) return softmax(c.rows(out, rows, d, out_row_stride), c.rows(x, rows, d, x_row_stride), scale, c.stream);
+    if (s_q <= 0 || rows % s_q != 0)
+      return invalid_argument("kk_softmax: s_q must be > 0 and divide rows, got s_q = " + std::to_string(s_q));
+    // [rows / s_q, s_q, d] views with the given row strides.
+    const auto view3 = [&](const void* p, int64_t stride) {
+      return TensorView::strided(const_cast<void*>(p), c.dtype, {rows / s_q, s_q, d}, {s_q * stride, stride, 1}, c.device);
+    };
+    return causal_softmax(view3(out, out_row_stride), view3(x, x_row_stride), scale, c.stream);
+  });
+}
+
 }  // extern "C"
