@@ -324,7 +324,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   return r;
 }
 
-BenchResult bench_activation(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs,
+BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs,
                              int device, double peak_gbps) {
   BenchResult r;
   const OpShape os{shape.rows, shape.hidden, 1, 16};
@@ -391,7 +391,7 @@ BenchResult bench_activation(const DeviceProfile& prof, OpId op, DType dt, const
 BenchResult bench_op(const DeviceProfile& prof, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
                      double peak_gbps) {
   if (op_info(op).family == OpFamily::elementwise || op == OpId::softmax)
-    return bench_activation(prof, op, dtype, shape, runs, device, peak_gbps);
+    return bench_streaming(prof, op, dtype, shape, runs, device, peak_gbps);
   return bench_norm(prof, op, dtype, shape, runs, device, peak_gbps);
 }
 

@@ -67,7 +67,7 @@ BenchResult bench_op(const DeviceProfile& profile, OpId op, DType dtype, const B
 BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                        int device, double peak_gbps);
 // The streaming ops (activations, softmax): x [rows, d] (or [rows, 2d] gated; a and b for geglu) -> out [rows, d].
-BenchResult bench_activation(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
+BenchResult bench_streaming(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                              int device, double peak_gbps);
 
 // The seed's assessment of % of the measured peak: > 78 excellent, 62-78 good, 31-62 fair, < 31 poor.
