@@ -203,14 +203,14 @@ std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile
                   "context.");
     r.push_back("Decode is bound by bytes per token: INT8 weights roughly halve and INT4 roughly quarter the weight "
                 "bytes of fp16.");
-    r.push_back("kernelkit ops for this model today: rms_norm and fused_add_rms_norm (2 per layer). Planned: "
-                "silu_and_mul, RoPE, softmax, attention, INT8/INT4 GEMV.");
+    r.push_back("kernelkit ops for this model: rms_norm and fused_add_rms_norm (2 per layer), silu_and_mul (the gated "
+                "MLP), rotary_embedding and softmax; planned: attention, INT8/INT4 GEMV.");
   } else {
     if (!fits(half) || g.memory_bytes <= 16e9)
       r.push_back("Diffusion on " + gb(mem) + ": enable model CPU offload if the pipeline (text encoders + VAE + " +
                   "denoiser) does not fit, attention slicing, and VAE tiling for 1024 px images.");
-    r.push_back("kernelkit ops for this model today: layer_norm, ada_layer_norm (DiT/SD3 modulation), rms_norm "
-                "(diffusers RMSNorm, also without weight), rms_norm_gelu.");
+    r.push_back("kernelkit ops for this model: layer_norm, ada_layer_norm (DiT/SD3 modulation), rms_norm (diffusers "
+                "RMSNorm, also without weight), rms_norm_gelu, gelu / gelu_tanh / geglu (feed-forward), softmax.");
   }
   return r;
 }
