@@ -76,78 +76,79 @@ int run_verify(const VerifyOptions& o) {
   std::map<std::pair<OpId, DType>, Row> table;
   nlohmann::json failures = nlohmann::json::array();
   uint64_t seed = 1;
+  auto record = [&](OpId op, DType dt, const std::string& case_name, const testing::CaseResult& res) {
+    Row& row = table[{op, dt}];
+    ++row.cases;
+    // A refusal the profile calls for (bf16 on sm_75) is the right answer, not a failure.
+    const bool expected_refusal =
+        backend == "cuda" && res.status.code() == StatusCode::unsupported && !prof->supports(dt);
+    if (expected_refusal)
+      ++row.refused;
+    else if (res.passed())
+      ++row.passed;
+    else {
+      const std::string why =
+          res.status.ok() ? std::to_string(res.mismatches) + " mismatches\n" + res.detail : res.status.to_string();
+      if (row.first_failure.empty()) row.first_failure = case_name + ": " + why;
+      failures.push_back({{"case", case_name}, {"why", why}});
+    }
+    row.worst = std::max(row.worst, res.worst_ratio);
+  };
+  const bool cuda = backend == "cuda";
+  // One case of a row op at (rows r, hidden h, row padding pad): GPU vs reference, or the CPU backend's invariants.
+  auto grid_case = [&](OpId op, DType dt, int64_t r, int64_t h, int64_t pad) {
+    switch (op_info(op).family) {
+      case OpFamily::softmax: {
+        const testing::SoftmaxCase c{op, dt, r, h, op == OpId::causal_softmax ? r : 1, 0.125f, 8.0, pad, seed++};
+        record(op, dt, c.name(),
+               cuda ? testing::run_softmax_case_cuda(c, o.device) : testing::check_softmax_properties(c));
+        break;
+      }
+      case OpFamily::elementwise: {
+        const testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
+        record(op, dt, c.name(),
+               cuda ? testing::run_activation_case_cuda(c, o.device) : testing::check_activation_properties(c));
+        break;
+      }
+      default: {
+        testing::NormCase c;
+        c.op = op;
+        c.dtype = dt;
+        c.rows = r;
+        c.hidden = h;
+        c.row_pad = pad;
+        c.seed = seed++;
+        record(op, dt, c.name(), cuda ? testing::run_norm_case_cuda(c, o.device) : testing::check_norm_properties(c));
+      }
+    }
+  };
   for (OpId op : ops)
-    for (DType dt : dtypes)
+    for (DType dt : dtypes) {
+      if (op_info(op).family == OpFamily::rope) {
+        // RoPE's own grid: styles x (head_dim, rot_dim) x in place x tokens.
+        constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};
+        for (RopeStyle style : {RopeStyle::neox, RopeStyle::gptj})
+          for (const auto& dims : kDims)
+            for (bool in_place : {false, true})
+              for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{83}}) {
+                const testing::RopeCase c{dt, tokens, 8, 2, dims[0], dims[1], style, in_place, seed++};
+                record(op, dt, c.name(),
+                       cuda ? testing::run_rope_case_cuda(c, o.device) : testing::check_rope_properties(c));
+              }
+        continue;
+      }
       for (int64_t r : rows)
-        for (int64_t h : hidden)
-          for (int64_t pad : {int64_t{0}, int64_t{8}}) {
-            if (pad && r != 83) continue;  // strided rows: one row count is enough to exercise the strides
-            testing::CaseResult res;
-            std::string case_name;
-            if (op_info(op).family == OpFamily::rope) {
-              // RoPE has its own grid (styles x head/rot dims x in place), run once per dtype.
-              if (r != rows.front() || h != hidden.front() || pad) continue;
-              constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};
-              res.status = Status::Ok();
-              for (RopeStyle style : {RopeStyle::neox, RopeStyle::gptj})
-                for (const auto& dims : kDims)
-                  for (bool in_place : {false, true})
-                    for (int64_t tokens : {int64_t{1}, int64_t{7}, int64_t{83}}) {
-                      const testing::RopeCase c{dt, tokens, 8, 2, dims[0], dims[1], style, in_place, seed++};
-                      const auto one = backend == "cuda" ? testing::run_rope_case_cuda(c, o.device)
-                                                         : testing::check_rope_properties(c);
-                      if (res.status.ok() && !one.status.ok()) res.status = one.status;
-                      res.checked += one.checked;
-                      res.mismatches += one.mismatches;
-                      res.worst_ratio = std::max(res.worst_ratio, one.worst_ratio);
-                      if (one.mismatches && res.detail.empty()) {
-                        case_name = c.name();
-                        res.detail = one.detail;
-                      }
-                    }
-              if (case_name.empty()) case_name = "rotary_embedding " + std::string(dtype_name(dt));
-            } else if (op_info(op).family == OpFamily::softmax) {
-              const int64_t s_q = op == OpId::causal_softmax ? r : 1;  // one head of r queries against h keys
-              testing::SoftmaxCase c{op, dt, r, h, s_q, 0.125f, 8.0, pad, seed++};
-              case_name = c.name();
-              res = backend == "cuda" ? testing::run_softmax_case_cuda(c, o.device)
-                                      : testing::check_softmax_properties(c);
-            } else if (op_info(op).family == OpFamily::elementwise) {
-              testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
-              case_name = c.name();
-              res = backend == "cuda" ? testing::run_activation_case_cuda(c, o.device)
-                                      : testing::check_activation_properties(c);
-            } else {
-              testing::NormCase c;
-              c.op = op;
-              c.dtype = dt;
-              c.rows = r;
-              c.hidden = h;
-              c.row_pad = pad;
-              c.seed = seed++;
-              case_name = c.name();
-              res = backend == "cuda" ? testing::run_norm_case_cuda(c, o.device) : testing::check_norm_properties(c);
-            }
-            Row& row = table[{op, dt}];
-            ++row.cases;
-            // A refusal the profile calls for (bf16 on sm_75) is the right answer, not a failure.
-            const bool expected_refusal = backend == "cuda" && res.status.code() == StatusCode::unsupported &&
-                                          !prof->supports(dt);
-            if (expected_refusal) ++row.refused;
-            else if (res.passed()) ++row.passed;
-            else {
-              const std::string why = res.status.ok() ? std::to_string(res.mismatches) + " mismatches\n" + res.detail
-                                                      : res.status.to_string();
-              if (row.first_failure.empty()) row.first_failure = case_name + ": " + why;
-              failures.push_back({{"case", case_name}, {"why", why}});
-            }
-            row.worst = std::max(row.worst, res.worst_ratio);
-          }
+        for (int64_t h : hidden) {
+          grid_case(op, dt, r, h, 0);
+          if (r == 83) grid_case(op, dt, r, h, 8);  // strided rows: one row count is enough to exercise the strides
+        }
+    }
 
   int total = 0, bad = 0;
   if (!o.json) {
-    std::cout << "\n" << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7)
-              << "cases" << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "worst err"
+    std::cout << "\n"
+              << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7) << "cases"
+              << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "worst err"
               << "  result\n";
   }
   nlohmann::json rows_json = nlohmann::json::array();
@@ -159,18 +160,25 @@ int run_verify(const VerifyOptions& o) {
                                                        " unsupported on " + prof->key + ")"
                                                  : "PASS")
                                   : "FAIL";
-    rows_json.push_back({{"op", op_info(key.first).name}, {"dtype", dtype_name(key.second)}, {"cases", row.cases},
-                         {"passed", row.passed}, {"refused", row.refused}, {"worst_error_ratio", row.worst},
+    rows_json.push_back({{"op", op_info(key.first).name},
+                         {"dtype", dtype_name(key.second)},
+                         {"cases", row.cases},
+                         {"passed", row.passed},
+                         {"refused", row.refused},
+                         {"worst_error_ratio", row.worst},
                          {"result", result}});
     if (!o.json)
       std::cout << std::left << std::setw(20) << op_info(key.first).name << std::setw(6) << dtype_name(key.second)
-                << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed << std::setw(9)
-                << row.refused << std::setw(12) << std::setprecision(3) << row.worst << "  " << result << "\n";
+                << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed << std::setw(9) << row.refused
+                << std::setw(12) << std::setprecision(3) << row.worst << "  " << result << "\n";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.json) {
-    std::cout << nlohmann::json{{"backend", backend}, {"rows", rows_json}, {"failures", failures},
-                                {"cases", total}, {"failed", bad}}
+    std::cout << nlohmann::json{{"backend", backend},
+                                {"rows", rows_json},
+                                {"failures", failures},
+                                {"cases", total},
+                                {"failed", bad}}
                      .dump(2)
               << "\n";
   } else {
