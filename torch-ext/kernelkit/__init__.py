@@ -14,7 +14,7 @@ import torch
 from ._ops import add_op_namespace_prefix, ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "gelu", "gelu_tanh",
-           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "rotary_embedding", "softmax", "info", "ops", "patch",
+           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "gelu_tanh_mul", "rotary_embedding", "softmax", "info", "ops", "patch",
            "unpatch", "layers"]
 
 _OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
@@ -142,6 +142,8 @@ geglu = _act_mul("gelu")
 geglu.__doc__ = "y = gelu(a) * b with separate tensors (GEGLU)."
 swiglu = _act_mul("silu")
 swiglu.__doc__ = "y = silu(a) * b with separate tensors (a Llama MLP's silu(gate) * up)."
+gelu_tanh_mul = _act_mul("gelu_tanh")
+gelu_tanh_mul.__doc__ = "y = gelu_tanh(a) * b with separate tensors (a Gemma MLP's gelu_tanh(gate) * up)."
 
 
 def softmax(x: torch.Tensor, scale: float = 1.0, causal: bool = False,

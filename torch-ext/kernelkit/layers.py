@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import (ada_layer_norm, geglu, gelu, gelu_and_mul, gelu_tanh, gelu_tanh_and_mul, rms_norm, silu_and_mul,
-               swiglu)
+from . import (ada_layer_norm, geglu, gelu, gelu_and_mul, gelu_tanh, gelu_tanh_and_mul, gelu_tanh_mul, rms_norm,
+               silu_and_mul, swiglu)
 
 
 def _eps(module: nn.Module) -> float:
@@ -111,26 +111,20 @@ class GeluTanhAndMul(nn.Module):
 
 
 # transformers' ACT2FN activation modules a gated MLP may hold -> kernelkit's fused act(gate) * up.
-def _gelu_tanh_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    from . import _act_mul
-
-    return _act_mul("gelu_tanh")(a, b)
-
-
 _GATED_MLP_OPS = {
     "SiLUActivation": swiglu,
     "SiLU": swiglu,
     "GELUActivation": geglu,
     "GELU": geglu,
-    "GELUTanh": _gelu_tanh_mul,
-    "PytorchGELUTanh": _gelu_tanh_mul,
+    "GELUTanh": gelu_tanh_mul,
+    "PytorchGELUTanh": gelu_tanh_mul,
 }
 
 
 def gated_mlp_op(act_fn: nn.Module):
     """kernelkit's fused act(gate) * up for a transformers activation module, or None when kernelkit has none."""
     if type(act_fn).__name__ == "GELU" and getattr(act_fn, "approximate", "none") != "none":
-        return _gelu_tanh_mul
+        return gelu_tanh_mul
     return _GATED_MLP_OPS.get(type(act_fn).__name__)
 
 
