@@ -18,8 +18,9 @@ constexpr int kRowVecsPerThread = 4;
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;
 constexpr int kRowNormRegisters = 64;
-// Element-wise kernels: 256-thread blocks, __launch_bounds__(256, 4) (so at most 64 registers), each thread loading
-// kElementwiseVecsPerThread vectors per grid-stride step so that many loads are in flight.
+// Element-wise kernels (activations, RoPE): 256-thread blocks, __launch_bounds__(256, 4) (so at most 64 registers), a
+// 2-D grid (block.x threads and grid.x blocks across a row's vectors, rows along y), each thread loading one vector of
+// kElementwiseVecsPerThread rows per step so that many loads are in flight.
 constexpr int kElementwiseThreads = 256;
 constexpr int kElementwiseMinBlocks = 4;
 constexpr int kElementwiseVecsPerThread = 4;
@@ -32,7 +33,8 @@ struct LaunchPlan {
   int threads_per_row = 0;  // block.x: threads cooperating on one row
   int rows_per_block = 0;   // block.y
   int block_threads = 0;    // block.x * block.y
-  int64_t grid = 0;         // blocks; a multiple of the SM count whenever the work fills more than one wave
+  int64_t grid = 0;         // blocks; about one wave of resident blocks whenever the work fills more than one
+  int64_t grid_x = 1;       // blocks across a row (element-wise plans; grid.y = grid / grid_x); 1 for row reductions
   int vecs_per_thread = 0;  // vectors of a row each thread handles
   bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages

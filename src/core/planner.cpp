@@ -83,17 +83,25 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   const int max_vec = 16 / elem;  // the same gcd rule as the norms
   const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
   p->vec = std::gcd(static_cast<int>(std::gcd<int64_t, int64_t>(s.hidden, max_vec)), align_elems);
-  p->threads_per_row = kElementwiseThreads;  // a flat grid-stride loop over (row, vector) pairs
-  p->rows_per_block = 1;
+  // Block: threads across a row's vectors (a power of two when the row is shorter than a block, so several rows
+  // share it), rows along y. Grid: grid_x blocks span a row; grid.y fills about one wave of resident blocks and each
+  // thread walks its column down the rows, kElementwiseVecsPerThread rows per step.
+  const int64_t nvec = s.hidden / p->vec;
+  p->threads_per_row = nvec >= kElementwiseThreads ? kElementwiseThreads : next_pow2(nvec);
+  p->rows_per_block = kElementwiseThreads / p->threads_per_row;
   p->block_threads = kElementwiseThreads;
   p->vecs_per_thread = kElementwiseVecsPerThread;
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
   if (p->blocks_per_sm == 0) return unsupported("elementwise: a 256-thread block does not fit profile " + prof.key);
-  const int64_t vectors = s.rows * (s.hidden / p->vec);
-  const int64_t per_block = static_cast<int64_t>(p->block_threads) * p->vecs_per_thread;
+  constexpr int64_t kMaxGridX = 2147483647, kMaxGridY = 65535;  // CUDA's grid limits
+  p->grid_x = ceil_div(nvec, p->threads_per_row);
+  if (p->grid_x > kMaxGridX)
+    return unsupported("elementwise: rows of " + std::to_string(s.hidden) + " elements are too long for one grid");
+  const int64_t row_blocks = ceil_div(s.rows, p->rows_per_block);
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  const int64_t grid_y = std::max<int64_t>(1, std::min({row_blocks, wave / p->grid_x, kMaxGridY}));
   p->sms = prof.sms;
-  p->grid = std::max<int64_t>(1, std::min(ceil_div(vectors, per_block), wave));
+  p->grid = p->grid_x * grid_y;
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
   return Status::Ok();
@@ -144,7 +152,9 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
 std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
-     << rows_per_block << " (" << block_threads << " threads), grid " << grid << ", vec " << vec << ", "
+     << rows_per_block << " (" << block_threads << " threads), grid " << grid;
+  if (grid_x > 1) os << " (" << grid_x << "x" << grid / grid_x << ")";
+  os << ", vec " << vec << ", "
      << vecs_per_thread << " vec/thread, ";
   if (op_info(op).family == OpFamily::row_norm)
     os << (cached ? "rows staged in smem" : "rows re-read (too long to stage)") << ", ";

@@ -125,11 +125,22 @@ TEST(Planner, ElementwiseRules) {
             EXPECT_LE(p.vec * static_cast<int>(dtype_size(dt)), 16);
             if (d % (16 / static_cast<int>(dtype_size(dt))) == 0) EXPECT_EQ(p.vec * dtype_size(dt), 16u);
             EXPECT_EQ(p.block_threads, kElementwiseThreads);
+            EXPECT_EQ(p.threads_per_row * p.rows_per_block, kElementwiseThreads);
             EXPECT_EQ(p.smem_bytes, 0);
-            const int64_t blocks_needed = (rows * (d / p.vec) + 1023) / 1024;
+            // grid.x blocks cover every vector of a row; grid.y blocks never exceed the rows, fill at most one wave
+            // (unless one row alone needs more blocks) and stay within CUDA's 65535.
+            const int64_t nvec = d / p.vec, grid_y = p.grid / p.grid_x;
+            EXPECT_EQ(p.grid % p.grid_x, 0);
+            EXPECT_GE(p.grid_x * p.threads_per_row, nvec);
+            EXPECT_LT((p.grid_x - 1) * p.threads_per_row, nvec);
+            if (nvec < kElementwiseThreads) EXPECT_GE(p.threads_per_row, nvec);
+            const int64_t row_blocks = (rows + p.rows_per_block - 1) / p.rows_per_block;
             const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
-            if (blocks_needed >= wave) EXPECT_EQ(p.grid % prof.sms, 0);
-            else EXPECT_EQ(p.grid, blocks_needed);
+            EXPECT_GE(grid_y, 1);
+            EXPECT_LE(grid_y, std::max<int64_t>(1, row_blocks));
+            EXPECT_LE(grid_y, 65535);
+            if (grid_y > 1) EXPECT_LE(p.grid, wave);
+            if (row_blocks * p.grid_x >= 2 * wave) EXPECT_GT(p.grid, wave / 2) << "grid " << p.grid;  // fills the GPU
           }
 }
 

@@ -10,15 +10,19 @@ struct Gelu {  // exact: x * Phi(x)
   static __device__ __forceinline__ float apply(float v) { return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); }
 };
 
-struct GeluTanh {  // the tanh approximation (GPT-2, "gelu_pytorch_tanh")
+// x * sigmoid(x) as x * rcp(1 + exp(-x)): expf keeps full precision and the correctly rounded reciprocal replaces an
+// IEEE division (whose slow path cost the streaming kernels their bandwidth); exp overflow gives rcp(inf) = 0, not NaN.
+__device__ __forceinline__ float times_sigmoid(float v, float x) { return v * __frcp_rn(1.0f + expf(-x)); }
+
+struct GeluTanh {  // the tanh approximation (GPT-2, "gelu_pytorch_tanh"): 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
   static __device__ __forceinline__ float apply(float v) {
-    constexpr float k = 0.7978845608028654f;  // sqrt(2 / pi)
-    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+    constexpr float k2 = 2.0f * 0.7978845608028654f;  // 2 sqrt(2 / pi)
+    return times_sigmoid(v, k2 * (v + 0.044715f * v * v * v));
   }
 };
 
-struct Silu {  // x * sigmoid(x); expf keeps full precision (the op is memory-bound, the intrinsic buys nothing)
-  static __device__ __forceinline__ float apply(float v) { return v / (1.0f + expf(-v)); }
+struct Silu {  // x * sigmoid(x)
+  static __device__ __forceinline__ float apply(float v) { return times_sigmoid(v, v); }
 };
 
 // Runtime -> compile-time: calls f(functor tag) for the activation.

@@ -3,7 +3,7 @@
 //
 // Per output element (E = sizeof(T)): bytes = E x (1 or 2 reads + 1 write), FLOPs ~4-11 (op_info.cpp): memory-bound on
 // every GPU, so the kernel is a streaming loop: 16-byte accesses, each thread issuing kElementwiseVecsPerThread loads
-// (per input) before using any, over a grid of at most one wave of resident blocks.
+// (per input) before using any, over a grid of about one wave of resident blocks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,7 @@
 #include "cuda/common/activations.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
 
@@ -33,33 +34,35 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     using V = Vec<T, VEC>;
-    constexpr int K = kElementwiseVecsPerThread;
-    const int64_t per_row = p.d / VEC;  // VEC divides d (planner)
-    const int64_t total = p.rows * per_row;
-    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; base < total; base += K * stride) {
+    // Rows per step: gated forms load two inputs per row, so they take half as many rows and keep the same number of
+    // 16-byte loads in flight (and within the 64-register budget: twice as many spilled to local memory).
+    constexpr int K = kGated ? kElementwiseVecsPerThread / 2 : kElementwiseVecsPerThread;
+    // 2-D grid (planner): this thread owns one column vector of every row it visits, so no index division; rows
+    // advance by row_step, K rows per step with all loads issued before any use.
+    const int64_t col = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+    if (col >= p.d) return;
+    const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r0 < p.rows; r0 += K * row_step) {
       V a[K], b[K];
-      int64_t row[K], col[K];
 #pragma unroll
-      for (int k = 0; k < K; ++k) {  // all loads first: K (or 2K) independent accesses in flight per thread
-        const int64_t i = base + k * stride;
-        if (i < total) {
-          row[k] = i / per_row;
-          col[k] = (i - row[k] * per_row) * VEC;
-          a[k] = V::load(p.a + row[k] * p.a_stride + col[k]);
-          if constexpr (kGated) b[k] = V::load(p.b + row[k] * p.b_stride + col[k]);
+      for (int k = 0; k < K; ++k) {
+        const int64_t r = r0 + k * row_step;
+        if (r < p.rows) {
+          a[k] = V::load(p.a + r * p.a_stride + col);
+          if constexpr (kGated) b[k] = V::load(p.b + r * p.b_stride + col);
         }
       }
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        if (base + k * stride >= total) break;
+        const int64_t r = r0 + k * row_step;
+        if (r >= p.rows) break;
         float y[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           y[j] = Act::apply(to_float(a[k].v[j]));
           if constexpr (kGated) y[j] *= to_float(b[k].v[j]);
         }
-        store_rounded<T, VEC>(p.out + row[k] * p.out_stride + col[k], y);
+        store_rounded<T, VEC>(p.out + r * p.out_stride + col, y);
       }
     }
   }
@@ -74,7 +77,7 @@ Status launch_activation(const detail::ElementwiseArgs& a, const LaunchPlan& pla
     return dispatch_activation(a.act, [&](auto act) -> Status {
       using Act = decltype(act);
       auto kernel = a.gated ? activation_kernel<T, V, Act, true> : activation_kernel<T, V, Act, false>;
-      kernel<<<static_cast<unsigned>(plan.grid), plan.block_threads, 0, stream>>>(p);
+      kernel<<<grid_of(plan), block_of(plan), 0, stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());
       return Status::Ok();
     });

@@ -28,6 +28,7 @@
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
@@ -227,8 +228,7 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(plan.smem_bytes)));
-    const dim3 block(plan.threads_per_row, plan.rows_per_block);
-    kernel<<<static_cast<unsigned>(plan.grid), block, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   });

@@ -14,6 +14,9 @@ namespace kernelkit::detail {
 Status rope_cuda(const RopeArgs& a, Stream stream) {
   const int64_t width = a.style == RopeStyle::neox ? a.rot_dim / 2 : a.rot_dim;
   const OpShape shape{a.tokens * (a.heads + a.kv_heads), width, 1, a.align_bytes};
+  if (shape.rows >= (int64_t{1} << 31))  // the kernel indexes (token, head) rows in 32 bits
+    return unsupported("rotary_embedding: tokens x (heads + kv_heads) = " + std::to_string(shape.rows) +
+                       " is above the kernel's limit of 2^31 - 1 rows; split the call");
   cuda::DeviceGuard guard;
   DeviceProfile prof;
   LaunchPlan plan;

@@ -2,7 +2,7 @@
 //
 // Work item = one vector of rotated pairs of one head of one token: neox reads x[i..i+VEC) and x[i+half..), gptj reads
 // the VEC/2 adjacent pairs in x[i..i+VEC). Bytes: q and k read and written once (cos/sin are per token and hit in
-// cache); ~3 FLOP per element: memory-bound. The grid-stride loop covers tokens x (heads + kv_heads) x vectors.
+// cache); ~3 FLOP per element: memory-bound.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +10,7 @@
 #include "core/rope.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
 
@@ -43,12 +44,14 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
     constexpr int kElems = kNeox ? VEC : (VEC < 2 ? 2 : VEC);  // elements of the head one item covers
     const int64_t half = p.rot_dim / 2;
     const int64_t per_head = (kNeox ? half : p.rot_dim) / kElems;
-    const int64_t heads_total = p.heads + p.kv_heads;
-    const int64_t total = p.tokens * heads_total * per_head;
-    for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < total;
-         item += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-      const int64_t v = item % per_head, th = item / per_head;
-      const int64_t t = th / heads_total, h = th % heads_total;
+    const unsigned heads_total = static_cast<unsigned>(p.heads + p.kv_heads);
+    // 2-D grid (planner): x = this thread's item within a head, y walks the (token, head) rows; the host keeps
+    // tokens x heads below 2^32 so the row splits with one 32-bit division.
+    const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (v >= per_head) return;
+    const unsigned rows = static_cast<unsigned>(p.tokens) * heads_total;
+    for (unsigned r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y) {
+      const int64_t t = r / heads_total, h = r - static_cast<unsigned>(t) * heads_total;
       const bool is_q = h < p.heads;
       const int64_t hh = is_q ? h : h - p.heads;
       const T* src = is_q ? p.q + t * p.q_tok + hh * p.q_head : p.k + t * p.k_tok + hh * p.k_head;
@@ -114,7 +117,7 @@ Status launch_rope(const detail::RopeArgs& a, const LaunchPlan& plan, cudaStream
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     auto kernel = a.style == RopeStyle::neox ? rope_kernel<T, V, true> : rope_kernel<T, V, false>;
-    kernel<<<static_cast<unsigned>(plan.grid), plan.block_threads, 0, stream>>>(p);
+    kernel<<<grid_of(plan), block_of(plan), 0, stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   });

@@ -12,6 +12,7 @@
 #include "core/softmax.hpp"
 #include "cuda/common/check.cuh"
 #include "cuda/common/dispatch.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
@@ -92,8 +93,7 @@ Status launch_softmax(const detail::SoftmaxArgs& a, const LaunchPlan& plan, cuda
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     auto kernel = a.causal ? softmax_kernel<T, V, true> : softmax_kernel<T, V, false>;
-    const dim3 block(plan.threads_per_row, plan.rows_per_block);
-    kernel<<<static_cast<unsigned>(plan.grid), block, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   });
