@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -22,6 +23,18 @@ const char* assessment(double pct) {
   if (pct >= 62) return "good";
   if (pct >= 31) return "fair";
   return "poor";
+}
+
+namespace {
+constexpr int64_t kRopeHeadDim = 128, kRopeGqa = 4;  // the suite's Llama attention: heads of 128, 4 q heads per kv
+}  // namespace
+
+OpShape bench_op_shape(OpId op, const BenchShape& shape) {
+  if (op_info(op).family == OpFamily::rope) {  // (token, head) rows of q and k (see bench_rope)
+    const int64_t heads = shape.hidden / kRopeHeadDim;
+    return {shape.rows * (heads + heads / kRopeGqa), kRopeHeadDim, 1, 16};
+  }
+  return {shape.rows, shape.hidden, shape.batch, 16};
 }
 
 #ifndef KERNELKIT_HAS_CUDA
@@ -78,6 +91,24 @@ Status download_rows(HostBuffer* dst, const void* src, const std::vector<int64_t
     KK_CUDA_RETURN(cudaMemcpy(static_cast<uint8_t*>(dst->data()) + i * row_bytes,
                               static_cast<const uint8_t*>(src) + static_cast<size_t>(rows[i]) * row_bytes, row_bytes,
                               cudaMemcpyDeviceToHost));
+  return Status::Ok();
+}
+
+// Up to 32 rows spread over [0, rows), first and last included: the rows checked against the reference before a timing.
+std::vector<int64_t> sample_rows(int64_t rows) {
+  std::vector<int64_t> out;
+  const int64_t k = std::min<int64_t>(rows, 32);
+  for (int64_t i = 0; i < k; ++i) out.push_back(k == 1 ? 0 : i * (rows - 1) / (k - 1));
+  return out;
+}
+
+// Records the verification of `rows` sampled rows in r; a mismatch fails the case (no timing is accepted).
+Status record_verification(const CaseResult& cmp, int64_t rows, BenchResult* r) {
+  r->rows_checked = rows;
+  if (cmp.mismatches)
+    return Status(StatusCode::internal,
+                  "verification failed: " + std::to_string(cmp.mismatches) + " mismatches\n" + cmp.detail);
+  r->verified = true;
   return Status::Ok();
 }
 
@@ -243,9 +274,9 @@ void finish(double peak_gbps, BenchResult* r) {
 BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs, int device,
                        double peak_gbps) {
   BenchResult r;
-  const OpShape os{shape.rows, shape.hidden, shape.batch, 16};
-  r.bytes = op_bytes(op, os, dt);
-  r.flops = op_flops(op, os);
+  r.op_shape = bench_op_shape(op, shape);
+  r.bytes = op_bytes(op, r.op_shape, dt);
+  r.flops = op_flops(op, r.op_shape);
   auto fail = [&](Status s) {
     r.status = std::move(s);
     return r;
@@ -261,9 +292,8 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
   auto refill = [&](cudaStream_t s) { return wl.refill(s); };
 
   // ---- Verify set 0 on sampled rows against the CPU reference before any timing.
-  std::vector<int64_t> rows;
-  const int64_t k = std::min<int64_t>(shape.rows, 32);
-  for (int64_t i = 0; i < k; ++i) rows.push_back(k == 1 ? 0 : i * (shape.rows - 1) / (k - 1));
+  const std::vector<int64_t> rows = sample_rows(shape.rows);
+  const int64_t k = static_cast<int64_t>(rows.size());
   HostBuffer hx(dt, k * H), hr(dt, k * H), hw(dt, H), hb(dt, H), hsc(dt, k * H), hsh(dt, k * H), hout(dt, k * H);
   const int64_t seq = ada ? shape.rows / B : shape.rows;  // every row of a non-ada op maps to batch 0
   std::vector<int64_t> batch_rows;
@@ -304,11 +334,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
     } else {
       compare_outputs("out", hout, want_out, k, H, H, &cmp);
     }
-    r.rows_checked = k;
-    if (cmp.mismatches)
-      return fail(Status(StatusCode::internal, "verification failed: " + std::to_string(cmp.mismatches) +
-                                                   " mismatches\n" + cmp.detail));
-    r.verified = true;
+    if (Status s = record_verification(cmp, k, &r); !s.ok()) return fail(s);
   }
   if (Status s = refill(nullptr); !s.ok()) return fail(s);
   if (Status s = device_synchronize(); !s.ok()) return fail(s);  // the timing streams do not wait on the default one
@@ -327,9 +353,9 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
 BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs,
                              int device, double peak_gbps) {
   BenchResult r;
-  const OpShape os{shape.rows, shape.hidden, 1, 16};
-  r.bytes = op_bytes(op, os, dt);
-  r.flops = op_flops(op, os);
+  r.op_shape = bench_op_shape(op, shape);
+  r.bytes = op_bytes(op, r.op_shape, dt);
+  r.flops = op_flops(op, r.op_shape);
   auto fail = [&](Status s) {
     r.status = std::move(s);
     return r;
@@ -337,7 +363,10 @@ BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const 
   if (cudaSetDevice(device) != cudaSuccess) return fail(Status(StatusCode::cuda_error, "cudaSetDevice failed"));
   const bool two = op == OpId::geglu;
   const bool gated = op_info(op).row_tensors_read == 2 && !two;
+  const bool causal = op == OpId::causal_softmax;
   const int64_t d = shape.hidden, in_width = gated ? 2 * d : d, rows = shape.rows;
+  // causal_softmax: queries per score matrix (the suite's square matrices, or the middle dim of a 3-D shape).
+  const int64_t s_q = shape.batch > 1 ? rows / shape.batch : (rows % d == 0 ? d : rows);
   const size_t e = dtype_size(dt);
   size_sets(prof, r.bytes, &r);
   std::vector<DeviceBuffer> x(static_cast<size_t>(r.sets)), b(static_cast<size_t>(r.sets)), out(static_cast<size_t>(r.sets));
@@ -348,41 +377,114 @@ BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const 
                      two ? fill_uniform(b[i].data(), dt, rows * d, -4, 4, 300 + i, nullptr) : Status::Ok()})
       if (!s.ok()) return fail(s);
   }
-  auto views = [&](int i, Device where, void* xp, void* bp, void* op_, int64_t n) {
-    return std::tuple{TensorView::contiguous(xp, dt, {n, in_width}, where),
-                      TensorView::contiguous(bp, dt, {n, d}, where), TensorView::contiguous(op_, dt, {n, d}, where)};
+  // 2-D views [n, width]; causal_softmax on the device sees [n / s_q, s_q, d].
+  auto view = [&](void* p, int64_t n, int64_t width, Device where) {
+    if (causal && where.type == DeviceType::cuda) return TensorView::contiguous(p, dt, {n / s_q, s_q, width}, where);
+    return TensorView::contiguous(p, dt, {n, width}, where);
   };
-  // softmax shares this streaming harness (x in, out out) at the attention-score scale 1/sqrt(64).
+  // The softmax ops share this streaming harness (x in, out out) at the attention-score scale 1/sqrt(64).
   auto run_op = [&](const TensorView& ov, const TensorView& xv, const TensorView* bv, Stream st) {
-    return op == OpId::softmax ? softmax(ov, xv, 0.125f, st) : call_activation_op(op, ov, xv, bv, st);
+    if (op == OpId::softmax || (causal && ov.device.type == DeviceType::cpu)) return softmax(ov, xv, 0.125f, st);
+    if (causal) return causal_softmax(ov, xv, 0.125f, st);
+    return call_activation_op(op, ov, xv, bv, st);
   };
   auto launch = [&](int i, cudaStream_t st) {
     const int k = i % r.sets;
-    auto [xv, bv, ov] = views(k, dev, x[k].data(), b[k].data(), out[k].data(), rows);
-    return run_op(ov, xv, two ? &bv : nullptr, st);
+    const TensorView bv = view(b[k].data(), rows, d, dev);
+    return run_op(view(out[k].data(), rows, d, dev), view(x[k].data(), rows, in_width, dev), two ? &bv : nullptr, st);
   };
   // Verify set 0 on sampled rows against the CPU reference before timing.
   if (Status s = launch(0, nullptr); !s.ok()) return fail(s);
   if (Status s = device_synchronize(); !s.ok()) return fail(s);
-  std::vector<int64_t> sample;
-  const int64_t k = std::min<int64_t>(rows, 32);
-  for (int64_t i = 0; i < k; ++i) sample.push_back(k == 1 ? 0 : i * (rows - 1) / (k - 1));
+  const std::vector<int64_t> sample = sample_rows(rows);
+  const int64_t k = static_cast<int64_t>(sample.size());
   HostBuffer hx(dt, k * in_width), hb(dt, two ? k * d : 1), got(dt, k * d), want(dt, k * d);
   for (Status s : {download_rows(&hx, x[0].data(), sample, in_width, dt),
                    two ? download_rows(&hb, b[0].data(), sample, d, dt) : Status::Ok(),
                    download_rows(&got, out[0].data(), sample, d, dt)})
     if (!s.ok()) return fail(s);
   {
-    auto [xv, bv, ov] = views(0, Device::cpu(), hx.data(), hb.data(), want.data(), k);
-    if (Status s = run_op(ov, xv, two ? &bv : nullptr, nullptr); !s.ok()) return fail(s);
+    // The reference on the sampled rows; for causal_softmax each row's masked keys are set to -inf and the rows go
+    // through the plain softmax reference (the documented equivalence: masked entries are 0, like -inf inputs).
+    if (causal)
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = std::max<int64_t>(0, sample[i] % s_q + d - s_q + 1); j < d; ++j) hx.set(i * d + j, -INFINITY);
+    const TensorView bv = view(hb.data(), k, d, Device::cpu());
+    if (Status s = run_op(view(want.data(), k, d, Device::cpu()), view(hx.data(), k, in_width, Device::cpu()),
+                          two ? &bv : nullptr, nullptr);
+        !s.ok())
+      return fail(s);
     CaseResult cmp;
     compare_outputs("out", got, want, k, d, d, &cmp);
-    r.rows_checked = k;
-    if (cmp.mismatches)
-      return fail(Status(StatusCode::internal, "verification failed: " + std::to_string(cmp.mismatches) +
-                                                   " mismatches\n" + cmp.detail));
-    r.verified = true;
+    if (Status s = record_verification(cmp, k, &r); !s.ok()) return fail(s);
   }
+  if (Status s = time_launches(launch, nullptr, runs, &r); !s.ok()) return fail(s);
+  finish(peak_gbps, &r);
+  return r;
+}
+
+BenchResult bench_rope(const DeviceProfile& prof, DType dt, const BenchShape& shape, int runs, int device,
+                       double peak_gbps) {
+  BenchResult r;
+  r.op_shape = bench_op_shape(OpId::rotary_embedding, shape);
+  r.bytes = op_bytes(OpId::rotary_embedding, r.op_shape, dt);
+  r.flops = op_flops(OpId::rotary_embedding, r.op_shape);
+  auto fail = [&](Status s) {
+    r.status = std::move(s);
+    return r;
+  };
+  const int64_t D = kRopeHeadDim, heads = shape.hidden / D, kv = heads / kRopeGqa, tokens = shape.rows;
+  if (heads < kRopeGqa || shape.hidden % (D * kRopeGqa) != 0)
+    return fail(invalid_argument("rotary_embedding bench: hidden must be a multiple of " +
+                                 std::to_string(D * kRopeGqa) + ", got " + std::to_string(shape.hidden)));
+  if (cudaSetDevice(device) != cudaSuccess) return fail(Status(StatusCode::cuda_error, "cudaSetDevice failed"));
+  const int64_t width = (heads + 2 * kv) * D, max_pos = 8192;  // fused qkv row; positions drawn below max_pos
+  const size_t e = dtype_size(dt);
+  size_sets(prof, r.bytes, &r);
+  // Shared positions (random, token 0 at 0) and the f32 cos/sin cache [max_pos, D]: cos in the first half.
+  HostBuffer pos(DType::i64, tokens), cache(DType::f32, max_pos * D);
+  std::mt19937_64 rng(5);
+  for (int64_t t = 0; t < tokens; ++t) pos.set(t, t == 0 ? 0 : static_cast<int64_t>(rng() % max_pos));
+  for (int64_t m = 0; m < max_pos; ++m)
+    for (int64_t j = 0; j < D / 2; ++j) {
+      const double angle = static_cast<double>(m) * std::pow(10000.0, -2.0 * static_cast<double>(j) / D);
+      cache.set(m * D + j, std::cos(angle));
+      cache.set(m * D + D / 2 + j, std::sin(angle));
+    }
+  DeviceBuffer dpos, dcache;
+  std::vector<DeviceBuffer> qkv(static_cast<size_t>(r.sets));
+  for (Status s : {dpos.alloc(pos.bytes()), dpos.upload(pos), dcache.alloc(cache.bytes()), dcache.upload(cache)})
+    if (!s.ok()) return fail(s);
+  for (int i = 0; i < r.sets; ++i)
+    for (Status s : {qkv[i].alloc(tokens * width * e), fill_uniform(qkv[i].data(), dt, tokens * width, -2, 2, 500 + i,
+                                                                   nullptr)})
+      if (!s.ok()) return fail(s);
+  // q [tokens, heads, D] and k [tokens, kv, D]: strided views of the fused rows, rotated in place.
+  auto call = [&](void* base, const void* positions, const void* cs, int64_t n, Device where, Stream st) {
+    auto* k = static_cast<char*>(base) + heads * D * static_cast<int64_t>(e);
+    const TensorView q = TensorView::strided(base, dt, {n, heads, D}, {width, D, 1}, where);
+    const TensorView kv_view = TensorView::strided(k, dt, {n, kv, D}, {width, D, 1}, where);
+    return rotary_embedding(q, kv_view, q, kv_view,
+                            TensorView::contiguous(const_cast<void*>(positions), DType::i64, {n}, where),
+                            TensorView::contiguous(const_cast<void*>(cs), DType::f32, {max_pos, D}, where),
+                            RopeStyle::neox, st);
+  };
+  const Device dev = Device::cuda(device);
+  auto launch = [&](int i, cudaStream_t st) {
+    return call(qkv[static_cast<size_t>(i % r.sets)].data(), dpos.data(), dcache.data(), tokens, dev, st);
+  };
+  // Verify on sampled tokens: their rows before and after one launch on set 0, against the CPU reference.
+  const std::vector<int64_t> sample = sample_rows(tokens);
+  const int64_t k = static_cast<int64_t>(sample.size());
+  HostBuffer want(dt, k * width), got(dt, k * width), spos(DType::i64, k);
+  for (int64_t i = 0; i < k; ++i) spos.set(i, pos.get(sample[i]));
+  for (Status s : {device_synchronize(), download_rows(&want, qkv[0].data(), sample, width, dt), launch(0, nullptr),
+                   device_synchronize(), download_rows(&got, qkv[0].data(), sample, width, dt),
+                   call(want.data(), spos.data(), cache.data(), k, Device::cpu(), nullptr)})
+    if (!s.ok()) return fail(s);
+  CaseResult cmp;
+  compare_outputs("qkv", got, want, k, width, width, &cmp);
+  if (Status s = record_verification(cmp, k, &r); !s.ok()) return fail(s);
   if (Status s = time_launches(launch, nullptr, runs, &r); !s.ok()) return fail(s);
   finish(peak_gbps, &r);
   return r;
@@ -390,7 +492,8 @@ BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const 
 
 BenchResult bench_op(const DeviceProfile& prof, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
                      double peak_gbps) {
-  if (op_info(op).family == OpFamily::elementwise || op == OpId::softmax)
+  if (op_info(op).family == OpFamily::rope) return bench_rope(prof, dtype, shape, runs, device, peak_gbps);
+  if (op_info(op).family == OpFamily::elementwise || op_info(op).family == OpFamily::softmax)
     return bench_streaming(prof, op, dtype, shape, runs, device, peak_gbps);
   return bench_norm(prof, op, dtype, shape, runs, device, peak_gbps);
 }

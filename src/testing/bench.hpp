@@ -32,6 +32,7 @@ struct BenchResult {
   bool graph = false;        // timed as CUDA-graph replays (short kernels)
   bool l2_cold = false;      // the rotating buffers exceeded 2x L2
   int sets = 0;              // rotating buffer sets
+  OpShape op_shape;          // the shape the op's bytes and FLOPs were computed for (bench_op_shape)
   uint64_t bytes = 0;        // from op_bytes: the single description of the op
   double flops = 0;
   double gbps = 0, pct_of_peak = 0;
@@ -67,8 +68,17 @@ BenchResult bench_op(const DeviceProfile& profile, OpId op, DType dtype, const B
 BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                        int device, double peak_gbps);
 // The streaming ops (activations, softmax): x [rows, d] (or [rows, 2d] gated; a and b for geglu) -> out [rows, d].
+// causal_softmax: x [batch, rows / batch, d] score matrices (a 2-D shape is cut into square [d, d] ones when d
+// divides rows).
 BenchResult bench_streaming(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
                              int device, double peak_gbps);
+// RoPE as in a Llama attention block: a suite shape tokens x hidden is q [tokens, hidden / 128, 128] and k [tokens,
+// hidden / 512, 128] (GQA 4:1) as strided views of a fused qkv projection, rotated in place from a cos/sin cache with
+// random positions (vLLM convention, neox).
+BenchResult bench_rope(const DeviceProfile& profile, DType dtype, const BenchShape& shape, int runs, int device,
+                       double peak_gbps);
+// The shape an op's bytes and FLOPs are counted over for a suite shape (RoPE: (token, head) rows of head_dim).
+OpShape bench_op_shape(OpId op, const BenchShape& shape);
 
 // The seed's assessment of % of the measured peak: > 78 excellent, 62-78 good, 31-62 fair, < 31 poor.
 const char* assessment(double pct_of_peak);

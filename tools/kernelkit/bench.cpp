@@ -190,9 +190,8 @@ int run_bench(const BenchOptions& o) {
   auto prof = resolve_profile("", o.device);
   if (!prof) return 1;
   std::vector<OpId> ops;
-  for (const OpInfo& op : op_table())  // rope and causal_softmax are not in the timing harness yet
-    if (op.family != OpFamily::rope && op.id != OpId::causal_softmax &&
-        (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()))
+  for (const OpInfo& op : op_table())
+    if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end())
       ops.push_back(op.id);
   std::vector<DType> dtypes;
   for (DType d : {DType::bf16, DType::f16, DType::f32}) {
@@ -239,9 +238,8 @@ int run_bench(const BenchOptions& o) {
     for (DType dt : dtypes)
       for (const BenchShape& sh : shapes) {
         const BenchResult r = testing::bench_op(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
-        const OpShape os{sh.rows, sh.hidden, sh.batch, 16};
-        const double intensity = op_intensity(op, os, dt);
-        const bool mem = op_memory_bound(op, os, dt, *prof);
+        const double intensity = op_intensity(op, r.op_shape, dt);
+        const bool mem = op_memory_bound(op, r.op_shape, dt, *prof);
         nlohmann::json j = {{"op", op_info(op).name}, {"dtype", dtype_name(dt)}, {"shape", sh.label},
                             {"rows", sh.rows},        {"hidden", sh.hidden},    {"bytes", r.bytes},
                             {"flops", r.flops},       {"intensity", intensity}, {"bound", mem ? "memory" : "compute"}};
