@@ -50,7 +50,9 @@ MAX_SETS = 64                   # buffer sets per case, at most
 COPY_BYTES = 4 << 30            # the copy ceiling copies 4 GiB (read 4 GiB + write 4 GiB)
 CHECK_CHUNK = 1 << 24           # elements per float64 reference chunk (bounds the check's memory)
 TOLERANCE = {"bf16": (2.0**-7, 1e-5), "fp16": (2.0**-10, 1e-5)}  # (rtol, atol)
-ROW_TENSORS = ("x", "res", "out")  # [batch, seq, hidden]; "w", "b": [hidden]; "scale", "shift": [batch, hidden]
+# [batch, seq, ...] tensors (sliced by rows for the reference); "w", "b": [hidden]; "scale", "shift": [batch, hidden];
+# RoPE's "pos" [batch, seq] and per-token "cos", "sin" [batch, seq, head_dim]; "cache" [max_position, head_dim]
+ROW_TENSORS = ("x", "res", "out", "pos", "cos", "sin")
 
 # Shapes as (batch, seq, hidden); LLM tokens are batch 1, rows = batch * seq.
 LLM_SHAPES = [(1, t, h) for t in (1, 16, 128, 2048, 16384, 65536) for h in (2048, 4096, 8192)]
@@ -78,6 +80,7 @@ class Kernelkit:
         "kk_rms_norm_gelu": [_P, _P, _P, _I64, _I64, _I64, _I64, _I, _F, _I, _P],
         "kk_activation": [_P, _P, _I64, _I64, _I64, _I64, _I, _I, _I, _I, _P],
         "kk_softmax": [_P, _P, _I64, _I64, _I64, _I64, _F, _I, _I64, _I, _I, _P],
+        "kk_rotary_embedding": [_P, _P, _I64, _I64, _I64, _I64, _I64, _I64, _P, _P, _I64, _I64, _I, _I, _I, _P],
     }
     DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2}  # KK_F32, KK_F16, KK_BF16
     STATUS = {1: "invalid_argument", 2: "unsupported", 3: "cuda_error", 4: "no_device", 5: "internal"}
@@ -152,7 +155,7 @@ def kk_rms_norm_gelu(kk, t, eps):
 
 
 ACT_CODES = {"gelu": 0, "gelu_tanh": 1, "silu": 2}  # KK_GELU, KK_GELU_TANH, KK_SILU
-ACTS = {"gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "silu": F.silu}
+ACTS = {"gelu": lambda v: F.gelu(v), "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "silu": lambda v: F.silu(v)}
 
 
 def kk_activation(name, gated):
@@ -256,7 +259,9 @@ class Op:
     reference: Callable  # reference(float64 inputs, eps, dtype) -> outputs
     baselines: tuple
     baseline_formula: str  # what "eager" and "compile" run, for the report
-    x_width: int = 1       # the input "x" is [b, s, x_width * h] (2 for gated activations)
+    x_width: float = 1     # the input "x" is [b, s, x_width * h] (2 for gated activations, 1.5 for RoPE's fused qkv)
+    op_shape: Callable = lambda b, s, h: (b * s, h, b)  # (rows, hidden, batch) of the op's bytes in kernelkit's table
+    row_block: Callable = None  # row_block(b, s, h): the reference needs whole blocks of that many rows (causal)
 
 
 def eager_and_compiled(formula, args):
@@ -273,6 +278,104 @@ def kk_softmax(kk, t, eps):
 
 def torch_softmax(x, eps):
     return torch.softmax(x * SOFTMAX_SCALE, -1)
+
+
+def causal_sq(b, s, h):
+    """Queries per score block for a suite shape [b, s, h]: square [h, h] blocks when h divides the rows, else [s, h].
+
+    >>> causal_sq(1, 65536, 4096), causal_sq(1, 2048, 4096), causal_sq(1, 1, 4096)
+    (4096, 2048, 1)
+    """
+    return h if (b * s) % h == 0 else s
+
+
+def kk_causal_softmax(kk, t, eps):
+    n, d = rows_hidden(t["x"])
+    kk.call("kk_softmax", t["out"], t["x"], n, d, d, d, SOFTMAX_SCALE, 1, causal_sq(*t["x"].shape), kk.dtype(t["x"]),
+            *kk.where(t["x"]))
+
+
+_MASKS = {}
+
+
+def causal_mask(s_q, s_k, device):
+    """True where query i may not see key j (j > i + s_k - s_q: bottom-right aligned), built once per shape."""
+    key = (s_q, s_k, str(device))
+    if key not in _MASKS:
+        i = torch.arange(s_q, device=device)[:, None]
+        _MASKS[key] = torch.arange(s_k, device=device)[None, :] > i + (s_k - s_q)
+    return _MASKS[key]
+
+
+def torch_causal_softmax(x, eps):
+    """HF eager attention's scores path on [.., s_q, h] blocks: scale, masked_fill with -inf, softmax (fully masked
+    rows, where s_q > h, are NaN in torch and 0 in kernelkit)."""
+    b, s, h = x.shape
+    sq = causal_sq(b, s, h)
+    y = (x.reshape(-1, sq, h) * SOFTMAX_SCALE).masked_fill(causal_mask(sq, h, x.device), -math.inf)
+    return torch.softmax(y, -1).reshape(b, s, h)
+
+
+def ref_causal_softmax(i, eps, dtype):
+    # check() passes whole score blocks (Op.row_block), so each query row keeps its index within its block.
+    return (torch.nan_to_num(torch_causal_softmax(i["x"], eps), nan=0.0),)
+
+
+ROPE_D, ROPE_GQA, ROPE_MAX_POS = 128, 4, 8192  # heads of 128, 4 q heads per kv head (Llama 3), positions < 8192
+
+
+def rope_heads(h):
+    """(q heads, kv heads) of a hidden size: h / 128 query heads, a quarter of them for k and v.
+
+    >>> rope_heads(4096)
+    (32, 8)
+    """
+    return h // ROPE_D, h // ROPE_D // ROPE_GQA
+
+
+def rope_tables(b, s, gen):
+    """Positions [b, s] (token 0 at 0), the fp32 cos/sin cache [max_pos, 128] (cos | sin halves, Llama's 10000 base)
+    and the per-token HF tables cos, sin [b, s, 128] (halves repeated) that the positions select."""
+    dev = gen.device
+    pos = torch.randint(0, ROPE_MAX_POS, (b, s), generator=gen, device=dev)
+    pos[:, 0] = 0
+    inv = 10000.0 ** (-torch.arange(0, ROPE_D, 2, device=dev, dtype=torch.float64) / ROPE_D)
+    ang = torch.arange(ROPE_MAX_POS, device=dev, dtype=torch.float64)[:, None] * inv[None, :]
+    cache = torch.cat([ang.cos(), ang.sin()], -1).float()
+    half = ROPE_D // 2
+    cos, sin = cache[pos][..., :half], cache[pos][..., half:]
+    return {"pos": pos, "cache": cache, "cos": torch.cat([cos, cos], -1), "sin": torch.cat([sin, sin], -1)}
+
+
+def kk_rope(kk, t, eps):
+    x = t["x"]  # fused qkv [b, s, (heads + 2 kv) * 128], rotated in place
+    b, s, w = x.shape
+    heads, kv = rope_heads(w * 2 // 3)
+    kk.call("kk_rotary_embedding", x, x[..., heads * ROPE_D:], b * s, heads, kv, ROPE_D, w, w, t["pos"], t["cache"],
+            ROPE_MAX_POS, ROPE_D, 1, kk.dtype(x), *kk.where(x))
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, -1)
+    return torch.cat((-x2, x1), -1)
+
+
+def hf_rope(x, cos, sin, eps):
+    """transformers' apply_rotary_pos_emb on q and k sliced from the fused projection (returns new q, k)."""
+    b, s, w = x.shape
+    heads, kv = rope_heads(w * 2 // 3)
+    q = x[..., :heads * ROPE_D].view(b, s, heads, ROPE_D)
+    k = x[..., heads * ROPE_D:(heads + kv) * ROPE_D].view(b, s, kv, ROPE_D)
+    c, sn = cos.unsqueeze(2).to(x.dtype), sin.unsqueeze(2).to(x.dtype)
+    return q * c + rotate_half(q) * sn, k * c + rotate_half(k) * sn
+
+
+def ref_rope(i, eps, dtype):
+    x = i["x"]
+    b, s, w = x.shape
+    heads, kv = rope_heads(w * 2 // 3)
+    q, k = hf_rope(x, i["cos"], i["sin"], eps)
+    return (torch.cat([q.reshape(b, s, -1), k.reshape(b, s, -1), x[..., (heads + kv) * ROPE_D:]], -1),)
 
 
 def act_op(name, gated):
@@ -303,6 +406,15 @@ OPS = [
        lambda i, eps, dtype: (torch.softmax(i["x"] * SOFTMAX_SCALE, -1),),
        (Baseline("torch.softmax", torch_softmax, ("x",)), Baseline("compile", torch_softmax, ("x",), True)),
        "torch.softmax(x * 0.125, -1)"),
+    Op("causal_softmax", 0.0, ("x", "out"), ("x",), ("out",), kk_causal_softmax, ref_causal_softmax,
+       eager_and_compiled(torch_causal_softmax, ("x",)),
+       "torch.softmax((x * 0.125).masked_fill(causal mask, -inf), -1) over [b, s_q = s, s_k = h] scores",
+       row_block=lambda b, s, h: s if causal_sq(b, s, h) == s else causal_sq(b, s, h)),
+    Op("rotary_embedding", 0.0, ("x", "pos", "cache", "cos", "sin"), ("x", "pos", "cache", "cos", "sin"), ("x",),
+       kk_rope, ref_rope, eager_and_compiled(hf_rope, ("x", "cos", "sin")),
+       "HF apply_rotary_pos_emb (q * cos + rotate_half(q) * sin, and k) on views of a fused qkv [b, s, 1.5 h]; "
+       "kernelkit rotates in place from the cos/sin cache and positions (h / 128 heads, GQA 4)", 1.5,
+       lambda b, s, h: (b * s * sum(rope_heads(h)), ROPE_D, 1)),
 ]
 
 
@@ -516,9 +628,14 @@ INIT = {"x": (0.0, 1.0), "res": (0.0, 1.0), "w": (1.0, 0.1), "b": (0.0, 0.1), "s
 def make_set(op, shape, dtype, gen):
     """One independent buffer set on the generator's device: random inputs (never zeros), outputs uninitialized."""
     b, s, h = shape
-    dims = {"x": (b, s, op.x_width * h), "res": (b, s, h), "out": (b, s, h), "w": (h,), "b": (h,), "scale": (b, h), "shift": (b, h)}
+    dims = {"x": (b, s, int(op.x_width * h)), "res": (b, s, h), "out": (b, s, h), "w": (h,), "b": (h,),
+            "scale": (b, h), "shift": (b, h)}
     t = {}
+    if "pos" in op.tensors:  # RoPE: random positions (token 0 at 0) and the cos/sin they select
+        t.update(rope_tables(b, s, gen))
     for name in op.tensors:
+        if name in t:
+            continue
         if name in INIT:
             mean, std = INIT[name]
             t[name] = torch.randn(dims[name], generator=gen, device=gen.device).mul_(std).add_(mean).to(dtype)
@@ -539,6 +656,9 @@ def check(op, kk, t, dtype_name):
     rtol, atol = TOLERANCE[dtype_name]
     b, s, h = t["x"].shape
     step = max(1, CHECK_CHUNK // (b * h))
+    if op.row_block:  # whole blocks of rows only
+        blk = op.row_block(b, s, h)
+        step = max(blk, step // blk * blk)
     bad, nonfinite, worst, first = 0, 0, 0.0, None
     for s0 in range(0, s, step):
         rows = slice(s0, s0 + step)
@@ -571,7 +691,9 @@ def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     b, s, h = shape
     row = {"op": op.name, "shape": list(shape), "label": shape_label(shape), "dtype": dtype_name, "rows": b * s,
-           "hidden": h, "batch": b, "bytes": kk.op_bytes(op.name, b * s, h, b, Kernelkit.DTYPE_CODES[str(dtype).removeprefix("torch.")]), "status": "ok",
+           "hidden": h, "batch": b, "bytes": kk.op_bytes(op.name, *op.op_shape(b, s, h),
+                                                         Kernelkit.DTYPE_CODES[str(dtype).removeprefix("torch.")]),
+           "status": "ok",
            "error": ""}
     torch._dynamo.reset()  # one compile per case: no recompile limit across shapes, no stale graphs
     gen = torch.Generator(device=DEVICE).manual_seed(SEED)

@@ -88,6 +88,15 @@ KK_API int kk_softmax(void* out, const void* x, int64_t rows, int64_t d, int64_t
 KK_API int kk_act_mul(void* out, const void* a, const void* b, int64_t rows, int64_t d, int64_t a_row_stride,
                       int64_t b_row_stride, int64_t out_row_stride, int act, int dtype, int device, void* stream);
 
+/* RoPE in place on q [tokens, heads, head_dim] and k [tokens, kv_heads, head_dim] (token strides in elements, heads
+ * contiguous: e.g. slices of a fused qkv row) from int64 positions [tokens] and an fp32 cos/sin cache
+ * [max_position, rot_dim] (cos in the first half, sin in the second: the vLLM convention). neox = 1: rotate_half
+ * pairs, 0: interleaved (GPT-J). */
+KK_API int kk_rotary_embedding(void* q, void* k, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                               int64_t q_token_stride, int64_t k_token_stride, const int64_t* positions,
+                               const float* cos_sin_cache, int64_t max_position, int64_t rot_dim, int neox, int dtype,
+                               int device, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -170,4 +170,20 @@ KK_API int kk_softmax(void* out, const void* x, int64_t rows, int64_t d, int64_t
   });
 }
 
+KK_API int kk_rotary_embedding(void* q, void* k, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t head_dim,
+                               int64_t q_token_stride, int64_t k_token_stride, const int64_t* positions,
+                               const float* cos_sin_cache, int64_t max_position, int64_t rot_dim, int neox, int dtype,
+                               int device, void* stream) {
+  return run(dtype, device, stream, [&](const Call& c) {
+    const TensorView qv = TensorView::strided(q, c.dtype, {tokens, heads, head_dim}, {q_token_stride, head_dim, 1},
+                                              c.device);
+    const TensorView kv = TensorView::strided(k, c.dtype, {tokens, kv_heads, head_dim}, {k_token_stride, head_dim, 1},
+                                              c.device);
+    const TensorView pos = TensorView::contiguous(const_cast<int64_t*>(positions), DType::i64, {tokens}, c.device);
+    const TensorView cache = TensorView::contiguous(const_cast<float*>(cos_sin_cache), DType::f32,
+                                                    {max_position, rot_dim}, c.device);
+    return rotary_embedding(qv, kv, qv, kv, pos, cache, neox ? RopeStyle::neox : RopeStyle::gptj, c.stream);
+  });
+}
+
 }  // extern "C"

@@ -132,3 +132,25 @@ TEST(CApi, FusedAddAdaAndGeluRunOnTheCpu) {
 }
 
 TEST(CApi, Version) { EXPECT_EQ(kk_version(), 100); }  // project(kernelkit VERSION 0.1.0)
+
+TEST(CApi, RotaryEmbeddingInPlaceOnAFusedRow) {
+  // One token whose fused row is [q head (4) | k head (4) | v (4)]; rot_dim 4, neox pairs (0, 2) and (1, 3).
+  // Cache row 1: cos = [c0, c1], sin = [s0, s1]; position 1. Expected: (a, b) -> (a c - b s, b c + a s) per pair.
+  std::vector<float> row = {1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9};
+  const std::vector<float> cache = {1, 1, 0, 0, 0.6f, 0.8f, 0.8f, 0.6f};  // [2, 4]: position 0 identity
+  const int64_t pos = 1;
+  ASSERT_EQ(kk_rotary_embedding(row.data(), row.data() + 4, 1, 1, 1, 4, 12, 12, &pos, cache.data(), 2, 4, 1, KK_F32,
+                                kCpu, nullptr),
+            0)
+      << last_error();
+  const float c0 = 0.6f, c1 = 0.8f, s0 = 0.8f, s1 = 0.6f;
+  const float want[12] = {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1,
+                          5 * c0 - 7 * s0, 6 * c1 - 8 * s1, 7 * c0 + 5 * s0, 8 * c1 + 6 * s1, 9, 9, 9, 9};
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(row[i], want[i], 1e-6) << "index " << i;
+  // A position outside the cache is an error naming positions.
+  const int64_t bad = 5;
+  EXPECT_NE(kk_rotary_embedding(row.data(), row.data() + 4, 1, 1, 1, 4, 12, 12, &bad, cache.data(), 2, 4, 1, KK_F32,
+                                kCpu, nullptr),
+            0);
+  EXPECT_NE(last_error().find("position"), std::string::npos) << last_error();
+}
