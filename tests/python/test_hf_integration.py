@@ -58,23 +58,66 @@ def test_layers_declare_what_they_support():
     x = torch.randn(3, 32)
     want = norm(x)
     norm.forward = kernelkit.layers.RMSNorm.forward.__get__(norm)
-    norm.weight_offset = 0.0
     torch.testing.assert_close(norm(x), want, rtol=1e-5, atol=1e-6)
 
 
-def test_hub_build_variant_loads_with_get_local_kernel(tmp_path):
-    kernels = pytest.importorskip("kernels")
+@pytest.fixture(scope="module")
+def hub_repo(tmp_path_factory):
+    """A hub build variant of kernelkit (torch-ext/build_variant.py), built once for the tests that load it."""
+    pytest.importorskip("kernels")
+    repo = tmp_path_factory.mktemp("hub") / "repo"
     archs = os.environ.get("KERNELKIT_HUB_ARCHS", "75;80;90")
-    subprocess.run([sys.executable, str(ROOT / "torch-ext" / "build_variant.py"), str(tmp_path / "repo"),
-                    "--archs", archs], check=True)
-    # A fresh process: the variant registers its own namespace, next to the pip package's.
-    code = ("import torch, kernelkit, kernels; from pathlib import Path; "
-            f"k = kernels.get_local_kernel(Path({str(tmp_path / 'repo')!r})); "
-            "x = torch.randn(4, 64); w = torch.rand(64) + 0.5; "
-            "torch.testing.assert_close(k.rms_norm(x, w), kernelkit.rms_norm(x, w)); "
-            "print('namespace', k._ops.NAMESPACE)")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    subprocess.run([sys.executable, str(ROOT / "torch-ext" / "build_variant.py"), str(repo), "--archs", archs],
+                   check=True)
+    return repo
+
+
+def run_fresh(code):
+    """Runs `code` in a fresh interpreter (a loaded variant registers its own op namespace next to the pip package's)
+    and returns its stdout."""
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+
+
+def test_hub_build_variant_loads_with_get_local_kernel(hub_repo):
+    out = run_fresh("import torch, kernelkit, kernels; from pathlib import Path; "
+                    f"k = kernels.get_local_kernel(Path({str(hub_repo)!r})); "
+                    "x = torch.randn(4, 64); w = torch.rand(64) + 0.5; "
+                    "torch.testing.assert_close(k.rms_norm(x, w), kernelkit.rms_norm(x, w)); "
+                    "print('namespace', k._ops.NAMESPACE)")
     assert "namespace _kernelkit_0_1_0" in out
+
+
+def test_kernelize_with_a_local_mapping(hub_repo):
+    """kernels.kernelize(model, mode=Mode.INFERENCE) with kernelkit's local hub build: the Llama's norms and MLPs run
+    the variant's layers (validated by kernels: stateless, same forward signature) and the logits match."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    out = run_fresh(f"""
+import torch, transformers, kernelkit
+from kernels import Mode, kernelize, use_kernel_mapping
+torch.manual_seed(0)
+cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+model = transformers.LlamaForCausalLM(cfg).to({device!r}).eval()
+for m in model.modules():
+    if type(m).__name__.endswith("RMSNorm"):
+        m.weight.data.uniform_(0.5, 1.5)
+ids = torch.randint(0, 128, (2, 16), device={device!r})
+with torch.no_grad():
+    want = model(ids).logits.double()
+    marked = kernelkit.mark_for_kernelize(model)
+    with use_kernel_mapping(kernelkit.kernel_mapping({str(hub_repo)!r})):
+        kernelize(model, mode=Mode.INFERENCE, device={device!r}, use_fallback=False)
+    got = model(ids).logits.double()
+fwd = model.model.norm.forward.__func__
+print("marked", dict(sorted(marked.items())))
+print("norm forward", fwd.__qualname__, fwd.__module__)
+print("mlp forward", model.model.layers[0].mlp.forward.__func__.__qualname__)
+print("max diff", (got - want).abs().max().item())
+""")
+    assert "marked {'LlamaMLP': 2, 'LlamaRMSNorm': 5}" in out, out
+    assert "norm forward RMSNorm.forward" in out and "transformers" not in out.split("norm forward")[1].split()[1], out
+    assert "mlp forward GatedMLP.forward" in out, out
+    assert float(out.split("max diff")[1]) < 1e-4, out
 
 
 def test_patched_diffusers_sd3_transformer_matches():

@@ -15,7 +15,7 @@ from ._ops import add_op_namespace_prefix, ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "gelu", "gelu_tanh",
            "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "gelu_tanh_mul", "rotary_embedding", "softmax", "info", "ops", "patch",
-           "unpatch", "layers"]
+           "unpatch", "kernel_mapping", "mark_for_kernelize", "layers"]
 
 _OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
         "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_", "softmax")
@@ -213,4 +213,4 @@ def _register_fakes() -> None:
 _register_fakes()
 
 from . import layers  # noqa: E402  (layers use the functions above)
-from .patch import patch, unpatch  # noqa: E402
+from .patch import kernel_mapping, mark_for_kernelize, patch, unpatch  # noqa: E402

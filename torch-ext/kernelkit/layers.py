@@ -19,28 +19,35 @@ def _eps(module: nn.Module) -> float:
     raise AttributeError(f"{type(module).__name__} has no variance_epsilon / eps attribute")
 
 
-class RMSNorm(nn.Module):
-    """y = x / sqrt(mean(x^2) + eps) * weight, for transformers' *RMSNorm classes and diffusers' RMSNorm.
+def _rms_norm(module: nn.Module, hidden_states: torch.Tensor, weight_offset: float) -> torch.Tensor:
+    """The module's RMSNorm (its `weight`, possibly None, and eps) as kernelkit.rms_norm; the weight is cast to the
+    input's dtype when they differ (kernelkit's ops take one dtype)."""
+    weight = getattr(module, "weight", None)
+    if weight is not None and weight.dtype != hidden_states.dtype:
+        weight = weight.to(hidden_states.dtype)
+    return rms_norm(hidden_states, weight, _eps(module), weight_offset=weight_offset)
 
-    Gemma-style norms (weight stored as w with y * (1 + w)) set `weight_offset = 1.0`. The weight is cast to the
-    input's dtype when they differ (kernelkit's ops take one dtype).
-    """
+
+# The layers hold no state of their own (no constructor, no members beyond the two flags): `kernels.kernelize`
+# requires it, and it keeps the replaced module's parameters and state dict untouched.
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight, for transformers' *RMSNorm classes and diffusers' RMSNorm."""
 
     can_torch_compile = True
     has_backward = False
-    weight_offset = 0.0
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        weight = getattr(self, "weight", None)
-        if weight is not None and weight.dtype != hidden_states.dtype:
-            weight = weight.to(hidden_states.dtype)
-        return rms_norm(hidden_states, weight, _eps(self), weight_offset=self.weight_offset)
+        return _rms_norm(self, hidden_states, 0.0)
 
 
-class GemmaRMSNorm(RMSNorm):
-    """Gemma's RMSNorm: y = x / sqrt(mean(x^2) + eps) * (1 + weight)."""
+class GemmaRMSNorm(nn.Module):
+    """Gemma's RMSNorm, weight stored as w: y = x / sqrt(mean(x^2) + eps) * (1 + w)."""
 
-    weight_offset = 1.0
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return _rms_norm(self, hidden_states, 1.0)
 
 
 def _modulated_norm(norm: nn.Module, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:

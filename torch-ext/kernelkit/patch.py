@@ -5,6 +5,9 @@ parameters, buffers and state dict are untouched, and `unpatch` restores the ori
 implements today is patched: RMSNorm variants (transformers' *RMSNorm, Gemma's 1 + w, diffusers' RMSNorm with or
 without weight), transformers' gated MLPs (act(gate) * up fused), and diffusers' GELU / GEGLU and AdaLayerNormZero /
 AdaLayerNormContinuous (LayerNorm + modulation as one op).
+
+The same layers serve `kernels.kernelize`: `mark_for_kernelize(model)` declares their hub names on the model's classes
+and `kernel_mapping(repo)` maps those names to a local hub build of kernelkit.
 """
 from __future__ import annotations
 
@@ -79,8 +82,6 @@ def patch(model: nn.Module, dtype: torch.dtype | str | None = None) -> PatchRepo
             continue
         module._kernelkit_original_forward = module.forward
         module.forward = types.MethodType(layer.forward, module)
-        if hasattr(layer, "weight_offset"):
-            module.weight_offset = layer.weight_offset
         report.patched[type(module).__name__] += 1
     return report
 
@@ -92,6 +93,41 @@ def unpatch(model: nn.Module) -> int:
         original = module.__dict__.pop("_kernelkit_original_forward", None)
         if original is not None:
             module.forward = original
-            module.__dict__.pop("weight_offset", None)
             restored += 1
     return restored
+
+
+# ---- kernels.kernelize ----------------------------------------------------------------------------------------------
+def kernel_mapping(repo_path, devices=("cuda", "cpu")) -> dict:
+    """A `kernels` layer mapping from every kernelkit layer name to the `layers` module of a local hub build (a
+    directory written by `torch-ext/build_variant.py`), for `kernels.use_kernel_mapping`."""
+    from pathlib import Path
+
+    from kernels import LocalLayerRepository
+
+    names = ("RMSNorm", "GemmaRMSNorm", "GatedMLP", "DiffusersGELU", "DiffusersGEGLU", "AdaLayerNormZero",
+             "AdaLayerNormContinuous")
+    return {name: {device: LocalLayerRepository(repo_path=Path(repo_path), layer_name=name) for device in devices}
+            for name in names}
+
+
+def mark_for_kernelize(model: nn.Module) -> Counter:
+    """Declares the hub layer name of every module class of `model` that kernelkit can replace (the class-level
+    `kernel_layer_name` that `kernels.kernelize` looks for), through `kernels.replace_kernel_forward_from_hub`.
+
+    Classes that already declare one (transformers' `@use_kernel_forward_from_hub` when its kernels integration is
+    active) keep theirs. Returns class name -> modules now eligible. Like the decorator, this marks the class itself,
+    for every instance; nothing changes until `kernels.kernelize` runs with a mapping (e.g. `kernel_mapping`).
+    """
+    from kernels import replace_kernel_forward_from_hub
+
+    marked = Counter()
+    for module in model.modules():
+        layer = _layer_for(module)
+        if layer is None:
+            continue
+        cls = type(module)
+        if not hasattr(cls, "kernel_layer_name"):
+            replace_kernel_forward_from_hub(cls, layer.__name__)
+        marked[cls.__name__] += 1
+    return marked
