@@ -158,3 +158,19 @@ def test_diffusers_geglu_and_gelu():
             want = module(x)
             assert sum(kernelkit.patch(module).patched.values()) == 1
             torch.testing.assert_close(module(x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_llama_layer_benchmark_runs_and_checks(tmp_path):
+    """bench/llama_layer.py's wiring on a tiny layer (the GPU run times the LLaMA-7B-sized one): patched output checked
+    against eager, the report written."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import llama_layer
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "layer.json"
+    assert llama_layer.main(["--tiny", "--device", "cpu", "--dtype", "fp32", "--no-compile", "--json", str(out)]) == 0
+    import json
+    result = json.loads(out.read_text())
+    assert result["patched"] == {"LlamaMLP": 1, "LlamaRMSNorm": 2}
+    assert result["check"]["kernelkit.patch"]["ok"]
