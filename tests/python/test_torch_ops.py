@@ -228,6 +228,25 @@ def test_cuda_graph_and_side_stream():
     close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_ops_on_the_second_gpu():
+    """Tensors on cuda:1 while cuda:0 is current: the op runs on their device (device guard) and on cuda:1's current
+    stream; mixing devices is a clear error."""
+    assert torch.cuda.current_device() == 0
+    x, w = rand(33, 4096, dtype=torch.bfloat16, device="cuda:1"), rand(4096, dtype=torch.bfloat16, device="cuda:1")
+    out = kernelkit.rms_norm(x, w)
+    assert out.device == torch.device("cuda:1")
+    torch.cuda.synchronize(1)
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+    g = rand(7, 2 * 1024, dtype=torch.float16, device="cuda:1")
+    close(kernelkit.silu_and_mul(g), torch.nn.functional.silu(g[:, :1024].double()) * g[:, 1024:].double(),
+          torch.float16)
+    s = rand(5, 300, dtype=torch.float32, device="cuda:1", lo=-4, hi=4)
+    close(kernelkit.softmax(s, 0.5), torch.softmax(s.double() * 0.5, -1), torch.float32)
+    with pytest.raises((ValueError, RuntimeError), match="device"):
+        kernelkit.rms_norm(x, w.to("cuda:0"))
+
+
 def test_info():
     i = kernelkit.info()
     assert i["library"].endswith("_kernelkit_ops.so")
