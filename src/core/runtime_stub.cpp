@@ -1,5 +1,6 @@
 // kernelkit built without CUDA: no device, and every CUDA op reports that plainly.
 #include "core/elementwise.hpp"
+#include "core/gemm.hpp"
 #include "core/rope.hpp"
 #include "core/row_norm.hpp"
 #include "core/softmax.hpp"
@@ -24,6 +25,16 @@ Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
 Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
 Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
+Status linear_cuda(const LinearArgs&, GemmHandle*, Stream) { return no_cuda(); }
 }  // namespace detail
+
+struct GemmHandle::Impl {};
+GemmHandle::GemmHandle() = default;
+GemmHandle::~GemmHandle() = default;
+GemmHandle::GemmHandle(GemmHandle&&) noexcept = default;
+GemmHandle& GemmHandle::operator=(GemmHandle&&) noexcept = default;
+Status GemmHandle::init(int, size_t) { return no_cuda(); }
+int GemmHandle::device() const { return -1; }
+size_t GemmHandle::cached_algorithms() const { return 0; }
 
 }  // namespace kernelkit

@@ -38,17 +38,18 @@ OpShape bench_op_shape(OpId op, const BenchShape& shape) {
 }
 
 #ifndef KERNELKIT_HAS_CUDA
-Status measure_copy_ceiling(int, uint64_t, CopyCeiling*) {
-  return Status(StatusCode::no_device, "kernelkit was built without CUDA");
-}
+namespace {
+Status no_cuda() { return Status(StatusCode::no_device, "kernelkit was built without CUDA"); }
+}  // namespace
+Status measure_copy_ceiling(int, uint64_t, CopyCeiling*) { return no_cuda(); }
 BenchResult bench_op(const DeviceProfile&, OpId, DType, const BenchShape&, int, int, double) {
   BenchResult r;
-  r.status = Status(StatusCode::no_device, "kernelkit was built without CUDA");
+  r.status = no_cuda();
   return r;
 }
-Status fill_uniform(void*, DType, int64_t, double, double, uint64_t, Stream) {
-  return Status(StatusCode::no_device, "kernelkit was built without CUDA");
-}
+Status fill_uniform(void*, DType, int64_t, double, double, uint64_t, Stream) { return no_cuda(); }
+Status NormWorkload::init(OpId, DType, const BenchShape&, int, int) { return no_cuda(); }
+Status NormWorkload::refill(Stream) { return no_cuda(); }
 #else
 
 namespace {

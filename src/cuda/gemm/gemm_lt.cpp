@@ -1,0 +1,158 @@
+// linear on CUDA through cuBLASLt. Row-major y[m, n] = x[m, k] w[n, k]^T is, in cuBLASLt's column-major terms,
+// D[n, m] = op(A) B with A = w seen as [k, n] (ld = w's row stride) transposed, B = x seen as [k, m] (ld = x's row
+// stride) and D = y seen as [n, m] (ld = y's row stride); the bias epilogue adds bias[n] along D's rows.
+// Compute in fp32 (CUBLAS_COMPUTE_32F; 32F_FAST_TF32 when TF32 is allowed for f32), scale type fp32.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "core/gemm.hpp"
+#include "core/row_args.hpp"
+#include "cuda/runtime_internal.hpp"
+
+namespace kernelkit {
+namespace {
+
+Status lt_error(const char* what, cublasStatus_t s) {
+  return Status(StatusCode::cuda_error, std::string("linear: ") + what + " failed: cuBLAS status " +
+                                            std::to_string(static_cast<int>(s)));
+}
+#define KK_LT_RETURN(call)                                   \
+  do {                                                       \
+    const cublasStatus_t kk_s_ = (call);                     \
+    if (kk_s_ != CUBLAS_STATUS_SUCCESS) return lt_error(#call, kk_s_); \
+  } while (0)
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The problem an algorithm is chosen for: shape, dtype, strides and pointer alignment (cuBLASLt's kernels depend on
+// them), epilogue and compute type.
+using AlgoKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int, int, bool>;
+
+int alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  return v % 16 == 0 ? 16 : v % 8 == 0 ? 8 : v % 4 == 0 ? 4 : 2;
+}
+
+// Owns a cuBLASLt descriptor of type H through its destroy function.
+template <typename H, cublasStatus_t (*Destroy)(H)>
+struct Desc {
+  H h = nullptr;
+  ~Desc() {
+    if (h) Destroy(h);
+  }
+};
+
+}  // namespace
+
+struct GemmHandle::Impl {
+  int device = -1;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+  ~Impl() {
+    if (workspace) cudaFree(workspace);
+    if (lt) cublasLtDestroy(lt);
+  }
+};
+
+GemmHandle::GemmHandle() = default;
+GemmHandle::~GemmHandle() = default;
+GemmHandle::GemmHandle(GemmHandle&&) noexcept = default;
+GemmHandle& GemmHandle::operator=(GemmHandle&&) noexcept = default;
+int GemmHandle::device() const { return impl_ ? impl_->device : -1; }
+size_t GemmHandle::cached_algorithms() const { return impl_ ? impl_->algos.size() : 0; }
+
+Status GemmHandle::init(int device, size_t workspace_bytes) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  KK_LT_RETURN(cublasLtCreate(&impl->lt));
+  if (workspace_bytes > 0 && cudaMalloc(&impl->workspace, workspace_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status(StatusCode::cuda_error, "linear: cannot allocate a cuBLASLt workspace of " +
+                                              std::to_string(workspace_bytes) + " bytes on cuda:" +
+                                              std::to_string(device));
+  }
+  impl->workspace_bytes = workspace_bytes;
+  impl_ = std::move(impl);
+  return Status::Ok();
+}
+
+namespace detail {
+
+Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(a.device.index));
+  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, "linear"));
+  for (auto [p, arg] : {std::pair{static_cast<const void*>(a.x), "x"}, {a.w, "w"}, {a.y, "y"}, {a.bias, "bias"}})
+    if (p) KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear: ") + arg).c_str()));
+  thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
+  if (!handle) {
+    handle = &defaults[a.device.index];
+    if (!handle->impl()) KK_RETURN_IF_ERROR(handle->init(a.device.index));
+  }
+  GemmHandle::Impl* h = handle->impl();
+  if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
+  if (h->device != a.device.index)
+    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) + " but the tensors are on " +
+                            to_string(a.device));
+
+  const cudaDataType_t type = cuda_type(a.dtype);
+  const cublasComputeType_t compute = a.options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, compute, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  const cublasLtEpilogue_t epilogue = a.options.epilogue == LinearEpilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
+                                      : a.options.epilogue == LinearEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                                        : CUBLASLT_EPILOGUE_DEFAULT;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (a.bias) {
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+  }
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, type, a.k, a.n, a.w_stride));  // w as [k, n]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, type, a.k, a.m, a.x_stride));  // x as [k, m]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.y_stride));  // y as [n, m]
+
+  const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
+                    std::min({alignment(a.x), alignment(a.w), alignment(a.y), a.bias ? alignment(a.bias) : 16}),
+                    static_cast<int>(epilogue), a.options.allow_tf32};
+  auto it = h->algos.find(key);
+  if (it == h->algos.end()) {
+    Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
+    KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
+    KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &h->workspace_bytes, sizeof h->workspace_bytes));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    KK_LT_RETURN(cublasLtMatmulAlgoGetHeuristic(h->lt, op.h, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found));
+    if (found == 0)
+      return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" +
+                         std::to_string(a.n) + " k=" + std::to_string(a.k) + " " + dt(a.dtype) +
+                         " with these strides and alignments");
+    it = h->algos.emplace(key, result.algo).first;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, &it->second,
+                              h->workspace, h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
+  return Status::Ok();
+}
+
+}  // namespace detail
+}  // namespace kernelkit
