@@ -38,4 +38,15 @@ struct LaunchPlan;
 enum class OpId : uint8_t;
 Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm);
 
+// L2 persistence (sm_80+, the A100 guide's access-policy window): accesses by kernels on `stream` to
+// [base, base + bytes) are marked persisting (a `hit_ratio` fraction of them), so a small working set that is re-read
+// (decode weights, a KV block, a norm weight) survives streaming traffic in L2. Reserves the persisting L2 carve-out
+// for this process's context (cudaLimitPersistingL2CacheSize, capped at the device's maximum) — a per-process runtime
+// limit, not a device setting. `bytes` is capped at the device's maximum window. Returns the bytes actually covered
+// in *window_bytes when given; unsupported on devices without persistence (T4).
+Status set_l2_persistence(int device, Stream stream, const void* base, size_t bytes, float hit_ratio = 1.0f,
+                          size_t* window_bytes = nullptr);
+// Removes the stream's window, returns persisting lines to normal and releases the carve-out.
+Status clear_l2_persistence(int device, Stream stream);
+
 }  // namespace kernelkit

@@ -19,6 +19,8 @@ int cuda_device_count() { return 0; }
 Status query_device(int, DeviceFacts*) { return no_cuda(); }
 Status check_device_pointer(const void*, int, const char*) { return no_cuda(); }
 Status kernel_occupancy(OpId, DType, const LaunchPlan&, int, int*) { return no_cuda(); }
+Status set_l2_persistence(int, Stream, const void*, size_t, float, size_t*) { return no_cuda(); }
+Status clear_l2_persistence(int, Stream) { return no_cuda(); }
 
 namespace detail {
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
 #include "testing/harness.hpp"
 
 #ifdef KERNELKIT_HAS_CUDA
@@ -50,6 +51,7 @@ BenchResult bench_op(const DeviceProfile&, OpId, DType, const BenchShape&, int, 
 Status fill_uniform(void*, DType, int64_t, double, double, uint64_t, Stream) { return no_cuda(); }
 Status NormWorkload::init(OpId, DType, const BenchShape&, int, int) { return no_cuda(); }
 Status NormWorkload::refill(Stream) { return no_cuda(); }
+Status measure_l2_window(int, int64_t, uint64_t, int, L2WindowResult*) { return no_cuda(); }
 #else
 
 namespace {
@@ -489,6 +491,47 @@ BenchResult bench_rope(const DeviceProfile& prof, DType dt, const BenchShape& sh
   if (Status s = time_launches(launch, nullptr, runs, &r); !s.ok()) return fail(s);
   finish(peak_gbps, &r);
   return r;
+}
+
+Status measure_l2_window(int device, int64_t hot_rows, uint64_t stream_bytes, int runs, L2WindowResult* out) {
+  KK_CUDA_RETURN(cudaSetDevice(device));
+  constexpr int64_t H = 4096;
+  const DType dt = DType::bf16;
+  const uint64_t hot = static_cast<uint64_t>(hot_rows * H) * dtype_size(dt);
+  DeviceBuffer x, y, w, big_a, big_b;
+  for (Status s : {x.alloc(hot), y.alloc(hot), w.alloc(H * dtype_size(dt)), big_a.alloc(stream_bytes),
+                   big_b.alloc(stream_bytes), fill_uniform(x.data(), dt, hot_rows * H, -1, 1, 71, nullptr),
+                   fill_uniform(w.data(), dt, H, 0.5, 1.5, 72, nullptr), device_synchronize()})
+    KK_RETURN_IF_ERROR(s);
+  const Device dev = Device::cuda(device);
+  const TensorView xv = TensorView::contiguous(x.data(), dt, {hot_rows, H}, dev);
+  const TensorView yv = TensorView::contiguous(y.data(), dt, {hot_rows, H}, dev);
+  const TensorView wv = TensorView::contiguous(w.data(), dt, {H}, dev);
+  Timer t;
+  KK_RETURN_IF_ERROR(t.init(runs));
+  // One round: the streaming copy (evicts everything not persisting), then the timed re-read of x.
+  auto rounds = [&](double* median) -> Status {
+    for (int i = 0; i < runs; ++i) {
+      KK_CUDA_RETURN(cudaMemcpyAsync(big_b.data(), big_a.data(), stream_bytes, cudaMemcpyDeviceToDevice, t.stream));
+      KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i], t.stream));
+      KK_RETURN_IF_ERROR(rms_norm(yv, xv, wv, 1e-6f, 0.0f, t.stream));
+      KK_CUDA_RETURN(cudaEventRecord(t.events[2 * i + 1], t.stream));
+    }
+    std::vector<double> us;
+    KK_RETURN_IF_ERROR(t.read(&us));
+    *median = median_of(us);
+    return Status::Ok();
+  };
+  out->hot_bytes = hot;
+  out->stream_bytes = stream_bytes;
+  KK_RETURN_IF_ERROR(rounds(&out->plain_us));
+  size_t window = 0;
+  KK_RETURN_IF_ERROR(set_l2_persistence(device, t.stream, x.data(), hot, 1.0f, &window));
+  out->window_bytes = window;
+  const Status s = rounds(&out->persist_us);
+  const Status c = clear_l2_persistence(device, t.stream);
+  KK_RETURN_IF_ERROR(s);
+  return c;
 }
 
 BenchResult bench_op(const DeviceProfile& prof, OpId op, DType dtype, const BenchShape& shape, int runs, int device,

@@ -80,6 +80,15 @@ BenchResult bench_rope(const DeviceProfile& profile, DType dtype, const BenchSha
 // The shape an op's bytes and FLOPs are counted over for a suite shape (RoPE: (token, head) rows of head_dim).
 OpShape bench_op_shape(OpId op, const BenchShape& shape);
 
+// Where L2 persistence helps: a small working set re-read between streaming traffic. rms_norm over `hot_rows` x 4096
+// bf16 rows (the re-read set, ~8 MB at 1024 rows: decode-sized) runs after each streaming copy of `stream_bytes`
+// (which evicts L2), timed without and with an access-policy window over its input. Medians of `runs`.
+struct L2WindowResult {
+  uint64_t hot_bytes = 0, window_bytes = 0, stream_bytes = 0;
+  double plain_us = 0, persist_us = 0;  // the re-read op's median time without / with the window
+};
+Status measure_l2_window(int device, int64_t hot_rows, uint64_t stream_bytes, int runs, L2WindowResult* out);
+
 // The seed's assessment of % of the measured peak: > 78 excellent, 62-78 good, 31-62 fair, < 31 poor.
 const char* assessment(double pct_of_peak);
 

@@ -25,7 +25,7 @@ using testing::BenchShape;
 
 struct BenchOptions {
   std::vector<std::string> ops, dtypes, shapes;
-  bool quick = false;
+  bool quick = false, l2_window = false;
   int runs = 100;
   int device = 0;
   std::string json, markdown, svg, commit, report;
@@ -138,6 +138,30 @@ std::string svg_chart(const nlohmann::json& results, const std::string& dtype, c
   return o.str();
 }
 
+// `--l2-window`: the re-read op's time after a streaming copy, without and with an L2 access-policy window over it.
+int run_l2_window(const BenchOptions& o) {
+  constexpr uint64_t kStream = 1ull << 30;
+  std::cout << "L2 persistence: rms_norm bf16 [rows, 4096] re-read after each 1 GiB device copy (median of " << o.runs
+            << ")\n\n" << std::left << std::setw(12) << "rows" << std::setw(12) << "x MiB" << std::setw(14)
+            << "window MiB" << std::right << std::setw(12) << "plain us" << std::setw(14) << "persist us"
+            << std::setw(10) << "speedup\n";
+  int failures = 0;
+  for (int64_t rows : {256, 1024, 2048, 4096, 8192}) {
+    testing::L2WindowResult r;
+    const Status s = testing::measure_l2_window(o.device, rows, kStream, o.runs, &r);
+    std::cout << std::left << std::setw(12) << rows;
+    if (!s.ok()) {
+      ++failures;
+      std::cout << "FAILED: " << s.to_string() << "\n";
+      continue;
+    }
+    std::cout << std::fixed << std::setprecision(1) << std::setw(12) << r.hot_bytes / 1048576.0 << std::setw(14)
+              << r.window_bytes / 1048576.0 << std::right << std::setw(12) << std::setprecision(2) << r.plain_us
+              << std::setw(14) << r.persist_us << std::setw(9) << r.plain_us / r.persist_us << "x\n";
+  }
+  return failures ? 1 : 0;
+}
+
 // Markdown and SVG are rendered from the JSON document alone, so a saved run can be re-rendered without a GPU.
 void write_reports(const nlohmann::json& report, const BenchOptions& o) {
   const auto& meta = report["meta"];
@@ -199,6 +223,7 @@ int run_bench(const BenchOptions& o) {
   }
   auto prof = resolve_profile("", o.device);
   if (!prof) return 1;
+  if (o.l2_window) return run_l2_window(o);
   std::vector<OpId> ops;
   for (const OpInfo& op : op_table())
     if (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end())
@@ -293,6 +318,8 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_option("--dtype", o->dtypes, "Only these dtypes: bf16, f16, f32 (repeatable)");
   cmd->add_option("--shape", o->shapes, "ROWSxHIDDEN or BATCHxSEQxHIDDEN (repeatable); default: the suite");
   cmd->add_flag("--quick", o->quick, "A small suite");
+  cmd->add_flag("--l2-window", o->l2_window,
+                "Measure L2 persistence instead: a re-read op after streaming traffic, without and with a window");
   cmd->add_option("--runs", o->runs, "Timed runs per case (median reported)")->check(CLI::Range(50, 100000));
   cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", o->json, "Write results as JSON to this file");
