@@ -145,6 +145,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     case OpFamily::softmax: return plan_row_norm(prof, op, s, dtype, p);
     case OpFamily::elementwise:
     case OpFamily::rope: return plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
+    case OpFamily::attention: break;  // tiles from plan_tile, decode splits from plan_decode
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }

@@ -70,6 +70,16 @@ Status check_device_pointer(const void* ptr, int device, const char* arg) {
   }
 }
 
+Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream) {
+  if (cuda_device_count() == 0) return Status(StatusCode::no_device, "no CUDA device is available");
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  KK_RETURN_IF_ERROR(check_device_pointer(src, device, "device tensor read back"));
+  KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  KK_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
 namespace cuda {
 
 DeviceGuard::~DeviceGuard() {

@@ -124,6 +124,7 @@ int run_verify(const VerifyOptions& o) {
   };
   for (OpId op : ops)
     for (DType dt : dtypes) {
+      if (op_info(op).family == OpFamily::attention) continue;  // attention cases: not in verify yet
       if (op_info(op).family == OpFamily::rope) {
         // RoPE's own grid: styles x (head_dim, rot_dim) x in place x tokens.
         constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};
