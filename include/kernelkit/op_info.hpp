@@ -29,9 +29,11 @@ enum class OpId : uint8_t {
   rotary_embedding,
   softmax,
   causal_softmax,
+  attention,         // prefill: flash attention over [b, s_q, h, d] x [b, s_k, h_kv, d] (causal, GQA, varlen)
+  decode_attention,  // a few query tokens against a KV cache (contiguous or paged), split-KV
 };
 
-enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax };
+enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax, attention };
 
 // The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row
@@ -41,6 +43,14 @@ struct OpShape {
   int64_t hidden = 0;
   int64_t batch = 1;
   int align_bytes = 16;
+};
+
+// The problem size of an attention op (not a row op: its bytes and FLOPs come from this shape through attention_bytes
+// and attention_flops). `batch` sequences of `s_q` queries and `s_k` keys (uniform lengths; for varlen, sum the
+// per-sequence values), `heads` query heads sharing `kv_heads` K/V heads (GQA/MQA), `head_dim` elements per head.
+struct AttentionShape {
+  int64_t batch = 1, s_q = 0, s_k = 0, heads = 1, kv_heads = 1, head_dim = 0;
+  bool causal = false;
 };
 
 struct OpInfo {
@@ -63,11 +73,21 @@ std::optional<OpId> parse_op(std::string_view name);
 
 uint64_t op_bytes(OpId id, const OpShape& shape, DType dtype);  // minimal bytes moved
 double op_flops(OpId id, const OpShape& shape);
+// Attention family: q and o moved once ([b, s_q, h, d], the dtype), k and v read once per KV head ([b, s_k, h_kv, d]:
+// GQA-aware), the log-sum-exp written once ([b, h, s_q], f32). FLOPs: 2 GEMMs of 2 * d FLOP per visible (query, key)
+// pair and head: 4 * b * h * d * pairs, pairs = s_q * s_k, or the causally visible pairs (about half for s_q = s_k).
+// op_bytes / op_flops return 0 for attention ops; these return 0 for row ops.
+uint64_t attention_bytes(OpId id, const AttentionShape& shape, DType dtype);
+double attention_flops(OpId id, const AttentionShape& shape);
+// (query, key) pairs a sequence computes: s_q * s_k, or with the bottom-right causal mask (query i sees keys
+// j <= i + s_k - s_q) the visible ones only.
+int64_t attention_pairs(int64_t s_q, int64_t s_k, bool causal);
 // FLOP per byte, and whether it is below this profile's ridge point (CUDA-core fp32 peak / bandwidth).
 double op_intensity(OpId id, const OpShape& shape, DType dtype);
 bool op_memory_bound(OpId id, const OpShape& shape, DType dtype, const DeviceProfile& profile);
 
-// The dtypes an op accepts on a profile: f32, f16, and bf16 only where the profile supports it.
+// The dtypes an op accepts on a profile: f32, f16, and bf16 only where the profile supports it (attention: f16, and
+// bf16 where supported: the tensor-core kernels have no f32 form).
 bool op_supports(OpId id, DType dtype, const DeviceProfile& profile);
 
 }  // namespace kernelkit

@@ -66,6 +66,30 @@ struct TilePlan {
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 
+// Decode attention (CUDA cores, memory-bound): blocks of kDecodeThreads threads own kDecodeRows query rows (the query
+// heads x tokens of one KV head's group) and walk K/V tiles of kDecodeTileElems / head_dim keys (8 KB of f16/bf16 per
+// tile, double-buffered), so every head_dim fits the 48 KB default shared memory of every profile. The keys of a
+// sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeRows = 16;
+constexpr int kDecodeTileElems = 4096;
+constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
+struct DecodePlan {
+  int block_n = 0;           // keys per K/V tile
+  int64_t row_groups = 0;    // blocks along the query rows of one KV head
+  int splits = 0;            // blocks along the keys of one sequence
+  int64_t chunk = 0;         // keys per split (a multiple of block_n)
+  int64_t grid = 0;          // splits x batch x kv_heads x row_groups
+  int64_t smem_bytes = 0;    // static shared memory of the kernel
+  int blocks_per_sm = 0;
+  int64_t workspace_bytes = 0;  // fp32 partials (o and lse) when splits > 1
+  std::string to_string() const;
+};
+// `rows` = query rows per KV head (heads / kv_heads x s_q), `rows_all` = every output row (batch x s_q x heads, sizes
+// the workspace), `capacity` = the most keys a sequence can hold.
+Status plan_decode(const DeviceProfile& profile, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
+                   int64_t rows_all, int64_t capacity, DecodePlan* out);
+
 // Blocks of `threads` threads using `smem` bytes and `regs` registers per thread that fit on one SM of the profile.
 int blocks_per_sm(const DeviceProfile& profile, int threads, int64_t smem, int regs);
 

@@ -33,6 +33,10 @@ Status query_device(int index, DeviceFacts* out);
 // Checks that `ptr` is device memory usable on CUDA device `device` (not a plain host pointer). `arg` names it in errors.
 Status check_device_pointer(const void* ptr, int device, const char* arg);
 
+// Copies `bytes` of device memory on CUDA device `device` to host memory `dst` on `stream` and waits for that stream
+// (a synchronization: used only where an op must see small device values on the host, e.g. varlen cu_seqlens).
+Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream);
+
 // Blocks of the planned kernel resident per SM, from cudaOccupancyMaxActiveBlocksPerMultiprocessor (so registers count).
 struct LaunchPlan;
 enum class OpId : uint8_t;

@@ -15,7 +15,8 @@ namespace {
 // RoPE: for OpShape{rows = tokens x (heads + kv_heads), hidden = head_dim}: q and k read and written once (the cos/sin
 // reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
 // Softmax: x read, y written; ~5 FLOP per element (scale, max, exp, sum, divide).
-constexpr std::array<OpInfo, 15> kOps = {{
+// Attention: the row fields are 0; bytes and FLOPs come from AttentionShape (attention_bytes / attention_flops below).
+constexpr std::array<OpInfo, 17> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -38,6 +39,12 @@ constexpr std::array<OpInfo, 15> kOps = {{
     {OpId::softmax, "softmax", OpFamily::softmax, "y = exp(s x - max(s x)) / sum(exp(s x - max(s x)))", 1, 1, 0, 0, 5},
     {OpId::causal_softmax, "causal_softmax", OpFamily::softmax,
      "y = softmax(s x with key j > query i + s_k - s_q masked to -inf)", 1, 1, 0, 0, 5},
+    {OpId::attention, "attention", OpFamily::attention,
+     "o = softmax(scale q k^T [causal: key j > query i + s_k - s_q masked]) v; lse = log sum exp(scale q k^T)", 0, 0,
+     0, 0, 0},
+    {OpId::decode_attention, "decode_attention", OpFamily::attention,
+     "o = softmax(scale q k_cache^T [causal]) v_cache over each sequence's cache (split-KV, merged by lse)", 0, 0, 0,
+     0, 0},
 }};
 
 }  // namespace
@@ -65,6 +72,29 @@ double op_flops(OpId id, const OpShape& s) {
   return op_info(id).flops_per_element * static_cast<double>(s.rows) * static_cast<double>(s.hidden);
 }
 
+int64_t attention_pairs(int64_t s_q, int64_t s_k, bool causal) {
+  if (s_q <= 0 || s_k <= 0) return 0;
+  if (!causal) return s_q * s_k;
+  // Query i sees min(s_k, max(0, i + s_k - s_q + 1)) keys.
+  if (s_q <= s_k) return s_q * (s_k - s_q) + s_q * (s_q + 1) / 2;
+  return s_k * (s_k + 1) / 2;  // the first s_q - s_k queries see nothing
+}
+
+uint64_t attention_bytes(OpId id, const AttentionShape& s, DType dtype) {
+  if (op_info(id).family != OpFamily::attention) return 0;
+  const uint64_t e = dtype_size(dtype);
+  const uint64_t qo = static_cast<uint64_t>(s.batch * s.s_q * s.heads * s.head_dim);
+  const uint64_t kv = static_cast<uint64_t>(s.batch * s.s_k * s.kv_heads * s.head_dim);
+  const uint64_t lse = static_cast<uint64_t>(s.batch * s.heads * s.s_q) * sizeof(float);
+  return e * (2 * qo + 2 * kv) + lse;
+}
+
+double attention_flops(OpId id, const AttentionShape& s) {
+  if (op_info(id).family != OpFamily::attention) return 0;
+  return 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads) * static_cast<double>(s.head_dim) *
+         static_cast<double>(attention_pairs(s.s_q, s.s_k, s.causal));
+}
+
 double op_intensity(OpId id, const OpShape& s, DType dtype) {
   const uint64_t b = op_bytes(id, s, dtype);
   return b ? op_flops(id, s) / static_cast<double>(b) : 0.0;
@@ -75,6 +105,9 @@ bool op_memory_bound(OpId id, const OpShape& s, DType dtype, const DeviceProfile
   return op_intensity(id, s, dtype) < ridge;
 }
 
-bool op_supports(OpId, DType dtype, const DeviceProfile& p) { return is_floating(dtype) && p.supports(dtype); }
+bool op_supports(OpId id, DType dtype, const DeviceProfile& p) {
+  if (op_info(id).family == OpFamily::attention) return (dtype == DType::f16 || dtype == DType::bf16) && p.supports(dtype);
+  return is_floating(dtype) && p.supports(dtype);
+}
 
 }  // namespace kernelkit

@@ -145,6 +145,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     case OpFamily::softmax: return plan_row_norm(prof, op, s, dtype, p);
     case OpFamily::elementwise:
     case OpFamily::rope: return plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
+    case OpFamily::attention: break;  // tiles from plan_tile, decode splits from plan_decode
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }
@@ -169,14 +170,14 @@ std::string LaunchPlan::to_string() const {
 namespace {
 struct TileSeed {
   int min_sm;
-  int attn_m, attn_n, attn_stages, attn_warps;
+  int attn_m, attn_n, attn_stages;  // attention warps: attn_m / 16 (one per 16 query rows)
   int mm_m, mm_n, mm_k, mm_stages, mm_warps;
 };
 // The seeds' per-arch table, newest first. sm_75 has no cp.async, so its pipelines are two register-staged buffers.
 constexpr TileSeed kTileSeeds[] = {
-    {90, 128, 64, 2, 4, 128, 128, 32, 4, 8},
-    {80, 128, 64, 2, 4, 128, 128, 32, 3, 8},
-    {75, 64, 32, 2, 4, 64, 64, 32, 2, 4},
+    {90, 128, 64, 2, 128, 128, 32, 4, 8},
+    {80, 128, 64, 2, 128, 128, 32, 3, 8},
+    {75, 64, 32, 2, 64, 64, 32, 2, 4},
 };
 }  // namespace
 
@@ -202,20 +203,60 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (family == TileFamily::attention) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-    *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, seed->attn_warps, 0, false};
+    *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
   } else {
     *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
   }
   // Shrink until it fits the opt-in maximum: fewer stages first (keeps the MMA shape), then the N tile, then M.
   while (smem(*t) > prof.smem_per_block_optin) {
     if (t->stages > 1) --t->stages;
+    else if (t->block_n > 32) t->block_n /= 2;  // attention kernels exist for block_n 64 and 32
+    else if (t->block_m > 64) t->block_m /= 2;
     else if (t->block_n > 16) t->block_n /= 2;
     else if (t->block_m > 16) t->block_m /= 2;
     else return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
   }
+  // Attention: one warp per 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers.
+  if (family == TileFamily::attention) t->warps = t->block_m / 16;
   t->smem_bytes = smem(*t);
   t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
   return Status::Ok();
+}
+
+Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
+                   int64_t rows_all, int64_t capacity, DecodePlan* p) {
+  *p = DecodePlan{};
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+  p->block_n = kDecodeTileElems / head_dim;
+  p->row_groups = ceil_div(std::max<int64_t>(rows, 1), kDecodeRows);
+  // Shared memory (2-byte elements): Q rows and two K and V tiles, rows padded by 16 bytes; fp32 scores and the
+  // three per-row statistics.
+  const int64_t pitch = 2 * (head_dim + 8);
+  p->smem_bytes = kDecodeRows * pitch + 2 * 2 * p->block_n * pitch + kDecodeRows * p->block_n * 4 + 3 * kDecodeRows * 4;
+  p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
+  if (p->blocks_per_sm == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
+  // Splits: enough blocks for one wave of resident blocks, never more than the tiles, at most kDecodeMaxSplits.
+  const int64_t base = batch * kv_heads * p->row_groups;
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  const int64_t want = base > 0 ? ceil_div(wave, base) : 1;
+  const int64_t splits = std::clamp<int64_t>(want, 1, std::min<int64_t>(tiles, kDecodeMaxSplits));
+  const int64_t chunk_tiles = ceil_div(tiles, splits);
+  p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
+  p->chunk = chunk_tiles * p->block_n;
+  p->grid = p->splits * base;
+  p->workspace_bytes = p->splits > 1 ? p->splits * rows_all * (head_dim + 1) * static_cast<int64_t>(sizeof(float)) : 0;
+  return Status::Ok();
+}
+
+std::string DecodePlan::to_string() const {
+  std::ostringstream os;
+  os << "decode: " << splits << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of "
+     << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << ", grid " << grid
+     << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM";
+  if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
+  return os.str();
 }
 
 std::string TilePlan::to_string() const {

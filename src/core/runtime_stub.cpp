@@ -1,4 +1,5 @@
 // kernelkit built without CUDA: no device, and every CUDA op reports that plainly.
+#include "core/attention.hpp"
 #include "core/elementwise.hpp"
 #include "core/gemm.hpp"
 #include "core/rope.hpp"
@@ -21,6 +22,7 @@ Status check_device_pointer(const void*, int, const char*) { return no_cuda(); }
 Status kernel_occupancy(OpId, DType, const LaunchPlan&, int, int*) { return no_cuda(); }
 Status set_l2_persistence(int, Stream, const void*, size_t, float, size_t*) { return no_cuda(); }
 Status clear_l2_persistence(int, Stream) { return no_cuda(); }
+Status copy_to_host(void*, const void*, size_t, int, Stream) { return no_cuda(); }
 
 namespace detail {
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
@@ -28,6 +30,8 @@ Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
 Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
 Status linear_cuda(const LinearArgs&, GemmHandle*, Stream) { return no_cuda(); }
+Status attention_cuda(const AttentionArgs&, Stream) { return no_cuda(); }
+Status decode_attention_cuda(const DecodeArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 struct GemmHandle::Impl {};

@@ -70,6 +70,16 @@ Status check_device_pointer(const void* ptr, int device, const char* arg) {
   }
 }
 
+Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream) {
+  if (cuda_device_count() == 0) return Status(StatusCode::no_device, "no CUDA device is available");
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  KK_RETURN_IF_ERROR(check_device_pointer(src, device, "device tensor read back"));
+  KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  KK_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
 namespace cuda {
 
 DeviceGuard::~DeviceGuard() {
@@ -111,15 +121,22 @@ Status check_dtype_code(DType dtype, int device, const std::string& op) {
   return Status::Ok();
 }
 
-Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
+Status prepare_device(OpId op, DType dtype, int device,
                       std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
-                      DeviceProfile* profile, LaunchPlan* plan) {
+                      DeviceProfile* profile) {
   const std::string name(op_info(op).name);
   KK_RETURN_IF_ERROR(guard->set(device));
   KK_RETURN_IF_ERROR(active_profile(device, profile));
   KK_RETURN_IF_ERROR(check_dtype_code(dtype, device, name));
   for (const auto& [ptr, arg] : pointers)
     if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, device, (name + ": " + arg).c_str()));
+  return Status::Ok();
+}
+
+Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile, LaunchPlan* plan) {
+  KK_RETURN_IF_ERROR(prepare_device(op, dtype, device, pointers, guard, profile));
   return plan_op(*profile, op, shape, dtype, plan);
 }
 

@@ -29,6 +29,11 @@ class DeviceGuard {
 // on an H200, 90 for an sm_90 build. -1 when it cannot be read.
 int code_arch(int device);
 
+// The device half of prepare_launch (no plan): for the tile-planned families (attention).
+Status prepare_device(OpId op, DType dtype, int device,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile);
+
 // What every CUDA launcher does first: make the device current (for the guard's scope), resolve the active profile,
 // refuse dtypes the loaded code lacks, check that every non-null pointer is device memory of that device, and plan.
 Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,

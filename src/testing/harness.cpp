@@ -160,9 +160,11 @@ void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer&
   compare(label, got, want, rows, hidden, stride, 1.0, r);
 }
 
-namespace {
+void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
+                     int64_t stride, const std::vector<double>& magnitude, CaseResult* r) {
+  compare(label, got, want, rows, hidden, stride, 1.0, r, &magnitude);
+}
 
-// Setup and teardown steps of a GPU case: the first failure (every step is evaluated, in order).
 Status first_error(std::initializer_list<Status> steps) {
   for (const Status& s : steps)
     if (!s.ok()) return s;
@@ -172,8 +174,6 @@ Status first_error(std::initializer_list<Status> steps) {
 Status need_device() {
   return cuda_device_count() > 0 ? Status::Ok() : Status(StatusCode::no_device, "no CUDA device");
 }
-
-}  // namespace
 
 // ---- Activations
 // ------------------------------------------------------------------------------------------------------

@@ -59,6 +59,15 @@ Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offse
 class HostBuffer;
 void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
                      int64_t stride, CaseResult* r);
+// The same with `magnitude[k]`, the size of the terms that were summed into want[k] (a sum that cancels keeps the
+// rounding error of its terms): the bound is atol + rtol * max(|want[k]|, magnitude[k]).
+void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
+                     int64_t stride, const std::vector<double>& magnitude, CaseResult* r);
+
+// Setup and teardown steps of a GPU case: the first failure (every step is evaluated, in order).
+Status first_error(std::initializer_list<Status> steps);
+// Ok when a CUDA device is present, else status no_device.
+Status need_device();
 
 // Runs `c` on CUDA device `device` and on the CPU reference from the same random inputs and compares every output
 // element (out, and residual for fused_add_rms_norm). Without a GPU returns status no_device.
@@ -119,6 +128,29 @@ struct SoftmaxCase {
 CaseResult run_softmax_case_cuda(const SoftmaxCase& c, int device = 0);
 // CPU backend self-checks: rows sum to 1 with entries in [0, 1], masked keys and all -inf rows are exactly 0.
 CaseResult check_softmax_properties(const SoftmaxCase& c);
+
+// Attention cases: fresh random q, k, v uniform in [-magnitude, magnitude], outputs (and lse) poisoned on the device.
+//   attention: dense [b, s, h, d] (bhsd: stored [b, h, s, d] and passed through strides), or varlen: `batch` packed
+//     sequences, the odd ones shorter (s_q / 2 queries, s_k / 2 + 1 keys: an empty query sequence when s_q = 1).
+//   decode_attention: q [b, s_q, h, d] against a cache of capacity s_k rounded up to a page (+ one page); sequence i
+//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of 16.
+struct AttentionCase {
+  OpId op = OpId::attention;
+  DType dtype = DType::f16;
+  int64_t batch = 1, s_q = 1, s_k = 1, heads = 1, kv_heads = 1, head_dim = 64;
+  bool causal = false;
+  bool bhsd = false;    // attention: [b, h, s, d] storage
+  bool varlen = false;  // attention: packed sequences through cu_seqlens
+  bool paged = false;   // decode_attention: block table
+  double magnitude = 1.0;
+  uint64_t seed = 1;
+  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen"
+};
+// On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.
+CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);
+// CPU backend self-check (no GPU): the reference through the case's layout (bhsd / varlen / paged) equals the
+// reference through the plain dense layout, element for element.
+CaseResult check_attention_properties(const AttentionCase& c);
 
 // The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
 std::vector<int64_t> grid_rows();

@@ -148,6 +148,7 @@ TEST(Planner, T4PlansFitTheT4) {
   const auto t4 = profile("t4");
   for (const OpInfo& op : op_table())
     for (DType dt : {DType::f32, DType::f16}) {
+      if (op.family == OpFamily::attention) continue;  // tile plans: TilesFollowTheSeedTableAndFitSharedMemory
       LaunchPlan p;
       ASSERT_TRUE(plan_op(t4, op.id, {65536, 4096, 1, 16}, dt, &p).ok());
       EXPECT_EQ(p.grid % 40, 0);             // grid a multiple of the T4's 40 SMs
@@ -233,7 +234,33 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_LE(t.smem_bytes, prof.smem_per_block_optin) << prof.key << " d" << d;
       EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
       EXPECT_GE(t.stages, 1);
+      // The tiles with prefill kernels (cuda/attention/flash_prefill.cuh, dispatch_attention_tile).
+      const bool has_kernel = (t.block_m == 128 && (t.block_n == 64 || t.block_n == 32)) ||
+                              (t.block_m == 64 && t.block_n == 32);
+      EXPECT_TRUE(has_kernel) << prof.key << " d" << d << ": " << t.to_string();
+      EXPECT_EQ(t.warps, t.block_m / 16);
     }
+}
+
+TEST(Planner, DecodeSplitsFillTheGpuAndFitDefaultSharedMemory) {
+  DecodePlan p;
+  for (const auto& prof : profile_table())
+    for (int d : {64, 128, 256}) {
+      // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
+      ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
+      EXPECT_LE(p.smem_bytes, 48 * 1024) << prof.key;
+      EXPECT_GT(p.splits, 1);
+      EXPECT_EQ(p.chunk % p.block_n, 0);
+      EXPECT_GE(p.splits * p.chunk, 32768);
+      EXPECT_LT((p.splits - 1) * p.chunk, 32768);  // no split is empty for a full cache
+      EXPECT_EQ(p.workspace_bytes, p.splits * 32 * (d + 1) * 4);
+    }
+  // A large batch fills the GPU alone: one split, no workspace; 40 query rows per KV head -> 3 row groups.
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 256, 8, 40, 256 * 320, 4096, &p).ok());
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.row_groups, 3);
+  EXPECT_EQ(p.workspace_bytes, 0);
+  EXPECT_EQ(plan_decode(profile("h200"), 96, 1, 1, 1, 1, 16, &p).code(), StatusCode::invalid_argument);
 }
 
 TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {

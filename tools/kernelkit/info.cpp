@@ -57,6 +57,7 @@ int run_info(const InfoOptions& o) {
   text << describe(*prof);
   text << "\nLaunch plans for " << o.rows << " x " << o.hidden << " " << dtype_name(dtype) << ":\n";
   for (const OpInfo& op : op_table()) {
+    if (op.family == OpFamily::attention) continue;  // not a row op: its tiles are listed below
     LaunchPlan plan;
     const Status s = plan_op(*prof, op.id, shape, dtype, &plan);
     text << "  " << std::left << std::setw(20) << op.name << (s.ok() ? plan.to_string() : s.to_string()) << "\n";

@@ -2,6 +2,7 @@
 //   --backend cuda: each case on the GPU vs the fp64 CPU reference, every element, outputs poisoned first.
 //   --backend cpu:  no GPU needed: the CPU backend's own invariants (fused == composed, normalized statistics).
 // Exit status 1 on any failure, so scripts can gate on it.
+#include <array>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -124,6 +125,25 @@ int run_verify(const VerifyOptions& o) {
   };
   for (OpId op : ops)
     for (DType dt : dtypes) {
+      if (op_info(op).family == OpFamily::attention) {
+        if (dt == DType::f32) continue;  // no f32 attention (refused as invalid_argument, not a profile matter)
+        // (batch, s_q, s_k, heads, kv_heads): one token, GQA 4 and 8, s_q < s_k, s_q > s_k; a long one unless quick.
+        std::vector<std::array<int64_t, 5>> shapes = {{2, 1, 1, 8, 8}, {2, 7, 7, 8, 2}, {1, 7, 127, 8, 1},
+                                                      {1, 127, 33, 4, 4}};
+        if (!o.quick && cuda) shapes.push_back({1, 1000, 1000, 4, 1});
+        for (const auto& s : shapes)
+          for (int64_t d : {int64_t{64}, int64_t{128}})
+            for (bool causal : {false, true})
+              for (int layout = 0; layout < 2; ++layout) {  // attention: dense / varlen; decode: contiguous / paged
+                const bool decode = op == OpId::decode_attention;
+                const testing::AttentionCase c{op, dt, s[0], decode ? std::min<int64_t>(s[1], 4) : s[1], s[2], s[3],
+                                               s[4], d, causal, false, !decode && layout == 1, decode && layout == 1,
+                                               1.0, seed++};
+                record(op, dt, c.name(),
+                       cuda ? testing::run_attention_case_cuda(c, o.device) : testing::check_attention_properties(c));
+              }
+        continue;
+      }
       if (op_info(op).family == OpFamily::rope) {
         // RoPE's own grid: styles x (head_dim, rot_dim) x in place x tokens.
         constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};

@@ -1,0 +1,66 @@
+// Internal: the parameter blocks of attention (prefill) and decode_attention, shared by validation, the CPU reference
+// and the CUDA launchers. Strides are in elements; a tensor's element (batch b, token t, head h, dim i) sits at
+// b * batch + t * token + h * head + i (varlen: batch = 0 and t is the packed token index cu_seqlens[b] + position).
+#pragma once
+
+#include <cstdint>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/profile.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit::detail {
+
+struct HeadStrides {
+  int64_t batch = 0, token = 0, head = 0;
+};
+
+struct AttentionArgs {
+  OpId op = OpId::attention;
+  DType dtype{};
+  Device device{};
+  int64_t rows = 0;  // query tokens (b * s_q, or total_q): 0 makes the call a no-op after validation
+  int64_t batch = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t s_q = 0, s_k = 0;  // dense: every sequence's lengths; varlen: the longest sequence's (sizes the grid)
+  bool varlen = false;
+  const int32_t* cu_q = nullptr;  // varlen: [batch + 1] on the tensors' device
+  const int32_t* cu_k = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // optional; dense [b, h, s_q], varlen [h, total_q], contiguous
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  HeadStrides q_st, k_st, v_st, o_st;
+  int64_t lse_batch = 0, lse_head = 0;  // lse offset = b * lse_batch + h * lse_head + token
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+struct DecodeArgs {
+  OpId op = OpId::decode_attention;
+  DType dtype{};
+  Device device{};
+  int64_t rows = 0;  // query tokens b * s_q
+  int64_t batch = 0, s_q = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t capacity = 0;  // keys a sequence can hold: contiguous cache dim 1, paged max_pages * page_size
+  bool paged = false;
+  int64_t page_size = 0, max_pages = 0, num_pages = 0;
+  const int32_t* block_table = nullptr;  // paged: [batch, max_pages], row stride block_table_stride
+  int64_t block_table_stride = 0;
+  const int32_t* seqlens = nullptr;  // [batch] or none (every sequence holds `capacity` keys)
+  void* out = nullptr;
+  float* lse = nullptr;  // optional [b, h, s_q] contiguous
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  // k/v: contiguous: batch = sequence stride, token = position stride; paged: batch = page stride, token = slot stride.
+  HeadStrides q_st, k_st, v_st, o_st;
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);
+Status attention_reference(const AttentionArgs& a);
+Status attention_cuda(const AttentionArgs& a, Stream stream);
+
+Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile);
+Status decode_reference(const DecodeArgs& a);
+Status decode_attention_cuda(const DecodeArgs& a, Stream stream);
+
+}  // namespace kernelkit::detail

@@ -1,0 +1,81 @@
+// Host entries of attention and decode_attention on CUDA: device checks, the tile / decode plan of the active profile,
+// dtype dispatch (f16 and bf16; the kernels for each dtype are compiled in their own files).
+#include <limits>
+
+#include "cuda/attention/decode.cuh"
+#include "cuda/attention/flash_prefill.cuh"
+#include "cuda/runtime_internal.hpp"
+
+namespace kernelkit::cuda {
+extern template Status launch_flash_prefill<__half>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
+extern template Status launch_flash_prefill<__nv_bfloat16>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
+extern template Status launch_decode<__half>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
+extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
+
+namespace {
+// f16 or bf16 (validation refused everything else before a launch).
+template <typename F>
+Status dispatch_half(DType dtype, F&& f) {
+  if (dtype == DType::f16) return f(__half{});
+  if (dtype == DType::bf16) return f(__nv_bfloat16{});
+  return invalid_argument("attention: dtype " + std::string(dtype_name(dtype)) + " has no kernel (expected f16, bf16)");
+}
+
+// The kernels index tokens and grid dimensions in 32 bits.
+Status check_limits(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (const auto& [what, v] : sizes)
+    if (v > std::numeric_limits<int32_t>::max() || v < 0)
+      return unsupported(std::string(op) + ": " + what + " = " + std::to_string(v) + " is above the kernel's limit");
+  return Status::Ok();
+}
+}  // namespace
+}  // namespace kernelkit::cuda
+
+namespace kernelkit::detail {
+
+Status attention_cuda(const AttentionArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(cuda::check_limits("attention", {{"s_q", a.s_q}, {"s_k", a.s_k}}));
+  if (a.batch > 65535 || a.heads > 65535)
+    return unsupported("attention: batch (" + std::to_string(a.batch) + ") and heads (" + std::to_string(a.heads) +
+                       ") must be <= 65535 (grid dimensions)");
+  cuda::DeviceGuard guard;
+  DeviceProfile prof;
+  KK_RETURN_IF_ERROR(cuda::prepare_device(a.op, a.dtype, a.device.index,
+                                          {{a.q, "q"},
+                                           {a.k, "k"},
+                                           {a.v, "v"},
+                                           {a.out, "out"},
+                                           {a.lse, "lse"},
+                                           {a.cu_q, "options.cu_seqlens_q"},
+                                           {a.cu_k, "options.cu_seqlens_k"}},
+                                          &guard, &prof));
+  TilePlan tile;
+  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile));
+  return cuda::dispatch_half(a.dtype,
+                             [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
+}
+
+Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
+  if (a.batch * a.kv_heads > 65535)
+    return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
+                       " must be <= 65535 (grid dimension)");
+  cuda::DeviceGuard guard;
+  DeviceProfile prof;
+  KK_RETURN_IF_ERROR(cuda::prepare_device(a.op, a.dtype, a.device.index,
+                                          {{a.q, "q"},
+                                           {a.k, "cache.k"},
+                                           {a.v, "cache.v"},
+                                           {a.out, "out"},
+                                           {a.lse, "lse"},
+                                           {a.block_table, "cache.block_table"},
+                                           {a.seqlens, "cache.seqlens_k"}},
+                                          &guard, &prof));
+  DecodePlan plan;
+  KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, a.heads / a.kv_heads * a.s_q,
+                                 a.batch * a.s_q * a.heads, a.capacity, &plan));
+  if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
+  return cuda::dispatch_half(a.dtype, [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, plan, stream); });
+}
+
+}  // namespace kernelkit::detail

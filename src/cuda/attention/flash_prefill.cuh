@@ -1,0 +1,318 @@
+// Prefill attention, FlashAttention-2 style: one block owns BM query rows of one (sequence, head) and walks the K/V
+// tiles of BN keys that those rows can see.
+//   S = Q K^T on tensor cores (Q fragments from shared memory, K via ldmatrix), scaled into the log2 domain,
+//   masked to -inf (keys past the sequence; causal: key j > query i + s_k - s_q), online softmax in fp32 registers
+//   (running max m and sum l per row; exp2f), P rounded to T, O += P V on tensor cores (V via ldmatrix.trans).
+//   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
+//   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
+// Warps: BM / 16, each owning 16 query rows for the whole kernel (its rows of Q, S, P and O never leave the warp, so
+// the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks XOR-swizzled by
+// (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows are 128, 256 or 512
+// bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] + s_q d [o] + 2 s_k d [k,
+// v]) + 4 s_q [lse]; FLOPs = 4 d x visible pairs.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/attention.hpp"
+#include "cuda/common/async_copy.cuh"
+#include "cuda/common/check.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/vec.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct FlashParams {
+  const T* q;  // [b, s_q, h, d] or varlen [total_q, h, d]: element (b, token, head, i) at b*sb + token*st + head*sh + i
+  const T* k;  // [b, s_k, h_kv, d] or [total_k, h_kv, d]
+  const T* v;
+  T* out;      // as q
+  float* lse;  // optional: b * lse_sb + h * lse_sh + token
+  detail::HeadStrides qs, ks, vs, os;
+  int64_t lse_sb, lse_sh;
+  const int* cu_q;  // varlen [b + 1] or null
+  const int* cu_k;
+  int s_q, s_k;      // dense lengths (varlen: read from cu_q / cu_k)
+  int group;         // heads / kv_heads
+  float scale_log2;  // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
+  bool causal;
+  int stages;  // K/V buffers: 1 or 2
+};
+
+// Element (row, col) of a [rows][D] tile with 16-byte chunks swizzled by row % 8 (col % 8 stays in its chunk).
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+// Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
+// `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN).
+template <int ROWS, int D, int THREADS, typename T>
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid) {
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
+    const int r = c / kChunks, ch = c % kChunks;
+    T* dst = s + swz<D>(r, ch * 8);
+    if (r < valid)
+      copy_async<16>(dst, g + r * stride + ch * 8);
+    else
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <typename T, int D, int BM, int BN>
+__global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    static_assert(BM % 16 == 0 && BN % 16 == 0 && D % 16 == 0 && D >= 64, "tile shapes are multiples of the MMA");
+    constexpr int kThreads = BM * 2;  // BM / 16 warps
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    T* sQ = reinterpret_cast<T*>(smem_raw);  // [BM][D]
+    T* sK = sQ + BM * D;                     // [stages][BN][D]
+    T* sV = sK + p.stages * BN * D;          // [stages][BN][D]
+
+    const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * BM;
+    int q_start = 0, k_start = 0, s_q = p.s_q, s_k = p.s_k;
+    if (p.cu_q) {
+      q_start = p.cu_q[b];
+      s_q = p.cu_q[b + 1] - q_start;
+      k_start = p.cu_k[b];
+      s_k = p.cu_k[b + 1] - k_start;
+    }
+    if (m0 >= s_q) return;  // a shorter sequence of a varlen batch (the grid covers the longest)
+    const int hk = h / p.group;
+    const T* qg = p.q + b * p.qs.batch + static_cast<int64_t>(q_start + m0) * p.qs.token + h * p.qs.head;
+    const T* kg = p.k + b * p.ks.batch + static_cast<int64_t>(k_start) * p.ks.token + hk * p.ks.head;
+    const T* vg = p.v + b * p.vs.batch + static_cast<int64_t>(k_start) * p.vs.token + hk * p.vs.head;
+    const int rows = min(BM, s_q - m0);
+    const int offset = s_k - s_q;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
+    // Keys any row of this block can see: [0, kv_end); tiles past it are skipped, not masked.
+    const int kv_end = p.causal ? min(s_k, m0 + rows + offset) : s_k;
+    const int n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wr = warp * 16;                          // the warp's first row in the tile
+    const int row_a = m0 + wr + g, row_b = row_a + 8;  // this lane's two query rows (positions in the sequence)
+
+    float acc[D / 8][4];  // O: 16 rows x D of the warp, C-fragment layout per 8 columns
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max (log2 domain) of rows a, b
+    float l_run[2] = {0.0f, 0.0f};            // this lane's part of the running sum (the quad is summed at the end)
+
+    auto load_kv = [&](int tile, int buf) {
+      const int valid = min(BN, s_k - tile * BN);
+      load_tile<BN, D, kThreads>(sK + buf * BN * D, kg + static_cast<int64_t>(tile) * BN * p.ks.token, p.ks.token,
+                                 valid);
+      load_tile<BN, D, kThreads>(sV + buf * BN * D, vg + static_cast<int64_t>(tile) * BN * p.vs.token, p.vs.token,
+                                 valid);
+    };
+
+    if (n_tiles > 0) {
+      load_tile<BM, D, kThreads>(sQ, qg, p.qs.token, rows);
+      if (p.stages == 2) load_kv(0, 0);
+      cp_async_commit();
+    }
+    for (int it = 0; it < n_tiles; ++it) {
+      int buf = 0;
+      if (p.stages == 2) {
+        buf = it & 1;
+        if (it + 1 < n_tiles) load_kv(it + 1, buf ^ 1);  // into the buffer tile it - 1 used (freed by its barrier)
+        cp_async_commit();                               // possibly empty: group counts stay uniform
+        cp_async_wait<1>();                              // this tile's group (and Q's) has landed for this thread
+      } else {
+        load_kv(it, 0);
+        cp_async_commit();
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // ... and for every thread
+      const T* sKb = sK + buf * BN * D;
+      const T* sVb = sV + buf * BN * D;
+
+      // S = Q K^T for the warp's 16 rows x BN keys.
+      float s[BN / 8][4];
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned a[4];
+        ldmatrix_x4<false>(a, sQ + swz<D>(wr + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int nb = 0; nb < BN / 16; ++nb) {
+          unsigned bk[4];  // keys nb*16 + 0..7 and + 8..15, dims kk*16 + 0..7 and + 8..15
+          const int mi = lane >> 3;
+          ldmatrix_x4<false>(bk, sKb + swz<D>(nb * 16 + (lane & 7) + (mi >> 1) * 8, kk * 16 + (mi & 1) * 8));
+          mma_16x8x16<T>(s[2 * nb], a, bk[0], bk[1]);
+          mma_16x8x16<T>(s[2 * nb + 1], a, bk[2], bk[3]);
+        }
+      }
+
+      // Scale into the log2 domain and mask (only tiles that cross the sequence end or the causal diagonal).
+      const int n0 = it * BN;
+      const bool mask = n0 + BN > s_k || (p.causal && n0 + BN - 1 > m0 + offset);
+      float tile_max[2] = {m_run[0], m_run[1]};
+#pragma unroll
+      for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[nb][e] * p.scale_log2;
+          if (mask) {
+            const int col = n0 + nb * 8 + 2 * t + (e & 1), row = e < 2 ? row_a : row_b;
+            if (col >= s_k || (p.causal && col > row + offset)) x = -INFINITY;
+          }
+          s[nb][e] = x;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+        }
+      // Online softmax: the quad (4 lanes) shares each row; rescale O and l by exp2(m_old - m_new).
+      float m_use[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
+        m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
+        const float corr = exp2f(m_run[r] - m_use[r]);
+        m_run[r] = tile_max[r];
+        l_run[r] *= corr;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          acc[i][2 * r] *= corr;
+          acc[i][2 * r + 1] *= corr;
+        }
+      }
+#pragma unroll
+      for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nb][e] = exp2f(s[nb][e] - m_use[e / 2]);
+          l_run[e / 2] += s[nb][e];  // fp32 P: the sum is not rounded to T (only the P V product operand is)
+        }
+
+        // O += P V: P's C fragments of keys 16kk..16kk+15 are exactly the A fragment of that k-step.
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        unsigned a[4];
+        a[0] = pack_rounded<T>(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = pack_rounded<T>(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = pack_rounded<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = pack_rounded<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int db = 0; db < D / 16; ++db) {
+          unsigned bv[4];  // keys kk*16 + 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
+          const int mi = lane >> 3;
+          ldmatrix_x4<true>(bv, sVb + swz<D>(kk * 16 + (lane & 7) + (mi & 1) * 8, db * 16 + (mi >> 1) * 8));
+          mma_16x8x16<T>(acc[2 * db], a, bv[0], bv[1]);
+          mma_16x8x16<T>(acc[2 * db + 1], a, bv[2], bv[3]);
+        }
+      }
+      __syncthreads();  // every warp is done with this buffer before a later iteration overwrites it
+    }
+
+    // Epilogue: l over the quad, O / l (0 for a row that saw no key), lse = ln(sum) = ln2 * m + ln(l) (-inf if none).
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+      inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+    }
+    if (p.lse && t == 0) {
+      constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = r == 0 ? row_a : row_b;
+        if (row < s_q)
+          p.lse[b * p.lse_sb + h * p.lse_sh + q_start + row] =
+              l_run[r] > 0.0f ? m_run[r] * kLn2 + logf(l_run[r]) : -INFINITY;
+      }
+    }
+    // Stage the warp's 16 output rows in its own rows of sQ (no other warp reads them), then 16-byte coalesced stores.
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      *reinterpret_cast<unsigned*>(sQ + swz<D>(wr + g, i * 8 + 2 * t)) =
+          pack_rounded<T>(acc[i][0] * inv[0], acc[i][1] * inv[0]);
+      *reinterpret_cast<unsigned*>(sQ + swz<D>(wr + g + 8, i * 8 + 2 * t)) =
+          pack_rounded<T>(acc[i][2] * inv[1], acc[i][3] * inv[1]);
+    }
+    __syncwarp();
+    T* og = p.out + b * p.os.batch + static_cast<int64_t>(q_start + m0) * p.os.token + h * p.os.head;
+    constexpr int kChunks = D / 8;
+#pragma unroll
+    for (int c = lane; c < 16 * kChunks; c += 32) {
+      const int r = wr + c / kChunks, ch = c % kChunks;
+      if (r < rows)
+        *reinterpret_cast<uint4*>(og + r * p.os.token + ch * 8) =
+            *reinterpret_cast<const uint4*>(sQ + swz<D>(r, ch * 8));
+    }
+  }
+}
+
+// The (BM, BN) tiles with kernels; the planner's tiles must be among them (a CPU test checks every profile).
+template <typename F>
+Status dispatch_attention_tile(int block_m, int block_n, F&& f) {
+  if (block_m == 128 && block_n == 64) return f(std::integral_constant<int, 128>{}, std::integral_constant<int, 64>{});
+  if (block_m == 128 && block_n == 32) return f(std::integral_constant<int, 128>{}, std::integral_constant<int, 32>{});
+  if (block_m == 64 && block_n == 32) return f(std::integral_constant<int, 64>{}, std::integral_constant<int, 32>{});
+  return Status(StatusCode::internal,
+                "attention: no kernel for tile " + std::to_string(block_m) + "x" + std::to_string(block_n));
+}
+
+template <typename F>
+Status dispatch_head_dim(int64_t d, F&& f) {
+  switch (d) {
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    case 256:
+      return f(std::integral_constant<int, 256>{});
+    default:
+      break;
+  }
+  return unsupported("attention: head_dim " + std::to_string(d) + " has no kernel (expected 64, 128 or 256)");
+}
+
+template <typename T>
+Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  const FlashParams<T> p{static_cast<const T*>(a.q),
+                         static_cast<const T*>(a.k),
+                         static_cast<const T*>(a.v),
+                         static_cast<T*>(a.out),
+                         a.lse,
+                         a.q_st,
+                         a.k_st,
+                         a.v_st,
+                         a.o_st,
+                         a.lse_batch,
+                         a.lse_head,
+                         a.cu_q,
+                         a.cu_k,
+                         static_cast<int>(a.s_q),
+                         static_cast<int>(a.s_k),
+                         static_cast<int>(a.heads / a.kv_heads),
+                         a.scale * 1.4426950408889634f,
+                         a.causal,
+                         tile.stages};
+  return dispatch_head_dim(a.head_dim, [&](auto d) {
+    return dispatch_attention_tile(tile.block_m, tile.block_n, [&](auto bm, auto bn) -> Status {
+      constexpr int D = decltype(d)::value, BM = decltype(bm)::value, BN = decltype(bn)::value;
+      auto kernel = flash_prefill_kernel<T, D, BM, BN>;
+      const size_t smem = static_cast<size_t>(tile.smem_bytes);
+      if (tile.smem_optin)
+        KK_CUDA_RETURN(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      const dim3 grid(static_cast<unsigned>((a.s_q + BM - 1) / BM), static_cast<unsigned>(a.heads),
+                      static_cast<unsigned>(a.batch));
+      kernel<<<grid, BM * 2, smem, stream>>>(p);
+      KK_CUDA_RETURN(cudaGetLastError());
+      return Status::Ok();
+    });
+  });
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,71 @@
+// Tensor-core building blocks of the attention kernels: ldmatrix fragment loads and one 16x8x16 MMA with fp32
+// accumulators, written once per architecture path.
+//   sm_80+: mma.sync m16n8k16 for f16 and bf16.
+//   sm_75:  the same 16x8x16 step as two mma.sync m16n8k8 (f16 only: Turing has no bf16 MMA; bf16 kernels are never
+//           compiled for it, see kDeviceHasType).
+// Fragment layouts (PTX ISA, per lane: g = lane / 4, t = lane % 4):
+//   A 16x16 (row-major): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 8+2t..), a[3] = (g+8, 8+2t..)
+//   B 16x8  (k x n):     b0 = (k 2t..2t+1, n g), b1 = (k 8+2t.., n g)
+//   C 16x8  (fp32):      c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "cuda/common/arch.cuh"
+#include "cuda/common/vec.cuh"
+
+namespace kernelkit::cuda {
+
+// Four 8x8 b16 matrices from shared memory; lane l supplies the address of row l % 8 of matrix l / 8, and r[i] receives
+// this lane's pair (row g, columns 2t, 2t+1) of matrix i (with kTrans: the pair (rows 2t, 2t+1, column g)).
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// d += a * b for one 16x8x16 step, fp32 accumulation.
+template <typename T>
+__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KK_DEVICE_ARCH >= 800
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  static_assert(std::is_same_v<T, __half>, "sm_75 has f16 tensor-core MMA only");
+  // k 0..7 uses a[0], a[1] and b0; k 8..15 uses a[2], a[3] and b1 (the m16n8k8 layouts are the halves of m16n8k16's).
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(b0));
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+
+// Two floats rounded to T and packed in one 32-bit register, `lo` in the low half (the element with the lower index).
+template <typename T>
+__device__ __forceinline__ unsigned pack_rounded(float lo, float hi) {
+  return bits16<T>(lo) | (bits16<T>(hi) << 16);
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,224 @@
+// Attention cases of the test harness: random inputs in the case's layout, the op on CUDA and on the CPU reference
+// from identical inputs, outputs poisoned first, every element of out and lse compared.
+//
+// Tolerance of out (derived, not tuned): the kernel rounds P to the dtype for the P V product (relative error <= u =
+// rtol / 2 per term) and rounds the output once; the reference rounds its exact value once. So
+// |got - want| <= u |o| (reference rounding) + u |o| (kernel rounding) + u sum_j p_j |v_j| / l (P rounding)
+//              =  rtol (|want| + m / 2),   m = sum_j p_j |v_j| / l = the reference run on |v|,
+// which is the table's bound atol + rtol * max(|want|, magnitude) with magnitude = |want| + m / 2.
+// lse (f32): rtol 1e-5 of |lse| + log(s_k) + 1, the size of its two terms max and log(sum) (the sum of up to s_k fp32
+// exponentials carries a relative error of a few ulp times its length).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "kernelkit/ops.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::testing {
+
+std::string AttentionCase::name() const {
+  std::ostringstream os;
+  os << op_info(op).name << " " << dtype_name(dtype) << " b" << batch << " s_q " << s_q << " s_k " << s_k << " h "
+     << heads << "/" << kv_heads << " d " << head_dim;
+  if (causal) os << " causal";
+  if (bhsd) os << " bhsd";
+  if (varlen) os << " varlen";
+  if (paged) os << " paged";
+  if (magnitude > 1) os << " |x|~" << magnitude;
+  return os.str();
+}
+
+namespace {
+
+constexpr int64_t kPage = KvCache::kPageSize;
+
+struct AttnData {
+  int64_t total_q = 0, total_k = 0;  // attention: packed tokens; decode: b * s_q and the pool's rows
+  int64_t capacity = 0, max_pages = 0;
+  HostBuffer q, k, v, out, lse;
+  HostBuffer cu_q, cu_k, lens, table;  // i32
+};
+
+struct Ptrs {
+  void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table;
+};
+
+Ptrs host_ptrs(AttnData& d) {
+  return {d.q.data(), d.k.data(), d.v.data(), d.out.data(), d.lse.data(), d.cu_q.data(), d.cu_k.data(),
+          d.lens.data(), d.table.data()};
+}
+
+HostBuffer i32_buffer(const std::vector<int64_t>& values) {
+  HostBuffer b(DType::i32, static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) b.set(static_cast<int64_t>(i), static_cast<double>(values[i]));
+  return b;
+}
+
+AttnData make_attention_inputs(const AttentionCase& c) {
+  AttnData d;
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.s_q * 131 + c.s_k * 7 + c.head_dim));
+  const int64_t h = c.heads, hk = c.kv_heads, dim = c.head_dim;
+  int64_t k_rows = 0;  // rows of h_kv x d in k / v
+  if (c.op == OpId::decode_attention) {
+    d.capacity = (c.s_k + kPage - 1) / kPage * kPage + kPage;
+    d.max_pages = d.capacity / kPage;
+    d.total_q = c.batch * c.s_q;
+    k_rows = c.batch * d.capacity;
+    std::vector<int64_t> lens, table(static_cast<size_t>(c.batch * d.max_pages));
+    for (int64_t i = 0; i < c.batch; ++i) lens.push_back(c.s_k * (c.batch - i) / c.batch);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    d.lens = i32_buffer(lens);
+    d.table = i32_buffer(table);
+  } else if (c.varlen) {
+    std::vector<int64_t> cq{0}, ck{0};
+    for (int64_t i = 0; i < c.batch; ++i) {
+      const int64_t sq = i % 2 ? c.s_q / 2 : c.s_q, sk = i % 2 ? c.s_k / 2 + 1 : c.s_k;
+      cq.push_back(cq.back() + sq);
+      ck.push_back(ck.back() + sk);
+    }
+    d.total_q = cq.back();
+    k_rows = ck.back();
+    d.cu_q = i32_buffer(cq);
+    d.cu_k = i32_buffer(ck);
+  } else {
+    d.total_q = c.batch * c.s_q;
+    k_rows = c.batch * c.s_k;
+  }
+  d.total_k = k_rows;
+  std::uniform_real_distribution<double> u(-c.magnitude, c.magnitude);
+  auto fill = [&](HostBuffer& b, int64_t n) {
+    b = HostBuffer(c.dtype, n);
+    for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
+  };
+  fill(d.q, d.total_q * h * dim);
+  fill(d.k, k_rows * hk * dim);
+  fill(d.v, k_rows * hk * dim);
+  if (c.magnitude > 1)  // large logits, ordinary values: only q and k are scaled up
+    for (int64_t i = 0; i < d.v.size(); ++i) d.v.set(i, d.v.get(i) / c.magnitude);
+  d.out = HostBuffer(c.dtype, d.total_q * h * dim);
+  d.lse = HostBuffer(DType::f32, d.total_q * h);
+  return d;
+}
+
+// Calls the public op for case `c` over the buffers at `p` on `dev`.
+Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, Device dev) {
+  const DType t = c.dtype;
+  const int64_t B = c.batch, h = c.heads, hk = c.kv_heads, D = c.head_dim;
+  AttentionOptions o;
+  o.causal = c.causal;
+  if (c.op == OpId::decode_attention) {
+    KvCache cache;
+    const int64_t S = c.s_q;
+    if (c.paged) {
+      cache.k = TensorView::contiguous(p.k, t, {B * d.max_pages, kPage, hk, D}, dev);
+      cache.v = TensorView::contiguous(p.v, t, {B * d.max_pages, kPage, hk, D}, dev);
+      cache.block_table = TensorView::contiguous(p.table, DType::i32, {B, d.max_pages}, dev);
+    } else {
+      cache.k = TensorView::contiguous(p.k, t, {B, d.capacity, hk, D}, dev);
+      cache.v = TensorView::contiguous(p.v, t, {B, d.capacity, hk, D}, dev);
+    }
+    cache.seqlens_k = TensorView::contiguous(p.lens, DType::i32, {B}, dev);
+    return decode_attention(TensorView::contiguous(p.out, t, {B, S, h, D}, dev),
+                            TensorView::contiguous(p.lse, DType::f32, {B, h, S}, dev),
+                            TensorView::contiguous(p.q, t, {B, S, h, D}, dev), cache, o);
+  }
+  if (c.varlen) {
+    o.cu_seqlens_q = TensorView::contiguous(p.cu_q, DType::i32, {B + 1}, dev);
+    o.cu_seqlens_k = TensorView::contiguous(p.cu_k, DType::i32, {B + 1}, dev);
+    return attention(TensorView::contiguous(p.out, t, {d.total_q, h, D}, dev),
+                     TensorView::contiguous(p.lse, DType::f32, {h, d.total_q}, dev),
+                     TensorView::contiguous(p.q, t, {d.total_q, h, D}, dev),
+                     TensorView::contiguous(p.k, t, {d.total_k, hk, D}, dev),
+                     TensorView::contiguous(p.v, t, {d.total_k, hk, D}, dev), o);
+  }
+  // [b, s, heads, d], or stored [b, heads, s, d] and seen through strides.
+  auto view = [&](void* ptr, int64_t s, int64_t heads) {
+    if (c.bhsd) return TensorView::strided(ptr, t, {B, s, heads, D}, {heads * s * D, D, s * D, 1}, dev);
+    return TensorView::contiguous(ptr, t, {B, s, heads, D}, dev);
+  };
+  return attention(view(p.out, c.s_q, h), TensorView::contiguous(p.lse, DType::f32, {B, h, c.s_q}, dev),
+                   view(p.q, c.s_q, h), view(p.k, c.s_k, hk), view(p.v, c.s_k, hk), o);
+}
+
+}  // namespace
+
+CaseResult run_attention_case_cuda(const AttentionCase& c, int device) {
+  CaseResult r;
+  if (r.status = need_device(); !r.status.ok()) return r;
+  AttnData d = make_attention_inputs(c);
+  AttnData want = d, abs_v = d;  // abs_v: the reference on |v| gives sum_j p_j |v_j| / l (the tolerance's m)
+  for (int64_t i = 0; i < abs_v.v.size(); ++i) abs_v.v.set(i, std::fabs(abs_v.v.get(i)));
+  for (AttnData* ref : {&want, &abs_v})
+    if (Status s = call_attention(c, *ref, host_ptrs(*ref), Device::cpu()); !s.ok()) {
+      r.status = Status(s.code(), "reference: " + s.message());
+      return r;
+    }
+  DeviceBuffer q, k, v, out, lse, cu_q, cu_k, lens, table;
+  auto up = [](DeviceBuffer& db, const HostBuffer& hb) -> Status {
+    KK_RETURN_IF_ERROR(db.alloc(std::max<size_t>(hb.bytes(), 16)));
+    return hb.bytes() ? db.upload(hb) : Status::Ok();
+  };
+  if (r.status = first_error({up(q, d.q), up(k, d.k), up(v, d.v), up(out, d.out), up(lse, d.lse), up(cu_q, d.cu_q),
+                              up(cu_k, d.cu_k), up(lens, d.lens), up(table, d.table), out.poison(), lse.poison()});
+      !r.status.ok())
+    return r;
+  const Ptrs dp{q.data(), k.data(), v.data(), out.data(), lse.data(), cu_q.data(), cu_k.data(), lens.data(),
+                table.data()};
+  r.status = call_attention(c, d, dp, Device::cuda(device));
+  if (!r.status.ok()) return r;
+  AttnData got = d;
+  if (r.status = first_error({device_synchronize(), out.download(&got.out), lse.download(&got.lse)}); !r.status.ok())
+    return r;
+  const int64_t rows = d.total_q * c.heads;
+  std::vector<double> mag(static_cast<size_t>(rows * c.head_dim));
+  for (size_t i = 0; i < mag.size(); ++i) {
+    const auto k2 = static_cast<int64_t>(i);
+    mag[i] = std::fabs(want.out.get(k2)) + abs_v.out.get(k2) / 2;
+  }
+  compare_outputs("out", got.out, want.out, rows, c.head_dim, c.head_dim, mag, &r);
+  std::vector<double> lse_mag(static_cast<size_t>(rows));
+  const double log_sk = std::log(static_cast<double>(std::max<int64_t>(c.s_k, 1)));
+  for (size_t i = 0; i < lse_mag.size(); ++i) {
+    const double w = want.lse.get(static_cast<int64_t>(i));
+    lse_mag[i] = (std::isfinite(w) ? std::fabs(w) : 0.0) + log_sk + 1;
+  }
+  compare_outputs("lse", got.lse, want.lse, 1, rows, rows, lse_mag, &r);
+  return r;
+}
+
+CaseResult check_attention_properties(const AttentionCase& c) {
+  // Every output is a convex combination of visible v rows (or 0 when none is visible): within [min v, max v] over
+  // all of v up to one rounding; lse is finite or -inf, never NaN or +inf.
+  CaseResult r;
+  AttnData d = make_attention_inputs(c);
+  r.status = call_attention(c, d, host_ptrs(d), Device::cpu());
+  if (!r.status.ok()) return r;
+  double vmin = INFINITY, vmax = -INFINITY;
+  for (int64_t i = 0; i < d.v.size(); ++i) vmin = std::min(vmin, d.v.get(i)), vmax = std::max(vmax, d.v.get(i));
+  const double slack = tolerance(c.dtype).rtol * std::max(std::fabs(vmin), std::fabs(vmax));
+  const int64_t rows = d.total_q * c.heads;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t x = 0; x < c.head_dim; ++x) {
+      const double y = d.out.get(row * c.head_dim + x);
+      ++r.checked;
+      if (!(y >= vmin - slack && y <= vmax + slack)) {
+        ++r.mismatches;
+        if (r.detail.size() < 400) r.detail += "  out row " + std::to_string(row) + " outside [min v, max v]\n";
+      }
+    }
+  }
+  for (int64_t i = 0; i < d.lse.size(); ++i) {
+    const double l = d.lse.get(i);
+    if (std::isnan(l) || l == INFINITY) {
+      ++r.mismatches;
+      if (r.detail.size() < 400) r.detail += "  lse " + std::to_string(i) + " is " + std::to_string(l) + "\n";
+    }
+  }
+  return r;
+}
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,397 @@
+// attention / decode_attention on the CPU backend: the fp64 reference against an independent naive formula (explicit
+// score matrix, mask, softmax, P V) on small fresh random inputs; layouts, varlen, GQA, causal alignment, fully masked
+// rows, paged == contiguous; bytes / FLOPs; bad inputs named with the expectation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/profile.hpp"
+#include "kernelkit/ops.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::HostBuffer;
+
+namespace {
+
+HostBuffer random_buffer(DType t, int64_t n, uint64_t seed, double magnitude = 1.0) {
+  HostBuffer b(t, n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-magnitude, magnitude);
+  for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
+  return b;
+}
+
+// The naive formula for one (batch, head) of [b, s, h, d] tensors: S = scale Q K^T (s_q x s_k), -inf where masked,
+// P = exp(S - rowmax) / rowsum, O = P V; lse = rowmax + log(rowsum). Written independently of the reference.
+struct Naive {
+  std::vector<double> o, lse;  // [s_q, d], [s_q]
+};
+Naive naive_head(const HostBuffer& q, const HostBuffer& k, const HostBuffer& v, int64_t s_q, int64_t s_k, int64_t h,
+                 int64_t hk, int64_t heads, int64_t kv_heads, int64_t d, int64_t b, double scale, bool causal) {
+  auto qa = [&](int64_t i, int64_t x) { return q.get(((b * s_q + i) * heads + h) * d + x); };
+  auto ka = [&](int64_t j, int64_t x) { return k.get(((b * s_k + j) * kv_heads + hk) * d + x); };
+  auto va = [&](int64_t j, int64_t x) { return v.get(((b * s_k + j) * kv_heads + hk) * d + x); };
+  std::vector<double> S(static_cast<size_t>(s_q * s_k));
+  for (int64_t i = 0; i < s_q; ++i)
+    for (int64_t j = 0; j < s_k; ++j) {
+      double dot = 0;
+      for (int64_t x = 0; x < d; ++x) dot += qa(i, x) * ka(j, x);
+      const bool masked = causal && j - i > s_k - s_q;
+      S[static_cast<size_t>(i * s_k + j)] = masked ? -INFINITY : scale * dot;
+    }
+  Naive n{std::vector<double>(static_cast<size_t>(s_q * d), 0.0), std::vector<double>(static_cast<size_t>(s_q))};
+  for (int64_t i = 0; i < s_q; ++i) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < s_k; ++j) mx = std::max(mx, S[static_cast<size_t>(i * s_k + j)]);
+    if (mx == -INFINITY) {
+      n.lse[static_cast<size_t>(i)] = -INFINITY;
+      continue;
+    }
+    for (int64_t j = 0; j < s_k; ++j) sum += std::exp(S[static_cast<size_t>(i * s_k + j)] - mx);
+    for (int64_t j = 0; j < s_k; ++j) {
+      const double p = std::exp(S[static_cast<size_t>(i * s_k + j)] - mx) / sum;
+      for (int64_t x = 0; x < d; ++x) n.o[static_cast<size_t>(i * d + x)] += p * va(j, x);
+    }
+    n.lse[static_cast<size_t>(i)] = mx + std::log(sum);
+  }
+  return n;
+}
+
+struct Dense {
+  int64_t b = 1, s_q = 5, s_k = 9, heads = 4, kv_heads = 2, d = 64;
+  bool causal = false;
+  DType dt = DType::f16;
+  float scale = 0.0f;
+};
+
+// Runs the reference on [b, s, h, d] tensors and checks it against the naive formula: outputs within one rounding
+// (half an ulp of the dtype), lse within fp64 noise, fully masked rows exactly 0 / -inf.
+void check_dense(const Dense& c, uint64_t seed) {
+  SCOPED_TRACE("b " + std::to_string(c.b) + " s_q " + std::to_string(c.s_q) + " s_k " + std::to_string(c.s_k) +
+               " h " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + (c.causal ? " causal" : ""));
+  const int64_t nq = c.b * c.s_q * c.heads * c.d, nk = c.b * c.s_k * c.kv_heads * c.d;
+  HostBuffer q = random_buffer(c.dt, nq, seed), k = random_buffer(c.dt, nk, seed + 1), v = random_buffer(c.dt, nk, seed + 2);
+  HostBuffer out(c.dt, nq);
+  std::vector<float> lse(static_cast<size_t>(c.b * c.heads * c.s_q), NAN);
+  AttentionOptions o;
+  o.causal = c.causal;
+  o.scale = c.scale;
+  const Status s = attention(TensorView::contiguous(out.data(), c.dt, {c.b, c.s_q, c.heads, c.d}),
+                             TensorView::contiguous(lse.data(), DType::f32, {c.b, c.heads, c.s_q}),
+                             TensorView::contiguous(q.data(), c.dt, {c.b, c.s_q, c.heads, c.d}),
+                             TensorView::contiguous(k.data(), c.dt, {c.b, c.s_k, c.kv_heads, c.d}),
+                             TensorView::contiguous(v.data(), c.dt, {c.b, c.s_k, c.kv_heads, c.d}), o);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const double scale = c.scale != 0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.d));
+  const double rtol = kernelkit::testing::tolerance(c.dt).rtol;
+  int bad = 0;
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.heads; ++h) {
+      const Naive n = naive_head(q, k, v, c.s_q, c.s_k, h, h / (c.heads / c.kv_heads), c.heads, c.kv_heads, c.d, b,
+                                 scale, c.causal);
+      for (int64_t i = 0; i < c.s_q; ++i) {
+        const double want_lse = n.lse[static_cast<size_t>(i)];
+        const float got_lse = lse[static_cast<size_t>((b * c.heads + h) * c.s_q + i)];
+        if (want_lse == -INFINITY) EXPECT_EQ(got_lse, -INFINITY);
+        else EXPECT_NEAR(got_lse, want_lse, 1e-6 * (1 + std::fabs(want_lse)));
+        for (int64_t x = 0; x < c.d; ++x) {
+          const double want = n.o[static_cast<size_t>(i * c.d + x)];
+          const double got = out.get(((b * c.s_q + i) * c.heads + h) * c.d + x);
+          if (!(std::fabs(got - want) <= rtol / 2 * std::fabs(want) + 1e-7) && bad++ < 4)
+            ADD_FAILURE() << "out[" << b << ", " << i << ", " << h << ", " << x << "] = " << got << ", want " << want;
+        }
+      }
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+}  // namespace
+
+TEST(Attention, ReferenceMatchesNaiveFormula) {
+  uint64_t seed = 10;
+  for (int64_t ratio : {1, 4, 8})
+    for (bool causal : {false, true})
+      for (auto [s_q, s_k] : {std::pair<int64_t, int64_t>{1, 1}, {7, 7}, {5, 12}, {12, 5}})
+        check_dense({2, s_q, s_k, 8, 8 / ratio, 64, causal, DType::f16, 0.0f}, seed++);
+  check_dense({1, 6, 9, 2, 1, 128, true, DType::bf16, 0.3f}, seed++);
+  check_dense({1, 3, 4, 1, 1, 256, false, DType::f16, 0.0f}, seed++);
+}
+
+TEST(Attention, ValuesByHand) {
+  // One head, d = 64, two keys: q . k0 = 0, q . k1 = ln(3) / scale -> weights 1/4, 3/4. Causal with s_q = 2, s_k = 2:
+  // query 0 sees key 0 only (out = v0, lse = 0).
+  const int64_t d = 64;
+  const double scale = 0.125;
+  std::vector<uint16_t> q(2 * d), k(2 * d), v(2 * d), out(2 * d);
+  const double l3 = std::log(3.0) / scale;
+  for (int64_t x = 0; x < d; ++x) {
+    q[x] = q[d + x] = float_to_half_bits(x == 0 ? 1.0f : 0.0f);
+    k[x] = float_to_half_bits(0.0f);
+    k[d + x] = float_to_half_bits(x == 0 ? static_cast<float>(l3) : 0.0f);
+    v[x] = float_to_half_bits(1.0f);
+    v[d + x] = float_to_half_bits(-1.0f);
+  }
+  std::vector<float> lse(2);
+  AttentionOptions o;
+  o.scale = static_cast<float>(scale);
+  o.causal = true;
+  auto view = [&](std::vector<uint16_t>& b) { return TensorView::contiguous(b.data(), DType::f16, {1, 2, 1, d}); };
+  ASSERT_TRUE(attention(view(out), TensorView::contiguous(lse.data(), DType::f32, {1, 1, 2}), view(q), view(k), view(v), o).ok());
+  EXPECT_EQ(half_bits_to_float(out[0]), 1.0f);
+  EXPECT_EQ(lse[0], 0.0f);
+  const double k1 = scale * half_bits_to_float(k[d]);  // the stored (rounded) logit
+  const double w1 = std::exp(k1) / (1 + std::exp(k1));
+  EXPECT_NEAR(half_bits_to_float(out[d]), (1 - w1) - w1, 1e-3);
+  EXPECT_NEAR(lse[1], std::log(1 + std::exp(k1)), 1e-6);
+}
+
+TEST(Attention, BhsdLayoutThroughStrides) {
+  // The same numbers stored [b, h, s, d] and passed as a permuted view give the same result as [b, s, h, d].
+  const int64_t B = 2, S = 6, H = 4, HK = 2, D = 64;
+  HostBuffer q = random_buffer(DType::f16, B * S * H * D, 3), k = random_buffer(DType::f16, B * S * HK * D, 4),
+             v = random_buffer(DType::f16, B * S * HK * D, 5);
+  auto to_bhsd = [](const HostBuffer& x, int64_t b, int64_t s, int64_t h, int64_t d) {
+    HostBuffer y(x.dtype(), x.size());
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t t = 0; t < s; ++t)
+        for (int64_t j = 0; j < h; ++j)
+          for (int64_t e = 0; e < d; ++e) y.set(((i * h + j) * s + t) * d + e, x.get(((i * s + t) * h + j) * d + e));
+    return y;
+  };
+  HostBuffer q2 = to_bhsd(q, B, S, H, D), k2 = to_bhsd(k, B, S, HK, D), v2 = to_bhsd(v, B, S, HK, D);
+  HostBuffer out(DType::f16, q.size()), out2(DType::f16, q.size());
+  AttentionOptions o;
+  o.causal = true;
+  auto bshd = [](HostBuffer& x, int64_t h) { return TensorView::contiguous(x.data(), DType::f16, {B, S, h, D}); };
+  auto bhsd = [](HostBuffer& x, int64_t h) {
+    return TensorView::strided(x.data(), DType::f16, {B, S, h, D}, {h * S * D, D, S * D, 1});
+  };
+  ASSERT_TRUE(attention(bshd(out, H), std::nullopt, bshd(q, H), bshd(k, HK), bshd(v, HK), o).ok());
+  ASSERT_TRUE(attention(bhsd(out2, H), std::nullopt, bhsd(q2, H), bhsd(k2, HK), bhsd(v2, HK), o).ok());
+  const HostBuffer back = to_bhsd(out, B, S, H, D);
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(back.get(i), out2.get(i)) << i;
+}
+
+TEST(Attention, VarlenEqualsPerSequenceCalls) {
+  // Sequences of (s_q, s_k) = (3, 3), (0, 4), (5, 9), (4, 2) packed; each equals a dense causal call on its own.
+  const std::vector<int32_t> cq = {0, 3, 3, 8, 12}, ck = {0, 3, 7, 16, 18};
+  const int64_t H = 4, HK = 1, D = 64, TQ = cq.back(), TK = ck.back();
+  HostBuffer q = random_buffer(DType::bf16, TQ * H * D, 7), k = random_buffer(DType::bf16, TK * HK * D, 8),
+             v = random_buffer(DType::bf16, TK * HK * D, 9), out(DType::bf16, TQ * H * D);
+  std::vector<float> lse(static_cast<size_t>(H * TQ));
+  AttentionOptions o;
+  o.causal = true;
+  o.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cq.data()), DType::i32, {5});
+  o.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(ck.data()), DType::i32, {5});
+  ASSERT_TRUE(attention(TensorView::contiguous(out.data(), DType::bf16, {TQ, H, D}),
+                        TensorView::contiguous(lse.data(), DType::f32, {H, TQ}),
+                        TensorView::contiguous(q.data(), DType::bf16, {TQ, H, D}),
+                        TensorView::contiguous(k.data(), DType::bf16, {TK, HK, D}),
+                        TensorView::contiguous(v.data(), DType::bf16, {TK, HK, D}), o)
+                  .ok());
+  AttentionOptions dense;
+  dense.causal = true;
+  const size_t e = dtype_size(DType::bf16);
+  for (size_t b = 0; b + 1 < cq.size(); ++b) {
+    const int64_t sq = cq[b + 1] - cq[b], sk = ck[b + 1] - ck[b];
+    if (sq == 0) continue;
+    HostBuffer o1(DType::bf16, sq * H * D);
+    std::vector<float> l1(static_cast<size_t>(H * sq));
+    auto* qb = static_cast<char*>(q.data()) + cq[b] * H * D * e;
+    auto* kb = static_cast<char*>(k.data()) + ck[b] * HK * D * e;
+    auto* vb = static_cast<char*>(v.data()) + ck[b] * HK * D * e;
+    ASSERT_TRUE(attention(TensorView::contiguous(o1.data(), DType::bf16, {1, sq, H, D}),
+                          TensorView::contiguous(l1.data(), DType::f32, {1, H, sq}),
+                          TensorView::contiguous(qb, DType::bf16, {1, sq, H, D}),
+                          TensorView::contiguous(kb, DType::bf16, {1, sk, HK, D}),
+                          TensorView::contiguous(vb, DType::bf16, {1, sk, HK, D}), dense)
+                    .ok());
+    for (int64_t i = 0; i < sq * H * D; ++i) ASSERT_EQ(o1.get(i), out.get(cq[b] * H * D + i)) << "seq " << b;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < sq; ++t) ASSERT_EQ(l1[h * sq + t], lse[h * TQ + cq[b] + t]) << "seq " << b;
+  }
+}
+
+TEST(Attention, FullyMaskedRowsAreZeroWithMinusInfLse) {
+  // Causal with s_q = 6 > s_k = 2: queries 0..3 see no key; large fp16 logits do not overflow the others.
+  const int64_t S_Q = 6, S_K = 2, D = 64;
+  HostBuffer q = random_buffer(DType::f16, S_Q * D, 11, 60.0), k = random_buffer(DType::f16, S_K * D, 12, 60.0),
+             v = random_buffer(DType::f16, S_K * D, 13), out(DType::f16, S_Q * D);
+  for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
+  std::vector<float> lse(S_Q, 0.0f);
+  AttentionOptions o;
+  o.causal = true;
+  ASSERT_TRUE(attention(TensorView::contiguous(out.data(), DType::f16, {1, S_Q, 1, D}),
+                        TensorView::contiguous(lse.data(), DType::f32, {1, 1, S_Q}),
+                        TensorView::contiguous(q.data(), DType::f16, {1, S_Q, 1, D}),
+                        TensorView::contiguous(k.data(), DType::f16, {1, S_K, 1, D}),
+                        TensorView::contiguous(v.data(), DType::f16, {1, S_K, 1, D}), o)
+                  .ok());
+  for (int64_t i = 0; i < S_Q; ++i) {
+    for (int64_t x = 0; x < D; ++x) {
+      if (i < 4) EXPECT_EQ(out.get(i * D + x), 0.0) << i;
+      else EXPECT_TRUE(std::isfinite(out.get(i * D + x))) << i;
+    }
+    if (i < 4) EXPECT_EQ(lse[i], -INFINITY);
+    else EXPECT_TRUE(std::isfinite(lse[i]));
+  }
+}
+
+TEST(DecodeAttention, ContiguousAndPagedEqualAttentionOverEachSequence) {
+  // b = 3 sequences of 37, 0 and 16 keys in a cache of capacity 48; s_q = 2 causal queries (the last two positions),
+  // 8 query heads over 2 KV heads. The paged cache holds the same rows in shuffled pages of 16.
+  const int64_t B = 3, SQ = 2, H = 8, HK = 2, D = 128, CAP = 48, PAGE = KvCache::kPageSize, MP = CAP / PAGE;
+  const std::vector<int32_t> lens = {37, 0, 16};
+  HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 21), k = random_buffer(DType::f16, B * CAP * HK * D, 22),
+             v = random_buffer(DType::f16, B * CAP * HK * D, 23);
+  HostBuffer out(DType::f16, q.size()), outp(DType::f16, q.size());
+  std::vector<float> lse(static_cast<size_t>(B * H * SQ)), lsep(lse.size());
+  AttentionOptions o;
+  o.causal = true;
+  KvCache cache{TensorView::contiguous(k.data(), DType::f16, {B, CAP, HK, D}),
+                TensorView::contiguous(v.data(), DType::f16, {B, CAP, HK, D}), std::nullopt,
+                TensorView::contiguous(const_cast<int32_t*>(lens.data()), DType::i32, {B})};
+  ASSERT_TRUE(decode_attention(TensorView::contiguous(out.data(), DType::f16, {B, SQ, H, D}),
+                               TensorView::contiguous(lse.data(), DType::f32, {B, H, SQ}),
+                               TensorView::contiguous(q.data(), DType::f16, {B, SQ, H, D}), cache, o)
+                  .ok());
+  // Pages: sequence b's page p lands at page perm[b * MP + p] of the pool.
+  std::vector<int32_t> perm(static_cast<size_t>(B * MP));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+  const int64_t row = HK * D;  // one token of one page
+  HostBuffer kp(DType::f16, B * MP * PAGE * row), vp(DType::f16, B * MP * PAGE * row);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < CAP; ++t)
+      for (int64_t x = 0; x < row; ++x) {
+        const int64_t dst = (perm[static_cast<size_t>(b * MP + t / PAGE)] * PAGE + t % PAGE) * row + x;
+        kp.set(dst, k.get((b * CAP + t) * row + x));
+        vp.set(dst, v.get((b * CAP + t) * row + x));
+      }
+  KvCache paged{TensorView::contiguous(kp.data(), DType::f16, {B * MP, PAGE, HK, D}),
+                TensorView::contiguous(vp.data(), DType::f16, {B * MP, PAGE, HK, D}),
+                TensorView::contiguous(perm.data(), DType::i32, {B, MP}),
+                TensorView::contiguous(const_cast<int32_t*>(lens.data()), DType::i32, {B})};
+  ASSERT_TRUE(decode_attention(TensorView::contiguous(outp.data(), DType::f16, {B, SQ, H, D}),
+                               TensorView::contiguous(lsep.data(), DType::f32, {B, H, SQ}),
+                               TensorView::contiguous(q.data(), DType::f16, {B, SQ, H, D}), paged, o)
+                  .ok());
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out.get(i), outp.get(i)) << i;
+  for (size_t i = 0; i < lse.size(); ++i) ASSERT_EQ(lse[i], lsep[i]) << i;
+  // Each sequence equals prefill attention over its valid keys (causal, bottom-right).
+  const size_t e = dtype_size(DType::f16);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = lens[static_cast<size_t>(b)];
+    HostBuffer o1(DType::f16, SQ * H * D);
+    std::vector<float> l1(static_cast<size_t>(H * SQ));
+    auto* qb = static_cast<char*>(q.data()) + b * SQ * H * D * e;
+    auto* kb = static_cast<char*>(k.data()) + b * CAP * row * e;
+    auto* vb = static_cast<char*>(v.data()) + b * CAP * row * e;
+    ASSERT_TRUE(attention(TensorView::contiguous(o1.data(), DType::f16, {1, SQ, H, D}),
+                          TensorView::contiguous(l1.data(), DType::f32, {1, H, SQ}),
+                          TensorView::contiguous(qb, DType::f16, {1, SQ, H, D}),
+                          TensorView::contiguous(kb, DType::f16, {1, len, HK, D}),
+                          TensorView::contiguous(vb, DType::f16, {1, len, HK, D}), o)
+                    .ok());
+    for (int64_t i = 0; i < SQ * H * D; ++i) ASSERT_EQ(o1.get(i), out.get(b * SQ * H * D + i)) << "seq " << b;
+    for (int64_t i = 0; i < H * SQ; ++i) ASSERT_EQ(l1[static_cast<size_t>(i)], lse[static_cast<size_t>(b * H * SQ + i)]);
+  }
+  EXPECT_EQ(lse[static_cast<size_t>(1 * H * SQ)], -INFINITY);  // the empty sequence
+}
+
+TEST(Attention, BytesAndFlopsAreDefinedOnce) {
+  // Llama-7B-like prefill: b 2, s 1024, 32 heads of 128 over 8 KV heads, bf16.
+  const AttentionShape s{2, 1024, 1024, 32, 8, 128, false};
+  const uint64_t qo = 2ull * 1024 * 32 * 128, kv = 2ull * 1024 * 8 * 128;
+  EXPECT_EQ(attention_bytes(OpId::attention, s, DType::bf16), 2 * (2 * qo + 2 * kv) + 4ull * 2 * 32 * 1024);
+  EXPECT_DOUBLE_EQ(attention_flops(OpId::attention, s), 4.0 * 2 * 32 * 128 * 1024 * 1024);
+  AttentionShape c = s;
+  c.causal = true;
+  EXPECT_DOUBLE_EQ(attention_flops(OpId::attention, c), 4.0 * 2 * 32 * 128 * (1024.0 * 1025 / 2));
+  EXPECT_EQ(attention_pairs(2, 5, true), 4 + 5);     // bottom-right: query 0 sees 4 keys, query 1 sees 5
+  EXPECT_EQ(attention_pairs(5, 2, true), 1 + 2);     // the first three queries see nothing
+  EXPECT_EQ(op_bytes(OpId::attention, {4, 64, 1, 16}, DType::f16), 0u);  // not a row op
+  EXPECT_EQ(attention_bytes(OpId::rms_norm, s, DType::f16), 0u);
+  EXPECT_EQ(parse_op("decode_attention"), OpId::decode_attention);
+  EXPECT_EQ(op_info(OpId::attention).family, OpFamily::attention);
+  EXPECT_FALSE(op_supports(OpId::attention, DType::f32, *find_profile("h200")));
+  EXPECT_FALSE(op_supports(OpId::attention, DType::bf16, *find_profile("t4")));
+  EXPECT_TRUE(op_supports(OpId::decode_attention, DType::f16, *find_profile("t4")));
+}
+
+TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
+  std::vector<uint16_t> buf(4 * 8 * 4 * 256);
+  std::vector<float> fbuf(4 * 8 * 4 * 256);
+  auto t = [&](std::initializer_list<int64_t> shape, DType dt = DType::f16) {
+    return TensorView::contiguous(dt == DType::f32 ? static_cast<void*>(fbuf.data()) : buf.data(), dt, shape);
+  };
+  auto expect = [](const Status& s, StatusCode code, const std::string& text) {
+    EXPECT_EQ(s.code(), code) << s.to_string();
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+  };
+  const auto q = t({2, 4, 4, 64}), kv = t({2, 8, 2, 64});
+  expect(attention(t({2, 4, 4, 96}), std::nullopt, t({2, 4, 4, 96}), t({2, 8, 2, 96}), t({2, 8, 2, 96})),
+         StatusCode::unsupported, "head_dim (q last dim) 96 is not supported (expected 64, 128 or 256)");
+  expect(attention(t({2, 4, 6, 64}), std::nullopt, t({2, 4, 6, 64}), t({2, 8, 4, 64}), t({2, 8, 4, 64})),
+         StatusCode::invalid_argument, "q heads (6) must be a positive multiple of k/v heads (4)");
+  expect(attention(q, std::nullopt, q, t({2, 8, 2, 64}, DType::bf16), kv), StatusCode::invalid_argument,
+         "k dtype bf16 does not match q dtype f16");
+  expect(attention(t({2, 4, 4, 64}, DType::f32), std::nullopt, t({2, 4, 4, 64}, DType::f32),
+                   t({2, 8, 2, 64}, DType::f32), t({2, 8, 2, 64}, DType::f32)),
+         StatusCode::invalid_argument, "q dtype f32 is not supported (expected f16 or bf16)");
+  expect(attention(q, std::nullopt, q, kv, t({2, 7, 2, 64})), StatusCode::invalid_argument,
+         "v shape [2, 7, 2, 64] must be [batch=2, s_k=8, kv_heads=2, head_dim=64]");
+  expect(attention(q, t({2, 4, 5}, DType::f32), q, kv, kv), StatusCode::invalid_argument,
+         "lse shape [2, 4, 5] must be [batch=2, heads=4, s_q=4]");
+  expect(attention(q, t({2, 4, 4}, DType::f16), q, kv, kv), StatusCode::invalid_argument, "lse dtype f16 must be f32");
+  AttentionOptions bad_scale;
+  bad_scale.scale = NAN;
+  expect(attention(q, std::nullopt, q, kv, kv, bad_scale), StatusCode::invalid_argument, "options.scale must be finite");
+  expect(attention(q, std::nullopt, TensorView::strided(buf.data(), DType::f16, {2, 4, 4, 64}, {1, 2, 3, 4}), kv, kv),
+         StatusCode::invalid_argument, "q must have a contiguous last dim");
+
+  // Varlen: cu_seqlens must start at 0, not decrease, end at the packed token count; both or neither.
+  std::vector<int32_t> cq = {0, 5, 3}, ck = {0, 4, 8};
+  AttentionOptions vo;
+  vo.cu_seqlens_q = TensorView::contiguous(cq.data(), DType::i32, {3});
+  vo.cu_seqlens_k = TensorView::contiguous(ck.data(), DType::i32, {3});
+  const auto vq = t({3, 4, 64}), vkv = t({8, 2, 64});
+  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+         "options.cu_seqlens_q must be non-decreasing, got options.cu_seqlens_q[2] = 3 < options.cu_seqlens_q[1] = 5");
+  cq = {0, 2, 4};
+  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+         "options.cu_seqlens_q[batch] must equal total_q (q dim 0) = 3, got 4");
+  cq = {1, 2, 3};
+  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument, "options.cu_seqlens_q[0] must be 0");
+  AttentionOptions half = vo;
+  half.cu_seqlens_k.reset();
+  expect(attention(vq, std::nullopt, vq, vkv, vkv, half), StatusCode::invalid_argument,
+         "options.cu_seqlens_k is missing");
+  expect(attention(q, std::nullopt, q, kv, kv, vo), StatusCode::invalid_argument,
+         "q must have 3 dims [total_q, heads, head_dim]");
+
+  // Decode: page size, block table shape, lengths within the capacity, pages within the pool.
+  std::vector<int32_t> lens = {3, 40}, table = {0, 1, 2, 3};
+  KvCache cache{t({2, 32, 2, 64}), t({2, 32, 2, 64}), std::nullopt, TensorView::contiguous(lens.data(), DType::i32, {2})};
+  const auto dq = t({2, 1, 4, 64});
+  expect(decode_attention(dq, std::nullopt, dq, cache), StatusCode::invalid_argument,
+         "cache.seqlens_k [1] = 40 must be in [0, 32]");
+  KvCache paged{t({4, 8, 2, 64}), t({4, 8, 2, 64}), TensorView::contiguous(table.data(), DType::i32, {2, 2}),
+                TensorView::contiguous(lens.data(), DType::i32, {2})};
+  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::unsupported, "page size (dim 1) must be 16, got 8");
+  paged.k = paged.v = t({4, 16, 2, 64});
+  lens = {3, 20};
+  table = {0, 1, 2, 9};
+  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::invalid_argument,
+         "cache.block_table [1, 1] = 9 must be a page in [0, 4)");
+  paged.seqlens_k.reset();
+  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::invalid_argument,
+         "cache.seqlens_k is required with a paged cache");
+  expect(decode_attention(t({2, 1, 3, 64}), std::nullopt, t({2, 1, 3, 64}), cache), StatusCode::invalid_argument,
+         "q heads (3) must be a positive multiple of k/v heads (2)");
+}

@@ -1,0 +1,137 @@
+// attention / decode_attention on the GPU against the fp64 CPU reference, every element of out and lse, outputs
+// poisoned first. Run natively (sm_90) and on the PTX paths (KERNELKIT_PROFILE=a100 / t4 with compute_80 / compute_75
+// code): lengths 1, 7, 127, 1000, 4097; s_q < s_k and s_q > s_k (fully masked causal rows); GQA ratios 1, 4, 8 and
+// MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; bad inputs.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "expect_case.hpp"
+#include "kernelkit/ops.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::AttentionCase;
+
+namespace {
+
+struct Shape {
+  int64_t batch, s_q, s_k, heads, kv_heads;
+};
+
+void expect_attention(const AttentionCase& c) {
+  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(c, 0), c.dtype, c.name());
+}
+
+}  // namespace
+
+using PrefillParam = std::tuple<DType, int64_t, bool>;  // dtype, head_dim, causal
+class AttentionGrid : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(AttentionGrid, MatchesReference) {
+  const auto [dt, d, causal] = GetParam();
+  const std::vector<Shape> shapes = {
+      {2, 1, 1, 8, 8},        // one token, GQA 1
+      {2, 7, 7, 8, 2},        // GQA 4
+      {1, 127, 127, 8, 1},    // GQA 8
+      {2, 7, 127, 4, 1},      // s_q < s_k: a KV prefix (causal: bottom-right aligned)
+      {1, 127, 1000, 4, 2},   // s_q < s_k over several K/V tiles
+      {1, 1000, 127, 2, 1},   // s_q > s_k: causal rows before the keys see nothing (zeros, lse -inf)
+      {1, 1000, 1000, 2, 2},  // many tiles both ways
+      {1, 4097, 4097, 2, 1},  // the longest, odd: partial last tiles
+  };
+  uint64_t seed = 1;
+  for (const Shape& s : shapes) {
+    if (d == 256 && s.s_q * s.s_k > 1000 * 1000) continue;  // keep the fp64 reference's time in check
+    expect_attention({OpId::attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, d, causal, false, false,
+                      false, 1.0, seed++});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
+                                            ::testing::Bool()));
+
+class AttentionLayouts : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionLayouts, BhsdStridesAndVarlen) {
+  const DType dt = GetParam();
+  for (bool causal : {false, true}) {
+    // [b, h, s, d] storage through strides.
+    expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, 128, causal, true, false, false, 1.0, 11});
+    // Packed sequences (odd ones shorter), GQA 4; with s_q = 1 the odd sequences have no queries at all.
+    expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 64, causal, false, true, false, 1.0, 12});
+    expect_attention({OpId::attention, dt, 4, 1, 33, 4, 4, 128, causal, false, true, false, 1.0, 13});
+    expect_attention({OpId::attention, dt, 3, 300, 100, 4, 1, 64, causal, false, true, false, 1.0, 14});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionLayouts, ::testing::Values(DType::f16, DType::bf16));
+
+TEST(AttentionFp16, LargeMagnitudeLogits) {
+  // q, k uniform in [-30, 30] with d 64: logits in the hundreds to thousands; fp32 accumulation and the running max
+  // keep exp2 in range (fp16 products would overflow at 65504).
+  for (int64_t s : {int64_t{127}, int64_t{1000}})
+    for (bool causal : {false, true})
+      expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 30.0, 21});
+}
+
+using DecodeParam = std::tuple<DType, bool>;  // dtype, paged
+class DecodeGrid : public ::testing::TestWithParam<DecodeParam> {};
+
+TEST_P(DecodeGrid, MatchesReference) {
+  const auto [dt, paged] = GetParam();
+  struct DecodeShape {
+    int64_t batch, s_q, s_k, heads, kv_heads, d;
+    bool causal;
+  };
+  const std::vector<DecodeShape> shapes = {
+      {2, 1, 1, 8, 8, 128, false},     // GQA 1, one key
+      {3, 1, 7, 8, 2, 128, false},     // GQA 4; sequences of 7, 4 and 2 keys
+      {2, 1, 127, 8, 1, 64, false},    // GQA 8
+      {2, 4, 1000, 8, 1, 128, true},   // 4 speculative tokens, causal (bottom-right), 32 rows per KV head: 2 groups
+      {1, 1, 4097, 32, 1, 128, false}, // MQA: 32 query heads on one KV head, a long cache split over many blocks
+      {3, 1, 4097, 4, 4, 256, false},  // head_dim 256
+      {4, 2, 1000, 16, 2, 64, true},
+  };
+  uint64_t seed = 31;
+  for (const DecodeShape& s : shapes)
+    expect_attention({OpId::decode_attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, s.d, s.causal, false,
+                      false, paged, 1.0, seed++});
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool()));
+
+TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
+  // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.
+  kernelkit::testing::DeviceBuffer buf, cu;
+  ASSERT_TRUE(buf.alloc(1 << 20).ok());
+  ASSERT_TRUE(cu.alloc(64).ok());
+  kernelkit::testing::HostBuffer cuh(DType::i32, 3);
+  cuh.set(0, 0);
+  cuh.set(1, 5);
+  cuh.set(2, 3);
+  ASSERT_TRUE(cu.upload(cuh).ok());
+  const Device dev = Device::cuda(0);
+  auto t = [&](std::initializer_list<int64_t> shape, DType dt = DType::f16) {
+    return TensorView::contiguous(buf.data(), dt, shape, dev);
+  };
+  AttentionOptions o;
+  o.cu_seqlens_q = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
+  o.cu_seqlens_k = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
+  Status s = attention(t({3, 4, 64}), std::nullopt, t({3, 4, 64}), t({3, 2, 64}), t({3, 2, 64}), o);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_NE(s.message().find("options.cu_seqlens_q must be non-decreasing"), std::string::npos) << s.message();
+  s = attention(t({1, 4, 6, 64}), std::nullopt, t({1, 4, 6, 64}), t({1, 4, 4, 64}), t({1, 4, 4, 64}));
+  EXPECT_NE(s.message().find("q heads (6) must be a positive multiple of k/v heads (4)"), std::string::npos);
+  s = attention(t({1, 4, 4, 64}), std::nullopt, t({1, 4, 4, 64}), t({1, 4, 4, 64}, DType::bf16), t({1, 4, 4, 64}));
+  EXPECT_NE(s.message().find("k dtype bf16 does not match q dtype f16"), std::string::npos) << s.message();
+  s = attention(t({1, 4, 4, 96}), std::nullopt, t({1, 4, 4, 96}), t({1, 4, 4, 96}), t({1, 4, 4, 96}));
+  EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  // A host pointer passed as device memory.
+  std::vector<uint16_t> host(4 * 64);
+  s = attention(t({1, 1, 4, 64}), std::nullopt, TensorView::contiguous(host.data(), DType::f16, {1, 1, 4, 64}, dev),
+                t({1, 1, 4, 64}), t({1, 1, 4, 64}));
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_NE(s.message().find("attention: q"), std::string::npos) << s.message();
+}
