@@ -22,6 +22,9 @@ struct LinearOptions {
   // f32 inputs only: multiply on TF32 tensor cores (10-bit mantissa products, fp32 accumulation; the A100 guide's
   // choice for inference matmuls where that precision is acceptable). Off by default, and off for validation.
   bool allow_tf32 = false;
+  // y += x w^T (...) instead of y = ...: the residual add fused into the GEMM (cuBLASLt's beta = 1 with C = y); the
+  // epilogue applies to the sum.
+  bool accumulate = false;
 };
 
 // cuBLASLt state for one device: the library handle, a workspace and the algorithm cache (per shape, dtype, layout
@@ -47,7 +50,7 @@ class GemmHandle {
   std::unique_ptr<Impl> impl_;
 };
 
-// y [m, n] = x [m, k] @ w [n, k]^T (+ bias [n]) (then gelu_tanh), all of one dtype (f32, f16, bf16; no bf16 on sm_75),
+// y [m, n] = (y +) x [m, k] @ w [n, k]^T (+ bias [n]) (then gelu_tanh), all of one dtype (f32, f16, bf16; no bf16 on sm_75),
 // rows with a contiguous last dim and any row stride. m = 0 is a no-op.
 Status linear(const TensorView& y, const TensorView& x, const TensorView& w, const TensorView* bias = nullptr,
               const LinearOptions& options = {}, GemmHandle* handle = nullptr, Stream stream = nullptr);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
@@ -36,6 +37,32 @@ Status check_device_pointer(const void* ptr, int device, const char* arg);
 // Copies `bytes` of device memory on CUDA device `device` to host memory `dst` on `stream` and waits for that stream
 // (a synchronization: used only where an op must see small device values on the host, e.g. varlen cu_seqlens).
 Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream);
+
+// Memory kernelkit owns for a caller (workspaces, tables): host memory for Device::cpu(), else CUDA device memory on
+// that device. Move-only; freed on destruction.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+  Status alloc(Device device, size_t bytes);
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_{};
+};
+
+// Copies `rows` rows of `width` bytes from src (rows `src_pitch` bytes apart) to dst (`dst_pitch` apart), both on
+// `device` (or both host memory for Device::cpu(), or host -> device with from_host), ordered on `stream`.
+Status copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
+                 Device device, Stream stream, bool from_host = false);
 
 // Blocks of the planned kernel resident per SM, from cudaOccupancyMaxActiveBlocksPerMultiprocessor (so registers count).
 struct LaunchPlan;

@@ -2,6 +2,7 @@
 #include "core/attention.hpp"
 #include "core/elementwise.hpp"
 #include "core/gemm.hpp"
+#include "core/memory.hpp"
 #include "core/rope.hpp"
 #include "core/row_norm.hpp"
 #include "core/softmax.hpp"
@@ -25,6 +26,12 @@ Status clear_l2_persistence(int, Stream) { return no_cuda(); }
 Status copy_to_host(void*, const void*, size_t, int, Stream) { return no_cuda(); }
 
 namespace detail {
+Status device_alloc(int, size_t, void** out) {
+  *out = nullptr;
+  return no_cuda();
+}
+void device_free(int, void*) {}
+Status device_copy_rows(int, void*, size_t, const void*, size_t, size_t, size_t, Stream, bool) { return no_cuda(); }
 Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
 Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }

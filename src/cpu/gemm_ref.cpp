@@ -17,6 +17,7 @@ Status linear_reference(const LinearArgs& a) {
       for (int64_t l = 0; l < a.k; ++l)
         acc += load_as_double(x + e * static_cast<size_t>(i * a.x_stride), a.dtype, l) *
                load_as_double(w + e * static_cast<size_t>(j * a.w_stride), a.dtype, l);
+      if (a.options.accumulate) acc += load_as_double(a.y, a.dtype, i * a.y_stride + j);
       if (a.options.epilogue != LinearEpilogue::none) acc += load_as_double(a.bias, a.dtype, j);
       if (a.options.epilogue == LinearEpilogue::bias_gelu) acc = activation_reference(Activation::gelu_tanh, acc);
       store_from_double(a.y, a.dtype, i * a.y_stride + j, acc);

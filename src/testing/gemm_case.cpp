@@ -13,7 +13,7 @@ std::string LinearCase::name() const {
   std::ostringstream os;
   os << "linear " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k
      << (epilogue == LinearEpilogue::bias ? " +bias" : epilogue == LinearEpilogue::bias_gelu ? " +bias+gelu" : "")
-     << (allow_tf32 ? " tf32" : "") << (row_pad ? " pad " + std::to_string(row_pad) : "");
+     << (allow_tf32 ? " tf32" : "") << (accumulate ? " y+=" : "") << (row_pad ? " pad " + std::to_string(row_pad) : "");
   return os.str();
 }
 
@@ -30,8 +30,13 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
   for (HostBuffer* b : {&x, &w, &bias})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, u(rng));
   for (int64_t i = 0; i < y.size(); ++i) y.set(i, NAN);
+  HostBuffer y0(c.dtype, c.m * ys);  // accumulate: the starting y (padding stays NaN)
+  if (c.accumulate)
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < ys; ++j) y.set(i * ys + j, j < c.n ? u(rng) : NAN);
+  for (int64_t i = 0; i < y.size(); ++i) y0.set(i, y.get(i));
   const bool has_bias = c.epilogue != LinearEpilogue::none;
-  const LinearOptions opt{c.epilogue, c.allow_tf32};
+  const LinearOptions opt{c.epilogue, c.allow_tf32, c.accumulate};
 
   auto call = [&](void* yp, void* xp, void* wp, void* bp, Device d) {
     const TensorView yv = TensorView::strided(yp, c.dtype, {c.m, c.n}, {ys, 1}, d);
@@ -46,7 +51,7 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
     DeviceBuffer dx, dw, db, dy;
     r.status = Status::Ok();
     for (Status s : {dx.alloc(x.bytes()), dx.upload(x), dw.alloc(w.bytes()), dw.upload(w), db.alloc(bias.bytes()),
-                     db.upload(bias), dy.alloc(y.bytes()), dy.poison()})
+                     db.upload(bias), dy.alloc(y.bytes()), c.accumulate ? dy.upload(y) : dy.poison()})
       if (r.status.ok() && !s.ok()) r.status = s;
     if (r.status.ok()) r.status = call(dy.data(), dx.data(), dw.data(), db.data(), device);
     if (r.status.ok()) r.status = device_synchronize();
@@ -72,6 +77,7 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
         want += p;
         mag += std::fabs(p);
       }
+      if (c.accumulate) want += y0.get(i * ys + j);
       if (has_bias) want += bias.get(j);
       if (c.epilogue == LinearEpilogue::bias_gelu)  // gelu_tanh, written out here independently of the library
         want = 0.5 * want * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (want + 0.044715 * want * want * want)));

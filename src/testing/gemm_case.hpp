@@ -17,6 +17,7 @@ struct LinearCase {
   bool allow_tf32 = false;
   int64_t row_pad = 0;  // extra elements after each row of x, w and y (strided rows)
   uint64_t seed = 1;
+  bool accumulate = false;  // y starts random and is added to
   std::string name() const;
 };
 

@@ -12,8 +12,9 @@ using kernelkit::testing::LinearCase;
 TEST(Linear, ReferenceMatchesTheFormula) {
   for (DType dt : {DType::f32, DType::f16, DType::bf16})
     for (LinearEpilogue e : {LinearEpilogue::none, LinearEpilogue::bias, LinearEpilogue::bias_gelu})
-      for (int64_t pad : {0, 3}) {
-        const LinearCase c{dt, 5, 7, 33, e, false, pad, 3};
+      for (int64_t pad : {0, 3})
+        for (bool acc : {false, true}) {
+        const LinearCase c{dt, 5, 7, 33, e, false, pad, 3, acc};
         const auto r = kernelkit::testing::run_linear_case(c, Device::cpu());
         ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
         EXPECT_EQ(r.checked, 5 * 7) << c.name();

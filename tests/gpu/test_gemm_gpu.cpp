@@ -19,6 +19,10 @@ TEST_P(LinearGrid, MatchesReference) {
       const LinearCase c{dt, m, n, k, e, false, pad, static_cast<uint64_t>(m + n + k)};
       kernelkit::testing::expect_case(kernelkit::testing::run_linear_case(c, Device::cuda(0)), dt, c.name());
     }
+  {  // y += x w^T + bias (the fused residual add)
+    const LinearCase c{dt, m, n, k, LinearEpilogue::bias, false, 8, 9, true};
+    kernelkit::testing::expect_case(kernelkit::testing::run_linear_case(c, Device::cuda(0)), dt, c.name());
+  }
   if (dt == DType::f32) {
     const LinearCase c{dt, m, n, k, LinearEpilogue::bias, true, 0, 5};
     kernelkit::testing::expect_case(kernelkit::testing::run_linear_case(c, Device::cuda(0)), dt, c.name());

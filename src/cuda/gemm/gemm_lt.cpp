@@ -132,7 +132,7 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
 
   const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
                     std::min({alignment(a.x), alignment(a.w), alignment(a.y), a.bias ? alignment(a.bias) : 16}),
-                    static_cast<int>(epilogue), a.options.allow_tf32};
+                    static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
   auto it = h->algos.find(key);
   if (it == h->algos.end()) {
     Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
@@ -148,7 +148,7 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
                          " with these strides and alignments");
     it = h->algos.emplace(key, result.algo).first;
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
   KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, &it->second,
                               h->workspace, h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
   return Status::Ok();

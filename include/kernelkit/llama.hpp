@@ -1,0 +1,66 @@
+// A Llama-style decoder layer in plain C++ on kernelkit ops and cuBLASLt, for deployment without Python:
+//   h = x + o_proj(attention(rope(q), rope(k), v));  out = h + down(silu(gate(norm(h))) * up(norm(h)))
+// with q, k, v = qkv_proj(rms_norm(x)). One code path for CUDA tensors and CPU tensors (the CPU runs every op's
+// reference, which is how the layer itself is tested without a GPU).
+#pragma once
+
+#include <cstdint>
+
+#include "kernelkit/gemm.hpp"
+#include "kernelkit/runtime.hpp"
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit {
+
+struct LlamaLayerConfig {
+  int64_t hidden = 4096, intermediate = 11008, heads = 32, kv_heads = 32, head_dim = 128;  // LLaMA-7B
+  float eps = 1e-5f;
+  double rope_theta = 10000.0;
+  int64_t max_position = 4096;  // rows of the cos/sin table (neox rotation of the whole head)
+};
+
+// The layer's weights, nn.Linear layout [out, in], all of the activation dtype and on the layer's device; views the
+// caller owns (they must outlive the layer).
+struct LlamaLayerWeights {
+  TensorView input_norm;  // [hidden]
+  TensorView qkv;         // [(heads + 2 kv_heads) head_dim, hidden]: the q, k and v projections stacked
+  TensorView o;           // [hidden, heads head_dim]
+  TensorView post_norm;   // [hidden]
+  TensorView gate_up;     // [2 intermediate, hidden]: gate rows, then up rows
+  TensorView down;        // [hidden, intermediate]
+};
+
+class LlamaLayer {
+ public:
+  // Checks the weights against the config, allocates the workspace for up to `max_tokens` tokens per call and builds
+  // the cos/sin table on `device`.
+  Status init(const LlamaLayerConfig& config, const LlamaLayerWeights& weights, DType dtype, Device device,
+              int64_t max_tokens);
+
+  // Prefill of `b` sequences of `s` tokens: x [b, s, hidden] is replaced by the layer's output; their keys and values
+  // (positions 0 .. s-1) are written to k_cache, v_cache [b, capacity, kv_heads, head_dim]. Causal attention.
+  Status prefill(const TensorView& x, const TensorView& k_cache, const TensorView& v_cache, Stream stream = nullptr);
+
+  // One decode step: every sequence has `position` tokens in the cache and gets one more. x [b, hidden] is replaced
+  // by the layer's output; the new key and value are written at `position`; attention reads positions 0 .. position.
+  Status decode(const TensorView& x, const TensorView& k_cache, const TensorView& v_cache, int64_t position,
+                Stream stream = nullptr);
+
+  const LlamaLayerConfig& config() const { return cfg_; }
+
+ private:
+  Status forward(const TensorView& x, int64_t batch, int64_t seq, const TensorView& k_cache,
+                 const TensorView& v_cache, int64_t position, Stream stream);
+  Status check_cache(const TensorView& cache, const char* arg, int64_t batch, int64_t needed) const;
+
+  LlamaLayerConfig cfg_;
+  LlamaLayerWeights w_;
+  DType dtype_{};
+  Device device_{};
+  int64_t max_tokens_ = 0;
+  GemmHandle gemm_;
+  Buffer cos_sin_, positions_, host_positions_, norm_, qkv_, attn_, proj_, gate_up_, act_;
+};
+
+}  // namespace kernelkit

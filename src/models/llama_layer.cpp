@@ -1,0 +1,195 @@
+// The Llama decoder layer on kernelkit ops (llama.hpp). Per call with T = b s tokens, workspace rows of T:
+//   norm  [T, hidden]          rms_norm(x), later rms_norm(h)
+//   qkv   [T, (h + 2 kv) d]    q | k | v, RoPE applied to q and k in place; k, v also copied into the cache
+//   attn  [T, h d]             attention output
+//   proj  [T, hidden]          o_proj output, turned into norm(h) by fused_add_rms_norm (x becomes h in place)
+//   gate_up [T, 2 inter], act [T, inter]; down_proj accumulates into x: out = h + mlp.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernelkit/llama.hpp"
+#include "kernelkit/ops.hpp"
+
+namespace kernelkit {
+namespace {
+
+Status err(const std::string& what) { return invalid_argument("LlamaLayer: " + what); }
+
+Status expect_shape(const TensorView& t, const char* arg, std::initializer_list<int64_t> shape, DType dtype,
+                    Device device) {
+  TensorView want = TensorView::contiguous(nullptr, dtype, shape, device);
+  bool same = t.ndim == want.ndim && t.dtype == dtype && t.device == device;
+  for (int d = 0; same && d < t.ndim; ++d) same = t.shape[d] == want.shape[d];
+  if (!same)
+    return err(std::string(arg) + " must be " + std::string(dtype_name(dtype)) + " " + want.shape_string() + " on " +
+               to_string(device) + ", got " + std::string(dtype_name(t.dtype)) + " " + t.shape_string() + " on " +
+               to_string(t.device));
+  return Status::Ok();
+}
+
+// Row-major view [rows, cols] of `buf` with row stride `stride` (elements), starting `offset` elements in.
+TensorView rows_of(const Buffer& buf, DType dt, int64_t rows, int64_t cols, int64_t stride, int64_t offset = 0) {
+  return TensorView::strided(static_cast<char*>(buf.data()) + offset * static_cast<int64_t>(dtype_size(dt)), dt,
+                             {rows, cols}, {stride, 1}, buf.device());
+}
+
+}  // namespace
+
+Status LlamaLayer::init(const LlamaLayerConfig& c, const LlamaLayerWeights& w, DType dtype, Device device,
+                        int64_t max_tokens) {
+  if (c.hidden <= 0 || c.intermediate <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.head_dim <= 0 ||
+      c.heads % c.kv_heads != 0 || c.head_dim % 2 != 0)
+    return err("config needs positive sizes, heads a multiple of kv_heads and an even head_dim");
+  if (max_tokens <= 0 || c.max_position <= 0) return err("max_tokens and max_position must be > 0");
+  const int64_t qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim;
+  KK_RETURN_IF_ERROR(expect_shape(w.input_norm, "weights.input_norm", {c.hidden}, dtype, device));
+  KK_RETURN_IF_ERROR(expect_shape(w.qkv, "weights.qkv", {qkv_rows, c.hidden}, dtype, device));
+  KK_RETURN_IF_ERROR(expect_shape(w.o, "weights.o", {c.hidden, c.heads * c.head_dim}, dtype, device));
+  KK_RETURN_IF_ERROR(expect_shape(w.post_norm, "weights.post_norm", {c.hidden}, dtype, device));
+  KK_RETURN_IF_ERROR(expect_shape(w.gate_up, "weights.gate_up", {2 * c.intermediate, c.hidden}, dtype, device));
+  KK_RETURN_IF_ERROR(expect_shape(w.down, "weights.down", {c.hidden, c.intermediate}, dtype, device));
+  cfg_ = c;
+  w_ = w;
+  dtype_ = dtype;
+  device_ = device;
+  max_tokens_ = max_tokens;
+  if (device.type == DeviceType::cuda) KK_RETURN_IF_ERROR(gemm_.init(device.index));
+
+  const size_t e = dtype_size(dtype), T = static_cast<size_t>(max_tokens);
+  for (auto [buf, elems] : {std::pair{&norm_, T * c.hidden}, {&qkv_, T * qkv_rows}, {&attn_, T * c.heads * c.head_dim},
+                            {&proj_, T * c.hidden}, {&gate_up_, T * 2 * c.intermediate}, {&act_, T * c.intermediate}})
+    KK_RETURN_IF_ERROR(buf->alloc(device, elems * e));
+  KK_RETURN_IF_ERROR(positions_.alloc(device, T * sizeof(int64_t)));
+  KK_RETURN_IF_ERROR(host_positions_.alloc(Device::cpu(), T * sizeof(int64_t)));
+
+  // cos/sin table f32 [max_position, head_dim]: cos of pair j in column j, sin in column head_dim / 2 + j, with the
+  // angle m theta^(-2j / head_dim) (Llama's rotary embedding, computed in fp64 and rounded once).
+  const int64_t D = c.head_dim, half = D / 2;
+  std::vector<float> table(static_cast<size_t>(c.max_position * D));
+  for (int64_t m = 0; m < c.max_position; ++m)
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(m) * std::pow(c.rope_theta, -2.0 * static_cast<double>(j) / D);
+      table[static_cast<size_t>(m * D + j)] = static_cast<float>(std::cos(angle));
+      table[static_cast<size_t>(m * D + half + j)] = static_cast<float>(std::sin(angle));
+    }
+  KK_RETURN_IF_ERROR(cos_sin_.alloc(device, table.size() * sizeof(float)));
+  KK_RETURN_IF_ERROR(copy_rows(cos_sin_.data(), 0, table.data(), 0, table.size() * sizeof(float), 1, device, nullptr,
+                               /*from_host=*/true));
+  return Status::Ok();  // a copy from pageable host memory has left `table` when copy_rows returns
+}
+
+Status LlamaLayer::check_cache(const TensorView& cache, const char* arg, int64_t batch, int64_t needed) const {
+  if (cache.ndim != 4 || cache.shape[0] != batch || cache.shape[2] != cfg_.kv_heads ||
+      cache.shape[3] != cfg_.head_dim || cache.dtype != dtype_ || !(cache.device == device_))
+    return err(std::string(arg) + " must be " + std::string(dtype_name(dtype_)) + " [b=" + std::to_string(batch) +
+               ", capacity, kv_heads=" + std::to_string(cfg_.kv_heads) + ", head_dim=" +
+               std::to_string(cfg_.head_dim) + "] on " + to_string(device_) + ", got " + cache.shape_string());
+  if (cache.shape[1] < needed)
+    return err(std::string(arg) + " holds " + std::to_string(cache.shape[1]) + " positions, " +
+               std::to_string(needed) + " needed");
+  if (cache.strides[3] != 1 || cache.strides[2] != cfg_.head_dim || cache.strides[1] != cfg_.kv_heads * cfg_.head_dim)
+    return err(std::string(arg) + " must be contiguous within each sequence ([capacity, kv_heads, head_dim] rows)");
+  return Status::Ok();
+}
+
+Status LlamaLayer::prefill(const TensorView& x, const TensorView& k_cache, const TensorView& v_cache, Stream stream) {
+  if (x.ndim != 3) return err("prefill: x must be [b, s, hidden], got " + x.shape_string());
+  return forward(x, x.shape[0], x.shape[1], k_cache, v_cache, 0, stream);
+}
+
+Status LlamaLayer::decode(const TensorView& x, const TensorView& k_cache, const TensorView& v_cache,
+                          int64_t position, Stream stream) {
+  if (x.ndim != 2) return err("decode: x must be [b, hidden], got " + x.shape_string());
+  if (position < 0) return err("decode: position must be >= 0, got " + std::to_string(position));
+  return forward(x, x.shape[0], 1, k_cache, v_cache, position, stream);
+}
+
+// seq > 1 or position == 0: prefill of positions 0 .. seq-1; seq == 1 with position p: decode at p.
+Status LlamaLayer::forward(const TensorView& x, int64_t b, int64_t s, const TensorView& k_cache,
+                           const TensorView& v_cache, int64_t position, Stream stream) {
+  const LlamaLayerConfig& c = cfg_;
+  const int64_t T = b * s, H = c.hidden, D = c.head_dim, qkv_w = (c.heads + 2 * c.kv_heads) * D;
+  const int64_t last = position + s;  // positions used: [position, last)
+  if (T <= 0 || T > max_tokens_)
+    return err("a call takes 1 .. " + std::to_string(max_tokens_) + " tokens (init's max_tokens), got " +
+               std::to_string(T));
+  if (last > c.max_position)
+    return err("positions up to " + std::to_string(last - 1) + " exceed max_position " + std::to_string(c.max_position));
+  if (x.size(-1) != H || x.dtype != dtype_ || !(x.device == device_) || x.stride(-1) != 1 ||
+      (x.ndim == 3 ? x.strides[1] != H || x.strides[0] != s * H : x.strides[0] != H))
+    return err("x must be contiguous " + std::string(dtype_name(dtype_)) + " [.., hidden=" + std::to_string(H) +
+               "] on " + to_string(device_) + ", got " + x.shape_string());
+  KK_RETURN_IF_ERROR(check_cache(k_cache, "k_cache", b, last));
+  KK_RETURN_IF_ERROR(check_cache(v_cache, "v_cache", b, last));
+  const size_t e = dtype_size(dtype_);
+  const TensorView x2 = TensorView::contiguous(x.data, dtype_, {T, H}, device_);
+
+  // Positions of the T tokens (sequence-major), staged on the host.
+  auto* hp = static_cast<int64_t*>(host_positions_.data());
+  for (int64_t t = 0; t < T; ++t) hp[t] = position + t % s;
+  void* pos = positions_.data();
+  if (device_.type == DeviceType::cpu) pos = hp;
+  else KK_RETURN_IF_ERROR(copy_rows(pos, 0, hp, 0, T * sizeof(int64_t), 1, device_, stream, true));
+
+  // 1. q | k | v = qkv_proj(rms_norm(x)); RoPE on q and k in place.
+  const TensorView norm = rows_of(norm_, dtype_, T, H, H);
+  const TensorView qkv = rows_of(qkv_, dtype_, T, qkv_w, qkv_w);
+  KK_RETURN_IF_ERROR(rms_norm(norm, x2, w_.input_norm, c.eps, 0.0f, stream));
+  KK_RETURN_IF_ERROR(linear(qkv, norm, w_.qkv, nullptr, {}, gemm_.impl() ? &gemm_ : nullptr, stream));
+  char* base = static_cast<char*>(qkv_.data());
+  // `heads` heads starting `offset` elements into each fused row: [T, heads, D], or [b, s, heads, D] for attention.
+  auto fused = [&](int64_t offset, int64_t heads, bool by_sequence) {
+    void* p = base + offset * static_cast<int64_t>(e);
+    if (by_sequence) return TensorView::strided(p, dtype_, {b, s, heads, D}, {s * qkv_w, qkv_w, D, 1}, device_);
+    return TensorView::strided(p, dtype_, {T, heads, D}, {qkv_w, D, 1}, device_);
+  };
+  const int64_t k_off = c.heads * D, v_off = (c.heads + c.kv_heads) * D;
+  const TensorView q3 = fused(0, c.heads, false), k3 = fused(k_off, c.kv_heads, false);
+  KK_RETURN_IF_ERROR(rotary_embedding(q3, k3, q3, k3, TensorView::contiguous(pos, DType::i64, {T}, device_),
+                                      TensorView::contiguous(cos_sin_.data(), DType::f32, {c.max_position, D}, device_),
+                                      RopeStyle::neox, stream));
+
+  // 2. The new keys and values into the caches: sequence i's s rows at [position, last).
+  const size_t kv_row = static_cast<size_t>(c.kv_heads * D) * e;
+  for (int64_t i = 0; i < b; ++i)
+    for (auto [cache, offset] : {std::pair{&k_cache, k_off}, {&v_cache, v_off}}) {
+      char* dst = static_cast<char*>(cache->data) + (i * cache->strides[0] + position * cache->strides[1]) * e;
+      const char* src = base + ((i * s) * qkv_w + offset) * static_cast<int64_t>(e);
+      KK_RETURN_IF_ERROR(copy_rows(dst, kv_row, src, qkv_w * e, kv_row, s, device_, stream));
+    }
+
+  // 3. Attention: prefill reads k and v straight from the fused rows (causal); decode reads the cache up to `last`.
+  const TensorView attn = TensorView::contiguous(attn_.data(), dtype_, {b, s, c.heads, D}, device_);
+  const TensorView q4 = fused(0, c.heads, true);
+  if (s > 1 || position == 0) {
+    const TensorView k4 = fused(k_off, c.kv_heads, true), v4 = fused(v_off, c.kv_heads, true);
+    AttentionOptions opt;
+    opt.causal = true;
+    KK_RETURN_IF_ERROR(attention(attn, std::nullopt, q4, k4, v4, opt, stream));
+  } else {
+    KvCache kv;
+    kv.k = k_cache;
+    kv.v = v_cache;
+    kv.k.shape[1] = kv.v.shape[1] = last;  // the valid prefix of each sequence
+    KK_RETURN_IF_ERROR(decode_attention(attn, std::nullopt, q4, kv, {}, stream));
+  }
+
+  // 4. h = x + o_proj(attn) with norm(h) for the MLP: fused_add_rms_norm(x=o, residual=x) leaves h in x.
+  GemmHandle* g = gemm_.impl() ? &gemm_ : nullptr;
+  const TensorView proj = rows_of(proj_, dtype_, T, H, H);
+  KK_RETURN_IF_ERROR(linear(proj, rows_of(attn_, dtype_, T, c.heads * D, c.heads * D), w_.o, nullptr, {}, g, stream));
+  KK_RETURN_IF_ERROR(fused_add_rms_norm(proj, x2, w_.post_norm, c.eps, 0.0f, stream));
+
+  // 5. out = h + down(silu(gate) * up): the residual add is the down projection's accumulate.
+  const TensorView gu = rows_of(gate_up_, dtype_, T, 2 * c.intermediate, 2 * c.intermediate);
+  const TensorView act = rows_of(act_, dtype_, T, c.intermediate, c.intermediate);
+  KK_RETURN_IF_ERROR(linear(gu, proj, w_.gate_up, nullptr, {}, g, stream));
+  KK_RETURN_IF_ERROR(gated_activation(Activation::silu, act, gu, stream));
+  LinearOptions acc;
+  acc.accumulate = true;
+  return linear(x2, act, w_.down, nullptr, acc, g, stream);
+}
+
+}  // namespace kernelkit
