@@ -20,5 +20,6 @@ std::function<int()> add_verify(CLI::App& app);
 std::function<int()> add_bench(CLI::App& app);
 std::function<int()> add_profile(CLI::App& app);
 std::function<int()> add_plan(CLI::App& app);
+std::function<int()> add_demo(CLI::App& app);
 
 }  // namespace kernelkit::cli

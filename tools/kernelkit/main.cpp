@@ -1,4 +1,4 @@
-// kernelkit: the command-line front end over the core (info, verify; bench, profile and plan join later).
+// kernelkit: the command-line front end over the core (info, verify, bench, profile, plan, demo).
 #include <iostream>
 
 #include "commands.hpp"
@@ -37,11 +37,13 @@ int main(int argc, char** argv) {
   auto bench = kernelkit::cli::add_bench(app);
   auto profile = kernelkit::cli::add_profile(app);
   auto plan = kernelkit::cli::add_plan(app);
+  auto demo = kernelkit::cli::add_demo(app);
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("info")) return info();
   if (app.got_subcommand("verify")) return verify();
   if (app.got_subcommand("bench")) return bench();
   if (app.got_subcommand("profile")) return profile();
   if (app.got_subcommand("plan")) return plan();
+  if (app.got_subcommand("demo")) return demo();
   return 2;
 }

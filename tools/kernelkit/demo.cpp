@@ -1,0 +1,189 @@
+// `kernelkit demo`: one LLaMA-7B-shaped decoder layer (hidden 4096, intermediate 11008, 32 heads of 128) in plain C++
+// on kernelkit + cuBLASLt, random weights: prefill time and decode tokens/s on this GPU, each next to its roofline
+// bound for the same GPU (bytes over the copy bandwidth measured in the same run; FLOPs over the tensor-core peak).
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <vector>
+
+#ifdef KERNELKIT_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "commands.hpp"
+#include "kernelkit/llama.hpp"
+#include "kernelkit/model_plan.hpp"
+#include "kernelkit/runtime.hpp"
+#include "testing/bench.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::cli {
+namespace {
+
+struct DemoOptions {
+  int device = 0, runs = 20;
+  std::string dtype;  // default: bf16, fp16 on GPUs without bf16
+  int64_t prefill = 2048, context = 4096;
+  std::vector<int64_t> batches{1, 32};
+};
+
+#ifdef KERNELKIT_HAS_CUDA
+// Median GPU milliseconds of `runs` calls of f(stream), each after prepare(stream) (outside the timed window).
+template <typename F, typename P>
+Status time_ms(int runs, F&& f, P&& prepare, double* median) {
+  cudaStream_t s;
+  if (cudaStreamCreate(&s) != cudaSuccess) return Status(StatusCode::cuda_error, "cudaStreamCreate failed");
+  std::vector<double> ms;
+  Status st;
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = -2; i < runs && st.ok(); ++i) {  // two warm-up calls
+    st = prepare(Stream(s));
+    if (st.ok()) cudaEventRecord(a, s);
+    if (st.ok()) st = f(Stream(s));
+    if (st.ok()) cudaEventRecord(b, s);
+    if (st.ok() && cudaEventSynchronize(b) != cudaSuccess) st = Status(StatusCode::cuda_error, "a demo step failed");
+    float t = 0;
+    if (st.ok() && i >= 0 && cudaEventElapsedTime(&t, a, b) == cudaSuccess) ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaStreamDestroy(s);
+  KK_RETURN_IF_ERROR(st);
+  std::sort(ms.begin(), ms.end());
+  *median = ms[ms.size() / 2];
+  return Status::Ok();
+}
+
+int run_demo(const DemoOptions& o) {
+  if (cuda_device_count() == 0) {
+    std::cerr << "kernelkit demo needs a CUDA GPU and none is available\n";
+    return 1;
+  }
+  auto prof = resolve_profile("", o.device);
+  if (!prof) return 1;
+  const DType dt = !o.dtype.empty() ? (o.dtype == "fp16" || o.dtype == "f16" ? DType::f16 : DType::bf16)
+                                    : (prof->supports(DType::bf16) ? DType::bf16 : DType::f16);
+  LlamaLayerConfig c;  // LLaMA-7B
+  c.max_position = std::max(o.prefill, o.context + 1);
+  const int64_t qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim, max_batch = *std::max_element(
+                                                                         o.batches.begin(), o.batches.end());
+  const size_t e = dtype_size(dt);
+  const Device dev = Device::cuda(o.device);
+  auto fail = [](const char* what, const Status& s) {
+    std::cerr << "demo: " << what << ": " << s.to_string() << "\n";
+    return 1;
+  };
+
+  // Weights, random in a range that keeps activations O(1) through the layer.
+  struct W {
+    int64_t rows, cols;
+    double lo, hi;
+    Buffer buf;
+  };
+  std::vector<W> w;
+  for (auto [r, cols, lo, hi] : {std::tuple{int64_t{1}, c.hidden, 0.5, 1.5}, {qkv_rows, c.hidden, -0.02, 0.02},
+                                 {c.hidden, c.heads * c.head_dim, -0.02, 0.02}, {int64_t{1}, c.hidden, 0.5, 1.5},
+                                 {2 * c.intermediate, c.hidden, -0.02, 0.02}, {c.hidden, c.intermediate, -0.02, 0.02}})
+    w.push_back({r, cols, lo, hi, Buffer()});
+  uint64_t weight_bytes = 0, seed = 1;
+  for (W& m : w) {
+    if (Status s = m.buf.alloc(dev, static_cast<size_t>(m.rows * m.cols) * e); !s.ok()) return fail("weights", s);
+    if (Status s = testing::fill_uniform(m.buf.data(), dt, m.rows * m.cols, m.lo, m.hi, seed++, nullptr); !s.ok())
+      return fail("weights", s);
+    weight_bytes += static_cast<uint64_t>(m.rows * m.cols) * e;
+  }
+  auto mat = [&](W& m) {
+    return m.rows == 1 ? TensorView::contiguous(m.buf.data(), dt, {m.cols}, dev)
+                       : TensorView::contiguous(m.buf.data(), dt, {m.rows, m.cols}, dev);
+  };
+  const LlamaLayerWeights lw{mat(w[0]), mat(w[1]), mat(w[2]), mat(w[3]), mat(w[4]), mat(w[5])};
+  LlamaLayer layer;
+  if (Status s = layer.init(c, lw, dt, dev, std::max(o.prefill, max_batch)); !s.ok()) return fail("init", s);
+
+  testing::CopyCeiling copy;
+  if (Status s = testing::measure_copy_ceiling(o.device, 2ull << 30, &copy); !s.ok()) return fail("copy ceiling", s);
+  const double tensor_tflops = prof->fp16_tc_tflops;
+  std::cout << "kernelkit demo: one LLaMA-7B decoder layer (hidden 4096, intermediate 11008, 32 heads x 128), "
+            << dtype_name(dt) << ", on " << prof->name << "\ncopy ceiling (same run) " << std::fixed
+            << std::setprecision(0) << copy.gbps << " GB/s; tensor-core peak (datasheet) " << tensor_tflops
+            << " TFLOP/s\n\n";
+
+  // Prefill: x [1, prefill, hidden], caches of `prefill` positions.
+  {
+    const int64_t T = o.prefill;
+    Buffer x, k, v;
+    const size_t cache = static_cast<size_t>(T * c.kv_heads * c.head_dim) * e;
+    for (Status s : {x.alloc(dev, static_cast<size_t>(T * c.hidden) * e), k.alloc(dev, cache), v.alloc(dev, cache)})
+      if (!s.ok()) return fail("prefill buffers", s);
+    const TensorView X = TensorView::contiguous(x.data(), dt, {1, T, c.hidden}, dev);
+    const TensorView K = TensorView::contiguous(k.data(), dt, {1, T, c.kv_heads, c.head_dim}, dev);
+    const TensorView V = TensorView::contiguous(v.data(), dt, {1, T, c.kv_heads, c.head_dim}, dev);
+    double ms = 0;
+    const Status s = time_ms(
+        o.runs, [&](Stream st) { return layer.prefill(X, K, V, st); },
+        [&](Stream st) { return testing::fill_uniform(x.data(), dt, T * c.hidden, -1, 1, 99, st); }, &ms);
+    if (!s.ok()) return fail("prefill", s);
+    // FLOPs: the GEMMs (2 T x weights) and causal attention (2 GEMMs of T x T/2 x d per head).
+    const double flops = 2.0 * T * static_cast<double>(weight_bytes / e) +
+                         2.0 * 2.0 * c.heads * c.head_dim * static_cast<double>(T) * T / 2;
+    const double bound_ms = flops / (tensor_tflops * 1e12) * 1e3;
+    std::cout << "prefill " << T << " tokens: " << std::setprecision(3) << ms << " ms = " << std::setprecision(0)
+              << T / ms * 1e3 << " tokens/s, " << std::setprecision(0) << flops / ms / 1e9
+              << " TFLOP/s; roofline bound " << std::setprecision(3) << bound_ms << " ms (" << std::setprecision(0)
+              << 100 * bound_ms / ms << "% of it)\n";
+  }
+  // Decode: batch b, one token each at position `context` (the caches hold `context` earlier tokens).
+  for (int64_t b : o.batches) {
+    const int64_t cap = o.context + 1;
+    Buffer x, k, v;
+    const int64_t cache_elems = b * cap * c.kv_heads * c.head_dim;
+    for (Status s : {x.alloc(dev, static_cast<size_t>(b * c.hidden) * e), k.alloc(dev, cache_elems * e),
+                     v.alloc(dev, cache_elems * e)})
+      if (!s.ok()) return fail("decode buffers", s);
+    for (Status s : {testing::fill_uniform(k.data(), dt, cache_elems, -1, 1, 7, nullptr),
+                     testing::fill_uniform(v.data(), dt, cache_elems, -1, 1, 8, nullptr)})
+      if (!s.ok()) return fail("cache", s);
+    const TensorView X = TensorView::contiguous(x.data(), dt, {b, c.hidden}, dev);
+    const TensorView K = TensorView::contiguous(k.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
+    const TensorView V = TensorView::contiguous(v.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
+    double ms = 0;
+    const Status s = time_ms(
+        o.runs, [&](Stream st) { return layer.decode(X, K, V, o.context, st); },
+        [&](Stream st) { return testing::fill_uniform(x.data(), dt, b * c.hidden, -1, 1, 98, st); }, &ms);
+    if (!s.ok()) return fail("decode", s);
+    const double bytes = static_cast<double>(weight_bytes) + 2.0 * b * cap * c.kv_heads * c.head_dim * e;
+    const double bound_ms = bytes / (copy.gbps * 1e9) * 1e3;
+    std::cout << "decode batch " << b << " at context " << o.context << ": " << std::setprecision(1) << ms * 1e3
+              << " us/step = " << std::setprecision(0) << b / ms * 1e3 << " tokens/s per layer; " << bytes / 1e6
+              << " MB read, roofline bound " << std::setprecision(1) << bound_ms * 1e3 << " us ("
+              << std::setprecision(0) << 100 * bound_ms / ms << "% of it)\n";
+  }
+  return 0;
+}
+
+#else
+int run_demo(const DemoOptions&) {
+  std::cerr << "kernelkit demo needs a CUDA GPU (this build has no CUDA)\n";
+  return 1;
+}
+#endif
+
+}  // namespace
+
+std::function<int()> add_demo(CLI::App& app) {
+  auto o = std::make_shared<DemoOptions>();
+  auto* cmd = app.add_subcommand("demo", "Time one LLaMA-7B decoder layer (prefill and decode) against its roofline");
+  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--dtype", o->dtype, "bf16 or fp16 (default: bf16, fp16 where the GPU has no bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16", "f16"}));
+  cmd->add_option("--prefill", o->prefill, "Prefill tokens")->check(CLI::PositiveNumber);
+  cmd->add_option("--context", o->context, "Decode context (tokens already in the cache)")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batches, "Decode batch sizes (repeatable)")->check(CLI::PositiveNumber);
+  cmd->add_option("--runs", o->runs, "Timed runs (median)")->check(CLI::Range(3, 10000));
+  return [o] { return run_demo(*o); };
+}
+
+}  // namespace kernelkit::cli
