@@ -37,8 +37,6 @@ struct DecodeParams {
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
 };
 
-constexpr int kDecodeThreads = 128;
-
 template <typename T, int D, bool kPaged>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
