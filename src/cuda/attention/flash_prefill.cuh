@@ -59,8 +59,10 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
+// __launch_bounds__(threads, 1): one block per SM is enough (the tiles fill shared memory), so ptxas may use up to 255
+// registers; without the 1, sm_75 capped the 128-thread kernels at 128 registers and spilled.
 template <typename T, int D, int BM, int BN>
-__global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams<T> p) {
+__global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
