@@ -111,7 +111,8 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
 // The KV cache of decode_attention. Contiguous: k_cache, v_cache [b, capacity, h_kv, d]. Paged: k_cache, v_cache
 // [num_pages, page_size, h_kv, d] with page_size = kPageSize, and block_table i32 [b, max_pages] naming the pages of
 // each sequence in order (entries past a sequence's length are never read). seqlens_k i32 [b]: the valid keys of each
-// sequence (<= capacity, or <= max_pages * kPageSize); none means every sequence fills the cache.
+// sequence (<= capacity, or <= max_pages * kPageSize); none means every sequence fills a contiguous cache (a paged
+// cache requires it).
 struct KvCache {
   static constexpr int64_t kPageSize = 16;
   TensorView k, v;

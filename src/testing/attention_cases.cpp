@@ -47,8 +47,8 @@ struct Ptrs {
 };
 
 Ptrs host_ptrs(AttnData& d) {
-  return {d.q.data(), d.k.data(), d.v.data(), d.out.data(), d.lse.data(), d.cu_q.data(), d.cu_k.data(),
-          d.lens.data(), d.table.data()};
+  return {d.q.data(),    d.k.data(),    d.v.data(),    d.out.data(),  d.lse.data(),
+          d.cu_q.data(), d.cu_k.data(), d.lens.data(), d.table.data()};
 }
 
 HostBuffer i32_buffer(const std::vector<int64_t>& values) {
@@ -166,8 +166,8 @@ CaseResult run_attention_case_cuda(const AttentionCase& c, int device) {
                               up(cu_k, d.cu_k), up(lens, d.lens), up(table, d.table), out.poison(), lse.poison()});
       !r.status.ok())
     return r;
-  const Ptrs dp{q.data(), k.data(), v.data(), out.data(), lse.data(), cu_q.data(), cu_k.data(), lens.data(),
-                table.data()};
+  const Ptrs dp{q.data(),    k.data(),    v.data(),    out.data(),  lse.data(),
+                cu_q.data(), cu_k.data(), lens.data(), table.data()};
   r.status = call_attention(c, d, dp, Device::cuda(device));
   if (!r.status.ok()) return r;
   AttnData got = d;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "kernelkit/op_info.hpp"
-#include "kernelkit/profile.hpp"
 #include "kernelkit/ops.hpp"
+#include "kernelkit/profile.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -72,10 +72,11 @@ struct Dense {
 // Runs the reference on [b, s, h, d] tensors and checks it against the naive formula: outputs within one rounding
 // (half an ulp of the dtype), lse within fp64 noise, fully masked rows exactly 0 / -inf.
 void check_dense(const Dense& c, uint64_t seed) {
-  SCOPED_TRACE("b " + std::to_string(c.b) + " s_q " + std::to_string(c.s_q) + " s_k " + std::to_string(c.s_k) +
-               " h " + std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + (c.causal ? " causal" : ""));
+  SCOPED_TRACE("b " + std::to_string(c.b) + " s_q " + std::to_string(c.s_q) + " s_k " + std::to_string(c.s_k) + " h " +
+               std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + (c.causal ? " causal" : ""));
   const int64_t nq = c.b * c.s_q * c.heads * c.d, nk = c.b * c.s_k * c.kv_heads * c.d;
-  HostBuffer q = random_buffer(c.dt, nq, seed), k = random_buffer(c.dt, nk, seed + 1), v = random_buffer(c.dt, nk, seed + 2);
+  HostBuffer q = random_buffer(c.dt, nq, seed), k = random_buffer(c.dt, nk, seed + 1),
+             v = random_buffer(c.dt, nk, seed + 2);
   HostBuffer out(c.dt, nq);
   std::vector<float> lse(static_cast<size_t>(c.b * c.heads * c.s_q), NAN);
   AttentionOptions o;
@@ -97,8 +98,10 @@ void check_dense(const Dense& c, uint64_t seed) {
       for (int64_t i = 0; i < c.s_q; ++i) {
         const double want_lse = n.lse[static_cast<size_t>(i)];
         const float got_lse = lse[static_cast<size_t>((b * c.heads + h) * c.s_q + i)];
-        if (want_lse == -INFINITY) EXPECT_EQ(got_lse, -INFINITY);
-        else EXPECT_NEAR(got_lse, want_lse, 1e-6 * (1 + std::fabs(want_lse)));
+        if (want_lse == -INFINITY)
+          EXPECT_EQ(got_lse, -INFINITY);
+        else
+          EXPECT_NEAR(got_lse, want_lse, 1e-6 * (1 + std::fabs(want_lse)));
         for (int64_t x = 0; x < c.d; ++x) {
           const double want = n.o[static_cast<size_t>(i * c.d + x)];
           const double got = out.get(((b * c.s_q + i) * c.heads + h) * c.d + x);
@@ -141,7 +144,9 @@ TEST(Attention, ValuesByHand) {
   o.scale = static_cast<float>(scale);
   o.causal = true;
   auto view = [&](std::vector<uint16_t>& b) { return TensorView::contiguous(b.data(), DType::f16, {1, 2, 1, d}); };
-  ASSERT_TRUE(attention(view(out), TensorView::contiguous(lse.data(), DType::f32, {1, 1, 2}), view(q), view(k), view(v), o).ok());
+  ASSERT_TRUE(
+      attention(view(out), TensorView::contiguous(lse.data(), DType::f32, {1, 1, 2}), view(q), view(k), view(v), o)
+          .ok());
   EXPECT_EQ(half_bits_to_float(out[0]), 1.0f);
   EXPECT_EQ(lse[0], 0.0f);
   const double k1 = scale * half_bits_to_float(k[d]);  // the stored (rounded) logit
@@ -234,11 +239,15 @@ TEST(Attention, FullyMaskedRowsAreZeroWithMinusInfLse) {
                   .ok());
   for (int64_t i = 0; i < S_Q; ++i) {
     for (int64_t x = 0; x < D; ++x) {
-      if (i < 4) EXPECT_EQ(out.get(i * D + x), 0.0) << i;
-      else EXPECT_TRUE(std::isfinite(out.get(i * D + x))) << i;
+      if (i < 4)
+        EXPECT_EQ(out.get(i * D + x), 0.0) << i;
+      else
+        EXPECT_TRUE(std::isfinite(out.get(i * D + x))) << i;
     }
-    if (i < 4) EXPECT_EQ(lse[i], -INFINITY);
-    else EXPECT_TRUE(std::isfinite(lse[i]));
+    if (i < 4)
+      EXPECT_EQ(lse[i], -INFINITY);
+    else
+      EXPECT_TRUE(std::isfinite(lse[i]));
   }
 }
 
@@ -299,7 +308,8 @@ TEST(DecodeAttention, ContiguousAndPagedEqualAttentionOverEachSequence) {
                           TensorView::contiguous(vb, DType::f16, {1, len, HK, D}), o)
                     .ok());
     for (int64_t i = 0; i < SQ * H * D; ++i) ASSERT_EQ(o1.get(i), out.get(b * SQ * H * D + i)) << "seq " << b;
-    for (int64_t i = 0; i < H * SQ; ++i) ASSERT_EQ(l1[static_cast<size_t>(i)], lse[static_cast<size_t>(b * H * SQ + i)]);
+    for (int64_t i = 0; i < H * SQ; ++i)
+      ASSERT_EQ(l1[static_cast<size_t>(i)], lse[static_cast<size_t>(b * H * SQ + i)]);
   }
   EXPECT_EQ(lse[static_cast<size_t>(1 * H * SQ)], -INFINITY);  // the empty sequence
 }
@@ -313,8 +323,8 @@ TEST(Attention, BytesAndFlopsAreDefinedOnce) {
   AttentionShape c = s;
   c.causal = true;
   EXPECT_DOUBLE_EQ(attention_flops(OpId::attention, c), 4.0 * 2 * 32 * 128 * (1024.0 * 1025 / 2));
-  EXPECT_EQ(attention_pairs(2, 5, true), 4 + 5);     // bottom-right: query 0 sees 4 keys, query 1 sees 5
-  EXPECT_EQ(attention_pairs(5, 2, true), 1 + 2);     // the first three queries see nothing
+  EXPECT_EQ(attention_pairs(2, 5, true), 4 + 5);  // bottom-right: query 0 sees 4 keys, query 1 sees 5
+  EXPECT_EQ(attention_pairs(5, 2, true), 1 + 2);  // the first three queries see nothing
   EXPECT_EQ(op_bytes(OpId::attention, {4, 64, 1, 16}, DType::f16), 0u);  // not a row op
   EXPECT_EQ(attention_bytes(OpId::rms_norm, s, DType::f16), 0u);
   EXPECT_EQ(parse_op("decode_attention"), OpId::decode_attention);
@@ -351,7 +361,8 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   expect(attention(q, t({2, 4, 4}, DType::f16), q, kv, kv), StatusCode::invalid_argument, "lse dtype f16 must be f32");
   AttentionOptions bad_scale;
   bad_scale.scale = NAN;
-  expect(attention(q, std::nullopt, q, kv, kv, bad_scale), StatusCode::invalid_argument, "options.scale must be finite");
+  expect(attention(q, std::nullopt, q, kv, kv, bad_scale), StatusCode::invalid_argument,
+         "options.scale must be finite");
   expect(attention(q, std::nullopt, TensorView::strided(buf.data(), DType::f16, {2, 4, 4, 64}, {1, 2, 3, 4}), kv, kv),
          StatusCode::invalid_argument, "q must have a contiguous last dim");
 
@@ -367,7 +378,8 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
          "options.cu_seqlens_q[batch] must equal total_q (q dim 0) = 3, got 4");
   cq = {1, 2, 3};
-  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument, "options.cu_seqlens_q[0] must be 0");
+  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+         "options.cu_seqlens_q[0] must be 0");
   AttentionOptions half = vo;
   half.cu_seqlens_k.reset();
   expect(attention(vq, std::nullopt, vq, vkv, vkv, half), StatusCode::invalid_argument,
@@ -377,7 +389,8 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
 
   // Decode: page size, block table shape, lengths within the capacity, pages within the pool.
   std::vector<int32_t> lens = {3, 40}, table = {0, 1, 2, 3};
-  KvCache cache{t({2, 32, 2, 64}), t({2, 32, 2, 64}), std::nullopt, TensorView::contiguous(lens.data(), DType::i32, {2})};
+  KvCache cache{t({2, 32, 2, 64}), t({2, 32, 2, 64}), std::nullopt,
+                TensorView::contiguous(lens.data(), DType::i32, {2})};
   const auto dq = t({2, 1, 4, 64});
   expect(decode_attention(dq, std::nullopt, dq, cache), StatusCode::invalid_argument,
          "cache.seqlens_k [1] = 40 must be in [0, 32]");

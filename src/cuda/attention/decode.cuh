@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/attention.hpp"
+#include "cuda/attention/common.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/vec.cuh"
@@ -23,12 +24,7 @@ namespace kernelkit::cuda {
 
 template <typename T>
 struct DecodeParams {
-  const T* q;  // [b, s_q, h, d]
-  const T* k;  // contiguous [b, capacity, h_kv, d]; paged [num_pages, 16, h_kv, d]
-  const T* v;
-  T* out;      // [b, s_q, h, d]
-  float* lse;  // optional [b, h, s_q]
-  detail::HeadStrides qs, ks, vs, os;
+  AttnTensors<T> t;  // q, out [b, s_q, h, d]; k, v contiguous [b, capacity, h_kv, d] or paged [pages, 16, h_kv, d]
   const int* block_table;  // paged: [b, max_pages], row stride bt_stride
   int64_t bt_stride;
   const int* seqlens;  // [b] or null (every sequence holds `capacity` keys)
@@ -40,8 +36,6 @@ struct DecodeParams {
   float* part_o;    // splits > 1: [splits, b * s_q * h, d], rows ordered as out's (b, token, head)
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
 };
-
-constexpr int kDecodeThreads = 128;
 
 template <typename T, int D, bool kPaged>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
@@ -71,8 +65,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       const int r = c / kChunks, ch = c % kChunks;
       uint4 val = make_uint4(0, 0, 0, 0);
       if (r0 + r < rows_total)
-        val = *reinterpret_cast<const uint4*>(p.q + b * p.qs.batch + row_token(r) * p.qs.token +
-                                              row_head(r) * p.qs.head + ch * 8);
+        val = *reinterpret_cast<const uint4*>(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token +
+                                              row_head(r) * p.t.qs.head + ch * 8);
       *reinterpret_cast<uint4*>(&sQ[r][ch * 8]) = val;
     }
     auto key_offset = [&](const detail::HeadStrides& st, int key) -> int64_t {
@@ -85,8 +79,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int c = tid; c < BN * kChunks; c += kDecodeThreads) {
         const int j = c / kChunks, ch = c % kChunks, key = key0 + j;
         if (key < kend) {
-          copy_async<16>(&sK[buf][j][ch * 8], p.k + key_offset(p.ks, key) + kvh * p.ks.head + ch * 8);
-          copy_async<16>(&sV[buf][j][ch * 8], p.v + key_offset(p.vs, key) + kvh * p.vs.head + ch * 8);
+          copy_async<16>(&sK[buf][j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
+          copy_async<16>(&sV[buf][j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
           *reinterpret_cast<uint4*>(&sK[buf][j][ch * 8]) = make_uint4(0, 0, 0, 0);
           *reinterpret_cast<uint4*>(&sV[buf][j][ch * 8]) = make_uint4(0, 0, 0, 0);
@@ -182,7 +176,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
         sL[warp * kRowsPerWarp + i] = l_run[i];
       }
     __syncthreads();
-    constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
     for (int o = 0; o < kOut; ++o) {
       const int pair = tid + o * kDecodeThreads, r = pair / kChunks, ch = pair % kChunks;
@@ -194,8 +187,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
       for (int e = 0; e < 8; ++e) y[e] = acc[o][e] * inv;
       if (p.splits == 1) {
-        store_rounded<T, 8>(p.out + b * p.os.batch + token * p.os.token + head * p.os.head + ch * 8, y);
-        if (p.lse && ch == 0) p.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
+        store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
+        if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
       } else {
         const int64_t row = (static_cast<int64_t>(b) * p.s_q + token) * p.heads + head;
         const int64_t rows_all = static_cast<int64_t>(gridDim.y / p.kv_heads) * p.s_q * p.heads;
@@ -228,7 +221,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const float lse = m == -INFINITY ? -INFINITY : m + logf(total);
     const int head = static_cast<int>(row % p.heads), token = static_cast<int>((row / p.heads) % p.s_q);
     const int b = static_cast<int>(row / (static_cast<int64_t>(p.heads) * p.s_q));
-    T* dst = p.out + b * p.os.batch + token * p.os.token + head * p.os.head;
+    T* dst = p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head;
     for (int i = lane; i < d; i += 32) {
       float o = 0.0f;
       if (m != -INFINITY)
@@ -238,21 +231,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
         }
       dst[i] = from_float<T>(o);
     }
-    if (p.lse && lane == 0) p.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
+    if (p.t.lse && lane == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
   }
 }
 
 template <typename T>
 Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaStream_t stream) {
-  DecodeParams<T> p{static_cast<const T*>(a.q),
-                    static_cast<const T*>(a.k),
-                    static_cast<const T*>(a.v),
-                    static_cast<T*>(a.out),
-                    a.lse,
-                    a.q_st,
-                    a.k_st,
-                    a.v_st,
-                    a.o_st,
+  DecodeParams<T> p{attn_tensors<T>(a),
                     a.block_table,
                     a.block_table_stride,
                     a.seqlens,
@@ -263,7 +248,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaSt
                     static_cast<int>(a.heads / a.kv_heads),
                     static_cast<int>(plan.chunk),
                     plan.splits,
-                    a.scale * 1.4426950408889634f,
+                    a.scale * kLog2e,
                     a.causal,
                     nullptr,
                     nullptr};

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "core/attention.hpp"
+#include "cuda/attention/common.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/mma.cuh"
@@ -25,12 +26,7 @@ namespace kernelkit::cuda {
 
 template <typename T>
 struct FlashParams {
-  const T* q;  // [b, s_q, h, d] or varlen [total_q, h, d]: element (b, token, head, i) at b*sb + token*st + head*sh + i
-  const T* k;  // [b, s_k, h_kv, d] or [total_k, h_kv, d]
-  const T* v;
-  T* out;      // as q
-  float* lse;  // optional: b * lse_sb + h * lse_sh + token
-  detail::HeadStrides qs, ks, vs, os;
+  AttnTensors<T> t;  // q, out [b, s_q, h, d] or varlen [total_q, h, d]; k, v [b, s_k, h_kv, d] or [total_k, h_kv, d]
   int64_t lse_sb, lse_sh;
   const int* cu_q;  // varlen [b + 1] or null
   const int* cu_k;
@@ -63,8 +59,10 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   }
 }
 
+// __launch_bounds__(threads, 1): one block per SM is enough (the tiles fill shared memory), so ptxas may use up to 255
+// registers; without the 1, sm_75 capped the 128-thread kernels at 128 registers and spilled.
 template <typename T, int D, int BM, int BN>
-__global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams<T> p) {
+__global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
@@ -85,9 +83,9 @@ __global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams
     }
     if (m0 >= s_q) return;  // a shorter sequence of a varlen batch (the grid covers the longest)
     const int hk = h / p.group;
-    const T* qg = p.q + b * p.qs.batch + static_cast<int64_t>(q_start + m0) * p.qs.token + h * p.qs.head;
-    const T* kg = p.k + b * p.ks.batch + static_cast<int64_t>(k_start) * p.ks.token + hk * p.ks.head;
-    const T* vg = p.v + b * p.vs.batch + static_cast<int64_t>(k_start) * p.vs.token + hk * p.vs.head;
+    const T* qg = p.t.q + b * p.t.qs.batch + static_cast<int64_t>(q_start + m0) * p.t.qs.token + h * p.t.qs.head;
+    const T* kg = p.t.k + b * p.t.ks.batch + static_cast<int64_t>(k_start) * p.t.ks.token + hk * p.t.ks.head;
+    const T* vg = p.t.v + b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
     const int rows = min(BM, s_q - m0);
     const int offset = s_k - s_q;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
     // Keys any row of this block can see: [0, kv_end); tiles past it are skipped, not masked.
@@ -106,14 +104,14 @@ __global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams
 
     auto load_kv = [&](int tile, int buf) {
       const int valid = min(BN, s_k - tile * BN);
-      load_tile<BN, D, kThreads>(sK + buf * BN * D, kg + static_cast<int64_t>(tile) * BN * p.ks.token, p.ks.token,
+      load_tile<BN, D, kThreads>(sK + buf * BN * D, kg + static_cast<int64_t>(tile) * BN * p.t.ks.token, p.t.ks.token,
                                  valid);
-      load_tile<BN, D, kThreads>(sV + buf * BN * D, vg + static_cast<int64_t>(tile) * BN * p.vs.token, p.vs.token,
+      load_tile<BN, D, kThreads>(sV + buf * BN * D, vg + static_cast<int64_t>(tile) * BN * p.t.vs.token, p.t.vs.token,
                                  valid);
     };
 
     if (n_tiles > 0) {
-      load_tile<BM, D, kThreads>(sQ, qg, p.qs.token, rows);
+      load_tile<BM, D, kThreads>(sQ, qg, p.t.qs.token, rows);
       if (p.stages == 2) load_kv(0, 0);
       cp_async_commit();
     }
@@ -220,13 +218,12 @@ __global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
       inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
     }
-    if (p.lse && t == 0) {
-      constexpr float kLn2 = 0.6931471805599453f;
+    if (p.t.lse && t == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = r == 0 ? row_a : row_b;
         if (row < s_q)
-          p.lse[b * p.lse_sb + h * p.lse_sh + q_start + row] =
+          p.t.lse[b * p.lse_sb + h * p.lse_sh + q_start + row] =
               l_run[r] > 0.0f ? m_run[r] * kLn2 + logf(l_run[r]) : -INFINITY;
       }
     }
@@ -240,13 +237,13 @@ __global__ void __launch_bounds__(BM * 2) flash_prefill_kernel(const FlashParams
           pack_rounded<T>(acc[i][2] * inv[1], acc[i][3] * inv[1]);
     }
     __syncwarp();
-    T* og = p.out + b * p.os.batch + static_cast<int64_t>(q_start + m0) * p.os.token + h * p.os.head;
+    T* og = p.t.out + b * p.t.os.batch + static_cast<int64_t>(q_start + m0) * p.t.os.token + h * p.t.os.head;
     constexpr int kChunks = D / 8;
 #pragma unroll
     for (int c = lane; c < 16 * kChunks; c += 32) {
       const int r = wr + c / kChunks, ch = c % kChunks;
       if (r < rows)
-        *reinterpret_cast<uint4*>(og + r * p.os.token + ch * 8) =
+        *reinterpret_cast<uint4*>(og + r * p.t.os.token + ch * 8) =
             *reinterpret_cast<const uint4*>(sQ + swz<D>(r, ch * 8));
     }
   }
@@ -279,15 +276,7 @@ Status dispatch_head_dim(int64_t d, F&& f) {
 
 template <typename T>
 Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  const FlashParams<T> p{static_cast<const T*>(a.q),
-                         static_cast<const T*>(a.k),
-                         static_cast<const T*>(a.v),
-                         static_cast<T*>(a.out),
-                         a.lse,
-                         a.q_st,
-                         a.k_st,
-                         a.v_st,
-                         a.o_st,
+  const FlashParams<T> p{attn_tensors<T>(a),
                          a.lse_batch,
                          a.lse_head,
                          a.cu_q,
@@ -295,7 +284,7 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
                          static_cast<int>(a.s_q),
                          static_cast<int>(a.s_k),
                          static_cast<int>(a.heads / a.kv_heads),
-                         a.scale * 1.4426950408889634f,
+                         a.scale * kLog2e,
                          a.causal,
                          tile.stages};
   return dispatch_head_dim(a.head_dim, [&](auto d) {
