@@ -2,6 +2,8 @@
 #pragma once
 
 #include "kernelkit/dtype.hpp"
+#include "kernelkit/gemm.hpp"
+#include "kernelkit/llama.hpp"
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
