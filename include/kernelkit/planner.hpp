@@ -34,7 +34,8 @@ struct LaunchPlan {
   int rows_per_block = 0;   // block.y
   int block_threads = 0;    // block.x * block.y
   int64_t grid = 0;         // blocks; about one wave of resident blocks whenever the work fills more than one
-  int64_t grid_x = 1;       // blocks across a row (element-wise plans; grid.y = grid / grid_x); 1 for row reductions
+  int64_t grid_x = 1;       // grid.x (grid.y = grid / grid_x): element-wise plans put blocks across a row there;
+                            // row reductions are 1-D (grid_x = grid)
   int vecs_per_thread = 0;  // vectors of a row each thread handles
   bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages

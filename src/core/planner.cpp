@@ -27,6 +27,7 @@ void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p) {
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
   p->sms = prof.sms;
   p->grid = std::max<int64_t>(1, std::min(row_groups, wave));
+  p->grid_x = p->grid;  // a 1-D grid: blocks along x loop over the row groups
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
 }
@@ -154,7 +155,7 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid;
-  if (grid_x > 1) os << " (" << grid_x << "x" << grid / grid_x << ")";
+  if (grid_x != grid) os << " (" << grid_x << "x" << grid / grid_x << ")";
   os << ", vec " << vec << ", "
      << vecs_per_thread << " vec/thread, ";
   if (op_info(op).family == OpFamily::row_norm)

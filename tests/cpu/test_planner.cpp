@@ -108,6 +108,7 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
             if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
             else EXPECT_EQ(p.grid, row_groups);
+            EXPECT_EQ(p.grid_x, p.grid);  // 1-D: the kernels index blockIdx.x over row groups
             EXPECT_GT(p.occupancy, 0.0);
             EXPECT_LE(p.occupancy, 1.0);
           }

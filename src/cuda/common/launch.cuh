@@ -11,7 +11,7 @@ namespace kernelkit::cuda {
 inline dim3 block_of(const LaunchPlan& p) {
   return dim3(static_cast<unsigned>(p.threads_per_row), static_cast<unsigned>(p.rows_per_block));
 }
-// grid: grid_x blocks along a row (element-wise plans; 1 for row reductions) x grid / grid_x along the rows.
+// grid: grid_x x grid / grid_x (element-wise plans: blocks across a row x along the rows; row reductions: 1-D).
 inline dim3 grid_of(const LaunchPlan& p) {
   return dim3(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.grid / p.grid_x));
 }
