@@ -15,7 +15,10 @@ namespace {
 // RoPE: for OpShape{rows = tokens x (heads + kv_heads), hidden = head_dim}: q and k read and written once (the cos/sin
 // reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
 // Softmax: x read, y written; ~5 FLOP per element (scale, max, exp, sum, divide).
-constexpr std::array<OpInfo, 15> kOps = {{
+// Quantization (row counts unused: quant_bytes below): quantizers read w once and write q and the fp32 scales, ~3 FLOP
+// per element (|w|, max, divide-and-round); the linear ops are 2 m n k FLOP (dequantization not counted) and move the
+// quantized weight bytes, their fp32 scales, x, out and the bias once: at m = 1 the weight bytes are nearly all of it.
+constexpr std::array<OpInfo, 20> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -38,7 +41,34 @@ constexpr std::array<OpInfo, 15> kOps = {{
     {OpId::softmax, "softmax", OpFamily::softmax, "y = exp(s x - max(s x)) / sum(exp(s x - max(s x)))", 1, 1, 0, 0, 5},
     {OpId::causal_softmax, "causal_softmax", OpFamily::softmax,
      "y = softmax(s x with key j > query i + s_k - s_q masked to -inf)", 1, 1, 0, 0, 5},
+    {OpId::quantize_int8_per_channel, "quantize_int8_per_channel", OpFamily::quant,
+     "s[r] = max|w[r, :]| / 127; q = round(w / s) (i8)", 0, 0, 0, 0, 3},
+    {OpId::quantize_per_token_int8, "quantize_per_token_int8", OpFamily::quant,
+     "s[t] = max|x[t, :]| / 127; q = round(x / s) (i8)", 0, 0, 0, 0, 3},
+    {OpId::quantize_int4_groupwise, "quantize_int4_groupwise", OpFamily::quant,
+     "s[r, g] = max|w[r, group g]| / 7; q = round(w / s) (i4, kernel layout)", 0, 0, 0, 0, 3},
+    {OpId::linear_w8a16, "linear_w8a16", OpFamily::quant, "y = x @ (q * s[n])^T + b, q i8 per channel", 0, 0, 0, 0,
+     2},
+    {OpId::linear_w4a16, "linear_w4a16", OpFamily::quant, "y = x @ (q * s[n, k / group])^T + b, q i4 group-wise", 0, 0,
+     0, 0, 2},
 }};
+
+bool is_linear(OpId id) { return id == OpId::linear_w8a16 || id == OpId::linear_w4a16; }
+
+// The quantization ops' traffic. rows = m (linear) or the weight / token rows (quantizers), hidden = k.
+uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
+  const uint64_t e = dtype_size(dtype), rows = static_cast<uint64_t>(s.rows), k = static_cast<uint64_t>(s.hidden);
+  const uint64_t groups = s.group > 0 ? k / static_cast<uint64_t>(s.group) : 1;  // fp32 scales per weight row
+  switch (id) {
+    case OpId::quantize_int8_per_channel:
+    case OpId::quantize_per_token_int8: return rows * k * (e + 1) + rows * 4;
+    case OpId::quantize_int4_groupwise: return rows * k * e + rows * k / 2 + rows * groups * 4;
+    default: break;
+  }
+  const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
+  const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
+  return weight + e * (rows * k + rows * n + n);  // + x, out, bias
+}
 
 }  // namespace
 
@@ -52,8 +82,11 @@ std::optional<OpId> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
+int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::linear_w4a16 ? 4 : 0; }
+
 uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
   const OpInfo& op = op_info(id);
+  if (op.family == OpFamily::quant) return quant_bytes(id, s, dtype);
   const uint64_t e = dtype_size(dtype);
   const uint64_t row = static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.hidden);
   return e * (row * static_cast<uint64_t>(op.row_tensors_read + op.row_tensors_written) +
@@ -62,6 +95,9 @@ uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
 }
 
 double op_flops(OpId id, const OpShape& s) {
+  if (is_linear(id))
+    return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.out_features > 0 ? s.out_features : s.hidden) *
+           static_cast<double>(s.hidden);
   return op_info(id).flops_per_element * static_cast<double>(s.rows) * static_cast<double>(s.hidden);
 }
 
@@ -75,6 +111,10 @@ bool op_memory_bound(OpId id, const OpShape& s, DType dtype, const DeviceProfile
   return op_intensity(id, s, dtype) < ridge;
 }
 
-bool op_supports(OpId, DType dtype, const DeviceProfile& p) { return is_floating(dtype) && p.supports(dtype); }
+// The linear ops take f16 / bf16 activations only (the quantizers also take f32 weights).
+bool op_supports(OpId id, DType dtype, const DeviceProfile& p) {
+  if (is_linear(id) && dtype == DType::f32) return false;
+  return is_floating(dtype) && p.supports(dtype);
+}
 
 }  // namespace kernelkit

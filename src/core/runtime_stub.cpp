@@ -1,5 +1,6 @@
 // kernelkit built without CUDA: no device, and every CUDA op reports that plainly.
 #include "core/elementwise.hpp"
+#include "core/quant.hpp"
 #include "core/rope.hpp"
 #include "core/row_norm.hpp"
 #include "core/softmax.hpp"
@@ -24,6 +25,8 @@ Status row_norm_cuda(const RowNormArgs&, Stream) { return no_cuda(); }
 Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
 Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
+Status quantize_cuda(const QuantizeArgs&, Stream) { return no_cuda(); }
+Status linear_cuda(const LinearArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 }  // namespace kernelkit

@@ -190,8 +190,8 @@ int run_bench(const BenchOptions& o) {
   auto prof = resolve_profile("", o.device);
   if (!prof) return 1;
   std::vector<OpId> ops;
-  for (const OpInfo& op : op_table())  // rope and causal_softmax are not in the timing harness yet
-    if (op.family != OpFamily::rope && op.id != OpId::causal_softmax &&
+  for (const OpInfo& op : op_table())  // rope, causal_softmax and the quantization ops are not in the timing harness yet
+    if (op.family != OpFamily::rope && op.family != OpFamily::quant && op.id != OpId::causal_softmax &&
         (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()))
       ops.push_back(op.id);
   std::vector<DType> dtypes;

@@ -62,8 +62,14 @@ int run_verify(const VerifyOptions& o) {
     dtypes = {*d};
   }
   std::vector<OpId> ops;
+  // The quantization ops are not in verify's row grid yet (their cases take weights, scales and a token count): the
+  // GPU tests (tests/gpu/test_quant_gpu.cpp) check them against the reference.
   for (const OpInfo& op : op_table())
-    if (o.op.empty() || op.name == o.op) ops.push_back(op.id);
+    if ((o.op.empty() && op.family != OpFamily::quant) || op.name == o.op) ops.push_back(op.id);
+  if (!ops.empty() && op_info(ops.front()).family == OpFamily::quant) {
+    std::cerr << "error: --op '" << o.op << "' is not covered by verify yet; run the GPU tests (ctest -L gpu)\n";
+    return 2;
+  }
   if (ops.empty()) {
     std::cerr << "error: --op '" << o.op << "' is not an op\n";
     return 2;
