@@ -34,8 +34,10 @@ constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
 constexpr int kLinearMaxM = 64;
-// The resident warps per SM the linear planner aims for (split-K grows until the grid reaches this): with two 16-byte
-// weight loads per row in flight per thread, 32 warps keep about 32 KB in flight per SM, what HBM3e needs.
+// The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
+// most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
+// weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
+// (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
 
 struct LaunchPlan {

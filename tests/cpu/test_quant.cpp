@@ -3,6 +3,7 @@
 // every profile. Small shapes: CI has two cores.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -357,7 +358,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             EXPECT_EQ(p.grid_x, blocks);  // one-dimensional
             const int64_t chunks = k / p.vec;
             // Split-K grows only while the grid has too few warps, and never past one warp-wide step per warp.
-            const int64_t want = int64_t{prof.sms} * std::min(kLinearWarpsPerSm, prof.max_threads_per_sm / 32);
+            const int64_t want = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / 32,
+                                                               prof.regs_per_sm / (kLinearRegisters * 32)});
             if (p.k_warps > 2) {
               EXPECT_LT(blocks * (p.k_warps / 2), want);
               EXPECT_LE(int64_t{p.k_warps} * 32, chunks);
