@@ -105,6 +105,13 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
   return Status::Ok();
 }
 
+// bf16 on a CUDA device needs a profile with bf16 (sm_80+).
+Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DeviceProfile& profile) {
+  if (profile.supports(dtype)) return Status::Ok();
+  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) + " is not supported on profile " +
+                     profile.key + " (sm_" + std::to_string(profile.sm) + " has no bf16); use f16");
+}
+
 Status run_quantize(const QuantizeArgs& a, Stream stream) {
   return run_row_op(a, validate_quantize, quantize_reference,
                     [stream](const QuantizeArgs& args) { return quantize_cuda(args, stream); });
@@ -115,14 +122,11 @@ Status run_quantize(const QuantizeArgs& a, Stream stream) {
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
-    if (!profile->supports(a.dtype))
-      return unsupported(name + ": dtype " + dt(a.dtype) + " is not supported on profile " + profile->key + " (sm_" +
-                         std::to_string(profile->sm) + " has no bf16); use f16");
-    // The INT4 kernel reads 8 values (one packed word) a thread: whole 16-byte (8 x 2-byte) or 32-byte vectors.
-    if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < std::min<int>(16, 8 * dtype_size(a.dtype)))
-      return invalid_argument(name + ": on CUDA, w's pointer and row stride must be " +
-                              std::to_string(std::min<size_t>(16, 8 * dtype_size(a.dtype))) +
-                              "-byte aligned, got " + std::to_string(a.align_bytes));
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, a.op == OpId::quantize_per_token_int8 ? "x" : "w", a.dtype, *profile));
+    // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
+    if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
+      return invalid_argument(name + ": on CUDA, w's pointer and row stride and qweight's pointer must be 16-byte "
+                              "aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
   }
   return Status::Ok();
 }
@@ -130,9 +134,7 @@ Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
 Status validate_linear(const LinearArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
-    if (!profile->supports(a.dtype))
-      return unsupported(name + ": x dtype " + dt(a.dtype) + " is not supported on profile " + profile->key + " (sm_" +
-                         std::to_string(profile->sm) + " has no bf16); use f16");
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "x", a.dtype, *profile));
     if (a.rows > kLinearMaxM)
       return unsupported(name + ": m = " + std::to_string(a.rows) + " tokens is more than the CUDA GEMV path takes (" +
                          std::to_string(kLinearMaxM) + "); the tensor-core path for larger m is not built yet");

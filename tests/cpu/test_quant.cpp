@@ -405,3 +405,25 @@ TEST(QuantPlanner, QuantizerPlans) {
     EXPECT_EQ(p.vec, 1);  // odd k: scalar
   }
 }
+
+// The quantizers' CUDA-only refusals, decided under a profile override before any device is needed.
+TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
+  std::vector<uint16_t> w(2 * 136);
+  std::vector<uint8_t> q(2 * 128);
+  std::vector<float> s(4);
+  const Device d = Device::cuda();
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  Status st = quantize_int8_per_channel(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
+                                        TensorView::contiguous(s.data(), DType::f32, {2}, d),
+                                        TensorView::contiguous(w.data(), DType::bf16, {2, 128}, d));
+  EXPECT_EQ(st.code(), StatusCode::unsupported);
+  EXPECT_TRUE(has(st, "quantize_int8_per_channel: w dtype bf16 is not supported on profile t4")) << st.message();
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  // Rows 130 f16 apart (260 bytes): the INT4 kernel's 16-byte loads cannot serve them.
+  st = quantize_int4_groupwise(TensorView::contiguous(q.data(), DType::i4x2, {2, 64}, d),
+                               TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
+                               TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
+  EXPECT_EQ(st.code(), StatusCode::invalid_argument);
+  EXPECT_TRUE(has(st, "must be 16-byte aligned, got 4-byte alignment")) << st.message();
+  unsetenv("KERNELKIT_PROFILE");
+}
