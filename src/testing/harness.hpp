@@ -138,6 +138,7 @@ struct LinearCase {
   uint64_t seed = 1;
   std::string name() const;  // "linear_w4a16 g128 bf16 m3 n255 k512 bias"
 };
+// device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_linear_case_cuda(const LinearCase& c, int device = 0);
 
 // Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8, quantize_int4_groupwise): w [rows, k] with rows
@@ -152,7 +153,7 @@ struct QuantizeCase {
   uint64_t seed = 1;
   std::string name() const;
 };
-CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);
+CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear
 
 // The shape grid the issue names: rows {1, 7, 83, 4096} x hidden {64, 111, 500, 769, 2048, 4096, 5125, 8192}.
 std::vector<int64_t> grid_rows();

@@ -12,6 +12,7 @@
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
+#include "kernelkit/runtime.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -426,4 +427,30 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
   EXPECT_EQ(st.code(), StatusCode::invalid_argument);
   EXPECT_TRUE(has(st, "must be 16-byte aligned, got 4-byte alignment")) << st.message();
   unsetenv("KERNELKIT_PROFILE");
+}
+
+// The GPU tests' harness, run with the CPU backend on both sides: its inputs, views, layout decoding and comparison
+// hold together (a harness bug would otherwise first show on the GPU machine).
+TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
+  for (DType dt : {DType::f16, DType::bf16})
+    for (auto [bits, group] : {std::pair{8, 0}, std::pair{4, 64}, std::pair{4, 128}})
+      for (int64_t m : {1, 3}) {
+        const kernelkit::testing::LinearCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2};
+        const auto r = kernelkit::testing::run_linear_case_cuda(c, -1);
+        ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+        EXPECT_EQ(r.checked, m * 7) << c.name();
+        EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+      }
+  for (OpId op : {OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8, OpId::quantize_int4_groupwise})
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      const kernelkit::testing::QuantizeCase c{op, dt, 3, 256, op == OpId::quantize_int4_groupwise ? 64 : 0, 8, 4};
+      const auto r = kernelkit::testing::run_quantize_case_cuda(c, -1);
+      ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+      EXPECT_GT(r.checked, 0);
+      EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+    }
+  // Without a GPU the CUDA side says so (and the GPU tests skip).
+  const kernelkit::testing::LinearCase c{DType::f16, 8, 0, 1, 7, 128, true, 0, 1};
+  if (cuda_device_count() == 0)
+    EXPECT_EQ(kernelkit::testing::run_linear_case_cuda(c, 0).status.code(), StatusCode::no_device);
 }
