@@ -212,6 +212,8 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   else KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
   if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", x.dtype, {a.n}));
   KK_RETURN_IF_ERROR(c.tensor(out, "out", x.dtype, {a.rows, a.n}, true));
+  if (out.data == x.data && a.rows * a.n > 0)
+    return invalid_argument(name + ": out must not be x (every output reads all of x's row)");
   a.x = x.data;
   a.x_stride = detail::row_stride(x);
   a.qweight = qweight.data;

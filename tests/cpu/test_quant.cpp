@@ -237,6 +237,7 @@ TEST(LinearErrors, BadInputsNameTheArgument) {
       {linear_weight_only(mat(out.data(), DType::bf16, m, n), xv, q8v, s8v, 8, 0, std::nullopt),
        "out dtype bf16 must be f16"},
       {linear_weight_only(ov, xv, q8v, s8v, 8, 0, vec(bias.data(), DType::f16, 2)), "bias shape [2] must be [3]"},
+      {linear_weight_only(mat(x.data(), DType::f16, m, n), xv, q8v, s8v, 8, 0, std::nullopt), "out must not be x"},
       {linear_weight_only(ov, TensorView::contiguous(x.data(), DType::f16, {k}), q8v, s8v, 8, 0, std::nullopt),
        "x must be 2-D [m, k]"},
       {linear_weight_only(ov, TensorView::strided(x.data(), DType::f16, {m, k}, {1, m}), q8v, s8v, 8, 0, std::nullopt),

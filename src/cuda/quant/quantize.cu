@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kElementwiseThreads) quantize_int4_kernel(const QuantizeParams<T> p) {
+__global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks) quantize_int4_kernel(const QuantizeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();
   } else {
