@@ -121,7 +121,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     return plan_row_norm(prof, op, s, dtype, p);
   p->sms = prof.sms;
   if (op == OpId::quantize_int4_groupwise) {
-    if (s.hidden % 8 != 0) return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
+    if (s.hidden % 8 != 0)
+      return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
     const int64_t words = s.rows * (s.hidden / 8);
     p->vec = 8;
     p->threads_per_row = p->block_threads = kElementwiseThreads;
@@ -129,7 +130,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->vecs_per_thread = 1;
     p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 256-thread block does not fit profile " + prof.key);
-    p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), int64_t{prof.sms} * p->blocks_per_sm));
+    const int64_t wave = int64_t{prof.sms} * p->blocks_per_sm;
+    p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), wave));
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
@@ -160,7 +162,9 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->grid_x = blocks;  // one-dimensional: token tiles fastest (blocks reading the same weight rows run together)
   p->grid = blocks;
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
-  if (p->blocks_per_sm == 0) return unsupported(name + ": a " + std::to_string(p->block_threads) + "-thread block does not fit profile " + prof.key);
+  if (p->blocks_per_sm == 0)
+    return unsupported(name + ": a " + std::to_string(p->block_threads) + "-thread block does not fit profile " +
+                       prof.key);
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
   return Status::Ok();

@@ -42,8 +42,8 @@ class Checker {
       if (t.size(-1) > 1 && t.stride(-1) != 1)
         return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
       if (t.ndim == 2 && t.shape[0] > 1 && t.strides[0] < t.shape[1])
-        return err(arg, "rows overlap (row stride " + std::to_string(t.strides[0]) + " < " +
-                            std::to_string(t.shape[1]) + ")");
+        return err(
+            arg, "rows overlap (row stride " + std::to_string(t.strides[0]) + " < " + std::to_string(t.shape[1]) + ")");
     } else if (!t.is_contiguous()) {
       return err(arg, "must be contiguous, got strides of " + t.shape_string());
     }
@@ -77,7 +77,8 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
   a->group = group;
   const std::string name(op_info(op).name);
   if (!is_floating(w.dtype))
-    return invalid_argument(name + ": " + src + " dtype " + dt(w.dtype) + " is not supported (expected f32, f16 or bf16)");
+    return invalid_argument(name + ": " + src + " dtype " + dt(w.dtype) +
+                            " is not supported (expected f32, f16 or bf16)");
   const Checker c(op, w.device);
   KK_RETURN_IF_ERROR(c.tensor(w, src, w.dtype, {a->rows, a->hidden}, true));
   const char* qarg = op == OpId::quantize_per_token_int8 ? "q" : "qweight";
@@ -85,8 +86,8 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
     if (group != 64 && group != 128)
       return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
     if (a->hidden % group != 0)
-      return invalid_argument(name + ": k = " + std::to_string(a->hidden) + " must be a multiple of group = " +
-                              std::to_string(group));
+      return invalid_argument(name + ": k = " + std::to_string(a->hidden) +
+                              " must be a multiple of group = " + std::to_string(group));
     KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i4x2, {a->rows, a->hidden / 2}));
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows, a->hidden / group}));
   } else {
@@ -108,8 +109,9 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
 // bf16 on a CUDA device needs a profile with bf16 (sm_80+).
 Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DeviceProfile& profile) {
   if (profile.supports(dtype)) return Status::Ok();
-  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) + " is not supported on profile " +
-                     profile.key + " (sm_" + std::to_string(profile.sm) + " has no bf16); use f16");
+  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) +
+                     " is not supported on profile " + profile.key + " (sm_" + std::to_string(profile.sm) +
+                     " has no bf16); use f16");
 }
 
 Status run_quantize(const QuantizeArgs& a, Stream stream) {
@@ -125,8 +127,10 @@ Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, a.op == OpId::quantize_per_token_int8 ? "x" : "w", a.dtype, *profile));
     // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
     if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
-      return invalid_argument(name + ": on CUDA, w's pointer and row stride and qweight's pointer must be 16-byte "
-                              "aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
+      return invalid_argument(name +
+                              ": on CUDA, w's pointer and row stride and qweight's pointer must be 16-byte "
+                              "aligned, got " +
+                              std::to_string(a.align_bytes) + "-byte alignment");
   }
   return Status::Ok();
 }
@@ -140,8 +144,10 @@ Status validate_linear(const LinearArgs& a, const DeviceProfile* profile) {
                          std::to_string(kLinearMaxM) + "); the tensor-core path for larger m is not built yet");
     // 16-byte loads of x (8 values) and of every weight row.
     if (a.align_bytes < 16)
-      return invalid_argument(name + ": on CUDA, x's pointer and row stride must be 16-byte aligned (k and the row "
-                              "stride multiples of 8), got " + std::to_string(a.align_bytes) + "-byte alignment");
+      return invalid_argument(name +
+                              ": on CUDA, x's pointer and row stride must be 16-byte aligned (k and the row "
+                              "stride multiples of 8), got " +
+                              std::to_string(a.align_bytes) + "-byte alignment");
     if (pow2_align(reinterpret_cast<uintptr_t>(a.qweight)) < 16)
       return invalid_argument(name + ": on CUDA, qweight must be 16-byte aligned");
   }
@@ -197,19 +203,23 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
       return invalid_argument(name + ": group must be 0 for 8-bit weights (one scale per output channel), got " +
                               std::to_string(group));
     if (a.k % 16 != 0)
-      return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a multiple of 16 (16-byte weight loads)");
+      return invalid_argument(name + ": k = " + std::to_string(a.k) +
+                              " must be a multiple of 16 (16-byte weight loads)");
   } else {
     if (group != 64 && group != 128)
       return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
     if (a.k % group != 0)
-      return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a multiple of group = " +
-                              std::to_string(group));
+      return invalid_argument(name + ": k = " + std::to_string(a.k) +
+                              " must be a multiple of group = " + std::to_string(group));
   }
   const detail::Checker c(op, x.device);
   KK_RETURN_IF_ERROR(c.tensor(x, "x", x.dtype, {a.rows, a.k}, true));
-  KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", bits == 8 ? DType::i8 : DType::i4x2, {a.n, bits == 8 ? a.k : a.k / 2}));
-  if (bits == 8) KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n}));
-  else KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
+  KK_RETURN_IF_ERROR(
+      c.tensor(qweight, "qweight", bits == 8 ? DType::i8 : DType::i4x2, {a.n, bits == 8 ? a.k : a.k / 2}));
+  if (bits == 8)
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n}));
+  else
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
   if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", x.dtype, {a.n}));
   KK_RETURN_IF_ERROR(c.tensor(out, "out", x.dtype, {a.rows, a.n}, true));
   if (out.data == x.data && a.rows * a.n > 0)
@@ -246,8 +256,7 @@ Status pack_int4(const TensorView& packed, const TensorView& plain) {
     return invalid_argument(name + ": packed must be i4x2 [" + std::to_string(n) + ", " + std::to_string(k / 2) +
                             "], got " + detail::dt(packed.dtype) + " " + packed.shape_string());
   if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
-  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr))
-    return invalid_argument(name + ": null pointer");
+  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
   const auto* src = static_cast<const uint8_t*>(plain.data);
   auto* dst = static_cast<uint8_t*>(packed.data);
   for (int64_t r = 0; r < n; ++r)
@@ -278,8 +287,8 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
   if (plain.ndim != 2 || packed.ndim != 2 || packed.dtype != DType::i4x2 ||
       (plain.dtype != DType::i8 && plain.dtype != DType::i4x2))
     return invalid_argument(name + ": expected packed i4x2 [n, k / 2] and plain i8 [n, k] or i4x2 [n, k / 2], got " +
-                            detail::dt(packed.dtype) + " " + packed.shape_string() + " and " +
-                            detail::dt(plain.dtype) + " " + plain.shape_string());
+                            detail::dt(packed.dtype) + " " + packed.shape_string() + " and " + detail::dt(plain.dtype) +
+                            " " + plain.shape_string());
   const int64_t n = packed.shape[0], k = 2 * packed.shape[1];
   if (k % 8 != 0) return invalid_argument(name + ": k = " + std::to_string(k) + " must be a multiple of 8");
   if (plain.shape[0] != n || plain.shape[1] != (plain.dtype == DType::i8 ? k : k / 2))
@@ -288,8 +297,7 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
   if (!plain.is_contiguous() || !packed.is_contiguous())
     return invalid_argument(name + ": plain and packed must be contiguous");
   if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
-  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr))
-    return invalid_argument(name + ": null pointer");
+  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
   const auto* src = static_cast<const uint8_t*>(packed.data);
   auto* dst = static_cast<uint8_t*>(plain.data);
   if (plain.dtype == DType::i4x2) std::fill(dst, dst + n * k / 2, uint8_t{0});
@@ -297,8 +305,10 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
     for (int64_t j = 0; j < k; ++j) {
       const int v = detail::int4_kernel_value(src + r * k / 2, j);
       const int64_t i = r * k + j;
-      if (plain.dtype == DType::i8) dst[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
-      else dst[i / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (i % 2)));
+      if (plain.dtype == DType::i8)
+        dst[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      else
+        dst[i / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (i % 2)));
     }
   return Status::Ok();
 }

@@ -22,9 +22,9 @@ struct QuantizeArgs {
   int group = 0;                 // INT4: the scale group along k (64 or 128); 0 for INT8
   const void* w = nullptr;       // [rows, k], row stride w_stride elements
   int64_t w_stride = 0;
-  void* q = nullptr;             // i8 [rows, k] or i4x2 [rows, k / 2] (kernel layout), contiguous
-  float* scales = nullptr;       // f32 [rows] or [rows, k / group], contiguous
-  int align_bytes = 16;          // of w's pointer and row stride
+  void* q = nullptr;        // i8 [rows, k] or i4x2 [rows, k / 2] (kernel layout), contiguous
+  float* scales = nullptr;  // f32 [rows] or [rows, k / group], contiguous
+  int align_bytes = 16;     // of w's pointer and row stride
 
   OpShape shape() const {
     OpShape s{rows, hidden, 1, align_bytes};
@@ -38,7 +38,7 @@ struct LinearArgs {
   OpId op = OpId::linear_w8a16;
   DType dtype{};  // of x, out and bias
   Device device{};
-  int64_t rows = 0;        // m tokens
+  int64_t rows = 0;  // m tokens
   int64_t n = 0, k = 0;
   int bits = 8, group = 0;  // group 0: per output channel (bits 8)
   const void* x = nullptr;  // [m, k], row stride x_stride elements
@@ -48,7 +48,7 @@ struct LinearArgs {
   const void* bias = nullptr;     // [n] or null
   void* out = nullptr;            // [m, n], row stride out_stride elements
   int64_t out_stride = 0;
-  int align_bytes = 16;           // of x's pointer and row stride (the weights' rows are checked on their own)
+  int align_bytes = 16;  // of x's pointer and row stride (the weights' rows are checked on their own)
 
   OpShape shape() const {
     OpShape s{rows, k, 1, align_bytes};

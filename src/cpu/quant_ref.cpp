@@ -23,7 +23,8 @@ int quantize_value(double w, float s, int qmax) {
 // s = fp32(max|w| / qmax) over `count` values of row r starting at column c0.
 float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, int qmax) {
   double amax = 0;
-  for (int64_t j = c0; j < c0 + count; ++j) amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
+  for (int64_t j = c0; j < c0 + count; ++j)
+    amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
   return static_cast<float>(amax / qmax);
 }
 

@@ -68,7 +68,8 @@ CaseResult run_linear_case_cuda(const LinearCase& c, int device) {
   const TensorView qv_cpu = TensorView::contiguous(q.data(), q.dtype(), {c.n, c.bits == 8 ? c.k : c.k / 2});
   const TensorView sv_cpu = c.bits == 8 ? TensorView::contiguous(s.data(), DType::f32, {c.n})
                                         : TensorView::contiguous(s.data(), DType::f32, {c.n, groups});
-  r.status = c.bits == 8 ? quantize_int8_per_channel(qv_cpu, sv_cpu, wv) : quantize_int4_groupwise(qv_cpu, sv_cpu, wv, c.group);
+  r.status = c.bits == 8 ? quantize_int8_per_channel(qv_cpu, sv_cpu, wv)
+                         : quantize_int4_groupwise(qv_cpu, sv_cpu, wv, c.group);
   if (!r.status.ok()) return r;
 
   const int64_t xs = c.k + c.x_pad;
@@ -174,9 +175,12 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
     const TensorView sv = int4 ? TensorView::contiguous(sp, DType::f32, {c.rows, scols}, d)
                                : TensorView::contiguous(sp, DType::f32, {c.rows}, d);
     switch (c.op) {
-      case OpId::quantize_int8_per_channel: return quantize_int8_per_channel(qv, sv, wv);
-      case OpId::quantize_per_token_int8: return quantize_per_token_int8(qv, sv, wv);
-      default: return quantize_int4_groupwise(qv, sv, wv, c.group);
+      case OpId::quantize_int8_per_channel:
+        return quantize_int8_per_channel(qv, sv, wv);
+      case OpId::quantize_per_token_int8:
+        return quantize_per_token_int8(qv, sv, wv);
+      default:
+        return quantize_int4_groupwise(qv, sv, wv, c.group);
     }
   };
   HostBuffer q_want = q, s_want = s;

@@ -98,9 +98,9 @@ TEST_P(QuantizeRoundTrip, Int8PerChannelAndPerToken) {
   for (int64_t j = 0; j < k; ++j) w.set(2 * k + j, 0.0);  // row 2: all zeros
   std::vector<int8_t> q(n * k), q_tok(n * k);
   std::vector<float> s(n), s_tok(n);
-  ASSERT_TRUE(quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
-                                        mat(w.data(), dt, n, k))
-                  .ok());
+  ASSERT_TRUE(
+      quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n), mat(w.data(), dt, n, k))
+          .ok());
   for (int64_t r = 0; r < n; ++r) {
     double amax = 0;
     int qmax = 0;
@@ -259,8 +259,8 @@ TEST(LinearErrors, BadInputsNameTheArgument) {
   EXPECT_TRUE(linear_weight_only(mat(out.data(), DType::f16, m, 0), xv, mat(q8.data(), DType::i8, 0, k),
                                  vec(s8.data(), DType::f32, 0), 8, 0, std::nullopt)
                   .ok());
-  const Status zero_k =
-      linear_weight_only(mat(out.data(), DType::f16, m, n), mat(x.data(), DType::f16, m, 0), q8v, s8v, 8, 0, std::nullopt);
+  const Status zero_k = linear_weight_only(mat(out.data(), DType::f16, m, n), mat(x.data(), DType::f16, m, 0), q8v, s8v,
+                                           8, 0, std::nullopt);
   EXPECT_TRUE(has(zero_k, "k (last dim) must be > 0")) << zero_k.message();
 }
 

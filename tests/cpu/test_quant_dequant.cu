@@ -30,8 +30,9 @@ TEST(QuantDequant, Int4WordsDecodeInKOrder) {
   for (int trial = 0; trial < 20000; ++trial) {
     int v[8];
     std::vector<int8_t> plain(8);
-    for (int j = 0; j < 8; ++j) plain[j] = static_cast<int8_t>(v[j] = trial < 128 ? (j == trial / 16 ? trial % 16 - 8 : 0)
-                                                                                    : static_cast<int>(rng() % 16) - 8);
+    for (int j = 0; j < 8; ++j)
+      plain[j] = static_cast<int8_t>(v[j] = trial < 128 ? (j == trial / 16 ? trial % 16 - 8 : 0)
+                                                        : static_cast<int>(rng() % 16) - 8);
     std::vector<uint8_t> packed(4);
     ASSERT_TRUE(pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {1, 4}),
                           TensorView::contiguous(plain.data(), DType::i8, {1, 8}))
@@ -41,8 +42,8 @@ TEST(QuantDequant, Int4WordsDecodeInKOrder) {
     cuda::dequant_i4x8(word, f);
     for (int j = 0; j < 8; ++j) {
       ASSERT_EQ(f[j], static_cast<float>(v[j])) << "trial " << trial << " value " << j;
-      ASSERT_EQ(detail::int4_kernel_value(packed.data(), j), v[j]);       // the reference's decoding agrees
-      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));           // and the quantizer's nibble placement
+      ASSERT_EQ(detail::int4_kernel_value(packed.data(), j), v[j]);  // the reference's decoding agrees
+      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));       // and the quantizer's nibble placement
     }
   }
 }
@@ -60,6 +61,7 @@ TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
   for (int i = 0; i < 200000; ++i) {
     const float w = uw(rng), s = us(rng);
     const double ref = std::nearbyint(static_cast<double>(static_cast<float>(static_cast<double>(w) / s)));
-    ASSERT_EQ(cuda::quantize_value(w, s, 127), static_cast<int>(std::fmax(-127.0, std::fmin(127.0, ref)))) << w << " / " << s;
+    ASSERT_EQ(cuda::quantize_value(w, s, 127), static_cast<int>(std::fmax(-127.0, std::fmin(127.0, ref))))
+        << w << " / " << s;
   }
 }

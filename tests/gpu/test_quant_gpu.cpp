@@ -31,13 +31,13 @@ TEST_P(LinearGrid, MatchesReference) {
 
 // (n, k): odd and tiny n, a k that leaves most warps of a step idle (128), a k whose chunks do not fill the last step
 // (640 = 5 x 128), and a decode-sized layer whose n alone fills the GPU.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, LinearGrid,
-    ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
-                       ::testing::Values(1, 3, 8, 64),
-                       ::testing::Values(std::pair<int64_t, int64_t>{1, 128}, std::pair<int64_t, int64_t>{7, 640},
-                                         std::pair<int64_t, int64_t>{255, 512},
-                                         std::pair<int64_t, int64_t>{1031, 2048})));
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
+                                            ::testing::Values(1, 3, 8, 64),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{1, 128},
+                                                              std::pair<int64_t, int64_t>{7, 640},
+                                                              std::pair<int64_t, int64_t>{255, 512},
+                                                              std::pair<int64_t, int64_t>{1031, 2048})));
 
 // Shapes where the planner's split-K changes: small n with long k (k_warps 8), and the decode layer.
 TEST(LinearLarge, SplitKAndDecodeShapes) {

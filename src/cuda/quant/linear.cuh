@@ -29,13 +29,13 @@ namespace kernelkit::cuda {
 
 template <typename T>
 struct LinearParams {
-  const T* x;               // [m, k], row stride x_stride (16-byte aligned rows)
-  const uint8_t* qweight;   // [n, k * bits / 8] bytes, contiguous, 16-byte aligned
-  const float* scales;      // [n] (8-bit) or [n, k / group] (4-bit)
-  const T* bias;            // [n] or null
-  T* out;                   // [m, n], row stride out_stride
+  const T* x;              // [m, k], row stride x_stride (16-byte aligned rows)
+  const uint8_t* qweight;  // [n, k * bits / 8] bytes, contiguous, 16-byte aligned
+  const float* scales;     // [n] (8-bit) or [n, k / group] (4-bit)
+  const T* bias;           // [n] or null
+  T* out;                  // [m, n], row stride out_stride
   int64_t m, n, k, x_stride, out_stride;
-  int group;                // 4-bit: scale group along k (64 or 128)
+  int group;  // 4-bit: scale group along k (64 or 128)
 };
 
 // Rows per block for a token tile (the planner's rule, restated for the template).
@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int kPerChunk = 128 / kBits;  // weights a 16-byte chunk
-    constexpr int kPieces = 4;              // 32-bit words a chunk
+    constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
+    constexpr int kPieces = 4;                      // 32-bit words a chunk
     constexpr int kPerPiece = kPerChunk / kPieces;  // 4 (INT8) or 8 (INT4) values a word
     extern __shared__ __align__(16) unsigned char smem[];
     float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows * kTokens]
@@ -111,8 +111,10 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           const uint32_t word = piece == 0 ? wcur[r].x : piece == 1 ? wcur[r].y : piece == 2 ? wcur[r].z : wcur[r].w;
-          if constexpr (kBits == 8) dequant_i8x4(word, wf[r]);
-          else dequant_i4x8(word, wf[r]);
+          if constexpr (kBits == 8)
+            dequant_i8x4(word, wf[r]);
+          else
+            dequant_i4x8(word, wf[r]);
           if constexpr (kScaleWeights)
 #pragma unroll
             for (int j = 0; j < kPerPiece; ++j) wf[r][j] *= scale[r];
@@ -127,8 +129,10 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
             const float xf = to_float(xv.v[j]);
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
-              if constexpr (kScaleWeights) acc[r][t] = fmaf(xf, wf[r][j], acc[r][t]);
-              else part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
+              if constexpr (kScaleWeights)
+                acc[r][t] = fmaf(xf, wf[r][j], acc[r][t]);
+              else
+                part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
             }
           }
         }
@@ -175,9 +179,17 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
 template <typename T>
 Status launch_linear(const detail::LinearArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
-  const LinearParams<T> p{static_cast<const T*>(a.x), static_cast<const uint8_t*>(a.qweight), a.scales,
-                          static_cast<const T*>(a.bias), static_cast<T*>(a.out), a.rows, a.n, a.k, a.x_stride,
-                          a.out_stride, a.group};
+  const LinearParams<T> p{.x = static_cast<const T*>(a.x),
+                          .qweight = static_cast<const uint8_t*>(a.qweight),
+                          .scales = a.scales,
+                          .bias = static_cast<const T*>(a.bias),
+                          .out = static_cast<T*>(a.out),
+                          .m = a.rows,
+                          .n = a.n,
+                          .k = a.k,
+                          .x_stride = a.x_stride,
+                          .out_stride = a.out_stride,
+                          .group = a.group};
   auto launch = [&](auto bits, auto tokens) -> Status {
     constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
     constexpr int kRows = linear_rows_for(kTokens);
@@ -193,11 +205,16 @@ Status launch_linear(const detail::LinearArgs& a, const LaunchPlan& plan, cudaSt
   };
   auto by_tokens = [&](auto bits) -> Status {
     switch (plan.tokens) {
-      case 1: return launch(bits, std::integral_constant<int, 1>{});
-      case 2: return launch(bits, std::integral_constant<int, 2>{});
-      case 4: return launch(bits, std::integral_constant<int, 4>{});
-      case 8: return launch(bits, std::integral_constant<int, 8>{});
-      default: break;
+      case 1:
+        return launch(bits, std::integral_constant<int, 1>{});
+      case 2:
+        return launch(bits, std::integral_constant<int, 2>{});
+      case 4:
+        return launch(bits, std::integral_constant<int, 4>{});
+      case 8:
+        return launch(bits, std::integral_constant<int, 8>{});
+      default:
+        break;
     }
     return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
   };

@@ -1,4 +1,5 @@
-// Instantiation of the weight-only linear layer for __nv_bfloat16 (one file per dtype so the builds compile in parallel).
+// Instantiation of the weight-only linear layer for __nv_bfloat16 (one file per dtype so the builds compile in
+// parallel).
 #include "cuda/quant/linear.cuh"
 
 namespace kernelkit::cuda {

@@ -23,9 +23,9 @@ namespace {
 
 template <typename T>
 struct QuantizeParams {
-  const T* w;       // [rows, k], row stride w_stride
-  void* q;          // i8 [rows, k] or i4x2 [rows, k / 2], contiguous
-  float* scales;    // [rows] or [rows, k / group]
+  const T* w;     // [rows, k], row stride w_stride
+  void* q;        // i8 [rows, k] or i4x2 [rows, k / 2], contiguous
+  float* scales;  // [rows] or [rows, k / group]
   int64_t rows, k, w_stride;
   int group;
 };
@@ -78,10 +78,14 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
           for (int j = 0; j < VEC; ++j)
             packed |= static_cast<uint64_t>(static_cast<uint8_t>(quantize_value(f[j], s, 127))) << (8 * j);
           int8_t* dst = qr + i * VEC;
-          if constexpr (VEC == 8) *reinterpret_cast<uint64_t*>(dst) = packed;
-          else if constexpr (VEC == 4) *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(packed);
-          else if constexpr (VEC == 2) *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(packed);
-          else *dst = static_cast<int8_t>(packed);
+          if constexpr (VEC == 8)
+            *reinterpret_cast<uint64_t*>(dst) = packed;
+          else if constexpr (VEC == 4)
+            *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(packed);
+          else if constexpr (VEC == 2)
+            *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(packed);
+          else
+            *dst = static_cast<int8_t>(packed);
         }
       }
     }
@@ -89,7 +93,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks) quantize_int4_kernel(const QuantizeParams<T> p) {
+__global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
+    quantize_int4_kernel(const QuantizeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();
   } else {
@@ -153,9 +158,7 @@ Status quantize_cuda(const QuantizeArgs& a, Stream stream) {
   LaunchPlan plan;
   KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
                                           {{a.w, "w"}, {a.q, "qweight"}, {a.scales, "scales"}}, &guard, &prof, &plan));
-  return cuda::dispatch_float(a.dtype, [&](auto tag) {
-    return cuda::launch_quantize<decltype(tag)>(a, plan, stream);
-  });
+  return cuda::dispatch_float(a.dtype, [&](auto tag) { return cuda::launch_quantize<decltype(tag)>(a, plan, stream); });
 }
 
 }  // namespace kernelkit::detail
