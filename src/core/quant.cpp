@@ -1,4 +1,4 @@
-// Quantization ops: TensorViews -> QuantizeArgs / LinearArgs (every check names the argument and what was expected),
+// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was expected),
 // then the CPU reference or the CUDA launcher through run_row_op (profile-dependent checks included).
 #include "core/quant.hpp"
 
@@ -135,7 +135,7 @@ Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   return Status::Ok();
 }
 
-Status validate_linear(const LinearArgs& a, const DeviceProfile* profile) {
+Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "x", a.dtype, *profile));
@@ -184,7 +184,7 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
     return invalid_argument("linear_weight_only: bits must be 8 or 4, got " + std::to_string(bits));
   const OpId op = bits == 8 ? OpId::linear_w8a16 : OpId::linear_w4a16;
   const std::string name(op_info(op).name);
-  detail::LinearArgs a;
+  detail::WeightOnlyArgs a;
   a.op = op;
   a.bits = bits;
   a.group = group;
@@ -234,8 +234,8 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   a.align_bytes = std::min(detail::pow2_align(reinterpret_cast<uintptr_t>(x.data)),
                            detail::pow2_align(static_cast<uint64_t>(a.x_stride) * dtype_size(x.dtype)));
   if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
-  return detail::run_row_op(a, detail::validate_linear, detail::linear_reference,
-                            [stream](const detail::LinearArgs& args) { return detail::linear_cuda(args, stream); });
+  return detail::run_row_op(a, detail::validate_weight_only, detail::weight_only_reference,
+                            [stream](const detail::WeightOnlyArgs& args) { return detail::weight_only_cuda(args, stream); });
 }
 
 Status pack_int4(const TensorView& packed, const TensorView& plain) {

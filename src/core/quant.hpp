@@ -34,7 +34,7 @@ struct QuantizeArgs {
 };
 
 // linear_weight_only: out [m, n] = x [m, k] @ (q * s)^T + bias.
-struct LinearArgs {
+struct WeightOnlyArgs {
   OpId op = OpId::linear_w8a16;
   DType dtype{};  // of x, out and bias
   Device device{};
@@ -62,9 +62,9 @@ Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile);
 Status quantize_reference(const QuantizeArgs& a);
 Status quantize_cuda(const QuantizeArgs& a, Stream stream);
 
-Status validate_linear(const LinearArgs& a, const DeviceProfile* profile);
-Status linear_reference(const LinearArgs& a);
-Status linear_cuda(const LinearArgs& a, Stream stream);
+Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profile);
+Status weight_only_reference(const WeightOnlyArgs& a);
+Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream);
 
 // The signed value of nibble `nibble` (0..7) of the little-endian 32-bit word at `bytes` (4 bytes).
 inline int int4_nibble(const uint8_t* bytes, int nibble) {

@@ -26,7 +26,7 @@ Status elementwise_cuda(const ElementwiseArgs&, Stream) { return no_cuda(); }
 Status rope_cuda(const RopeArgs&, Stream) { return no_cuda(); }
 Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
 Status quantize_cuda(const QuantizeArgs&, Stream) { return no_cuda(); }
-Status linear_cuda(const LinearArgs&, Stream) { return no_cuda(); }
+Status weight_only_cuda(const WeightOnlyArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 }  // namespace kernelkit

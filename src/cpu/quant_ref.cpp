@@ -58,7 +58,7 @@ Status quantize_reference(const QuantizeArgs& a) {
   return Status::Ok();
 }
 
-Status linear_reference(const LinearArgs& a) {
+Status weight_only_reference(const WeightOnlyArgs& a) {
   const auto* qw = static_cast<const uint8_t*>(a.qweight);
   const int64_t groups = a.bits == 4 ? a.k / a.group : 1;
   const int64_t row_bytes = a.bits == 8 ? a.k : a.k / 2;

@@ -128,7 +128,7 @@ CaseResult check_softmax_properties(const SoftmaxCase& c);
 //   |got - want| <= atol + rtol |want| + 1e-6 sum_j |x[t, j] w[r, j]|
 // the tolerance table plus the fp32 accumulation of k products (about 2^-24 sqrt(k) of their magnitude; 1e-6 of the
 // l1 sum is ~16x that at k = 4096, and never more than the 1e-3 of the accuracy bound).
-struct LinearCase {
+struct WeightOnlyCase {
   DType dtype = DType::f16;
   int bits = 8;
   int group = 0;  // bits 4: 64 or 128
@@ -139,7 +139,7 @@ struct LinearCase {
   std::string name() const;  // "linear_w4a16 g128 bf16 m3 n255 k512 bias"
 };
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
-CaseResult run_linear_case_cuda(const LinearCase& c, int device = 0);
+CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
 
 // Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8, quantize_int4_groupwise): w [rows, k] with rows
 // `pad` elements apart, uniform in [-2, 2] with row 0 all zeros (scale 0). The CUDA quantizers must give the

@@ -32,7 +32,7 @@ void note(CaseResult* r, const std::string& what) {
 
 }  // namespace
 
-std::string LinearCase::name() const {
+std::string WeightOnlyCase::name() const {
   std::ostringstream os;
   os << (bits == 8 ? "linear_w8a16" : "linear_w4a16");
   if (bits == 4) os << " g" << group;
@@ -49,7 +49,7 @@ std::string QuantizeCase::name() const {
   return os.str();
 }
 
-CaseResult run_linear_case_cuda(const LinearCase& c, int device) {
+CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   CaseResult r;
   if (device >= 0 && cuda_device_count() == 0) {
     r.status = Status(StatusCode::no_device, "no CUDA device");

@@ -156,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizeRoundTrip, ::testing::Values(DType::f32
 // The reference linear against a naive dequantize-then-matmul written here (its own layout decoding).
 class LinearReference : public ::testing::TestWithParam<std::tuple<DType, int, int64_t>> {};
 
-TEST_P(LinearReference, MatchesNaiveDequantizeMatmul) {
+TEST_P(WeightOnlyReference, MatchesNaiveDequantizeMatmul) {
   const auto [dt, bits, m] = GetParam();
   const int64_t n = 7, k = 256, xs = k + 8;
   for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128}) {
@@ -197,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(Grid, LinearReference,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(8, 4),
                                             ::testing::Values(1, 3, 8)));
 
-TEST(LinearErrors, BadInputsNameTheArgument) {
+TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
   const int64_t m = 2, n = 3, k = 128;
   std::vector<uint16_t> x(m * k), out(m * n), bias(n);
   std::vector<int8_t> q8(n * k);
@@ -266,7 +266,7 @@ TEST(LinearErrors, BadInputsNameTheArgument) {
 
 // Profile-dependent refusals for CUDA tensors are decided before any device is needed (KERNELKIT_PROFILE override):
 // m > 64 and bf16 on a T4.
-TEST(LinearErrors, CudaRefusalsUnderAProfileOverride) {
+TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
   const int64_t n = 3, k = 128;
   std::vector<uint16_t> x(65 * k), out(65 * n);
   std::vector<int8_t> q8(n * k);
@@ -436,8 +436,8 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
   for (DType dt : {DType::f16, DType::bf16})
     for (auto [bits, group] : {std::pair{8, 0}, std::pair{4, 64}, std::pair{4, 128}})
       for (int64_t m : {1, 3}) {
-        const kernelkit::testing::LinearCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2};
-        const auto r = kernelkit::testing::run_linear_case_cuda(c, -1);
+        const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2};
+        const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
         ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
         EXPECT_EQ(r.checked, m * 7) << c.name();
         EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
@@ -451,7 +451,7 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
       EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
     }
   // Without a GPU the CUDA side says so (and the GPU tests skip).
-  const kernelkit::testing::LinearCase c{DType::f16, 8, 0, 1, 7, 128, true, 0, 1};
+  const kernelkit::testing::WeightOnlyCase c{DType::f16, 8, 0, 1, 7, 128, true, 0, 1};
   if (cuda_device_count() == 0)
-    EXPECT_EQ(kernelkit::testing::run_linear_case_cuda(c, 0).status.code(), StatusCode::no_device);
+    EXPECT_EQ(kernelkit::testing::run_weight_only_case_cuda(c, 0).status.code(), StatusCode::no_device);
 }

@@ -7,7 +7,7 @@
 #include "kernelkit/ops.hpp"
 
 using namespace kernelkit;
-using kernelkit::testing::LinearCase;
+using kernelkit::testing::WeightOnlyCase;
 using kernelkit::testing::QuantizeCase;
 
 namespace {
@@ -18,20 +18,20 @@ constexpr Variant kVariants[] = {{8, 0}, {4, 128}, {4, 64}};
 }  // namespace
 
 using LinearParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
-class LinearGrid : public ::testing::TestWithParam<LinearParam> {};
+class WeightOnlyGrid : public ::testing::TestWithParam<LinearParam> {};
 
-TEST_P(LinearGrid, MatchesReference) {
+TEST_P(WeightOnlyGrid, MatchesReference) {
   const auto [dt, variant, m, nk] = GetParam();
   const Variant v = kVariants[variant];
   for (bool bias : {true, false}) {
-    LinearCase c{dt, v.bits, v.group, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
-    kernelkit::testing::expect_case(kernelkit::testing::run_linear_case_cuda(c, 0), dt, c.name());
+    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
+    kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
 }
 
 // (n, k): odd and tiny n, a k that leaves most warps of a step idle (128), a k whose chunks do not fill the last step
 // (640 = 5 x 128), and a decode-sized layer whose n alone fills the GPU.
-INSTANTIATE_TEST_SUITE_P(Shapes, LinearGrid,
+INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
                                             ::testing::Values(1, 3, 8, 64),
                                             ::testing::Values(std::pair<int64_t, int64_t>{1, 128},
@@ -40,22 +40,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearGrid,
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
 
 // Shapes where the planner's split-K changes: small n with long k (k_warps 8), and the decode layer.
-TEST(LinearLarge, SplitKAndDecodeShapes) {
+TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
   for (DType dt : {DType::f16, DType::bf16})
     for (const Variant v : kVariants) {
       for (int64_t m : {1, 5}) {
-        LinearCase small_n{dt, v.bits, v.group, m, 64, 8192, true, 0, 11};
-        kernelkit::testing::expect_case(kernelkit::testing::run_linear_case_cuda(small_n, 0), dt, small_n.name());
+        WeightOnlyCase small_n{dt, v.bits, v.group, m, 64, 8192, true, 0, 11};
+        kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(small_n, 0), dt, small_n.name());
       }
-      LinearCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
-      kernelkit::testing::expect_case(kernelkit::testing::run_linear_case_cuda(decode, 0), dt, decode.name());
+      WeightOnlyCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
+      kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(decode, 0), dt, decode.name());
     }
 }
 
 // m > 64 is refused on CUDA (no tensor-core path yet), before any launch.
-TEST(LinearRefusals, MoreThan64Tokens) {
-  LinearCase c{DType::f16, 8, 0, 65, 7, 128, true, 0, 1};
-  const auto r = kernelkit::testing::run_linear_case_cuda(c, 0);
+TEST(WeightOnlyRefusals, MoreThan64Tokens) {
+  WeightOnlyCase c{DType::f16, 8, 0, 65, 7, 128, true, 0, 1};
+  const auto r = kernelkit::testing::run_weight_only_case_cuda(c, 0);
   EXPECT_EQ(r.status.code(), StatusCode::unsupported) << r.status.to_string();
   EXPECT_NE(r.status.message().find("m = 65"), std::string::npos) << r.status.message();
 }

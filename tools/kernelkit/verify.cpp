@@ -138,8 +138,8 @@ int run_verify(const VerifyOptions& o) {
             for (int64_t m : {1, 3, 8, 64})
               for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
                 if (small && (m == 64 || n > 7)) continue;
-                const testing::LinearCase c{dt, bits, group, m, n, k, m != 3, m == 3 ? 8 : 0, seed++};
-                record(op, dt, c.name(), testing::run_linear_case_cuda(c, dev));
+                const testing::WeightOnlyCase c{dt, bits, group, m, n, k, m != 3, m == 3 ? 8 : 0, seed++};
+                record(op, dt, c.name(), testing::run_weight_only_case_cuda(c, dev));
               }
         } else {
           const int group = op == OpId::quantize_int4_groupwise ? 128 : 0;

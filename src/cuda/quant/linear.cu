@@ -3,13 +3,13 @@
 #include "cuda/runtime_internal.hpp"
 
 namespace kernelkit::cuda {
-extern template Status launch_linear<__half>(const detail::LinearArgs&, const LaunchPlan&, cudaStream_t);
-extern template Status launch_linear<__nv_bfloat16>(const detail::LinearArgs&, const LaunchPlan&, cudaStream_t);
+extern template Status launch_linear<__half>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
+extern template Status launch_linear<__nv_bfloat16>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
 }  // namespace kernelkit::cuda
 
 namespace kernelkit::detail {
 
-Status linear_cuda(const LinearArgs& a, Stream stream) {
+Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream) {
   cuda::DeviceGuard guard;
   DeviceProfile prof;
   LaunchPlan plan;

@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 }
 
 template <typename T>
-Status launch_linear(const detail::LinearArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   const LinearParams<T> p{.x = static_cast<const T*>(a.x),
                           .qweight = static_cast<const uint8_t*>(a.qweight),
                           .scales = a.scales,

@@ -3,5 +3,5 @@
 #include "cuda/quant/linear.cuh"
 
 namespace kernelkit::cuda {
-template Status launch_linear<__nv_bfloat16>(const detail::LinearArgs&, const LaunchPlan&, cudaStream_t);
+template Status launch_linear<__nv_bfloat16>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
 }  // namespace kernelkit::cuda

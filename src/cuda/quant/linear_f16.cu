@@ -2,5 +2,5 @@
 #include "cuda/quant/linear.cuh"
 
 namespace kernelkit::cuda {
-template Status launch_linear<__half>(const detail::LinearArgs&, const LaunchPlan&, cudaStream_t);
+template Status launch_linear<__half>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
 }  // namespace kernelkit::cuda
