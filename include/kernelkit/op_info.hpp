@@ -31,9 +31,17 @@ enum class OpId : uint8_t {
   causal_softmax,
   attention,         // prefill: flash attention over [b, s_q, h, d] x [b, s_k, h_kv, d] (causal, GQA, varlen)
   decode_attention,  // a few query tokens against a KV cache (contiguous or paged), split-KV
+  quantize_int8_per_channel,
+  quantize_per_token_int8,
+  quantize_int4_groupwise,
+  linear_w8a16,
+  linear_w4a16,
 };
 
-enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax, attention };
+enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax, attention, quant };
+
+// The weight bits of a linear_w*a16 op (8 or 4); 0 for every other op.
+int op_weight_bits(OpId id);
 
 // The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row
@@ -43,6 +51,10 @@ struct OpShape {
   int64_t hidden = 0;
   int64_t batch = 1;
   int align_bytes = 16;
+  // Quantization ops: rows = m tokens (or n weight rows for a quantizer), hidden = k; out_features = n of a linear op
+  // (0: n = k); group = the INT4 scale group along k (0: one scale a row).
+  int64_t out_features = 0;
+  int group = 0;
 };
 
 // The problem size of an attention op (not a row op: its bytes and FLOPs come from this shape through attention_bytes

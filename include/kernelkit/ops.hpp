@@ -127,4 +127,44 @@ struct KvCache {
 Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
                         const KvCache& cache, const AttentionOptions& options = {}, Stream stream = nullptr);
 
+// ---- Quantization (issue #7): symmetric integer weights with fp32 scales, dequantized as w = q * s.
+//      Every quantizer rounds q = round_half_even(w / s) with s and the quotient in fp32 (IEEE division), clamped to the
+//      symmetric range; s = max|w| / qmax over the scale's span (a zero span gives s = 0 and q = 0).
+
+// Per-output-channel INT8 weights: w [n, k] (f32, f16 or bf16) -> qweight i8 [n, k], scales f32 [n];
+// s[r] = max_j |w[r, j]| / 127, q in [-127, 127].
+Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                                 Stream stream = nullptr);
+
+// Dynamic per-token INT8 activations: x [m, k] -> q i8 [m, k], scales f32 [m]; the same row-wise math as above.
+Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x,
+                               Stream stream = nullptr);
+
+// Group-wise INT4 weights: w [n, k] -> qweight i4x2 [n, k / 2] in the kernel layout below, scales f32 [n, k / group];
+// group is 64 or 128 (k % group == 0); s = max|w| / 7 over the group, q in [-7, 7] (-8 is never produced but decodes).
+//
+// The kernel layout of INT4 weights ("kk-int4-interleaved"): each row is a sequence of little-endian 32-bit words,
+// word i holding the 8 values v0..v7 of k = 8i .. 8i + 7 as signed 4-bit two's complement, value j in the nibble at bit
+// 4 * P(j) with P = {0, 4, 1, 5, 2, 6, 3, 7} (j / 2 + 4 * (j % 2)). Then (word & 0x000F000F) holds v0 and v1 in the
+// low nibbles of its two 16-bit halves, (word & 0x00F000F0) v2 and v3, and the same of (word >> 8) v4..v7: one AND/OR
+// turns two values into an fp16 pair (the 0x6400 exponent trick) in the kernel. The plain layout is the i4x2 dtype's
+// own: value 2i in the low nibble of byte i, value 2i + 1 in the high one.
+Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scales, const TensorView& w, int group,
+                               Stream stream = nullptr);
+
+// Converters between the kernel layout and plain values (CPU tensors only; an offline step). `plain` is either i8
+// [n, k] holding values in [-8, 7], or i4x2 [n, k / 2] in the plain nibble order; k % 8 == 0.
+Status pack_int4(const TensorView& packed, const TensorView& plain);
+Status unpack_int4(const TensorView& plain, const TensorView& packed);
+
+// Weight-only quantized linear layer: out = x @ dequant(qweight)^T (+ bias), fp32 accumulation, one rounding per output.
+//   x [m, k] f16 or bf16 (contiguous last dim, any row stride); out [m, n] same dtype; bias [n] same dtype, or none.
+//   bits 8: qweight i8 [n, k], scales f32 [n], group 0 (per output channel), k % 16 == 0.
+//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 64 or 128, k % group == 0.
+// CUDA: the GEMV path serves m <= 64 tokens (larger m is refused as unsupported: the tensor-core path is not built);
+// rows of x and qweight must be 16-byte aligned. The CPU backend is the fp64 reference and takes any m.
+Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
+                          const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
+                          Stream stream = nullptr);
+
 }  // namespace kernelkit

@@ -24,6 +24,21 @@ constexpr int kRowNormRegisters = 64;
 constexpr int kElementwiseThreads = 256;
 constexpr int kElementwiseMinBlocks = 4;
 constexpr int kElementwiseVecsPerThread = 4;
+// Weight-only linear (GEMV) kernels: a block is k_warps warps (the split-K lives inside the block: each warp takes every
+// k_warps-th 16-byte chunk of the block's weight rows and the warps add their partial sums through shared memory, so
+// no workspace and no second pass). __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) caps them at
+// kLinearRegisters registers (65536 / (256 * 2)): enough for 8 tokens x 2 rows of accumulators next to the loads in
+// flight. kLinearMaxTokens tokens share each weight load; kLinearMaxM is the most tokens the GEMV path takes.
+constexpr int kLinearMaxThreads = 256;
+constexpr int kLinearMinBlocks = 2;
+constexpr int kLinearRegisters = 128;
+constexpr int kLinearMaxTokens = 8;
+constexpr int kLinearMaxM = 64;
+// The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
+// most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
+// weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
+// (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
+constexpr int kLinearWarpsPerSm = 32;
 
 struct LaunchPlan {
   OpId op{};
@@ -44,6 +59,10 @@ struct LaunchPlan {
   int sms = 0;              // SM count of the profile the grid is sized for
   int blocks_per_sm = 0;    // resident blocks per SM by threads / smem / block / register limits
   double occupancy = 0;     // expected warps resident / max warps per SM
+  // Weight-only linear plans (block = 32 x k_warps, grid = grid_x blocks over n x grid / grid_x over the token tiles):
+  int out_rows = 0;  // output features (weight rows) per block
+  int tokens = 0;    // tokens per block: each weight load is used for all of them
+  int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
   std::string to_string() const;
 };
 

@@ -16,7 +16,10 @@ namespace {
 // reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
 // Softmax: x read, y written; ~5 FLOP per element (scale, max, exp, sum, divide).
 // Attention: the row fields are 0; bytes and FLOPs come from AttentionShape (attention_bytes / attention_flops below).
-constexpr std::array<OpInfo, 17> kOps = {{
+// Quantization (row counts unused: quant_bytes below): quantizers read w once and write q and the fp32 scales, ~3 FLOP
+// per element (|w|, max, divide-and-round); the linear ops are 2 m n k FLOP (dequantization not counted) and move the
+// quantized weight bytes, their fp32 scales, x, out and the bias once: at m = 1 the weight bytes are nearly all of it.
+constexpr std::array<OpInfo, 22> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -45,7 +48,34 @@ constexpr std::array<OpInfo, 17> kOps = {{
     {OpId::decode_attention, "decode_attention", OpFamily::attention,
      "o = softmax(scale q k_cache^T [causal]) v_cache over each sequence's cache (split-KV, merged by lse)", 0, 0, 0,
      0, 0},
+    {OpId::quantize_int8_per_channel, "quantize_int8_per_channel", OpFamily::quant,
+     "s[r] = max|w[r, :]| / 127; q = round(w / s) (i8)", 0, 0, 0, 0, 3},
+    {OpId::quantize_per_token_int8, "quantize_per_token_int8", OpFamily::quant,
+     "s[t] = max|x[t, :]| / 127; q = round(x / s) (i8)", 0, 0, 0, 0, 3},
+    {OpId::quantize_int4_groupwise, "quantize_int4_groupwise", OpFamily::quant,
+     "s[r, g] = max|w[r, group g]| / 7; q = round(w / s) (i4, kernel layout)", 0, 0, 0, 0, 3},
+    {OpId::linear_w8a16, "linear_w8a16", OpFamily::quant, "y = x @ (q * s[n])^T + b, q i8 per channel", 0, 0, 0, 0,
+     2},
+    {OpId::linear_w4a16, "linear_w4a16", OpFamily::quant, "y = x @ (q * s[n, k / group])^T + b, q i4 group-wise", 0, 0,
+     0, 0, 2},
 }};
+
+bool is_linear(OpId id) { return id == OpId::linear_w8a16 || id == OpId::linear_w4a16; }
+
+// The quantization ops' traffic. rows = m (linear) or the weight / token rows (quantizers), hidden = k.
+uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
+  const uint64_t e = dtype_size(dtype), rows = static_cast<uint64_t>(s.rows), k = static_cast<uint64_t>(s.hidden);
+  const uint64_t groups = s.group > 0 ? k / static_cast<uint64_t>(s.group) : 1;  // fp32 scales per weight row
+  switch (id) {
+    case OpId::quantize_int8_per_channel:
+    case OpId::quantize_per_token_int8: return rows * k * (e + 1) + rows * 4;
+    case OpId::quantize_int4_groupwise: return rows * k * e + rows * k / 2 + rows * groups * 4;
+    default: break;
+  }
+  const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
+  const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
+  return weight + e * (rows * k + rows * n + n);  // + x, out, bias
+}
 
 }  // namespace
 
@@ -59,8 +89,11 @@ std::optional<OpId> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
+int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::linear_w4a16 ? 4 : 0; }
+
 uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
   const OpInfo& op = op_info(id);
+  if (op.family == OpFamily::quant) return quant_bytes(id, s, dtype);
   const uint64_t e = dtype_size(dtype);
   const uint64_t row = static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.hidden);
   return e * (row * static_cast<uint64_t>(op.row_tensors_read + op.row_tensors_written) +
@@ -69,6 +102,9 @@ uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
 }
 
 double op_flops(OpId id, const OpShape& s) {
+  if (is_linear(id))
+    return 2.0 * static_cast<double>(s.rows) * static_cast<double>(s.out_features > 0 ? s.out_features : s.hidden) *
+           static_cast<double>(s.hidden);
   return op_info(id).flops_per_element * static_cast<double>(s.rows) * static_cast<double>(s.hidden);
 }
 
@@ -105,7 +141,9 @@ bool op_memory_bound(OpId id, const OpShape& s, DType dtype, const DeviceProfile
   return op_intensity(id, s, dtype) < ridge;
 }
 
+// The linear ops take f16 / bf16 activations only (the quantizers also take f32 weights).
 bool op_supports(OpId id, DType dtype, const DeviceProfile& p) {
+  if (is_linear(id) && dtype == DType::f32) return false;
   if (op_info(id).family == OpFamily::attention) return (dtype == DType::f16 || dtype == DType::bf16) && p.supports(dtype);
   return is_floating(dtype) && p.supports(dtype);
 }

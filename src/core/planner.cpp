@@ -108,6 +108,69 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   return Status::Ok();
 }
 
+// Quantizers and weight-only linear ops.
+//  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
+//  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
+//  - Linear (GEMV): see kLinearMaxThreads. Tokens per block: m rounded up to a power of two, at most kLinearMaxTokens;
+//    rows per block: 4 for 1-2 tokens, 2 beyond (accumulators rows x tokens stay within the register cap). Split-K
+//    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
+//    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
+//    the thread and the register limits) and every warp still gets a full warp-wide step of 16-byte chunks.
+Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
+  const std::string name(op_info(op).name);
+  if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
+    return plan_row_norm(prof, op, s, dtype, p);
+  p->sms = prof.sms;
+  if (op == OpId::quantize_int4_groupwise) {
+    if (s.hidden % 8 != 0)
+      return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
+    const int64_t words = s.rows * (s.hidden / 8);
+    p->vec = 8;
+    p->threads_per_row = p->block_threads = kElementwiseThreads;
+    p->rows_per_block = 1;
+    p->vecs_per_thread = 1;
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
+    if (p->blocks_per_sm == 0) return unsupported(name + ": a 256-thread block does not fit profile " + prof.key);
+    const int64_t wave = int64_t{prof.sms} * p->blocks_per_sm;
+    p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), wave));
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
+  const int bits = op_weight_bits(op);
+  if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
+  const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
+  if (m > kLinearMaxM)
+    return unsupported(name + ": m = " + std::to_string(m) + " tokens exceeds the GEMV path's " +
+                       std::to_string(kLinearMaxM) + " (no tensor-core path yet)");
+  p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
+  p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
+  p->out_rows = p->tokens <= 2 ? 4 : 2;
+  const int64_t chunks = ceil_div(k, p->vec);
+  const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
+  const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
+                                                            prof.regs_per_sm / (kLinearRegisters * kWarp)});
+  p->k_warps = 2;
+  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
+         int64_t{p->k_warps} * 2 * kWarp <= chunks)
+    p->k_warps *= 2;
+  p->threads_per_row = kWarp;
+  p->rows_per_block = p->k_warps;
+  p->block_threads = kWarp * p->k_warps;
+  p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
+  p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
+  p->smem_optin = false;
+  p->grid_x = blocks;  // one-dimensional: token tiles fastest (blocks reading the same weight rows run together)
+  p->grid = blocks;
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
+  if (p->blocks_per_sm == 0)
+    return unsupported(name + ": a " + std::to_string(p->block_threads) + "-thread block does not fit profile " +
+                       prof.key);
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  return Status::Ok();
+}
+
 }  // namespace
 
 void refine_plan_occupancy(const DeviceProfile& prof, int resident_blocks, int64_t rows, LaunchPlan* p) {
@@ -147,12 +210,21 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     case OpFamily::elementwise:
     case OpFamily::rope: return plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
     case OpFamily::attention: break;  // tiles from plan_tile, decode splits from plan_decode
+    case OpFamily::quant: return plan_quant(prof, op, s, dtype, p);
   }
   return unsupported(std::string(info.name) + ": no planner for this op family");
 }
 
 std::string LaunchPlan::to_string() const {
   std::ostringstream os;
+  if (k_warps > 0) {
+    os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << k_warps << " ("
+       << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
+       << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
+       << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
+       << "%";
+    return os.str();
+  }
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid;
   if (grid_x != grid) os << " (" << grid_x << "x" << grid / grid_x << ")";

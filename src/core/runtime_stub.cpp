@@ -3,6 +3,7 @@
 #include "core/elementwise.hpp"
 #include "core/gemm.hpp"
 #include "core/memory.hpp"
+#include "core/quant.hpp"
 #include "core/rope.hpp"
 #include "core/row_norm.hpp"
 #include "core/softmax.hpp"
@@ -39,6 +40,8 @@ Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
 Status linear_cuda(const LinearArgs&, GemmHandle*, Stream) { return no_cuda(); }
 Status attention_cuda(const AttentionArgs&, Stream) { return no_cuda(); }
 Status decode_attention_cuda(const DecodeArgs&, Stream) { return no_cuda(); }
+Status quantize_cuda(const QuantizeArgs&, Stream) { return no_cuda(); }
+Status weight_only_cuda(const WeightOnlyArgs&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 struct GemmHandle::Impl {};

@@ -225,8 +225,8 @@ int run_bench(const BenchOptions& o) {
   if (!prof) return 1;
   if (o.l2_window) return run_l2_window(o);
   std::vector<OpId> ops;
-  for (const OpInfo& op : op_table())  // attention is timed by its own comparison, not this harness (yet)
-    if (op.family != OpFamily::attention &&
+  for (const OpInfo& op : op_table())  // attention and quantization are not in this timing harness yet
+    if (op.family != OpFamily::attention && op.family != OpFamily::quant &&
         (o.ops.empty() || std::find(o.ops.begin(), o.ops.end(), op.name) != o.ops.end()))
       ops.push_back(op.id);
   std::vector<DType> dtypes;

@@ -1,6 +1,7 @@
 // `kernelkit verify`: every op against the reference over a grid of shapes and dtypes, as a pass/fail table.
 //   --backend cuda: each case on the GPU vs the fp64 CPU reference, every element, outputs poisoned first.
-//   --backend cpu:  no GPU needed: the CPU backend's own invariants (fused == composed, normalized statistics).
+//   --backend cpu:  no GPU needed: the CPU backend's own invariants (fused == composed, normalized statistics); the
+//                   quantization cases run their GPU harness with the CPU backend on both sides.
 // Exit status 1 on any failure, so scripts can gate on it.
 #include <array>
 #include <chrono>
@@ -144,6 +145,33 @@ int run_verify(const VerifyOptions& o) {
               }
         continue;
       }
+      if (op_info(op).family == OpFamily::quant) {
+        // Quantization's own grid: token counts of every GEMV tile and a tail, odd n, both INT4 groups; quantizers bit
+        // for bit. The CPU backend runs the same harness with the CPU backend as the op under test (device -1), on
+        // the small shapes only (its reference is m n k fp64 multiply-adds).
+        const int dev = cuda ? o.device : -1;
+        const bool small = o.quick || !cuda;
+        if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
+          if (dt == DType::f32) continue;  // f16 / bf16 activations only
+          const int bits = op_weight_bits(op);
+          for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128})
+            for (int64_t m : {1, 3, 8, 64})
+              for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
+                if (small && (m == 64 || n > 7)) continue;
+                const testing::WeightOnlyCase c{dt, bits, group, m, n, k, m != 3, m == 3 ? 8 : 0, seed++};
+                record(op, dt, c.name(), testing::run_weight_only_case_cuda(c, dev));
+              }
+        } else {
+          const int group = op == OpId::quantize_int4_groupwise ? 128 : 0;
+          for (int64_t r : {int64_t{1}, int64_t{7}, int64_t{83}})
+            for (int64_t k : {int64_t{256}, int64_t{4096}}) {
+              if (small && k > 256) continue;
+              const testing::QuantizeCase c{op, dt, r, k, group, r == 7 ? 8 : 0, seed++};
+              record(op, dt, c.name(), testing::run_quantize_case_cuda(c, dev));
+            }
+        }
+        continue;
+      }
       if (op_info(op).family == OpFamily::rope) {
         // RoPE's own grid: styles x (head_dim, rot_dim) x in place x tokens.
         constexpr int64_t kDims[][2] = {{64, 64}, {128, 128}, {128, 64}, {96, 24}};
@@ -167,7 +195,7 @@ int run_verify(const VerifyOptions& o) {
   int total = 0, bad = 0;
   if (!o.json) {
     std::cout << "\n"
-              << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7) << "cases"
+              << std::left << std::setw(27) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7) << "cases"
               << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "worst err"
               << "  result\n";
   }
@@ -188,7 +216,7 @@ int run_verify(const VerifyOptions& o) {
                          {"worst_error_ratio", row.worst},
                          {"result", result}});
     if (!o.json)
-      std::cout << std::left << std::setw(20) << op_info(key.first).name << std::setw(6) << dtype_name(key.second)
+      std::cout << std::left << std::setw(27) << op_info(key.first).name << std::setw(6) << dtype_name(key.second)
                 << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed << std::setw(9) << row.refused
                 << std::setw(12) << std::setprecision(3) << row.worst << "  " << result << "\n";
   }

@@ -1,0 +1,79 @@
+// Internal: the parameter blocks of the quantization ops (quantizers and the weight-only linear layer), shared by
+// validation, the CPU reference and the CUDA launchers.
+#pragma once
+
+#include <cstdint>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/profile.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit::detail {
+
+// The kernel layout of INT4 weights (ops.hpp): value j of each 8-value word sits in nibble kInt4Nibble[j].
+inline constexpr int kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+// quantize_int8_per_channel / quantize_per_token_int8 (group 0: one scale a row) and quantize_int4_groupwise.
+struct QuantizeArgs {
+  OpId op = OpId::quantize_int8_per_channel;
+  DType dtype{};  // of w
+  Device device{};
+  int64_t rows = 0, hidden = 0;  // w [rows, hidden = k]
+  int group = 0;                 // INT4: the scale group along k (64 or 128); 0 for INT8
+  const void* w = nullptr;       // [rows, k], row stride w_stride elements
+  int64_t w_stride = 0;
+  void* q = nullptr;        // i8 [rows, k] or i4x2 [rows, k / 2] (kernel layout), contiguous
+  float* scales = nullptr;  // f32 [rows] or [rows, k / group], contiguous
+  int align_bytes = 16;     // of w's pointer and row stride
+
+  OpShape shape() const {
+    OpShape s{rows, hidden, 1, align_bytes};
+    s.group = group;
+    return s;
+  }
+};
+
+// linear_weight_only: out [m, n] = x [m, k] @ (q * s)^T + bias.
+struct WeightOnlyArgs {
+  OpId op = OpId::linear_w8a16;
+  DType dtype{};  // of x, out and bias
+  Device device{};
+  int64_t rows = 0;  // m tokens
+  int64_t n = 0, k = 0;
+  int bits = 8, group = 0;  // group 0: per output channel (bits 8)
+  const void* x = nullptr;  // [m, k], row stride x_stride elements
+  int64_t x_stride = 0;
+  const void* qweight = nullptr;  // bits 8: i8 [n, k]; bits 4: i4x2 [n, k / 2] in the kernel layout; contiguous
+  const float* scales = nullptr;  // [n] (bits 8) or [n, k / group] (bits 4)
+  const void* bias = nullptr;     // [n] or null
+  void* out = nullptr;            // [m, n], row stride out_stride elements
+  int64_t out_stride = 0;
+  int align_bytes = 16;  // of x's pointer and row stride (the weights' rows are checked on their own)
+
+  OpShape shape() const {
+    OpShape s{rows, k, 1, align_bytes};
+    s.out_features = n;
+    s.group = group;
+    return s;
+  }
+};
+
+Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile);
+Status quantize_reference(const QuantizeArgs& a);
+Status quantize_cuda(const QuantizeArgs& a, Stream stream);
+
+Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profile);
+Status weight_only_reference(const WeightOnlyArgs& a);
+Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream);
+
+// The signed value of nibble `nibble` (0..7) of the little-endian 32-bit word at `bytes` (4 bytes).
+inline int int4_nibble(const uint8_t* bytes, int nibble) {
+  const int v = (bytes[nibble / 2] >> (4 * (nibble % 2))) & 0xF;
+  return v >= 8 ? v - 16 : v;
+}
+// Value j (0..k-1) of a row of INT4 weights in the kernel layout.
+inline int int4_kernel_value(const uint8_t* row, int64_t j) {
+  return int4_nibble(row + (j / 8) * 4, kInt4Nibble[j % 8]);
+}
+
+}  // namespace kernelkit::detail

@@ -1,0 +1,226 @@
+// Weight-only quantized linear layer (W8A16 / W4A16) for m <= 64 tokens: a GEMV that streams the weights once.
+//
+//   out [m, n] = x [m, k] @ (q [n, k] * s)^T + bias [n], fp32 accumulation, one rounding per output.
+//   Bytes ~ n k bits / 8 (weights) + n (k / g) 4 (INT4 scales) + 2 (m k + m n + n); FLOP 2 m n k. At m = 1 this is
+//   pure weight streaming (~1 FLOP per weight byte for INT8): the kernel is built to keep HBM busy.
+//
+// Work split (LaunchPlan from plan_quant): a block computes kRows output features x kTokens tokens; its k_warps warps
+// (blockDim.y) split k between them (the split-K: warp w takes the 16-byte chunks c = 32 w + lane, stepping by
+// 32 k_warps, so each warp reads 512 contiguous bytes of a row a step) and add their sums through shared memory. The
+// grid is one-dimensional, token tiles fastest: the blocks that read the same weight rows for different tokens run at
+// the same time, so the second read of a row is an L2 hit and HBM sees the weights about once per call.
+// Per chunk and row: 16 bytes of weights (16 INT8 or 32 INT4 values), loaded for the next chunk before this one is
+// computed (2 x kRows loads in flight a thread), dequantized exactly to fp32 (quant_common.cuh) once and used for all
+// kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass L1).
+// INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
+// INT8: one scale per row, applied to the final sum.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "core/quant.hpp"
+#include "cuda/common/check.cuh"
+#include "cuda/common/reduce.cuh"
+#include "cuda/common/vec.cuh"
+#include "cuda/quant/quant_common.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct LinearParams {
+  const T* x;              // [m, k], row stride x_stride (16-byte aligned rows)
+  const uint8_t* qweight;  // [n, k * bits / 8] bytes, contiguous, 16-byte aligned
+  const float* scales;     // [n] (8-bit) or [n, k / group] (4-bit)
+  const T* bias;           // [n] or null
+  T* out;                  // [m, n], row stride out_stride
+  int64_t m, n, k, x_stride, out_stride;
+  int group;  // 4-bit: scale group along k (64 or 128)
+};
+
+// Rows per block for a token tile (the planner's rule, restated for the template).
+constexpr int linear_rows_for(int tokens) { return tokens <= 2 ? 4 : 2; }
+
+template <typename T, int kBits, int kTokens, int kRows>
+__global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
+    constexpr int kPieces = 4;                      // 32-bit words a chunk
+    constexpr int kPerPiece = kPerChunk / kPieces;  // 4 (INT8) or 8 (INT4) values a word
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows * kTokens]
+    const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y;
+    const unsigned tiles = static_cast<unsigned>((p.m + kTokens - 1) / kTokens);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x % tiles) * kTokens;
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x / tiles) * kRows;
+    const int64_t row_bytes = p.k * kBits / 8, chunks = p.k / kPerChunk;
+    const int64_t groups = kBits == 4 ? p.k / p.group : 1;
+
+    // Rows past n and tokens past m read row n - 1 / token m - 1 (valid memory, no divergence) and are never stored.
+    const uint8_t* wrow[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) wrow[r] = p.qweight + min(n0 + r, p.n - 1) * row_bytes;
+    const T* xrow[kTokens];
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) xrow[t] = p.x + min(t0 + t, p.m - 1) * p.x_stride;
+
+    float acc[kRows][kTokens];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+
+    const int64_t c_step = static_cast<int64_t>(k_warps) * kWarpSize;
+    int64_t c = static_cast<int64_t>(warp) * kWarpSize + lane;
+    uint4 wcur[kRows];
+    if (c < chunks)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wcur[r] = load_weights(wrow[r] + c * 16);
+    for (; c < chunks; c += c_step) {
+      // Prefetch: the next chunk's weights are in flight while this one is computed.
+      uint4 wnext[kRows];
+      const int64_t cn = c + c_step;
+      if (cn < chunks)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) wnext[r] = load_weights(wrow[r] + cn * 16);
+
+      // INT4: the chunk's group scale of each row. With few tokens the chunk's sums are scaled once (kRows x kTokens
+      // FMAs a chunk); with 4 or more the dequantized weights are scaled instead (32 kRows multiplies a chunk, fewer
+      // registers than a second set of kRows x kTokens sums, which spilled at 8 tokens).
+      constexpr bool kScaleWeights = kBits == 4 && kTokens > 2;
+      float scale[kRows];
+      if constexpr (kBits == 4) {
+        const int64_t g = c * kPerChunk / p.group;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) scale[r] = __ldg(p.scales + min(n0 + r, p.n - 1) * groups + g);
+      }
+      float part[kRows][kTokens];  // this chunk's sums (accumulated straight into acc when the weights are scaled)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t) part[r][t] = 0.0f;
+      // Four words a chunk; with 8 tokens of INT4 only two at a time are unrolled, else the compiler hoists every
+      // word's x loads and spills (ptxas -v: 20 bytes at 128 registers).
+      constexpr int kPieceUnroll = kBits == 4 && kTokens >= 8 ? 2 : kPieces;
+#pragma unroll kPieceUnroll
+      for (int piece = 0; piece < kPieces; ++piece) {
+        // kPerPiece weights of each row, exact fp32.
+        float wf[kRows][kPerPiece];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const uint32_t word = piece == 0 ? wcur[r].x : piece == 1 ? wcur[r].y : piece == 2 ? wcur[r].z : wcur[r].w;
+          if constexpr (kBits == 8)
+            dequant_i8x4(word, wf[r]);
+          else
+            dequant_i4x8(word, wf[r]);
+          if constexpr (kScaleWeights)
+#pragma unroll
+            for (int j = 0; j < kPerPiece; ++j) wf[r][j] *= scale[r];
+        }
+        // x [k0, k0 + kPerPiece) of each token: one 8- or 16-byte load.
+        const int64_t k0 = c * kPerChunk + piece * kPerPiece;
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t) {
+          const Vec<T, kPerPiece> xv = Vec<T, kPerPiece>::load(xrow[t] + k0);
+#pragma unroll
+          for (int j = 0; j < kPerPiece; ++j) {
+            const float xf = to_float(xv.v[j]);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              if constexpr (kScaleWeights)
+                acc[r][t] = fmaf(xf, wf[r][j], acc[r][t]);
+              else
+                part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
+            }
+          }
+        }
+      }
+      if constexpr (kScaleWeights) {
+      } else if constexpr (kBits == 4) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int t = 0; t < kTokens; ++t) acc[r][t] = fmaf(part[r][t], scale[r], acc[r][t]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int t = 0; t < kTokens; ++t) acc[r][t] += part[r][t];
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wcur[r] = wnext[r];
+    }
+
+    // Warp sums (shuffles), then the k_warps partial sums of each output added in a fixed order by one thread.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        const float v = group_sum(acc[r][t], kWarpSize, nullptr);
+        if (lane == 0) partials[warp * kRows * kTokens + r * kTokens + t] = v;
+      }
+    __syncthreads();
+    const int i = warp * kWarpSize + lane;
+    if (i < kRows * kTokens) {
+      const int r = i / kTokens, t = i % kTokens;
+      const int64_t row = n0 + r, token = t0 + t;
+      if (row < p.n && token < p.m) {
+        float y = 0.0f;
+        for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
+        if constexpr (kBits == 8) y *= __ldg(p.scales + row);
+        if (p.bias) y += to_float(p.bias[row]);
+        p.out[token * p.out_stride + row] = from_float<T>(y);
+      }
+    }
+  }
+}
+
+template <typename T>
+Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  const LinearParams<T> p{.x = static_cast<const T*>(a.x),
+                          .qweight = static_cast<const uint8_t*>(a.qweight),
+                          .scales = a.scales,
+                          .bias = static_cast<const T*>(a.bias),
+                          .out = static_cast<T*>(a.out),
+                          .m = a.rows,
+                          .n = a.n,
+                          .k = a.k,
+                          .x_stride = a.x_stride,
+                          .out_stride = a.out_stride,
+                          .group = a.group};
+  auto launch = [&](auto bits, auto tokens) -> Status {
+    constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
+    constexpr int kRows = linear_rows_for(kTokens);
+    if (plan.out_rows != kRows || plan.tokens != kTokens)
+      return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
+                                              std::to_string(plan.tokens) + " tokens has no kernel");
+    // One-dimensional grid (token tiles fastest, see above); block 32 x k_warps.
+    linear_gemv_kernel<T, kBits, kTokens, kRows>
+        <<<dim3(static_cast<unsigned>(plan.grid)), dim3(kWarpSize, static_cast<unsigned>(plan.k_warps)),
+           static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  auto by_tokens = [&](auto bits) -> Status {
+    switch (plan.tokens) {
+      case 1:
+        return launch(bits, std::integral_constant<int, 1>{});
+      case 2:
+        return launch(bits, std::integral_constant<int, 2>{});
+      case 4:
+        return launch(bits, std::integral_constant<int, 4>{});
+      case 8:
+        return launch(bits, std::integral_constant<int, 8>{});
+      default:
+        break;
+    }
+    return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
+  };
+  if (a.bits == 8) return by_tokens(std::integral_constant<int, 8>{});
+  if (a.bits == 4) return by_tokens(std::integral_constant<int, 4>{});
+  return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
+}
+
+}  // namespace kernelkit::cuda

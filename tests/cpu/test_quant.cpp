@@ -1,0 +1,457 @@
+// Quantization on the CPU backend: the INT4 kernel layout and its converters, quantize / dequantize error bounds, the
+// linear reference against an independent dequantize-then-matmul, bad inputs, op_info bytes, and the linear plans on
+// every profile. Small shapes: CI has two cores.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/planner.hpp"
+#include "kernelkit/runtime.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+
+namespace {
+
+TensorView mat(void* p, DType t, int64_t r, int64_t c) { return TensorView::contiguous(p, t, {r, c}); }
+TensorView vec(void* p, DType t, int64_t n) { return TensorView::contiguous(p, t, {n}); }
+
+// Random values in [-a, a] stored in dtype t (so the quantizers see exactly representable inputs).
+kernelkit::testing::HostBuffer random_matrix(DType t, int64_t rows, int64_t k, double a, uint64_t seed) {
+  kernelkit::testing::HostBuffer b(t, rows * k);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-a, a);
+  for (int64_t i = 0; i < b.size(); ++i) b.set(i, u(rng));
+  return b;
+}
+
+// Value j of row `row` of packed INT4 weights, decoded here from the documented layout, not through the library.
+int decode_int4(const std::vector<uint8_t>& packed, int64_t k, int64_t row, int64_t j) {
+  static constexpr int kPos[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+  const uint32_t word = static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2]) |
+                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 1]) << 8 |
+                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 2]) << 16 |
+                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 3]) << 24;
+  const int v = (word >> (4 * kPos[j % 8])) & 0xF;
+  return v >= 8 ? v - 16 : v;
+}
+
+bool has(const Status& s, const std::string& what) { return s.message().find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST(Int4Layout, WordHoldsValuesAtTheDocumentedNibbles) {
+  // v = 1..7, -8 at k = 0..7 -> nibble P(j) = j / 2 + 4 (j % 2) of the little-endian word.
+  std::vector<int8_t> plain = {1, 2, 3, 4, 5, 6, 7, -8};
+  std::vector<uint8_t> packed(4);
+  ASSERT_TRUE(pack_int4(mat(packed.data(), DType::i4x2, 1, 4), mat(plain.data(), DType::i8, 1, 8)).ok());
+  const uint32_t word = packed[0] | packed[1] << 8 | packed[2] << 16 | static_cast<uint32_t>(packed[3]) << 24;
+  // nibbles 0..7 hold v0, v2, v4, v6, v1, v3, v5, v7 = 1, 3, 5, 7, 2, 4, 6, 8 (-8 as 0x8).
+  EXPECT_EQ(word, 0x86427531u);
+  // The kernel's extraction: (word & 0x000F000F) has v0 and v1 in the low nibbles of its halves.
+  EXPECT_EQ(word & 0x000F000Fu, 0x00020001u);
+  EXPECT_EQ((word >> 8) & 0x00F000F0u, 0x00800070u);  // v6 = 7 and v7 = -8
+}
+
+TEST(Int4Layout, ConvertersRoundTrip) {
+  const int64_t n = 5, k = 48;
+  std::vector<int8_t> plain(n * k), back(n * k);
+  std::mt19937 rng(3);
+  for (auto& v : plain) v = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);
+  std::vector<uint8_t> packed(n * k / 2), plain4(n * k / 2), packed2(n * k / 2);
+  ASSERT_TRUE(pack_int4(mat(packed.data(), DType::i4x2, n, k / 2), mat(plain.data(), DType::i8, n, k)).ok());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) ASSERT_EQ(decode_int4(packed, k, r, j), plain[r * k + j]) << r << ", " << j;
+  ASSERT_TRUE(unpack_int4(mat(back.data(), DType::i8, n, k), mat(packed.data(), DType::i4x2, n, k / 2)).ok());
+  EXPECT_EQ(back, plain);
+  // Through the plain i4x2 order (low nibble first): unpack to it, pack from it, same bytes.
+  ASSERT_TRUE(unpack_int4(mat(plain4.data(), DType::i4x2, n, k / 2), mat(packed.data(), DType::i4x2, n, k / 2)).ok());
+  for (int64_t i = 0; i < n * k; ++i) EXPECT_EQ(load_as_double(plain4.data(), DType::i4x2, i), plain[i]);
+  ASSERT_TRUE(pack_int4(mat(packed2.data(), DType::i4x2, n, k / 2), mat(plain4.data(), DType::i4x2, n, k / 2)).ok());
+  EXPECT_EQ(packed2, packed);
+}
+
+TEST(Int4Layout, ConverterRefusals) {
+  std::vector<int8_t> plain(16, 9);
+  std::vector<uint8_t> packed(8);
+  Status s = pack_int4(mat(packed.data(), DType::i4x2, 1, 8), mat(plain.data(), DType::i8, 1, 16));
+  EXPECT_TRUE(has(s, "plain[0, 0] = 9 is outside the INT4 range [-8, 7]")) << s.message();
+  s = pack_int4(mat(packed.data(), DType::i4x2, 1, 3), mat(plain.data(), DType::i8, 1, 6));
+  EXPECT_TRUE(has(s, "must be a multiple of 8")) << s.message();
+  s = pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {1, 8}, Device::cuda()),
+                TensorView::contiguous(plain.data(), DType::i8, {1, 16}, Device::cuda()));
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+}
+
+class QuantizeRoundTrip : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantizeRoundTrip, Int8PerChannelAndPerToken) {
+  const DType dt = GetParam();
+  const int64_t n = 6, k = 200;
+  auto w = random_matrix(dt, n, k, 3.0, 7);
+  for (int64_t j = 0; j < k; ++j) w.set(2 * k + j, 0.0);  // row 2: all zeros
+  std::vector<int8_t> q(n * k), q_tok(n * k);
+  std::vector<float> s(n), s_tok(n);
+  ASSERT_TRUE(
+      quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n), mat(w.data(), dt, n, k))
+          .ok());
+  for (int64_t r = 0; r < n; ++r) {
+    double amax = 0;
+    int qmax = 0;
+    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(w.get(r * k + j)));
+    EXPECT_EQ(s[r], static_cast<float>(amax / 127)) << "row " << r;
+    for (int64_t j = 0; j < k; ++j) {
+      const double err = std::fabs(w.get(r * k + j) - q[r * k + j] * static_cast<double>(s[r]));
+      // Rounding to the nearest step: at most half a step (+ the fp32 quotient's rounding).
+      EXPECT_LE(err, 0.5 * s[r] * (1 + 1e-6)) << r << ", " << j;
+      qmax = std::max(qmax, std::abs(int{q[r * k + j]}));
+    }
+    EXPECT_EQ(qmax, r == 2 ? 0 : 127);  // the largest |w| maps to 127; a zero row to 0 with scale 0
+  }
+  EXPECT_EQ(s[2], 0.0f);
+  // Per-token activations are the same row-wise math.
+  ASSERT_TRUE(quantize_per_token_int8(mat(q_tok.data(), DType::i8, n, k), vec(s_tok.data(), DType::f32, n),
+                                      mat(w.data(), dt, n, k))
+                  .ok());
+  EXPECT_EQ(q_tok, q);
+  EXPECT_EQ(s_tok, s);
+}
+
+TEST_P(QuantizeRoundTrip, Int4GroupWise) {
+  const DType dt = GetParam();
+  for (int group : {64, 128}) {
+    const int64_t n = 3, k = 256, groups = k / group;
+    auto w = random_matrix(dt, n, k, 1.5, 9 + group);
+    std::vector<uint8_t> q(n * k / 2);
+    std::vector<float> s(n * groups);
+    ASSERT_TRUE(quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, groups),
+                                        mat(w.data(), dt, n, k), group)
+                    .ok());
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        double amax = 0;
+        int qmax = 0;
+        for (int64_t j = g * group; j < (g + 1) * group; ++j) amax = std::max(amax, std::fabs(w.get(r * k + j)));
+        const float sc = s[r * groups + g];
+        EXPECT_EQ(sc, static_cast<float>(amax / 7));
+        for (int64_t j = g * group; j < (g + 1) * group; ++j) {
+          const int v = decode_int4(q, k, r, j);
+          EXPECT_LE(std::fabs(w.get(r * k + j) - v * static_cast<double>(sc)), 0.5 * sc * (1 + 1e-6));
+          EXPECT_GE(v, -7);
+          qmax = std::max(qmax, std::abs(v));
+        }
+        EXPECT_EQ(qmax, 7);
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizeRoundTrip, ::testing::Values(DType::f32, DType::f16, DType::bf16));
+
+// The reference linear against a naive dequantize-then-matmul written here (its own layout decoding).
+class LinearReference : public ::testing::TestWithParam<std::tuple<DType, int, int64_t>> {};
+
+TEST_P(WeightOnlyReference, MatchesNaiveDequantizeMatmul) {
+  const auto [dt, bits, m] = GetParam();
+  const int64_t n = 7, k = 256, xs = k + 8;
+  for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128}) {
+    const int64_t groups = bits == 4 ? k / group : 1;
+    auto w = random_matrix(DType::f32, n, k, 0.2, 5);
+    auto x = random_matrix(dt, m, xs, 1.0, 6);
+    auto bias = random_matrix(dt, 1, n, 0.5, 8);
+    std::vector<uint8_t> q(bits == 8 ? n * k : n * k / 2);
+    std::vector<float> s(n * groups);
+    const TensorView qv = mat(q.data(), bits == 8 ? DType::i8 : DType::i4x2, n, bits == 8 ? k : k / 2);
+    const TensorView sv = bits == 8 ? vec(s.data(), DType::f32, n) : mat(s.data(), DType::f32, n, groups);
+    ASSERT_TRUE((bits == 8 ? quantize_int8_per_channel(qv, sv, mat(w.data(), DType::f32, n, k))
+                           : quantize_int4_groupwise(qv, sv, mat(w.data(), DType::f32, n, k), group))
+                    .ok());
+    for (bool with_bias : {true, false}) {
+      kernelkit::testing::HostBuffer out(dt, m * n);
+      const TensorView xv = TensorView::strided(x.data(), dt, {m, k}, {xs, 1});
+      std::optional<TensorView> bv;
+      if (with_bias) bv = vec(bias.data(), dt, n);
+      ASSERT_TRUE(linear_weight_only(mat(out.data(), dt, m, n), xv, qv, sv, bits, group, bv).ok());
+      const auto tol = kernelkit::testing::tolerance(dt);
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t r = 0; r < n; ++r) {
+          double want = with_bias ? bias.get(r) : 0.0;
+          for (int64_t j = 0; j < k; ++j) {
+            const int v = bits == 8 ? static_cast<int8_t>(q[r * k + j]) : decode_int4(q, k, r, j);
+            want += x.get(t * xs + j) * (v * static_cast<double>(s[r * groups + (bits == 8 ? 0 : j / group)]));
+          }
+          const double got = out.get(t * n + r);
+          EXPECT_LE(std::fabs(got - want), tol.atol + tol.rtol * std::fabs(want)) << t << ", " << r;
+        }
+      // The quantization error itself: y(dequant) vs y(w) stays within the steps' bound sum_j |x_j| s / 2.
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, LinearReference,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(8, 4),
+                                            ::testing::Values(1, 3, 8)));
+
+TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
+  const int64_t m = 2, n = 3, k = 128;
+  std::vector<uint16_t> x(m * k), out(m * n), bias(n);
+  std::vector<int8_t> q8(n * k);
+  std::vector<uint8_t> q4(n * k / 2);
+  std::vector<float> s8(n), s4(n * 2);
+  const TensorView xv = mat(x.data(), DType::f16, m, k), ov = mat(out.data(), DType::f16, m, n);
+  const TensorView q8v = mat(q8.data(), DType::i8, n, k), s8v = vec(s8.data(), DType::f32, n);
+  const TensorView q4v = mat(q4.data(), DType::i4x2, n, k / 2), s4v = mat(s4.data(), DType::f32, n, 2);
+  ASSERT_TRUE(linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt).ok());
+  ASSERT_TRUE(linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt).ok());
+  struct Case {
+    Status s;
+    const char* want;
+  };
+  std::vector<float> xf(m * k);
+  std::vector<uint16_t> x_odd(m * 120);
+  const Case cases[] = {
+      {linear_weight_only(ov, xv, q8v, s8v, 6, 0, std::nullopt), "bits must be 8 or 4, got 6"},
+      {linear_weight_only(ov, mat(xf.data(), DType::f32, m, k), q8v, s8v, 8, 0, std::nullopt),
+       "x dtype f32 is not supported (expected f16 or bf16)"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 128, std::nullopt), "group must be 0 for 8-bit weights"},
+      {linear_weight_only(ov, xv, q4v, s4v, 4, 32, std::nullopt), "group must be 64 or 128, got 32"},
+      {linear_weight_only(mat(out.data(), DType::f16, m, n), mat(x_odd.data(), DType::f16, m, 120),
+                          mat(q8.data(), DType::i8, n, 120), s8v, 8, 0, std::nullopt),
+       "k = 120 must be a multiple of 16"},
+      {linear_weight_only(ov, mat(x_odd.data(), DType::f16, m, 96), mat(q4.data(), DType::i4x2, n, 48), s4v, 4, 64,
+                          std::nullopt),
+       "k = 96 must be a multiple of group = 64"},
+      {linear_weight_only(ov, xv, mat(q8.data(), DType::i8, n, 64), s8v, 8, 0, std::nullopt),
+       "qweight shape [3, 64] must be [3, 128]"},
+      {linear_weight_only(ov, xv, q4v, s8v, 4, 64, std::nullopt), "scales shape [3] must be [3, 2]"},
+      {linear_weight_only(ov, xv, q8v, s4v, 8, 0, std::nullopt), "scales shape [3, 2] must be [3]"},
+      {linear_weight_only(ov, xv, mat(q8.data(), DType::i8, n, k / 2 * 2), s8v, 4, 64, std::nullopt),
+       "qweight dtype i8 must be i4x2"},
+      {linear_weight_only(mat(out.data(), DType::f16, n, m), xv, q8v, s8v, 8, 0, std::nullopt),
+       "out shape [3, 2] must be [2, 3]"},
+      {linear_weight_only(mat(out.data(), DType::bf16, m, n), xv, q8v, s8v, 8, 0, std::nullopt),
+       "out dtype bf16 must be f16"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, vec(bias.data(), DType::f16, 2)), "bias shape [2] must be [3]"},
+      {linear_weight_only(mat(x.data(), DType::f16, m, n), xv, q8v, s8v, 8, 0, std::nullopt), "out must not be x"},
+      {linear_weight_only(ov, TensorView::contiguous(x.data(), DType::f16, {k}), q8v, s8v, 8, 0, std::nullopt),
+       "x must be 2-D [m, k]"},
+      {linear_weight_only(ov, TensorView::strided(x.data(), DType::f16, {m, k}, {1, m}), q8v, s8v, 8, 0, std::nullopt),
+       "x must have a contiguous last dim"},
+      {linear_weight_only(ov, xv, mat(nullptr, DType::i8, n, k), s8v, 8, 0, std::nullopt), "qweight is a null pointer"},
+      {linear_weight_only(ov, xv, TensorView::contiguous(q8.data(), DType::i8, {n, k}, Device::cuda()), s8v, 8, 0,
+                          std::nullopt),
+       "qweight is on cuda:0 but the first tensor is on cpu"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.s.code(), StatusCode::invalid_argument) << c.want;
+    EXPECT_TRUE(has(c.s, c.want)) << "want '" << c.want << "', got: " << c.s.message();
+    EXPECT_EQ(c.s.message().rfind("linear_w", 0), 0u) << c.s.message();  // names the op (linear_w8a16, ...)
+  }
+  // Empty: m = 0 or n = 0 is a no-op after validation.
+  EXPECT_TRUE(linear_weight_only(mat(out.data(), DType::f16, 0, n), mat(x.data(), DType::f16, 0, k), q8v, s8v, 8, 0,
+                                 std::nullopt)
+                  .ok());
+  EXPECT_TRUE(linear_weight_only(mat(out.data(), DType::f16, m, 0), xv, mat(q8.data(), DType::i8, 0, k),
+                                 vec(s8.data(), DType::f32, 0), 8, 0, std::nullopt)
+                  .ok());
+  const Status zero_k = linear_weight_only(mat(out.data(), DType::f16, m, n), mat(x.data(), DType::f16, m, 0), q8v, s8v,
+                                           8, 0, std::nullopt);
+  EXPECT_TRUE(has(zero_k, "k (last dim) must be > 0")) << zero_k.message();
+}
+
+// Profile-dependent refusals for CUDA tensors are decided before any device is needed (KERNELKIT_PROFILE override):
+// m > 64 and bf16 on a T4.
+TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
+  const int64_t n = 3, k = 128;
+  std::vector<uint16_t> x(65 * k), out(65 * n);
+  std::vector<int8_t> q8(n * k);
+  std::vector<float> s8(n);
+  const Device d = Device::cuda();
+  auto call = [&](int64_t m, DType dt) {
+    return linear_weight_only(TensorView::contiguous(out.data(), dt, {m, n}, d),
+                              TensorView::contiguous(x.data(), dt, {m, k}, d),
+                              TensorView::contiguous(q8.data(), DType::i8, {n, k}, d),
+                              TensorView::contiguous(s8.data(), DType::f32, {n}, d), 8, 0, std::nullopt);
+  };
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  Status s = call(65, DType::f16);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_TRUE(has(s, "m = 65 tokens is more than the CUDA GEMV path takes (64)")) << s.message();
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  s = call(4, DType::bf16);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_TRUE(has(s, "has no bf16")) << s.message();
+  unsetenv("KERNELKIT_PROFILE");
+}
+
+TEST(QuantizeErrors, BadInputsNameTheArgument) {
+  const int64_t n = 2, k = 128;
+  std::vector<float> w(n * k), s(n * 2);
+  std::vector<int8_t> q(n * k);
+  const TensorView wv = mat(w.data(), DType::f32, n, k);
+  Status st = quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, 3), wv);
+  EXPECT_TRUE(has(st, "quantize_int8_per_channel: scales shape [3] must be [2]")) << st.message();
+  st = quantize_int8_per_channel(mat(q.data(), DType::i4x2, n, k), vec(s.data(), DType::f32, n), wv);
+  EXPECT_TRUE(has(st, "qweight dtype i4x2 must be i8")) << st.message();
+  st = quantize_per_token_int8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
+                               mat(q.data(), DType::i8, n, k));
+  EXPECT_TRUE(has(st, "quantize_per_token_int8: x dtype i8 is not supported")) << st.message();
+  st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, 2), wv, 96);
+  EXPECT_TRUE(has(st, "group must be 64 or 128, got 96")) << st.message();
+  st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, 48), mat(s.data(), DType::f32, n, 1),
+                               mat(w.data(), DType::f32, n, 96), 64);
+  EXPECT_TRUE(has(st, "k = 96 must be a multiple of group = 64")) << st.message();
+  st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, 1), wv, 64);
+  EXPECT_TRUE(has(st, "scales shape [2, 1] must be [2, 2]")) << st.message();
+  st = quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
+                                 TensorView::contiguous(w.data(), DType::f32, {n * k}));
+  EXPECT_TRUE(has(st, "w must be 2-D [rows, k]")) << st.message();
+  EXPECT_TRUE(quantize_int8_per_channel(mat(q.data(), DType::i8, 0, k), vec(s.data(), DType::f32, 0),
+                                        mat(w.data(), DType::f32, 0, k))
+                  .ok());  // empty: a no-op
+}
+
+TEST(QuantOpInfo, BytesAreDominatedByTheWeights) {
+  OpShape s{1, 4096, 1, 16};
+  s.out_features = 11008;
+  // W8A16 at m = 1: n k weight bytes + 4 n scale bytes + 2 (k + n + n) for x, out and bias.
+  EXPECT_EQ(op_bytes(OpId::linear_w8a16, s, DType::f16), 11008ull * 4096 + 4 * 11008 + 2 * (4096 + 2 * 11008));
+  s.group = 128;
+  EXPECT_EQ(op_bytes(OpId::linear_w4a16, s, DType::f16), 11008ull * 2048 + 4 * 11008 * 32 + 2 * (4096 + 2 * 11008));
+  EXPECT_DOUBLE_EQ(op_flops(OpId::linear_w8a16, s), 2.0 * 11008 * 4096);
+  for (const auto& prof : profile_table()) {
+    EXPECT_TRUE(op_memory_bound(OpId::linear_w4a16, s, DType::f16, prof)) << prof.key;
+    EXPECT_FALSE(op_supports(OpId::linear_w8a16, DType::f32, prof));
+  }
+  EXPECT_EQ(op_weight_bits(OpId::linear_w4a16), 4);
+  EXPECT_EQ(parse_op("linear_w8a16"), OpId::linear_w8a16);
+  OpShape qs{4, 256, 1, 16};
+  qs.group = 64;
+  EXPECT_EQ(op_bytes(OpId::quantize_int4_groupwise, qs, DType::bf16), 4ull * 256 * 2 + 4 * 128 + 4 * 4 * 4);
+}
+
+// The linear plans on every profile: the template's tile, whole warps, the split-K rule, the grid, shared memory.
+TEST(QuantPlanner, LinearPlansOnEveryProfile) {
+  for (const DeviceProfile& prof : profile_table())
+    for (OpId op : {OpId::linear_w8a16, OpId::linear_w4a16})
+      for (int64_t m : {1, 3, 8, 9, 64})
+        for (int64_t n : {7, 1024, 11008})
+          for (int64_t k : {128, 4096, 16384}) {
+            OpShape s{m, k, 1, 16};
+            s.out_features = n;
+            s.group = op == OpId::linear_w4a16 ? 128 : 0;
+            LaunchPlan p;
+            SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
+                         std::to_string(n) + " k" + std::to_string(k));
+            ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
+            EXPECT_EQ(p.tokens, m >= 8 ? 8 : m == 3 ? 4 : static_cast<int>(m));
+            EXPECT_EQ(p.out_rows, p.tokens <= 2 ? 4 : 2);
+            EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
+            EXPECT_TRUE(p.k_warps == 2 || p.k_warps == 4 || p.k_warps == 8);
+            EXPECT_EQ(p.block_threads, 32 * p.k_warps);
+            EXPECT_LE(p.block_threads, kLinearMaxThreads);
+            const int64_t blocks = (n + p.out_rows - 1) / p.out_rows * ((m + p.tokens - 1) / p.tokens);
+            EXPECT_EQ(p.grid, blocks);
+            EXPECT_EQ(p.grid_x, blocks);  // one-dimensional
+            const int64_t chunks = k / p.vec;
+            // Split-K grows only while the grid has too few warps, and never past one warp-wide step per warp.
+            const int64_t want = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / 32,
+                                                               prof.regs_per_sm / (kLinearRegisters * 32)});
+            if (p.k_warps > 2) {
+              EXPECT_LT(blocks * (p.k_warps / 2), want);
+              EXPECT_LE(int64_t{p.k_warps} * 32, chunks);
+            }
+            EXPECT_EQ(p.smem_bytes, int64_t{p.k_warps} * p.out_rows * p.tokens * 4);
+            EXPECT_FALSE(p.smem_optin);
+            EXPECT_GE(p.blocks_per_sm, 1);
+            LaunchPlan bf;
+            const Status sb = plan_op(prof, op, s, DType::bf16, &bf);
+            EXPECT_EQ(sb.ok(), prof.bf16);
+          }
+  // The decode layer on the H200: n alone fills the GPU (no extra split-K); a narrow n splits k 8 ways.
+  const auto h200 = *find_profile("h200");
+  OpShape s{1, 4096, 1, 16};
+  s.out_features = 11008;
+  LaunchPlan p;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, 2);
+  s.out_features = 64;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, 8);
+  EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
+  // More than 64 tokens and f32 activations are refused.
+  s.rows = 65;
+  EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f16, &p).code(), StatusCode::unsupported);
+  s.rows = 1;
+  EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
+}
+
+TEST(QuantPlanner, QuantizerPlans) {
+  for (const DeviceProfile& prof : profile_table()) {
+    OpShape s{4096, 4096, 1, 16};
+    s.group = 128;
+    LaunchPlan p;
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_int4_groupwise, s, DType::f16, &p).ok()) << prof.key;
+    EXPECT_EQ(p.block_threads, kElementwiseThreads);
+    EXPECT_EQ(p.grid % prof.sms, 0) << prof.key;  // a full wave of blocks over 2M words
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_int8_per_channel, s, DType::f32, &p).ok());
+    EXPECT_EQ(p.vec, 4);  // the row-norm split: 16-byte vectors
+    EXPECT_FALSE(p.cached);
+    s.hidden = 777;
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_per_token_int8, s, DType::f16, &p).ok());
+    EXPECT_EQ(p.vec, 1);  // odd k: scalar
+  }
+}
+
+// The quantizers' CUDA-only refusals, decided under a profile override before any device is needed.
+TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
+  std::vector<uint16_t> w(2 * 136);
+  std::vector<uint8_t> q(2 * 128);
+  std::vector<float> s(4);
+  const Device d = Device::cuda();
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  Status st = quantize_int8_per_channel(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
+                                        TensorView::contiguous(s.data(), DType::f32, {2}, d),
+                                        TensorView::contiguous(w.data(), DType::bf16, {2, 128}, d));
+  EXPECT_EQ(st.code(), StatusCode::unsupported);
+  EXPECT_TRUE(has(st, "quantize_int8_per_channel: w dtype bf16 is not supported on profile t4")) << st.message();
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  // Rows 130 f16 apart (260 bytes): the INT4 kernel's 16-byte loads cannot serve them.
+  st = quantize_int4_groupwise(TensorView::contiguous(q.data(), DType::i4x2, {2, 64}, d),
+                               TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
+                               TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
+  EXPECT_EQ(st.code(), StatusCode::invalid_argument);
+  EXPECT_TRUE(has(st, "must be 16-byte aligned, got 4-byte alignment")) << st.message();
+  unsetenv("KERNELKIT_PROFILE");
+}
+
+// The GPU tests' harness, run with the CPU backend on both sides: its inputs, views, layout decoding and comparison
+// hold together (a harness bug would otherwise first show on the GPU machine).
+TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
+  for (DType dt : {DType::f16, DType::bf16})
+    for (auto [bits, group] : {std::pair{8, 0}, std::pair{4, 64}, std::pair{4, 128}})
+      for (int64_t m : {1, 3}) {
+        const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2};
+        const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
+        ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+        EXPECT_EQ(r.checked, m * 7) << c.name();
+        EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+      }
+  for (OpId op : {OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8, OpId::quantize_int4_groupwise})
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      const kernelkit::testing::QuantizeCase c{op, dt, 3, 256, op == OpId::quantize_int4_groupwise ? 64 : 0, 8, 4};
+      const auto r = kernelkit::testing::run_quantize_case_cuda(c, -1);
+      ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+      EXPECT_GT(r.checked, 0);
+      EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+    }
+  // Without a GPU the CUDA side says so (and the GPU tests skip).
+  const kernelkit::testing::WeightOnlyCase c{DType::f16, 8, 0, 1, 7, 128, true, 0, 1};
+  if (cuda_device_count() == 0)
+    EXPECT_EQ(kernelkit::testing::run_weight_only_case_cuda(c, 0).status.code(), StatusCode::no_device);
+}

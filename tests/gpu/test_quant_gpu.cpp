@@ -1,0 +1,82 @@
+// Quantization on CUDA vs the fp64 reference (GPU not yet run when written): every output element, outputs poisoned,
+// fresh random inputs. Linear: W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile
+// and the tail of one), odd n, with and without bias, strided x. Quantizers: q and scales bit for bit.
+#include <gtest/gtest.h>
+
+#include "expect_case.hpp"
+#include "kernelkit/ops.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::WeightOnlyCase;
+using kernelkit::testing::QuantizeCase;
+
+namespace {
+struct Variant {
+  int bits, group;
+};
+constexpr Variant kVariants[] = {{8, 0}, {4, 128}, {4, 64}};
+}  // namespace
+
+using LinearParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
+class WeightOnlyGrid : public ::testing::TestWithParam<LinearParam> {};
+
+TEST_P(WeightOnlyGrid, MatchesReference) {
+  const auto [dt, variant, m, nk] = GetParam();
+  const Variant v = kVariants[variant];
+  for (bool bias : {true, false}) {
+    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
+    kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
+  }
+}
+
+// (n, k): odd and tiny n, a k that leaves most warps of a step idle (128), a k whose chunks do not fill the last step
+// (640 = 5 x 128), and a decode-sized layer whose n alone fills the GPU.
+INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
+                                            ::testing::Values(1, 3, 8, 64),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{1, 128},
+                                                              std::pair<int64_t, int64_t>{7, 640},
+                                                              std::pair<int64_t, int64_t>{255, 512},
+                                                              std::pair<int64_t, int64_t>{1031, 2048})));
+
+// Shapes where the planner's split-K changes: small n with long k (k_warps 8), and the decode layer.
+TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const Variant v : kVariants) {
+      for (int64_t m : {1, 5}) {
+        WeightOnlyCase small_n{dt, v.bits, v.group, m, 64, 8192, true, 0, 11};
+        kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(small_n, 0), dt, small_n.name());
+      }
+      WeightOnlyCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
+      kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(decode, 0), dt, decode.name());
+    }
+}
+
+// m > 64 is refused on CUDA (no tensor-core path yet), before any launch.
+TEST(WeightOnlyRefusals, MoreThan64Tokens) {
+  WeightOnlyCase c{DType::f16, 8, 0, 65, 7, 128, true, 0, 1};
+  const auto r = kernelkit::testing::run_weight_only_case_cuda(c, 0);
+  EXPECT_EQ(r.status.code(), StatusCode::unsupported) << r.status.to_string();
+  EXPECT_NE(r.status.message().find("m = 65"), std::string::npos) << r.status.message();
+}
+
+using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;
+class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};
+
+TEST_P(QuantizeGrid, BitForBit) {
+  const auto [op, dt, rows, k] = GetParam();
+  const bool int4 = op == OpId::quantize_int4_groupwise;
+  for (int group : int4 ? std::vector<int>{64, 128} : std::vector<int>{0})
+    for (int64_t pad : {int64_t{0}, int64_t{8}}) {
+      if (int4 && k % group != 0) continue;
+      QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k)};
+      kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), dt, c.name());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantizeGrid,
+                         ::testing::Combine(::testing::Values(OpId::quantize_int8_per_channel,
+                                                              OpId::quantize_per_token_int8,
+                                                              OpId::quantize_int4_groupwise),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(1, 7, 300), ::testing::Values(128, 777, 1024, 4096)));
