@@ -60,7 +60,8 @@ class Buffer {
 };
 
 // Copies `rows` rows of `width` bytes from src (rows `src_pitch` bytes apart) to dst (`dst_pitch` apart), both on
-// `device` (or both host memory for Device::cpu(), or host -> device with from_host), ordered on `stream`.
+// `device` (or both host memory for Device::cpu(), or host -> device with from_host), ordered on `stream`. With one
+// row the pitches are ignored.
 Status copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows,
                  Device device, Stream stream, bool from_host = false);
 

@@ -30,9 +30,11 @@ Status device_copy_rows(int device, void* dst, size_t dst_pitch, const void* src
                         size_t rows, Stream stream, bool from_host) {
   cuda::DeviceGuard guard;
   KK_RETURN_IF_ERROR(guard.set(device));
-  KK_CUDA_RETURN(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
-                                   from_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
-                                   reinterpret_cast<cudaStream_t>(stream)));
+  const cudaMemcpyKind kind = from_host ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+  const auto st = reinterpret_cast<cudaStream_t>(stream);
+  // One row: a plain copy (cudaMemcpy2D rejects pitches below the width, and callers pass 0 for a single row).
+  if (rows == 1) KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, width, kind, st));
+  else KK_CUDA_RETURN(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, kind, st));
   return Status::Ok();
 }
 

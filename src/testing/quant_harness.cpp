@@ -14,12 +14,6 @@
 namespace kernelkit::testing {
 namespace {
 
-Status first_error(std::initializer_list<Status> steps) {
-  for (const Status& s : steps)
-    if (!s.ok()) return s;
-  return Status::Ok();
-}
-
 Status up(DeviceBuffer& d, const HostBuffer& h) {
   KK_RETURN_IF_ERROR(d.alloc(std::max<size_t>(h.bytes(), 16)));
   return d.upload(h);

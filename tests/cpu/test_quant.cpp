@@ -154,7 +154,7 @@ TEST_P(QuantizeRoundTrip, Int4GroupWise) {
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizeRoundTrip, ::testing::Values(DType::f32, DType::f16, DType::bf16));
 
 // The reference linear against a naive dequantize-then-matmul written here (its own layout decoding).
-class LinearReference : public ::testing::TestWithParam<std::tuple<DType, int, int64_t>> {};
+class WeightOnlyReference : public ::testing::TestWithParam<std::tuple<DType, int, int64_t>> {};
 
 TEST_P(WeightOnlyReference, MatchesNaiveDequantizeMatmul) {
   const auto [dt, bits, m] = GetParam();
@@ -193,7 +193,7 @@ TEST_P(WeightOnlyReference, MatchesNaiveDequantizeMatmul) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, LinearReference,
+INSTANTIATE_TEST_SUITE_P(Grid, WeightOnlyReference,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(8, 4),
                                             ::testing::Values(1, 3, 8)));
 
