@@ -3,3 +3,5 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then ex
 JOBS=${JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kernelkit-ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Paths under the checkout hash relative to it, so clones at other paths (CI) reuse the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
