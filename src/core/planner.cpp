@@ -285,10 +285,13 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (t->stages > 1) --t->stages;
     else if (t->block_n > 32) t->block_n /= 2;  // attention kernels exist for block_n 64 and 32
     else if (t->block_m > 64) t->block_m /= 2;
+    else if (family == TileFamily::attention) break;  // 64 x 32 is the smallest compiled attention tile
     else if (t->block_n > 16) t->block_n /= 2;
     else if (t->block_m > 16) t->block_m /= 2;
-    else return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
+    else break;
   }
+  if (smem(*t) > prof.smem_per_block_optin)
+    return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
   // Attention: one warp per 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers.
   if (family == TileFamily::attention) t->warps = t->block_m / 16;
   t->smem_bytes = smem(*t);
