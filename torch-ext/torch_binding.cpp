@@ -23,9 +23,12 @@ DType to_dtype(const at::Tensor& t, const char* arg) {
     case at::kBFloat16: return DType::bf16;
     case at::kInt: return DType::i32;
     case at::kLong: return DType::i64;
+    case at::kChar: return DType::i8;
+    case at::kByte: return DType::i4x2;  // packed INT4 weights: two signed 4-bit values per byte
     default:
       TORCH_CHECK_VALUE(false, "kernelkit: ", arg, " has dtype ", t.scalar_type(),
-                        "; expected float32, float16 or bfloat16 (int32 / int64 for positions)");
+                        "; expected float32, float16 or bfloat16 (int32 / int64 for positions and tables, int8 / uint8 for "
+                        "quantized weights)");
   }
   return DType::f32;
 }
@@ -156,6 +159,50 @@ void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& c
                                              neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
 }
 
+void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
+               const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
+               const std::optional<at::Tensor>& cu_seqlens_k) {
+  const c10::OptionalDeviceGuard guard(q.device());
+  AttentionOptions o;
+  o.scale = static_cast<float>(scale);
+  o.causal = causal;
+  o.cu_seqlens_q = view(cu_seqlens_q, "cu_seqlens_q");
+  o.cu_seqlens_k = view(cu_seqlens_k, "cu_seqlens_k");
+  raise_if_error(kernelkit::attention(view(out, "out"), view(lse, "lse"), view(q, "q"), view(k, "k"), view(v, "v"), o,
+                                      stream_for(q)));
+}
+
+void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
+                      const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
+                      const std::optional<at::Tensor>& seqlens_k, double scale, bool causal) {
+  const c10::OptionalDeviceGuard guard(q.device());
+  KvCache cache;
+  cache.k = view(k_cache, "k_cache");
+  cache.v = view(v_cache, "v_cache");
+  cache.block_table = view(block_table, "block_table");
+  cache.seqlens_k = view(seqlens_k, "seqlens_k");
+  AttentionOptions o;
+  o.scale = static_cast<float>(scale);
+  o.causal = causal;
+  raise_if_error(kernelkit::decode_attention(view(out, "out"), view(lse, "lse"), view(q, "q"), cache, o,
+                                             stream_for(q)));
+}
+
+void quantize_weight(at::Tensor& qweight, at::Tensor& scales, const at::Tensor& w, int64_t bits, int64_t group) {
+  const c10::OptionalDeviceGuard guard(w.device());
+  const TensorView qv = view(qweight, "qweight"), sv = view(scales, "scales"), wv = view(w, "w");
+  raise_if_error(bits == 4 ? kernelkit::quantize_int4_groupwise(qv, sv, wv, static_cast<int>(group), stream_for(w))
+                           : kernelkit::quantize_int8_per_channel(qv, sv, wv, stream_for(w)));
+}
+
+void linear_weight_only(at::Tensor& out, const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
+                        int64_t bits, int64_t group, const std::optional<at::Tensor>& bias) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::linear_weight_only(view(out, "out"), view(x, "x"), view(qweight, "qweight"),
+                                               view(scales, "scales"), static_cast<int>(bits), static_cast<int>(group),
+                                               view(bias, "bias"), stream_for(x)));
+}
+
 }  // namespace kernelkit::torch_ext
 
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub build
@@ -181,6 +228,13 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("softmax(Tensor! out, Tensor x, float scale=1., bool causal=False) -> ()");
   m.def("rotary_embedding_(Tensor positions, Tensor! q, Tensor! k, Tensor cos_sin_cache, bool neox) -> ()");
   m.def("rotary_embedding_cos_sin_(Tensor! q, Tensor! k, Tensor cos, Tensor sin, int rot_dim, bool neox) -> ()");
+  m.def("attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
+        "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k) -> ()");
+  m.def("decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
+        "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal) -> ()");
+  m.def("quantize_weight(Tensor! qweight, Tensor(b!) scales, Tensor w, int bits, int group) -> ()");
+  m.def("linear_weight_only(Tensor! out, Tensor x, Tensor qweight, Tensor scales, int bits, int group, "
+        "Tensor? bias) -> ()");
 }
 
 // One implementation serves both backends: the core picks the CPU reference or the CUDA kernels from the tensors.
@@ -195,7 +249,11 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.impl("act_mul", &kernelkit::torch_ext::act_mul);                       \
   m.impl("rotary_embedding_", &kernelkit::torch_ext::rotary_embedding_);   \
   m.impl("softmax", &kernelkit::torch_ext::softmax);                       \
-  m.impl("rotary_embedding_cos_sin_", &kernelkit::torch_ext::rotary_embedding_cos_sin_)
+  m.impl("rotary_embedding_cos_sin_", &kernelkit::torch_ext::rotary_embedding_cos_sin_); \
+  m.impl("attention", &kernelkit::torch_ext::attention);                   \
+  m.impl("decode_attention", &kernelkit::torch_ext::decode_attention);     \
+  m.impl("quantize_weight", &kernelkit::torch_ext::quantize_weight);       \
+  m.impl("linear_weight_only", &kernelkit::torch_ext::linear_weight_only)
 
 KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }
 #ifdef KERNELKIT_HAS_CUDA

@@ -33,4 +33,19 @@ void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k
 void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& cos, const at::Tensor& sin,
                                int64_t rot_dim, bool neox);
 
+// Attention (f16 / bf16): out [b, s_q, h, d] (or packed [total_q, h, d] with cu_seqlens), lse f32 or none; scale 0
+// means 1 / sqrt(head_dim).
+void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
+               const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
+               const std::optional<at::Tensor>& cu_seqlens_k);
+void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
+                      const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
+                      const std::optional<at::Tensor>& seqlens_k, double scale, bool causal);
+
+// Quantization: bits 8 -> qweight int8 [n, k], scales f32 [n]; bits 4 -> qweight uint8 [n, k / 2] (kernel layout),
+// scales f32 [n, k / group].
+void quantize_weight(at::Tensor& qweight, at::Tensor& scales, const at::Tensor& w, int64_t bits, int64_t group);
+void linear_weight_only(at::Tensor& out, const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
+                        int64_t bits, int64_t group, const std::optional<at::Tensor>& bias);
+
 }  // namespace kernelkit::torch_ext

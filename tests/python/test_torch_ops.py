@@ -165,6 +165,21 @@ def test_opcheck_every_op(device):
          torch.randn(6, 2, 16, device=device), torch.randn(6, 8, device=device), torch.randn(6, 8, device=device), 16,
          False)),
     ]
+    h = torch.float16
+    q, k = torch.randn(1, 5, 4, 64, device=device, dtype=h), torch.randn(1, 9, 2, 64, device=device, dtype=h)
+    w8 = torch.randn(16, 128, device=device) * 0.1
+    q8, s8 = kernelkit.quantize_weight(w8, 8)
+    cases += [
+        (kernelkit.ops.attention.default, (torch.empty_like(q), torch.empty(1, 4, 5, device=device), q, k, k.clone(),
+                                           0.0, True, None, None)),
+        (kernelkit.ops.decode_attention.default, (torch.empty(1, 1, 4, 64, device=device, dtype=h), None,
+                                                  torch.randn(1, 1, 4, 64, device=device, dtype=h), k, k.clone(), None,
+                                                  None, 0.0, False)),
+        (kernelkit.ops.quantize_weight.default, (torch.empty(16, 128, dtype=torch.int8, device=device),
+                                                 torch.empty(16, device=device), w8, 8, 0)),
+        (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
+                                                    torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
+    ]
     for op, args in cases:
         torch.library.opcheck(op, args)
 
@@ -251,3 +266,92 @@ def test_info():
     i = kernelkit.info()
     assert i["library"].endswith("_kernelkit_ops.so")
     assert "rms_norm" in i["ops"]
+
+
+# ---- attention and quantization (issues 6 and 7): the Python ops over the C++ core ----------------------------------
+def attention_ref(q, k, v, causal, scale=None):
+    """float64 attention over [b, s, h, d] with GQA and the bottom-right causal mask."""
+    q, k, v = q.double(), k.double(), v.double()
+    b, sq, h, d = q.shape
+    sk, hk = k.shape[1], k.shape[2]
+    k = k.repeat_interleave(h // hk, dim=2)
+    v = v.repeat_interleave(h // hk, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale if scale else d ** -0.5)
+    if causal:
+        mask = torch.arange(sk)[None, :] > torch.arange(sq)[:, None] + (sk - sq)
+        s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return torch.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_float64(device, dtype, causal):
+    q = rand(2, 7, 8, 64, dtype=dtype, device=device)
+    k, v = rand(2, 19, 2, 64, dtype=dtype, device=device), rand(2, 19, 2, 64, dtype=dtype, device=device)
+    out, lse = kernelkit.attention(q, k, v, causal=causal, return_lse=True)
+    want = attention_ref(q.cpu(), k.cpu(), v.cpu(), causal)
+    assert (out.cpu().double() - want).abs().max().item() < (2e-2 if dtype == torch.bfloat16 else 3e-3)
+    assert lse.shape == (2, 8, 7) and torch.isfinite(lse).all()
+    # [b, h, s, d] storage through strides gives the same result
+    out2 = kernelkit.attention(q.transpose(1, 2).contiguous().transpose(1, 2), k, v, causal=causal)
+    torch.testing.assert_close(out2, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_decode_attention_contiguous_and_paged(device):
+    dt = torch.float16
+    b, h, hk, d, cap = 2, 8, 2, 64, 48
+    q = rand(b, 1, h, d, dtype=dt, device=device)
+    kc, vc = rand(b, cap, hk, d, dtype=dt, device=device), rand(b, cap, hk, d, dtype=dt, device=device)
+    lens = torch.tensor([40, 17], dtype=torch.int32, device=device)
+    out = kernelkit.decode_attention(q, kc, vc, seqlens_k=lens)
+    for i, n in enumerate([40, 17]):
+        want = attention_ref(q[i:i + 1].cpu(), kc[i:i + 1, :n].cpu(), vc[i:i + 1, :n].cpu(), False)
+        assert (out[i:i + 1].cpu().double() - want).abs().max().item() < 3e-3
+    # the same cache in pages of 16, pages shuffled
+    pages = cap // 16
+    perm = torch.randperm(b * pages)
+    kp = kc.reshape(b * pages, 16, hk, d)[perm.argsort()].contiguous()
+    vp = vc.reshape(b * pages, 16, hk, d)[perm.argsort()].contiguous()
+    table = perm.reshape(b, pages).to(torch.int32).to(device)
+    paged = kernelkit.decode_attention(q, kp, vp, block_table=table, seqlens_k=lens)
+    torch.testing.assert_close(paged, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bits", [8, 4])
+def test_weight_only_linear_matches_dequantized_matmul(device, bits):
+    w = rand(96, 256, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
+    q, s = kernelkit.quantize_weight(w, bits=bits, group=64)
+    assert q.dtype == (torch.int8 if bits == 8 else torch.uint8)
+    x = rand(5, 256, dtype=torch.float16, device=device)
+    bias = rand(96, dtype=torch.float16, device=device)
+    y = kernelkit.linear_weight_only(x, q, s, bits, 64, bias)
+    # dequantize independently: int8 directly; int4 through the per-group scales and the error bound of quantization
+    if bits == 8:
+        deq = q.double().cpu() * s.double().cpu()[:, None]
+        want = x.double().cpu() @ deq.T + bias.double().cpu()
+        assert (y.double().cpu() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
+    step = (w.abs().amax(-1, keepdim=True) / (127 if bits == 8 else 7)).cpu().double()  # worst case per row
+    approx = x.double().cpu() @ w.double().cpu().T + bias.double().cpu()
+    bound = 0.5 * (x.double().cpu().abs() @ step.expand(-1, 256).T) + 1e-2
+    assert ((y.double().cpu() - approx).abs() <= bound).all()
+
+
+def test_quantize_a_llama_and_report():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=256, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 256, (1, 12))
+    with torch.no_grad():
+        want = model(ids).logits.double()
+        report = kernelkit.quantize(model, bits=8)
+        got = model(ids).logits.double()
+    assert report["replaced"] == {"Int8Linear": 2 * 7}  # q, k, v, o, gate, up, down per layer; lm_head kept
+    assert report["bytes_after"] < report["bytes_before"]
+    cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
+    assert cos > 0.99, cos

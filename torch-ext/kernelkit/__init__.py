@@ -14,11 +14,13 @@ import torch
 from ._ops import add_op_namespace_prefix, ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "gelu", "gelu_tanh",
-           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "gelu_tanh_mul", "rotary_embedding", "softmax", "info", "ops", "patch",
-           "unpatch", "kernel_mapping", "mark_for_kernelize", "layers"]
+           "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu", "gelu_tanh_mul", "rotary_embedding", "softmax", "attention", "decode_attention",
+           "quantize_weight", "linear_weight_only", "quantize", "info", "ops", "patch", "unpatch", "kernel_mapping",
+           "mark_for_kernelize", "layers", "nn"]
 
 _OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
-        "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_", "softmax")
+        "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_", "softmax", "attention", "decode_attention",
+        "quantize_weight", "linear_weight_only")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -187,6 +189,75 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: Optional[torch
     return q, k
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: Optional[float] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+              cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False):
+    """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim 64, 128 or 256).
+
+    q [b, s_q, h, d], k and v [b, s_k, h_kv, d] with h % h_kv == 0 (GQA / MQA); any strides with a contiguous last dim
+    (so a [b, h, s, d] tensor passes as .transpose(1, 2)). causal: query i sees keys j <= i + s_k - s_q (bottom-right).
+    Packed variable lengths: q [total_q, h, d], k, v [total_k, h_kv, d] with int32 cu_seqlens_q / cu_seqlens_k
+    [batch + 1]. scale defaults to 1 / sqrt(d). Returns out, or (out, lse) with lse float32 [b, h, s_q]
+    ([h, total_q] when packed), the natural-log sum of exp of each query's scaled scores (-inf where it sees no key).
+    """
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = None
+    if return_lse:
+        shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
+        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k)
+    return (out, lse) if return_lse else out
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: Optional[torch.Tensor] = None, seqlens_k: Optional[torch.Tensor] = None,
+                     causal: bool = False, scale: Optional[float] = None, return_lse: bool = False):
+    """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
+
+    Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, 16, h_kv, d] with an int32
+    block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
+    the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. Returns out, or
+    (out, lse) with lse float32 [b, h, s_q].
+    """
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
+    ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
+                         causal)
+    return (out, lse) if return_lse else out
+
+
+def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric weight quantization of w [n, k] (an nn.Linear weight) for `linear_weight_only`.
+
+    bits=8: per output channel, returns (int8 [n, k], float32 scales [n]). bits=4: group-wise (group 64 or 128),
+    returns (uint8 [n, k / 2] in kernelkit's interleaved INT4 layout, float32 scales [n, k / group]). w = q * s.
+    """
+    n, k = w.shape
+    if bits == 8:
+        q = torch.empty((n, k), dtype=torch.int8, device=w.device)
+        s = torch.empty((n,), dtype=torch.float32, device=w.device)
+    elif bits == 4:
+        q = torch.empty((n, k // 2), dtype=torch.uint8, device=w.device)
+        s = torch.empty((n, k // group if group > 0 else 0), dtype=torch.float32, device=w.device)
+    else:
+        raise ValueError(f"quantize_weight: bits must be 8 or 4, got {bits}")
+    ops.quantize_weight(q, s, w, bits, group if bits == 4 else 0)
+    return q, s
+
+
+def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, bits: int, group: int = 0,
+                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4, group 64/128).
+
+    x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. The GPU path serves up to 64 tokens.
+    """
+    lead = x.shape[:-1]
+    x2 = _rows(x.reshape(-1, x.shape[-1]))
+    out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
+    ops.linear_weight_only(out, x2, qweight, scales, bits, group if bits == 4 else 0, bias)
+    return out.reshape(*lead, qweight.shape[0])
+
+
 def info() -> dict:
     """What this build of kernelkit sees: the library path, torch's view of CUDA, and the registered ops."""
     from ._ops import _LIB
@@ -214,3 +285,5 @@ _register_fakes()
 
 from . import layers  # noqa: E402  (layers use the functions above)
 from .patch import kernel_mapping, mark_for_kernelize, patch, unpatch  # noqa: E402
+from . import nn  # noqa: E402
+from .nn import quantize  # noqa: E402
