@@ -178,7 +178,7 @@ Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scal
 
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
-                          Stream stream) {
+                          Stream stream, bool accumulate) {
   using detail::dt;
   if (bits != 8 && bits != 4)
     return invalid_argument("linear_weight_only: bits must be 8 or 4, got " + std::to_string(bits));
@@ -188,6 +188,7 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   a.op = op;
   a.bits = bits;
   a.group = group;
+  a.accumulate = accumulate;
   if (x.ndim != 2) return invalid_argument(name + ": x must be 2-D [m, k], got " + x.shape_string());
   if (x.dtype != DType::f16 && x.dtype != DType::bf16)
     return invalid_argument(name + ": x dtype " + dt(x.dtype) + " is not supported (expected f16 or bf16)");

@@ -48,6 +48,7 @@ struct WeightOnlyArgs {
   const void* bias = nullptr;     // [n] or null
   void* out = nullptr;            // [m, n], row stride out_stride elements
   int64_t out_stride = 0;
+  bool accumulate = false;  // out += x @ dequant(q)^T (+ bias): the residual add of a decoder layer
   int align_bytes = 16;  // of x's pointer and row stride (the weights' rows are checked on their own)
 
   OpShape shape() const {

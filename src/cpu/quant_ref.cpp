@@ -72,6 +72,7 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
         acc += load_as_double(a.x, a.dtype, t * a.x_stride + j) * (q * s);
       }
       if (a.bias) acc += load_as_double(a.bias, a.dtype, r);
+      if (a.accumulate) acc += load_as_double(a.out, a.dtype, t * a.out_stride + r);
       store_from_double(a.out, a.dtype, t * a.out_stride + r, acc);
     }
   }

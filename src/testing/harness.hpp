@@ -168,6 +168,7 @@ struct WeightOnlyCase {
   bool bias = true;
   int64_t x_pad = 0;
   uint64_t seed = 1;
+  bool accumulate = false;  // out starts random: out += x @ dequant(q)^T (+ bias)
   std::string name() const;  // "linear_w4a16 g128 bf16 m3 n255 k512 bias"
 };
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).

@@ -70,6 +70,8 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   HostBuffer x(c.dtype, std::max<int64_t>(1, c.m * xs)), bias(c.dtype, c.n), out(c.dtype, c.m * c.n);
   for (int64_t i = 0; i < x.size(); ++i) x.set(i, ux(rng));
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
+  if (c.accumulate)  // out starts random and is added to
+    for (int64_t i = 0; i < out.size(); ++i) out.set(i, ux(rng));
   HostBuffer want = out;
   auto views = [&](void* xp, void* qp, void* sp, void* bp, void* op, Device d) {
     struct V {
@@ -86,7 +88,7 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   };
   {
     auto v = views(x.data(), q.data(), s.data(), bias.data(), want.data(), cpu);
-    const Status st = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b);
+    const Status st = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate);
     if (!st.ok()) {
       r.status = Status(st.code(), "reference: " + st.message());
       return r;
@@ -94,16 +96,16 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   }
   HostBuffer got = out;
   if (device < 0) {  // the harness's self-check: the op under test is the CPU backend again, on poisoned output
-    std::memset(got.data(), 0xFF, got.bytes());
+    if (!c.accumulate) std::memset(got.data(), 0xFF, got.bytes());
     auto v = views(x.data(), q.data(), s.data(), bias.data(), got.data(), cpu);
-    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b); !r.status.ok()) return r;
+    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate); !r.status.ok()) return r;
   } else {
     DeviceBuffer dx, dq, ds, db, dout;
-    if (r.status = first_error({up(dx, x), up(dq, q), up(ds, s), up(db, bias), up(dout, out), dout.poison()});
+    if (r.status = first_error({up(dx, x), up(dq, q), up(ds, s), up(db, bias), up(dout, out), c.accumulate ? Status::Ok() : dout.poison()});
         !r.status.ok())
       return r;
     auto v = views(dx.data(), dq.data(), ds.data(), db.data(), dout.data(), gpu);
-    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b); !r.status.ok()) return r;
+    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate); !r.status.ok()) return r;
     if (r.status = first_error({device_synchronize(), dout.download(&got)}); !r.status.ok()) return r;
   }
 

@@ -435,8 +435,9 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
 TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
   for (DType dt : {DType::f16, DType::bf16})
     for (auto [bits, group] : {std::pair{8, 0}, std::pair{4, 64}, std::pair{4, 128}})
-      for (int64_t m : {1, 3}) {
-        const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2};
+      for (int64_t m : {1, 3})
+        for (bool acc : {false, true}) {
+        const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2, acc};
         const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
         ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
         EXPECT_EQ(r.checked, m * 7) << c.name();

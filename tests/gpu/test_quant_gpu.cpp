@@ -27,6 +27,10 @@ TEST_P(WeightOnlyGrid, MatchesReference) {
     WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
+  if (nk.first > 1) {  // out += (the decoder layer's residual add)
+    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, true, 0, static_cast<uint64_t>(m + 5), true};
+    kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
+  }
 }
 
 // (n, k): odd and tiny n, a k that leaves most warps of a step idle (128), a k whose chunks do not fill the last step

@@ -36,6 +36,7 @@ struct LinearParams {
   T* out;                  // [m, n], row stride out_stride
   int64_t m, n, k, x_stride, out_stride;
   int group;  // 4-bit: scale group along k (64 or 128)
+  int accumulate;  // out += ... (each output is read by the one thread that writes it)
 };
 
 // Rows per block for a token tile (the planner's rule, restated for the template).
@@ -171,6 +172,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
         for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
         if constexpr (kBits == 8) y *= __ldg(p.scales + row);
         if (p.bias) y += to_float(p.bias[row]);
+        if (p.accumulate) y += to_float(p.out[token * p.out_stride + row]);
         p.out[token * p.out_stride + row] = from_float<T>(y);
       }
     }
@@ -189,7 +191,8 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                           .k = a.k,
                           .x_stride = a.x_stride,
                           .out_stride = a.out_stride,
-                          .group = a.group};
+                          .group = a.group,
+                          .accumulate = a.accumulate ? 1 : 0};
   auto launch = [&](auto bits, auto tokens) -> Status {
     constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
     constexpr int kRows = linear_rows_for(kTokens);
