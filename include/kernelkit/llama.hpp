@@ -20,15 +20,34 @@ struct LlamaLayerConfig {
   int64_t max_position = 4096;  // rows of the cos/sin table (neox rotation of the whole head)
 };
 
-// The layer's weights, nn.Linear layout [out, in], all of the activation dtype and on the layer's device; views the
-// caller owns (they must outlive the layer).
+// One projection's weight, nn.Linear layout [out, in]: dense (the activation dtype, through cuBLASLt), or weight-only
+// quantized (bits 8: i8 [out, in] + f32 scales [out]; bits 4: i4x2 [out, in / 2] in kernelkit's INT4 layout + f32
+// scales [out, in / group], from quantize_int8_per_channel / quantize_int4_groupwise; through the W8A16 / W4A16 GEMV,
+// 64 tokens at a time).
+struct LayerLinear {
+  TensorView w;               // dense weight (bits == 0)
+  TensorView qweight, scales;  // quantized weight (bits 8 or 4)
+  int bits = 0, group = 0;
+  LayerLinear() = default;
+  LayerLinear(const TensorView& dense) : w(dense) {}  // NOLINT: dense weights convert implicitly
+  static LayerLinear quantized(const TensorView& qweight, const TensorView& scales, int bits, int group = 0) {
+    LayerLinear l;
+    l.qweight = qweight;
+    l.scales = scales;
+    l.bits = bits;
+    l.group = group;
+    return l;
+  }
+};
+
+// The layer's weights, on the layer's device; views the caller owns (they must outlive the layer).
 struct LlamaLayerWeights {
   TensorView input_norm;  // [hidden]
-  TensorView qkv;         // [(heads + 2 kv_heads) head_dim, hidden]: the q, k and v projections stacked
-  TensorView o;           // [hidden, heads head_dim]
+  LayerLinear qkv;        // [(heads + 2 kv_heads) head_dim, hidden]: the q, k and v projections stacked
+  LayerLinear o;          // [hidden, heads head_dim]
   TensorView post_norm;   // [hidden]
-  TensorView gate_up;     // [2 intermediate, hidden]: gate rows, then up rows
-  TensorView down;        // [hidden, intermediate]
+  LayerLinear gate_up;    // [2 intermediate, hidden]: gate rows, then up rows
+  LayerLinear down;       // [hidden, intermediate]
 };
 
 class LlamaLayer {
@@ -53,6 +72,9 @@ class LlamaLayer {
   Status forward(const TensorView& x, int64_t batch, int64_t seq, const TensorView& k_cache,
                  const TensorView& v_cache, int64_t position, Stream stream);
   Status check_cache(const TensorView& cache, const char* arg, int64_t batch, int64_t needed) const;
+  Status check_linear(const LayerLinear& l, const char* arg, int64_t out, int64_t in) const;
+  // y [T, out] (+)= x [T, in] @ W^T through cuBLASLt or the weight-only GEMV.
+  Status project(const TensorView& y, const TensorView& x, const LayerLinear& l, bool accumulate, Stream stream);
 
   LlamaLayerConfig cfg_;
   LlamaLayerWeights w_;

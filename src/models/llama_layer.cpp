@@ -4,6 +4,7 @@
 //   attn  [T, h d]             attention output
 //   proj  [T, hidden]          o_proj output, turned into norm(h) by fused_add_rms_norm (x becomes h in place)
 //   gate_up [T, 2 inter], act [T, inter]; down_proj accumulates into x: out = h + mlp.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -45,15 +46,15 @@ Status LlamaLayer::init(const LlamaLayerConfig& c, const LlamaLayerWeights& w, D
   if (max_tokens <= 0 || c.max_position <= 0) return err("max_tokens and max_position must be > 0");
   const int64_t qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim;
   KK_RETURN_IF_ERROR(expect_shape(w.input_norm, "weights.input_norm", {c.hidden}, dtype, device));
-  KK_RETURN_IF_ERROR(expect_shape(w.qkv, "weights.qkv", {qkv_rows, c.hidden}, dtype, device));
-  KK_RETURN_IF_ERROR(expect_shape(w.o, "weights.o", {c.hidden, c.heads * c.head_dim}, dtype, device));
   KK_RETURN_IF_ERROR(expect_shape(w.post_norm, "weights.post_norm", {c.hidden}, dtype, device));
-  KK_RETURN_IF_ERROR(expect_shape(w.gate_up, "weights.gate_up", {2 * c.intermediate, c.hidden}, dtype, device));
-  KK_RETURN_IF_ERROR(expect_shape(w.down, "weights.down", {c.hidden, c.intermediate}, dtype, device));
   cfg_ = c;
   w_ = w;
   dtype_ = dtype;
   device_ = device;
+  KK_RETURN_IF_ERROR(check_linear(w.qkv, "weights.qkv", qkv_rows, c.hidden));
+  KK_RETURN_IF_ERROR(check_linear(w.o, "weights.o", c.hidden, c.heads * c.head_dim));
+  KK_RETURN_IF_ERROR(check_linear(w.gate_up, "weights.gate_up", 2 * c.intermediate, c.hidden));
+  KK_RETURN_IF_ERROR(check_linear(w.down, "weights.down", c.hidden, c.intermediate));
   max_tokens_ = max_tokens;
   if (device.type == DeviceType::cuda) KK_RETURN_IF_ERROR(gemm_.init(device.index));
 
@@ -91,6 +92,40 @@ Status LlamaLayer::check_cache(const TensorView& cache, const char* arg, int64_t
                std::to_string(needed) + " needed");
   if (cache.strides[3] != 1 || cache.strides[2] != cfg_.head_dim || cache.strides[1] != cfg_.kv_heads * cfg_.head_dim)
     return err(std::string(arg) + " must be contiguous within each sequence ([capacity, kv_heads, head_dim] rows)");
+  return Status::Ok();
+}
+
+Status LlamaLayer::check_linear(const LayerLinear& l, const char* arg, int64_t out, int64_t in) const {
+  if (l.bits == 0) return expect_shape(l.w, arg, {out, in}, dtype_, device_);
+  if (l.bits != 8 && l.bits != 4) return err(std::string(arg) + ".bits must be 0, 8 or 4, got " + std::to_string(l.bits));
+  // The quantized layout, dtypes and scales are checked by linear_weight_only itself; here the shape of the layer.
+  const int64_t cols = l.bits == 8 ? in : in / 2;
+  if (l.qweight.ndim != 2 || l.qweight.shape[0] != out || l.qweight.shape[1] != cols || !(l.qweight.device == device_))
+    return err(std::string(arg) + ".qweight must be [" + std::to_string(out) + ", " + std::to_string(cols) + "] on " +
+               to_string(device_) + ", got " + l.qweight.shape_string());
+  return Status::Ok();
+}
+
+Status LlamaLayer::project(const TensorView& y, const TensorView& x, const LayerLinear& l, bool accumulate,
+                           Stream stream) {
+  if (l.bits == 0) {
+    LinearOptions opt;
+    opt.accumulate = accumulate;
+    return linear(y, x, l.w, nullptr, opt, gemm_.impl() ? &gemm_ : nullptr, stream);
+  }
+  constexpr int64_t kChunk = 64;  // the weight-only GEMV's largest token count
+  const int64_t T = x.shape[0], e = static_cast<int64_t>(dtype_size(dtype_));
+  for (int64_t r = 0; r < T; r += kChunk) {
+    const int64_t n = std::min(kChunk, T - r);
+    auto rows = [&](const TensorView& t) {
+      TensorView v = t;
+      v.data = static_cast<char*>(t.data) + r * t.strides[0] * e;
+      v.shape[0] = n;
+      return v;
+    };
+    KK_RETURN_IF_ERROR(
+        linear_weight_only(rows(y), rows(x), l.qweight, l.scales, l.bits, l.group, std::nullopt, stream, accumulate));
+  }
   return Status::Ok();
 }
 
@@ -137,7 +172,7 @@ Status LlamaLayer::forward(const TensorView& x, int64_t b, int64_t s, const Tens
   const TensorView norm = rows_of(norm_, dtype_, T, H, H);
   const TensorView qkv = rows_of(qkv_, dtype_, T, qkv_w, qkv_w);
   KK_RETURN_IF_ERROR(rms_norm(norm, x2, w_.input_norm, c.eps, 0.0f, stream));
-  KK_RETURN_IF_ERROR(linear(qkv, norm, w_.qkv, nullptr, {}, gemm_.impl() ? &gemm_ : nullptr, stream));
+  KK_RETURN_IF_ERROR(project(qkv, norm, w_.qkv, false, stream));
   char* base = static_cast<char*>(qkv_.data());
   // `heads` heads starting `offset` elements into each fused row: [T, heads, D], or [b, s, heads, D] for attention.
   auto fused = [&](int64_t offset, int64_t heads, bool by_sequence) {
@@ -177,19 +212,16 @@ Status LlamaLayer::forward(const TensorView& x, int64_t b, int64_t s, const Tens
   }
 
   // 4. h = x + o_proj(attn) with norm(h) for the MLP: fused_add_rms_norm(x=o, residual=x) leaves h in x.
-  GemmHandle* g = gemm_.impl() ? &gemm_ : nullptr;
   const TensorView proj = rows_of(proj_, dtype_, T, H, H);
-  KK_RETURN_IF_ERROR(linear(proj, rows_of(attn_, dtype_, T, c.heads * D, c.heads * D), w_.o, nullptr, {}, g, stream));
+  KK_RETURN_IF_ERROR(project(proj, rows_of(attn_, dtype_, T, c.heads * D, c.heads * D), w_.o, false, stream));
   KK_RETURN_IF_ERROR(fused_add_rms_norm(proj, x2, w_.post_norm, c.eps, 0.0f, stream));
 
   // 5. out = h + down(silu(gate) * up): the residual add is the down projection's accumulate.
   const TensorView gu = rows_of(gate_up_, dtype_, T, 2 * c.intermediate, 2 * c.intermediate);
   const TensorView act = rows_of(act_, dtype_, T, c.intermediate, c.intermediate);
-  KK_RETURN_IF_ERROR(linear(gu, proj, w_.gate_up, nullptr, {}, g, stream));
+  KK_RETURN_IF_ERROR(project(gu, proj, w_.gate_up, false, stream));
   KK_RETURN_IF_ERROR(gated_activation(Activation::silu, act, gu, stream));
-  LinearOptions acc;
-  acc.accumulate = true;
-  return linear(x2, act, w_.down, nullptr, acc, g, stream);
+  return project(x2, act, w_.down, true, stream);
 }
 
 }  // namespace kernelkit

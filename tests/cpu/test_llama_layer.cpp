@@ -8,6 +8,7 @@
 
 #include "kernelkit/dtype.hpp"
 #include "kernelkit/llama.hpp"
+#include "kernelkit/ops.hpp"
 
 using namespace kernelkit;
 
@@ -97,11 +98,45 @@ Half random_half(size_t n, double lo, double hi, std::mt19937_64& rng) {
   return h;
 }
 
+// A weight-only quantized copy of an f16 weight [n, k] made by the CPU quantizers (bits 8: per channel; bits 4: group
+// 64, kernel layout), its LayerLinear, and the dequantized values q * s the naive layer uses.
+struct Quantized {
+  std::vector<int8_t> q;  // bits 8: [n, k]; bits 4: the packed bytes [n, k / 2]
+  std::vector<float> s;
+  Vec deq;
+  LayerLinear linear;
+};
+Quantized quantize(Half& w, int64_t n, int64_t k, int bits) {
+  Quantized r;
+  const int group = bits == 4 ? 64 : 0;
+  const int64_t groups = bits == 4 ? k / group : 1;
+  r.q.resize(static_cast<size_t>(bits == 8 ? n * k : n * k / 2));
+  r.s.resize(static_cast<size_t>(n * groups));
+  const auto qv = TensorView::contiguous(r.q.data(), bits == 8 ? DType::i8 : DType::i4x2, {n, bits == 8 ? k : k / 2});
+  const auto sv = bits == 8 ? TensorView::contiguous(r.s.data(), DType::f32, {n})
+                            : TensorView::contiguous(r.s.data(), DType::f32, {n, groups});
+  const auto wv = TensorView::contiguous(w.data(), DType::f16, {n, k});
+  EXPECT_TRUE((bits == 8 ? quantize_int8_per_channel(qv, sv, wv) : quantize_int4_groupwise(qv, sv, wv, group)).ok());
+  std::vector<int8_t> plain(static_cast<size_t>(n * k));
+  if (bits == 8) plain = r.q;
+  else EXPECT_TRUE(unpack_int4(TensorView::contiguous(plain.data(), DType::i8, {n, k}), qv).ok());
+  r.deq.resize(plain.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      r.deq[i * k + j] = plain[i * k + j] * static_cast<double>(r.s[i * groups + (bits == 4 ? j / group : 0)]);
+  r.linear = LayerLinear::quantized(qv, sv, bits, group);
+  return r;
+}
+
 }  // namespace
 
-TEST(LlamaLayer, MatchesTheNaiveLayerThroughPrefillAndDecode) {
+// dense: f16 weights through linear; quantized: q/k/v and o as INT8, gate/up and down as INT4 (weight-only GEMV).
+class LlamaLayerCpu : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LlamaLayerCpu, MatchesTheNaiveLayerThroughPrefillAndDecode) {
+  const bool quantized = GetParam();
   LlamaLayerConfig c;
-  c.hidden = 64, c.intermediate = 96, c.heads = 4, c.kv_heads = 2, c.head_dim = 64, c.max_position = 32;
+  c.hidden = 64, c.intermediate = 128, c.heads = 4, c.kv_heads = 2, c.head_dim = 64, c.max_position = 32;
   const int64_t B = 2, S = 5, cap = 12, qkv_rows = (c.heads + 2 * c.kv_heads) * c.head_dim;
   std::mt19937_64 rng(7);
   auto in_norm = random_half(c.hidden, 0.5, 1.5, rng), post = random_half(c.hidden, 0.5, 1.5, rng);
@@ -116,10 +151,19 @@ TEST(LlamaLayer, MatchesTheNaiveLayerThroughPrefillAndDecode) {
                       TensorView::contiguous(post.data(), f, {c.hidden}),
                       TensorView::contiguous(gu.data(), f, {2 * c.intermediate, c.hidden}),
                       TensorView::contiguous(down.data(), f, {c.hidden, c.intermediate})};
+  Naive n{c, in_norm.values, qkv.values, o.values, post.values, gu.values, down.values, {}, {}};
+  Quantized q_qkv, q_o, q_gu, q_down;
+  if (quantized) {
+    q_qkv = quantize(qkv, qkv_rows, c.hidden, 8);
+    q_o = quantize(o, c.hidden, c.heads * c.head_dim, 8);
+    q_gu = quantize(gu, 2 * c.intermediate, c.hidden, 4);
+    q_down = quantize(down, c.hidden, c.intermediate, 4);
+    w.qkv = q_qkv.linear, w.o = q_o.linear, w.gate_up = q_gu.linear, w.down = q_down.linear;
+    n.qkv = q_qkv.deq, n.o = q_o.deq, n.gate_up = q_gu.deq, n.down = q_down.deq;
+  }
   LlamaLayer layer;
   ASSERT_TRUE(layer.init(c, w, f, Device::cpu(), B * S).ok());
 
-  Naive n{c, in_norm.values, qkv.values, o.values, post.values, gu.values, down.values, {}, {}};
   n.k_cache.resize(B);
   n.v_cache.resize(B);
   Half kc = random_half(B * cap * c.kv_heads * c.head_dim, 0, 0, rng), vc = kc;
@@ -161,3 +205,6 @@ TEST(LlamaLayer, MatchesTheNaiveLayerThroughPrefillAndDecode) {
   EXPECT_EQ(bad.code(), StatusCode::invalid_argument);
   EXPECT_NE(bad.message().find("k_cache holds 12 positions"), std::string::npos) << bad.to_string();
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, LlamaLayerCpu, ::testing::Values(false, true),
+                         [](const auto& i) { return std::string(i.param ? "quantized" : "dense"); });

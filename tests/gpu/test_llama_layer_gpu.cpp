@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "kernelkit/llama.hpp"
+#include "kernelkit/ops.hpp"
 #include "kernelkit/profile.hpp"
 #include "testing/harness.hpp"
 
@@ -50,12 +52,41 @@ void expect_close(Pair& p, double tol, const char* what) {
   EXPECT_LE(worst, tol * (1 + scale)) << what << ": max |gpu - cpu| " << worst << " (max |cpu| " << scale << ")";
 }
 
+// A weight quantized on the CPU (bits 8 per channel, bits 4 group 64) and its copy on the GPU, as LayerLinears.
+struct QPair {
+  HostBuffer q, s;
+  DeviceBuffer dq, ds;
+  LayerLinear h, d;
+};
+std::unique_ptr<QPair> quantize(const Pair& w, int bits) {
+  const int64_t n = w.h.shape[0], k = w.h.shape[1], groups = bits == 4 ? k / 64 : 1, cols = bits == 8 ? k : k / 2;
+  const DType qt = bits == 8 ? DType::i8 : DType::i4x2;
+  auto p = std::make_unique<QPair>();
+  p->q = HostBuffer(qt, n * cols);
+  p->s = HostBuffer(DType::f32, n * groups);
+  auto views = [&](void* q, void* s, Device d) {
+    const auto qv = TensorView::contiguous(q, qt, {n, cols}, d);
+    const auto sv = bits == 8 ? TensorView::contiguous(s, DType::f32, {n}, d)
+                              : TensorView::contiguous(s, DType::f32, {n, groups}, d);
+    return LayerLinear::quantized(qv, sv, bits, bits == 4 ? 64 : 0);
+  };
+  p->h = views(p->q.data(), p->s.data(), Device::cpu());
+  EXPECT_TRUE((bits == 8 ? quantize_int8_per_channel(p->h.qweight, p->h.scales, w.h)
+                         : quantize_int4_groupwise(p->h.qweight, p->h.scales, w.h, 64))
+                  .ok());
+  for (Status st : {p->dq.alloc(p->q.bytes()), p->dq.upload(p->q), p->ds.alloc(p->s.bytes()), p->ds.upload(p->s)})
+    EXPECT_TRUE(st.ok());
+  p->d = views(p->dq.data(), p->ds.data(), Device::cuda(0));
+  return p;
+}
+
 }  // namespace
 
-class LlamaLayerGpu : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t>> {};
+// (dtype, kv_heads, head_dim, quantized): quantized = q/k/v and o as INT8, gate/up and down as INT4 (weight-only GEMV).
+class LlamaLayerGpu : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, bool>> {};
 
 TEST_P(LlamaLayerGpu, MatchesTheCpuLayer) {
-  const auto [dt, kv_heads, head_dim] = GetParam();
+  const auto [dt, kv_heads, head_dim, quantized] = GetParam();
   LlamaLayerConfig c;
   c.hidden = 256, c.intermediate = 512, c.heads = 4, c.kv_heads = kv_heads, c.head_dim = head_dim;
   c.max_position = 256;
@@ -66,9 +97,15 @@ TEST_P(LlamaLayerGpu, MatchesTheCpuLayer) {
   Pair o = make(dt, {c.hidden, c.heads * c.head_dim}, -0.05, 0.05, rng);
   Pair gu = make(dt, {2 * c.intermediate, c.hidden}, -0.1, 0.1, rng);
   Pair down = make(dt, {c.hidden, c.intermediate}, -0.05, 0.05, rng);
+  std::unique_ptr<QPair> q8a, q8b, q4a, q4b;
+  if (quantized) q8a = quantize(qkv, 8), q8b = quantize(o, 8), q4a = quantize(gu, 4), q4b = quantize(down, 4);
   auto weights = [&](bool gpu) {
     auto v = [&](Pair& p) { return gpu ? p.d : p.h; };
-    return LlamaLayerWeights{v(in_norm), v(qkv), v(o), v(post), v(gu), v(down)};
+    LlamaLayerWeights w{v(in_norm), v(qkv), v(o), v(post), v(gu), v(down)};
+    if (quantized)
+      w.qkv = gpu ? q8a->d : q8a->h, w.o = gpu ? q8b->d : q8b->h, w.gate_up = gpu ? q4a->d : q4a->h,
+      w.down = gpu ? q4b->d : q4b->h;
+    return w;
   };
   Pair x = make(dt, {B, S, c.hidden}, -1, 1, rng);
   Pair kc = make(dt, {B, cap, c.kv_heads, c.head_dim}, 0, 0, rng), vc = make(dt, {B, cap, c.kv_heads, c.head_dim}, 0, 0, rng);
@@ -100,4 +137,4 @@ TEST_P(LlamaLayerGpu, MatchesTheCpuLayer) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, LlamaLayerGpu,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(2, 4),
-                                            ::testing::Values(64, 128)));
+                                            ::testing::Values(64, 128), ::testing::Values(false, true)));
