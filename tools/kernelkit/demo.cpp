@@ -1,6 +1,7 @@
 // `kernelkit demo`: one LLaMA-7B-shaped decoder layer (hidden 4096, intermediate 11008, 32 heads of 128) in plain C++
-// on kernelkit + cuBLASLt, random weights: prefill time and decode tokens/s on this GPU, each next to its roofline
-// bound for the same GPU (bytes over the copy bandwidth measured in the same run; FLOPs over the tensor-core peak).
+// on kernelkit + cuBLASLt, random weights: prefill time and decode tokens/s on this GPU (dense weights, and their
+// weight-only INT8 / INT4 copies), each next to its roofline bound for the same GPU (bytes over the copy bandwidth
+// measured in the same run; FLOPs over the tensor-core peak).
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -14,6 +15,7 @@
 #include "commands.hpp"
 #include "kernelkit/llama.hpp"
 #include "kernelkit/model_plan.hpp"
+#include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
 #include "testing/bench.hpp"
 #include "testing/harness.hpp"
@@ -135,7 +137,41 @@ int run_demo(const DemoOptions& o) {
               << " TFLOP/s; roofline bound " << std::setprecision(3) << bound_ms << " ms (" << std::setprecision(0)
               << 100 * bound_ms / ms << "% of it)\n";
   }
-  // Decode: batch b, one token each at position `context` (the caches hold `context` earlier tokens).
+  // Weight-only INT8 (per channel) and INT4 (group 128) copies of the four projections, quantized on the GPU.
+  struct Quant {
+    Buffer q, s;
+    LayerLinear linear;
+  };
+  std::vector<Quant> quant(8);
+  LlamaLayer layers[3];
+  uint64_t format_bytes[3] = {weight_bytes, 0, 0};
+  const char* format_name[3] = {dtype_name(dt).data(), "int8", "int4"};
+  for (int f = 1; f < 3; ++f) {
+    const int bits = f == 1 ? 8 : 4, group = bits == 4 ? 128 : 0;
+    LlamaLayerWeights qw = lw;
+    LayerLinear* slots[4] = {&qw.qkv, &qw.o, &qw.gate_up, &qw.down};
+    const int src[4] = {1, 2, 4, 5};
+    format_bytes[f] = static_cast<uint64_t>(2 * c.hidden) * e;  // the two norm weights stay dense
+    for (int i = 0; i < 4; ++i) {
+      W& m = w[static_cast<size_t>(src[i])];
+      Quant& qt = quant[static_cast<size_t>((f - 1) * 4 + i)];
+      const int64_t cols = bits == 8 ? m.cols : m.cols / 2, groups = bits == 8 ? 1 : m.cols / group;
+      for (Status s : {qt.q.alloc(dev, static_cast<size_t>(m.rows * cols)), qt.s.alloc(dev, static_cast<size_t>(m.rows * groups) * 4)})
+        if (!s.ok()) return fail("quantized weights", s);
+      const TensorView qv = TensorView::contiguous(qt.q.data(), bits == 8 ? DType::i8 : DType::i4x2, {m.rows, cols}, dev);
+      const TensorView sv = bits == 8 ? TensorView::contiguous(qt.s.data(), DType::f32, {m.rows}, dev)
+                                      : TensorView::contiguous(qt.s.data(), DType::f32, {m.rows, groups}, dev);
+      const Status s = bits == 8 ? quantize_int8_per_channel(qv, sv, mat(m)) : quantize_int4_groupwise(qv, sv, mat(m), group);
+      if (!s.ok()) return fail("quantize", s);
+      qt.linear = LayerLinear::quantized(qv, sv, bits, group);
+      *slots[i] = qt.linear;
+      format_bytes[f] += static_cast<uint64_t>(m.rows * cols) + static_cast<uint64_t>(m.rows * groups) * 4;
+    }
+    if (Status s = layers[f].init(c, qw, dt, dev, max_batch); !s.ok()) return fail("quantized layer", s);
+  }
+
+  // Decode: batch b, one token each at position `context` (the caches hold `context` earlier tokens), for the dense
+  // weights and their INT8 / INT4 copies.
   for (int64_t b : o.batches) {
     const int64_t cap = o.context + 1;
     Buffer x, k, v;
@@ -149,17 +185,24 @@ int run_demo(const DemoOptions& o) {
     const TensorView X = TensorView::contiguous(x.data(), dt, {b, c.hidden}, dev);
     const TensorView K = TensorView::contiguous(k.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
     const TensorView V = TensorView::contiguous(v.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
-    double ms = 0;
-    const Status s = time_ms(
-        o.runs, [&](Stream st) { return layer.decode(X, K, V, o.context, st); },
-        [&](Stream st) { return testing::fill_uniform(x.data(), dt, b * c.hidden, -1, 1, 98, st); }, &ms);
-    if (!s.ok()) return fail("decode", s);
-    const double bytes = static_cast<double>(weight_bytes) + 2.0 * b * cap * c.kv_heads * c.head_dim * e;
-    const double bound_ms = bytes / (copy.gbps * 1e9) * 1e3;
-    std::cout << "decode batch " << b << " at context " << o.context << ": " << std::setprecision(1) << ms * 1e3
-              << " us/step = " << std::setprecision(0) << b / ms * 1e3 << " tokens/s per layer; " << bytes / 1e6
-              << " MB read, roofline bound " << std::setprecision(1) << bound_ms * 1e3 << " us ("
-              << std::setprecision(0) << 100 * bound_ms / ms << "% of it)\n";
+    double dense_ms = 0;
+    for (int f = 0; f < 3; ++f) {
+      LlamaLayer& l = f == 0 ? layer : layers[f];
+      double ms = 0;
+      const Status s = time_ms(
+          o.runs, [&](Stream st) { return l.decode(X, K, V, o.context, st); },
+          [&](Stream st) { return testing::fill_uniform(x.data(), dt, b * c.hidden, -1, 1, 98, st); }, &ms);
+      if (!s.ok()) return fail("decode", s);
+      if (f == 0) dense_ms = ms;
+      const double bytes = static_cast<double>(format_bytes[f]) + 2.0 * b * cap * c.kv_heads * c.head_dim * e;
+      const double bound_ms = bytes / (copy.gbps * 1e9) * 1e3;
+      std::cout << "decode " << std::left << std::setw(5) << format_name[f] << std::right << " batch " << b
+                << " at context " << o.context << ": " << std::setprecision(1) << ms * 1e3 << " us/step = "
+                << std::setprecision(0) << b / ms * 1e3 << " tokens/s per layer (" << std::setprecision(2)
+                << dense_ms / ms << "x the dense step); " << std::setprecision(0) << bytes / 1e6
+                << " MB read, roofline bound " << std::setprecision(1) << bound_ms * 1e3 << " us ("
+                << std::setprecision(0) << 100 * bound_ms / ms << "% of it)\n";
+    }
   }
   return 0;
 }
