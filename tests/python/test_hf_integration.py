@@ -174,3 +174,10 @@ def test_llama_layer_benchmark_runs_and_checks(tmp_path):
     result = json.loads(out.read_text())
     assert result["patched"] == {"LlamaMLP": 1, "LlamaRMSNorm": 2}
     assert result["check"]["kernelkit.patch"]["ok"]
+
+
+def test_op_baselines_formulas_on_cpu():
+    """bench/op_baselines.py's references and checks (the GPU run compares kernelkit with SDPA and F.linear)."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "op_baselines.py"), "--check-cpu"], check=True,
+                         capture_output=True, text=True).stdout
+    assert "CPU check ok" in out

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""kernelkit's compute-heavy and decode ops against PyTorch in one run (issues 6 and 7), through the PyTorch ops:
+
+  attention   kernelkit.attention vs F.scaled_dot_product_attention with the flash, cuDNN and efficient backends
+              (prefill, causal; TFLOP/s from the visible query-key pairs)
+  decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
+  linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
+              bytes and % of the copy ceiling measured in the same run
+
+Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
+in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
+
+  python3 bench/op_baselines.py [--only attention,decode,linear] [--quick] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import torch_baselines as tb  # noqa: E402  (time_calls, copy_peak)
+
+import kernelkit  # noqa: E402
+
+SDPA_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+def sdpa(q, k, v, causal, backend=None):
+    """SDPA on [b, s, h, d] tensors (transposed to its [b, h, s, d]); GQA through enable_gqa."""
+    args = (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    kw = dict(is_causal=causal, enable_gqa=q.shape[2] != k.shape[2])
+    if backend is None:
+        return F.scaled_dot_product_attention(*args, **kw).transpose(1, 2)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        return F.scaled_dot_product_attention(*args, **kw).transpose(1, 2)
+
+
+def visible_pairs(s_q, s_k, causal):
+    if not causal:
+        return s_q * s_k
+    return sum(max(0, min(s_k, i + s_k - s_q + 1)) for i in range(s_q))
+
+
+def check(name, got, want, tol):
+    err = (got.float() - want.float()).abs().max().item()
+    scale = max(1.0, want.float().abs().max().item())
+    if not err <= tol * scale:
+        raise AssertionError(f"{name}: max |kernelkit - reference| = {err:.3g} > {tol} x {scale:.3g}")
+    return err
+
+
+def attention_cases(quick):
+    # (b, h, h_kv, s, d, causal): the issue's headline shape first.
+    cases = [(1, 32, 32, 4096, 128, True), (1, 32, 8, 4096, 128, True), (4, 32, 32, 2048, 128, False),
+             (1, 32, 32, 4096, 64, True)]
+    return cases[:2] if quick else cases
+
+
+def run_attention(dtype, runs, device):
+    rows = []
+    for b, h, hk, s, d, causal in attention_cases(args.quick):
+        q = torch.randn(b, s, h, d, device=device, dtype=dtype)
+        k, v = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
+        want = sdpa(q.float(), k.float(), v.float(), causal)
+        row = {"op": "attention", "shape": f"b{b} h{h}/{hk} s{s} d{d}" + (" causal" if causal else ""),
+               "max_err": check("attention", kernelkit.attention(q, k, v, causal=causal), want, 2e-2)}
+        flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
+        impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
+        for be in SDPA_BACKENDS:
+            impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
+        row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
+        rows.append(row)
+    return rows
+
+
+def run_decode(dtype, runs, device):
+    rows = []
+    for b in (1, 32):
+        h, hk, s, d = 32, 8, 4096, 128
+        q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
+        kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
+        want = sdpa(q.float(), kc.float(), vc.float(), False)
+        row = {"op": "decode_attention", "shape": f"b{b} h{h}/{hk} s{s} d{d}",
+               "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
+        kv_bytes = 2 * kc.numel() * kc.element_size()
+        impls = {"kernelkit": lambda: kernelkit.decode_attention(q, kc, vc)}
+        for be in SDPA_BACKENDS:
+            impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, kc, vc, False, be))
+        row.update(time_all(impls, runs, lambda us: kv_bytes / us / 1e6, "TB/s (KV)"))
+        rows.append(row)
+    return rows
+
+
+def run_linear(dtype, runs, device, peak_gbps):
+    rows = []
+    shapes = [(11008, 4096), (4096, 11008), (28672, 8192)]
+    ms = (1, 16) if args.quick else (1, 8, 16, 64)
+    for n, k in shapes[:1] if args.quick else shapes:
+        w = torch.randn(n, k, device=device, dtype=dtype) * 0.02
+        packs = {bits: kernelkit.quantize_weight(w, bits, 128) for bits in (8, 4)}
+        for m in ms:
+            x = torch.randn(m, k, device=device, dtype=dtype)
+            row = {"op": "linear_weight_only", "shape": f"m{m} n{n} k{k}"}
+            impls = {"F.linear " + str(dtype).split(".")[-1]: lambda: F.linear(x, w)}
+            for bits, (q, s) in packs.items():
+                # Check against F.linear on the dequantized weights (float32).
+                if bits == 8:
+                    deq = q.float() * s[:, None]
+                else:
+                    deq = None  # the int4 layout is checked by the C++ tests; here the quantization error bound
+                got = kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0)
+                if deq is not None:
+                    row["max_err_w8"] = check("w8a16", got, x.float() @ deq.T, 1e-2)
+                else:
+                    row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
+                impls[f"kernelkit w{bits}a16"] = (lambda q=q, s=s, bits=bits:
+                                                  kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0))
+            weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,
+                            4: packs[4][0].numel() + packs[4][1].numel() * 4}
+            res = time_all(impls, runs, None, None)
+            for name, r in res["impls"].items():
+                key = 8 if "w8" in name else 4 if "w4" in name else "F.linear"
+                r["weight_GBps"] = weight_bytes[key] / r["gpu_us"] / 1e3
+                r["pct_copy"] = 100 * r["weight_GBps"] / peak_gbps
+            row.update(res)
+            rows.append(row)
+    return rows
+
+
+def time_all(impls, runs, rate, unit):
+    """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
+    out = {}
+    for name, fn in impls.items():
+        try:
+            r = tb.time_calls([fn], runs, host=False)
+            if rate:
+                r[unit] = rate(r["gpu_us"])
+        except Exception as err:  # e.g. a backend that does not support the shape
+            r = {"error": f"{type(err).__name__}: {err}"[:300]}
+        out[name] = r
+    base = next((v["gpu_us"] for k, v in out.items() if k.startswith("kernelkit") and "gpu_us" in v), None)
+    for name, r in out.items():
+        if base and "gpu_us" in r:
+            r["time_over_kernelkit"] = r["gpu_us"] / base
+    return {"impls": out, "unit": unit}
+
+
+def markdown(results):
+    lines = [f"# kernelkit op baselines: {results['meta']['gpu']}, {results['meta']['date']}, commit "
+             f"{results['meta']['commit']}", "",
+             f"Copy ceiling in the same run: {results['meta']['copy_gbps']:.0f} GB/s. GPU time = median of CUDA-graph "
+             "replays; every kernelkit output checked first. ratio = time / kernelkit's (> 1: kernelkit faster).", "",
+             "| op | shape | implementation | µs | rate | ratio |", "|---|---|---|---:|---:|---:|"]
+    for row in results["rows"]:
+        unit = row.get("unit")
+        for name, r in row["impls"].items():
+            if "gpu_us" not in r:
+                lines.append(f"| {row['op']} | {row['shape']} | {name} | {r.get('error', '?')} | | |")
+                continue
+            rate = f"{r[unit]:.1f} {unit}" if unit else f"{r['weight_GBps']:.0f} GB/s ({r['pct_copy']:.0f}% copy)"
+            lines.append(f"| {row['op']} | {row['shape']} | {name} | {r['gpu_us']:.1f} | {rate} | "
+                         f"{r.get('time_over_kernelkit', float('nan')):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def check_cpu():
+    """No GPU: the reference formulas and the kernelkit CPU ops agree on small shapes (the script's own wiring)."""
+    torch.manual_seed(0)
+    for causal in (False, True):
+        q, k, v = (torch.randn(1, 9, 4, 64, dtype=torch.float16) for _ in range(3))
+        check("attention", kernelkit.attention(q, k, v, causal=causal), sdpa(q.float(), k.float(), v.float(), causal),
+              2e-2)
+    q, kc = torch.randn(2, 1, 8, 64, dtype=torch.float16), torch.randn(2, 33, 2, 64, dtype=torch.float16)
+    check("decode", kernelkit.decode_attention(q, kc, kc), sdpa(q.float(), kc.float(), kc.float(), False), 2e-2)
+    assert visible_pairs(4, 4, True) == 10 and visible_pairs(2, 4, True) == 7 and visible_pairs(3, 5, False) == 15
+    w = torch.randn(48, 256) * 0.02
+    x = torch.randn(3, 256, dtype=torch.float16)
+    q8, s8 = kernelkit.quantize_weight(w, 8)
+    check("w8a16", kernelkit.linear_weight_only(x, q8, s8, 8), x.float() @ (q8.float() * s8[:, None]).T, 1e-2)
+    print("op_baselines: CPU check ok")
+    return 0
+
+
+def main(argv=None):
+    global args
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", default="attention,decode,linear")
+    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    p.add_argument("--runs", type=int, default=50)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out")
+    p.add_argument("--commit", default="")
+    p.add_argument("--check-cpu", action="store_true")
+    args = p.parse_args(argv)
+    if args.check_cpu:
+        return check_cpu()
+    if not torch.cuda.is_available():
+        print("op_baselines: needs a CUDA device (or --check-cpu)", file=sys.stderr)
+        return 2
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    torch.manual_seed(0)
+    peak = tb.copy_peak()["gbps"]
+    rows = []
+    only = args.only.split(",")
+    if "attention" in only:
+        rows += run_attention(dtype, args.runs, "cuda")
+    if "decode" in only:
+        rows += run_decode(dtype, args.runs, "cuda")
+    if "linear" in only:
+        rows += run_linear(dtype, args.runs, "cuda", peak)
+    results = {"meta": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
+                        "dtype": args.dtype, "copy_gbps": peak,
+                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
+               "rows": rows}
+    md = markdown(results)
+    print(md)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "op_baselines.json").write_text(json.dumps(results, indent=2))
+        (out / "op_baselines.md").write_text(md)
+    return 0
+
+
+args = None
+if __name__ == "__main__":
+    sys.exit(main())
