@@ -355,3 +355,19 @@ def test_quantize_a_llama_and_report():
     assert report["bytes_after"] < report["bytes_before"]
     cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
     assert cos > 0.99, cos
+
+
+def test_attention_and_quantized_linear_compile_fullgraph():
+    """The attention and weight-only ops trace with no graph break (their fakes) and give the eager results."""
+    q, k, v = (torch.randn(1, 6, 4, 64, dtype=torch.float16) for _ in range(3))
+    w = torch.randn(32, 128) * 0.05
+    qw, s = kernelkit.quantize_weight(w, 4, 64)
+    x = torch.randn(3, 128, dtype=torch.float16)
+
+    def f(q, k, v, x):
+        return kernelkit.attention(q, k, v, causal=True) * 2, kernelkit.linear_weight_only(x, qw, s, 4, 64)
+
+    eager = f(q, k, v, x)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, x)
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b)
