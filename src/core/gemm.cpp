@@ -1,10 +1,8 @@
 // linear: TensorViews -> LinearArgs with every check naming the argument, then the CPU reference or cuBLASLt.
-#include <optional>
 #include <string>
 
 #include "core/gemm.hpp"
 #include "core/row_args.hpp"
-#include "kernelkit/runtime.hpp"
 
 namespace kernelkit {
 namespace {
@@ -71,24 +69,14 @@ Status linear(const TensorView& y, const TensorView& x, const TensorView& w, con
   if (options.allow_tf32 && a.dtype != DType::f32)
     return err("allow_tf32 applies to f32 inputs only, got " + detail::dt(a.dtype));
 
-  if (a.device.type == DeviceType::cpu) return a.m == 0 ? Status::Ok() : detail::linear_reference(a);
-  std::optional<DeviceProfile> forced;
-  KK_RETURN_IF_ERROR(profile_override(&forced));
-  const int devices = cuda_device_count();
-  if (!forced && devices == 0)
-    return Status(StatusCode::no_device, "linear: tensors are on " + to_string(a.device) +
-                                             " but no CUDA device is available");
-  DeviceProfile prof;
-  if (forced) prof = *forced;
-  else if (a.device.index < 0 || a.device.index >= devices)
-    return err("tensors are on " + to_string(a.device) + " but this machine has " + std::to_string(devices) +
-               " CUDA device(s)");
-  else KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
-  KK_RETURN_IF_ERROR(detail::check_float_dtype("linear", a.dtype, a.device, &prof));
-  if (devices == 0)
-    return Status(StatusCode::no_device, "linear: tensors are on " + to_string(a.device) +
-                                             " but no CUDA device is available");
-  return a.m == 0 ? Status::Ok() : detail::linear_cuda(a, handle, stream);
+  // CPU tensors: the reference; CUDA tensors: dtype support on the profile the launch will use, then cuBLASLt.
+  return detail::run_op(
+      "linear", a, a.m,
+      [](const detail::LinearArgs& args, const DeviceProfile* prof) {
+        return detail::check_float_dtype("linear", args.dtype, args.device, prof);
+      },
+      detail::linear_reference,
+      [handle, stream](const detail::LinearArgs& args) { return detail::linear_cuda(args, handle, stream); });
 }
 
 }  // namespace kernelkit

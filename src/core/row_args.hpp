@@ -131,16 +131,17 @@ class Builder {
 // Validation that needs no device, then: CPU tensors -> reference; CUDA tensors -> dtype support on the profile the
 // launch will use (a KERNELKIT_PROFILE override needs no device, so bf16 is refused on a T4 profile with or without a
 // GPU), the device index, then the CUDA launcher. Rows == 0 is a no-op after validation.
+// `name` is the op's name in errors; `rows` the work (0: nothing to run).
 template <typename Args, typename Validate, typename Reference, typename Cuda>
-Status run_row_op(const Args& a, Validate validate, Reference reference, Cuda cuda) {
+Status run_op(const std::string& name, const Args& a, int64_t rows, Validate validate, Reference reference,
+              Cuda cuda) {
   if (a.device.type == DeviceType::cpu) {
     KK_RETURN_IF_ERROR(validate(a, nullptr));
-    return a.rows == 0 ? Status::Ok() : reference(a);
+    return rows == 0 ? Status::Ok() : reference(a);
   }
   std::optional<DeviceProfile> forced;
   KK_RETURN_IF_ERROR(profile_override(&forced));
   if (forced) KK_RETURN_IF_ERROR(validate(a, &*forced));
-  const std::string name(op_info(a.op).name);
   const int devices = cuda_device_count();
   if (devices == 0)
     return Status(StatusCode::no_device, name + ": tensors are on " + to_string(a.device) +
@@ -153,7 +154,13 @@ Status run_row_op(const Args& a, Validate validate, Reference reference, Cuda cu
   if (forced) prof = *forced;
   else KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
   KK_RETURN_IF_ERROR(validate(a, &prof));
-  return a.rows == 0 ? Status::Ok() : cuda(a);
+  return rows == 0 ? Status::Ok() : cuda(a);
+}
+
+// The row ops: named by their op table entry, work = a.rows.
+template <typename Args, typename Validate, typename Reference, typename Cuda>
+Status run_row_op(const Args& a, Validate validate, Reference reference, Cuda cuda) {
+  return run_op(std::string(op_info(a.op).name), a, a.rows, validate, reference, cuda);
 }
 
 // The dtype checks every row op shares: a floating dtype, and one the profile supports for CUDA tensors.

@@ -266,6 +266,15 @@ void size_sets(const DeviceProfile& prof, uint64_t set_bytes, BenchResult* r) {
   r->l2_cold = static_cast<uint64_t>(r->sets) * set_bytes >= 2 * static_cast<uint64_t>(prof.l2_bytes);
 }
 
+// A result carrying the op's bytes and FLOPs at this suite shape (from the op table, through bench_op_shape).
+BenchResult result_for(OpId op, const BenchShape& shape, DType dt) {
+  BenchResult r;
+  r.op_shape = bench_op_shape(op, shape);
+  r.bytes = op_bytes(op, r.op_shape, dt);
+  r.flops = op_flops(op, r.op_shape);
+  return r;
+}
+
 void finish(double peak_gbps, BenchResult* r) {
   r->gbps = static_cast<double>(r->bytes) / (r->median_us * 1e3);
   r->pct_of_peak = peak_gbps > 0 ? 100.0 * r->gbps / peak_gbps : 0;
@@ -276,10 +285,7 @@ void finish(double peak_gbps, BenchResult* r) {
 
 BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs, int device,
                        double peak_gbps) {
-  BenchResult r;
-  r.op_shape = bench_op_shape(op, shape);
-  r.bytes = op_bytes(op, r.op_shape, dt);
-  r.flops = op_flops(op, r.op_shape);
+  BenchResult r = result_for(op, shape, dt);
   auto fail = [&](Status s) {
     r.status = std::move(s);
     return r;
@@ -355,10 +361,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
 
 BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const BenchShape& shape, int runs,
                              int device, double peak_gbps) {
-  BenchResult r;
-  r.op_shape = bench_op_shape(op, shape);
-  r.bytes = op_bytes(op, r.op_shape, dt);
-  r.flops = op_flops(op, r.op_shape);
+  BenchResult r = result_for(op, shape, dt);
   auto fail = [&](Status s) {
     r.status = std::move(s);
     return r;
@@ -428,10 +431,7 @@ BenchResult bench_streaming(const DeviceProfile& prof, OpId op, DType dt, const 
 
 BenchResult bench_rope(const DeviceProfile& prof, DType dt, const BenchShape& shape, int runs, int device,
                        double peak_gbps) {
-  BenchResult r;
-  r.op_shape = bench_op_shape(OpId::rotary_embedding, shape);
-  r.bytes = op_bytes(OpId::rotary_embedding, r.op_shape, dt);
-  r.flops = op_flops(OpId::rotary_embedding, r.op_shape);
+  BenchResult r = result_for(OpId::rotary_embedding, shape, dt);
   auto fail = [&](Status s) {
     r.status = std::move(s);
     return r;

@@ -5,7 +5,6 @@
 #include <sstream>
 #include <vector>
 
-#include "kernelkit/runtime.hpp"
 
 namespace kernelkit::testing {
 
@@ -19,10 +18,7 @@ std::string LinearCase::name() const {
 
 CaseResult run_linear_case(const LinearCase& c, Device device) {
   CaseResult r;
-  if (device.type == DeviceType::cuda && cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (device.type == DeviceType::cuda && !(r.status = need_device()).ok()) return r;
   const int64_t xs = c.k + c.row_pad, ws = c.k + c.row_pad, ys = c.n + c.row_pad;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 17 + c.k));
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -49,13 +45,11 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
     r.status = call(y.data(), x.data(), w.data(), bias.data(), device);
   } else {
     DeviceBuffer dx, dw, db, dy;
-    r.status = Status::Ok();
-    for (Status s : {dx.alloc(x.bytes()), dx.upload(x), dw.alloc(w.bytes()), dw.upload(w), db.alloc(bias.bytes()),
-                     db.upload(bias), dy.alloc(y.bytes()), c.accumulate ? dy.upload(y) : dy.poison()})
-      if (r.status.ok() && !s.ok()) r.status = s;
+    r.status = first_error({dx.alloc(x.bytes()), dx.upload(x), dw.alloc(w.bytes()), dw.upload(w),
+                            db.alloc(bias.bytes()), db.upload(bias), dy.alloc(y.bytes()),
+                            c.accumulate ? dy.upload(y) : dy.poison()});
     if (r.status.ok()) r.status = call(dy.data(), dx.data(), dw.data(), db.data(), device);
-    if (r.status.ok()) r.status = device_synchronize();
-    if (r.status.ok()) r.status = dy.download(&y);
+    if (r.status.ok()) r.status = first_error({device_synchronize(), dy.download(&y)});
   }
   if (!r.status.ok()) return r;
 

@@ -1,6 +1,7 @@
 // linear's CPU path (the fp64 reference) against the formula written out in the case runner, and its argument checks.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "kernelkit/gemm.hpp"
@@ -63,4 +64,17 @@ TEST(Linear, BadArgumentsNameTheArgument) {
   EXPECT_TRUE(linear(TensorView::contiguous(buf.data(), DType::f32, {0, 3}),
                      TensorView::contiguous(buf.data(), DType::f32, {0, 4}), W)
                   .ok());
+}
+
+TEST(Linear, Bf16IsRefusedOnTheT4ProfileWithoutAGpu) {
+  // The profile override is checked before any device is needed, as for every other op.
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  std::vector<uint16_t> buf(64);
+  const Device d = Device::cuda(0);
+  const Status s = linear(TensorView::contiguous(buf.data(), DType::bf16, {2, 3}, d),
+                          TensorView::contiguous(buf.data(), DType::bf16, {2, 4}, d),
+                          TensorView::contiguous(buf.data(), DType::bf16, {3, 4}, d));
+  unsetenv("KERNELKIT_PROFILE");
+  EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  EXPECT_NE(s.message().find("profile t4"), std::string::npos) << s.to_string();
 }
