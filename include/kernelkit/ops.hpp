@@ -78,6 +78,10 @@ Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const 
                         const TensorView& positions, const TensorView& cos_sin_cache, RopeStyle style,
                         Stream stream = nullptr);
 
+// The Llama rotary table for a cos_sin_cache: pair j of position m turns by m theta^(-2j / rot_dim); cos in column j,
+// sin in column rot_dim / 2 + j of table [max_position, rot_dim] (f32, host memory), computed in fp64, rounded once.
+void rope_cos_sin_table(float* table, int64_t max_position, int64_t rot_dim, double theta = 10000.0);
+
 // Per-token cos/sin (HF convention, also 3D video RoPE whose cos/sin come from (frame, height, width)): cos, sin
 // [tokens, rot_dim/2] (one value per pair), or [tokens, rot_dim] as HF builds them (halves duplicated for neox,
 // entries repeated in pairs for gptj: the pair's first entry is used).

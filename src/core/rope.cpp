@@ -158,4 +158,14 @@ Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const 
   return detail::run(a, stream);
 }
 
+void rope_cos_sin_table(float* table, int64_t max_position, int64_t rot_dim, double theta) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t m = 0; m < max_position; ++m)
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(m) * std::pow(theta, -2.0 * static_cast<double>(j) / rot_dim);
+      table[m * rot_dim + j] = static_cast<float>(std::cos(angle));
+      table[m * rot_dim + half + j] = static_cast<float>(std::sin(angle));
+    }
+}
+
 }  // namespace kernelkit

@@ -65,16 +65,9 @@ Status LlamaLayer::init(const LlamaLayerConfig& c, const LlamaLayerWeights& w, D
   KK_RETURN_IF_ERROR(positions_.alloc(device, T * sizeof(int64_t)));
   KK_RETURN_IF_ERROR(host_positions_.alloc(Device::cpu(), T * sizeof(int64_t)));
 
-  // cos/sin table f32 [max_position, head_dim]: cos of pair j in column j, sin in column head_dim / 2 + j, with the
-  // angle m theta^(-2j / head_dim) (Llama's rotary embedding, computed in fp64 and rounded once).
-  const int64_t D = c.head_dim, half = D / 2;
-  std::vector<float> table(static_cast<size_t>(c.max_position * D));
-  for (int64_t m = 0; m < c.max_position; ++m)
-    for (int64_t j = 0; j < half; ++j) {
-      const double angle = static_cast<double>(m) * std::pow(c.rope_theta, -2.0 * static_cast<double>(j) / D);
-      table[static_cast<size_t>(m * D + j)] = static_cast<float>(std::cos(angle));
-      table[static_cast<size_t>(m * D + half + j)] = static_cast<float>(std::sin(angle));
-    }
+  // The cos/sin table f32 [max_position, head_dim] (the whole head rotates, neox).
+  std::vector<float> table(static_cast<size_t>(c.max_position * c.head_dim));
+  rope_cos_sin_table(table.data(), c.max_position, c.head_dim, c.rope_theta);
   KK_RETURN_IF_ERROR(cos_sin_.alloc(device, table.size() * sizeof(float)));
   KK_RETURN_IF_ERROR(copy_rows(cos_sin_.data(), 0, table.data(), 0, table.size() * sizeof(float), 1, device, nullptr,
                                /*from_host=*/true));

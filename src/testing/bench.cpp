@@ -448,12 +448,7 @@ BenchResult bench_rope(const DeviceProfile& prof, DType dt, const BenchShape& sh
   HostBuffer pos(DType::i64, tokens), cache(DType::f32, max_pos * D);
   std::mt19937_64 rng(5);
   for (int64_t t = 0; t < tokens; ++t) pos.set(t, t == 0 ? 0 : static_cast<int64_t>(rng() % max_pos));
-  for (int64_t m = 0; m < max_pos; ++m)
-    for (int64_t j = 0; j < D / 2; ++j) {
-      const double angle = static_cast<double>(m) * std::pow(10000.0, -2.0 * static_cast<double>(j) / D);
-      cache.set(m * D + j, std::cos(angle));
-      cache.set(m * D + D / 2 + j, std::sin(angle));
-    }
+  rope_cos_sin_table(static_cast<float*>(cache.data()), max_pos, D);
   DeviceBuffer dpos, dcache;
   std::vector<DeviceBuffer> qkv(static_cast<size_t>(r.sets));
   for (Status s : {dpos.alloc(pos.bytes()), dpos.upload(pos), dcache.alloc(cache.bytes()), dcache.upload(cache)})

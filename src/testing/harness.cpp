@@ -351,14 +351,8 @@ RopeData make_rope_inputs(const RopeCase& c) {
   d.pos = HostBuffer(DType::i64, c.tokens);
   std::uniform_int_distribution<int64_t> p(0, d.max_pos - 1);
   for (int64_t t = 0; t < c.tokens; ++t) d.pos.set(t, t == 0 ? 0 : p(rng));  // token 0 at position 0: identity
-  // cos/sin of position m, pair j: angle m * 10000^(-2j / rot_dim), as Llama.
   d.cache = HostBuffer(DType::f32, d.max_pos * c.rot_dim);
-  for (int64_t m = 0; m < d.max_pos; ++m)
-    for (int64_t j = 0; j < c.rot_dim / 2; ++j) {
-      const double angle = static_cast<double>(m) * std::pow(10000.0, -2.0 * static_cast<double>(j) / c.rot_dim);
-      d.cache.set(m * c.rot_dim + j, std::cos(angle));
-      d.cache.set(m * c.rot_dim + c.rot_dim / 2 + j, std::sin(angle));
-    }
+  rope_cos_sin_table(static_cast<float*>(d.cache.data()), d.max_pos, c.rot_dim);  // Llama's table
   return d;
 }
 
