@@ -71,13 +71,24 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
         want += p;
         mag += std::fabs(p);
       }
-      if (c.accumulate) want += y0.get(i * ys + j);
+      // Extra error allowed beyond the one rounding of the output, measured on the H200:
+      // - y += (accumulate): cuBLASLt's bias epilogue with beta = 1 rounds the partial sum x w^T + y to the output
+      //   type before adding the bias (fp16/bf16 errors of one ulp of |x w^T| + |y|, seen after cancellation);
+      // - bias+gelu: the GELU epilogue evaluates tanh approximately (tanh.approx.f32, relative error <= 2^-11), which
+      //   moves gelu(a) = a/2 (1 + tanh(.)) by at most |a|/2 2^-11.
+      double extra = 0;
+      if (c.accumulate) {
+        extra += tol.rtol * (std::fabs(want) + std::fabs(y0.get(i * ys + j)));
+        want += y0.get(i * ys + j);
+      }
       if (has_bias) want += bias.get(j);
-      if (c.epilogue == LinearEpilogue::bias_gelu)  // gelu_tanh, written out here independently of the library
+      if (c.epilogue == LinearEpilogue::bias_gelu) {  // gelu_tanh, written out here independently of the library
+        extra += 0.5 * std::fabs(want) * std::ldexp(1.0, -11);
         want = 0.5 * want * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (want + 0.044715 * want * want * want)));
+      }
       store_from_double(rounded, c.dtype, 0, want);  // the one rounding of the output
       want = load_as_double(rounded, c.dtype, 0);
-      const double got = y.get(i * ys + j), bound = tol.atol + tol.rtol * std::fabs(want) + acc * mag;
+      const double got = y.get(i * ys + j), bound = tol.atol + tol.rtol * std::fabs(want) + acc * mag + extra;
       const double err = std::fabs(got - want);
       ++r.checked;
       r.max_abs_err = std::max(r.max_abs_err, std::isfinite(err) ? err : r.max_abs_err);
