@@ -18,6 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 AOTI = ROOT / "deploy" / "aoti"
 
 
+def run(cmd, **kw):
+    """subprocess.run that fails with the command's own output (a bare CalledProcessError hides it)."""
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+    assert r.returncode == 0, f"{cmd[0]} exited {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    return r
+
+
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory):
     """The C++ runner, built once with CMake against this environment's torch."""
@@ -25,23 +32,21 @@ def runner(tmp_path_factory):
         pytest.skip("cmake is not installed")
     build = tmp_path_factory.mktemp("aoti-build")
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 2))
-    subprocess.run(["cmake", "-S", str(AOTI), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-                    f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"], check=True, capture_output=True, env=env)
-    subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True, env=env)
+    run(["cmake", "-S", AOTI, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
+         f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"], env=env)
+    run(["cmake", "--build", build], env=env)
     return build / "aoti_runner"
 
 
 @pytest.mark.parametrize("device,dtype,tol", [("cpu", "fp32", 1e-4)] +
                          ([("cuda", "fp16", 2e-2)] if torch.cuda.is_available() else []))
 def test_aoti_package_runs_from_cpp_with_kernelkit_ops(runner, tmp_path, device, dtype, tol):
-    subprocess.run([sys.executable, str(AOTI / "export_llama.py"), str(tmp_path), "--device", device, "--dtype", dtype],
-                   check=True, capture_output=True)
+    run([sys.executable, AOTI / "export_llama.py", tmp_path, "--device", device, "--dtype", dtype])
     info = json.loads((tmp_path / "export.json").read_text())
     assert info["patched"] == {"LlamaMLP": 2, "LlamaRMSNorm": 5}
     assert info["kernelkit_calls_in_graph"] >= 7  # the exported graph calls kernelkit's ops, not a decomposition
-    out = subprocess.run([str(runner), info["ops_library"], info["package"], str(tmp_path / "ids.bin"),
-                          str(info["rows"]), str(info["cols"]), str(tmp_path / "logits_cpp.bin")],
-                         check=True, capture_output=True, text=True)
+    out = run([runner, info["ops_library"], info["package"], tmp_path / "ids.bin", info["rows"], info["cols"],
+               tmp_path / "logits_cpp.bin"])
     assert f"on {device}" in out.stdout
     want = np.fromfile(tmp_path / "logits_python.bin", dtype=np.float32)
     got = np.fromfile(tmp_path / "logits_cpp.bin", dtype=np.float32)
