@@ -12,26 +12,34 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/torch.h>
 
+// Progress on stderr (unbuffered), so a crash shows the last stage reached.
+static void stage(const char* what) { std::fprintf(stderr, "aoti_runner: %s\n", what); }
+
 int main(int argc, char** argv) {
   if (argc != 7) {
     std::cerr << "usage: aoti_runner OPS_LIB MODEL.pt2 IDS.bin ROWS COLS LOGITS.bin\n";
     return 2;
   }
+  stage("loading ops library");
   if (!dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL)) {  // registers the kernelkit ops with the dispatcher
     std::cerr << "cannot load " << argv[1] << ": " << dlerror() << "\n";
     return 1;
   }
+  stage("ops library loaded");
   const int64_t rows = std::stoll(argv[4]), cols = std::stoll(argv[5]);
   std::vector<int64_t> ids(static_cast<size_t>(rows * cols));
   std::ifstream(argv[3], std::ios::binary).read(reinterpret_cast<char*>(ids.data()), ids.size() * sizeof(int64_t));
   try {
     torch::inductor::AOTIModelPackageLoader loader(argv[2]);
+    stage("package loaded");
     const auto meta = loader.get_metadata();
     const bool cuda = meta.count("AOTI_DEVICE_KEY") && meta.at("AOTI_DEVICE_KEY") == "cuda";
     torch::Tensor input = torch::from_blob(ids.data(), {rows, cols}, torch::kInt64).clone();
     if (cuda) input = input.to(torch::kCUDA);
     torch::NoGradGuard no_grad;
+    stage(cuda ? "running on cuda" : "running on cpu");
     std::vector<torch::Tensor> out = loader.run({input});
+    stage("ran");
     torch::Tensor logits = out.at(0).to(torch::kCPU).to(torch::kFloat32).contiguous();
     std::ofstream(argv[6], std::ios::binary)
         .write(reinterpret_cast<const char*>(logits.data_ptr<float>()), logits.numel() * sizeof(float));

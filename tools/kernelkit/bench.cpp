@@ -95,7 +95,7 @@ std::string svg_chart(const nlohmann::json& results, const std::string& dtype, c
   };
   const int cw = 62, ch = 20, left = 150, top = 110;
   // Wide enough for the grid, the title (~8 px per 14 px bold character) and the footer line.
-  const int width = std::max({left + cw * static_cast<int>(shapes.size()) + 20,
+  const int width = std::max({left + cw * static_cast<int>(shapes.size()) + 80,  // the last slanted column label runs past its cell
                               20 + 8 * static_cast<int>(title.size()), left + 560});
   const int height = top + ch * static_cast<int>(ops.size()) + 60;
   std::ostringstream o;
