@@ -86,16 +86,20 @@ struct TilePlan {
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 
-// Decode attention (CUDA cores, memory-bound): blocks of kDecodeThreads threads own kDecodeRows query rows (the query
-// heads x tokens of one KV head's group) and walk K/V tiles of kDecodeTileElems / head_dim keys (8 KB of f16/bf16 per
-// tile, double-buffered), so every head_dim fits the 48 KB default shared memory of every profile. The keys of a
-// sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
+// Decode attention (CUDA cores, memory-bound): blocks of kDecodeThreads threads own `rows_per_block` (1, 4 or 8)
+// query rows (the query heads x tokens of one KV head's group); each of their warps walks its own K/V tiles of
+// kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB of V in f16/bf16, double-buffered), so a block step covers
+// block_n = kDecodeTileElems / head_dim keys and every head_dim fits the 48 KB default shared memory of every profile.
+// The keys of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the
+// GPU.
 constexpr int kDecodeThreads = 128;
-constexpr int kDecodeRows = 16;
+constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;
+constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
 constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
 struct DecodePlan {
-  int block_n = 0;           // keys per K/V tile
+  int block_n = 0;           // keys per block step (its warps' tiles together)
+  int rows_per_block = 0;    // 1, 4 or 8: the smallest that holds the rows of one KV head, else 8
   int64_t row_groups = 0;    // blocks along the query rows of one KV head
   int splits = 0;            // blocks along the keys of one sequence
   int64_t chunk = 0;         // keys per split (a multiple of block_n)

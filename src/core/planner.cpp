@@ -305,11 +305,15 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
   p->block_n = kDecodeTileElems / head_dim;
-  p->row_groups = ceil_div(std::max<int64_t>(rows, 1), kDecodeRows);
-  // Shared memory (2-byte elements): Q rows and two K and V tiles, rows padded by 16 bytes; fp32 scores and the
-  // three per-row statistics.
-  const int64_t pitch = 2 * (head_dim + 8);
-  p->smem_bytes = kDecodeRows * pitch + 2 * 2 * p->block_n * pitch + kDecodeRows * p->block_n * 4 + 3 * kDecodeRows * 4;
+  const int64_t r = std::max<int64_t>(rows, 1);
+  p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
+  p->row_groups = ceil_div(r, p->rows_per_block);
+  // Shared memory: two K and V stages per warp (2-byte elements), reused after the loop for the warps' merge (fp32
+  // O, max and sum per row).
+  const int64_t warps = kDecodeThreads / 32;
+  const int64_t stages = warps * 2 * 2 * kDecodeWarpTileElems * 2;
+  const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
+  p->smem_bytes = std::max(stages, merge);
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
   if (p->blocks_per_sm == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   // Splits: enough blocks for one wave of resident blocks, never more than the tiles, at most kDecodeMaxSplits.
@@ -329,7 +333,8 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
 std::string DecodePlan::to_string() const {
   std::ostringstream os;
   os << "decode: " << splits << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of "
-     << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << ", grid " << grid
+     << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of "
+     << rows_per_block << " row" << (rows_per_block == 1 ? "" : "s") << ", grid " << grid
      << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM";
   if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
   return os.str();

@@ -251,16 +251,19 @@ TEST(Planner, DecodeSplitsFillTheGpuAndFitDefaultSharedMemory) {
       // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
       ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
       EXPECT_LE(p.smem_bytes, 48 * 1024) << prof.key;
+      EXPECT_EQ(p.rows_per_block, 4);  // GQA 4, one token: no padded rows
+      EXPECT_EQ(p.row_groups, 1);
       EXPECT_GT(p.splits, 1);
       EXPECT_EQ(p.chunk % p.block_n, 0);
       EXPECT_GE(p.splits * p.chunk, 32768);
       EXPECT_LT((p.splits - 1) * p.chunk, 32768);  // no split is empty for a full cache
       EXPECT_EQ(p.workspace_bytes, p.splits * 32 * (d + 1) * 4);
     }
-  // A large batch fills the GPU alone: one split, no workspace; 40 query rows per KV head -> 3 row groups.
+  // A large batch fills the GPU alone: one split, no workspace; 40 query rows per KV head -> 5 row groups of 8.
   ASSERT_TRUE(plan_decode(profile("h200"), 128, 256, 8, 40, 256 * 320, 4096, &p).ok());
   EXPECT_EQ(p.splits, 1);
-  EXPECT_EQ(p.row_groups, 3);
+  EXPECT_EQ(p.rows_per_block, 8);
+  EXPECT_EQ(p.row_groups, 5);
   EXPECT_EQ(p.workspace_bytes, 0);
   EXPECT_EQ(plan_decode(profile("h200"), 96, 1, 1, 1, 1, 16, &p).code(), StatusCode::invalid_argument);
 }

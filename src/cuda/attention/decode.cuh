@@ -1,17 +1,21 @@
 // Decode attention: a few query tokens per sequence against a long KV cache, split across blocks along the keys.
-//   Block (split, (b, kv_head), row group): the kDecodeRows query rows (query heads of the KV head's GQA group x query
-//   tokens) of one row group, over the keys [split * chunk, (split + 1) * chunk) of that sequence. Each KV head's
-//   cache is read once for all of its query heads (one row group holds up to kDecodeRows = 16 heads x tokens).
-//   K/V tiles of BN keys (BN * head_dim = 4096 elements: 8 KB a tile) are staged in shared memory through cp.async,
-//   double-buffered, 16 bytes a copy; contiguous caches address key j of sequence b directly, paged caches through
-//   block_table[b, j / 16]. Math on CUDA cores in fp32 (decode is memory-bound: ~2 FLOP per cached byte per query
-//   row): scores, an online softmax per row (max and sum in fp32), O += P V with P unrounded.
-//   With one split the block writes out and lse; with more, fp32 partials (O / l, lse) go to a workspace and
-//   decode_merge_kernel combines them: lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
+//   Block (split, (b, kv_head), row group) of kDecodeThreads threads: R query rows (R = 1, 4 or 8 from the planner:
+//   the query heads of the KV head's GQA group x the query tokens, in groups of R) over the keys [split * chunk,
+//   (split + 1) * chunk) of that sequence, so each KV head's cache is read once for all of its query heads.
+//   Each warp walks its own K/V tiles of TK = kDecodeWarpTileElems / D keys (2 KB of K and 2 KB of V), staged by
+//   cp.async into a private double buffer: only __syncwarp inside the loop, never a block-wide barrier. In a warp,
+//   D / 8 lanes share a key, each holding 8 dims of it, of q (fp32, pre-scaled into the log2 domain) and of the
+//   output; 32 / (D / 8) keys are in flight per step. A score is 8 FMAs per lane and a butterfly over the key's lanes;
+//   the running max is warp-uniform, sums and O stay per lane (their key slot's keys) until the end.
+//   The four warps' (max, sum, O) merge through shared memory; with one split the block writes out and lse, with more
+//   fp32 partials (O / l, lse) go to a workspace and decode_merge_kernel combines them:
+//   lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
 // Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split; FLOPs: 4 d per (query row, key).
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 #include "core/attention.hpp"
 #include "cuda/attention/common.cuh"
@@ -29,7 +33,7 @@ struct DecodeParams {
   int64_t bt_stride;
   const int* seqlens;  // [b] or null (every sequence holds `capacity` keys)
   int capacity, s_q, heads, kv_heads, group;
-  int chunk;  // keys per split (a multiple of BN)
+  int chunk;  // keys per split (a multiple of the block's keys per step)
   int splits;
   float scale_log2;
   bool causal;
@@ -37,37 +41,54 @@ struct DecodeParams {
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
 };
 
-template <typename T, int D, bool kPaged>
+template <typename T, int D, int R>
+struct DecodeSmem {
+  static constexpr int kWarps = kDecodeThreads / 32, TK = kDecodeWarpTileElems / D;
+  struct Stage {
+    T k[TK][D];
+    T v[TK][D];
+  };
+  struct Merge {
+    float o[kWarps][R][D];
+    float m[kWarps][R], l[kWarps][R];
+  };
+  union {
+    Stage stage[kWarps][2];  // the K/V loop
+    Merge merge;             // after it
+  };
+};
+
+template <typename T, int D, int R, bool kPaged>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int R = kDecodeRows, BN = kDecodeTileElems / D, DP = D + 8;  // DP: rows padded by 16 bytes (banks)
-    constexpr int kChunks = D / 8, kWarps = kDecodeThreads / 32, kRowsPerWarp = R / kWarps;
-    static_assert(R % kWarps == 0 && BN <= 64 && (R * BN) % kDecodeThreads == 0 && (R * kChunks) % kDecodeThreads == 0,
-                  "decode work split");
-    __shared__ __align__(16) T sQ[R][DP];
-    __shared__ __align__(16) T sK[2][BN][DP];
-    __shared__ __align__(16) T sV[2][BN][DP];
-    __shared__ float sS[R][BN];  // scores, then P
-    __shared__ float sCorr[R], sM[R], sL[R];
+    using Smem = DecodeSmem<T, D, R>;
+    constexpr int kWarps = Smem::kWarps, TK = Smem::TK;
+    constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
+    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * 8 == TK * D, "decode warp tile");
+    __shared__ __align__(16) Smem sm;
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
     const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int slot = lane / kLanesPerKey, c = lane % kLanesPerKey;  // this lane's key slot and 8-dim chunk
     const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
     const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
     // Row r of the block: query token i = r / group of head kvh * group + r % group.
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
-    for (int c = tid; c < R * kChunks; c += kDecodeThreads) {
-      const int r = c / kChunks, ch = c % kChunks;
-      uint4 val = make_uint4(0, 0, 0, 0);
+    float q[R][8];  // this lane's 8 dims of each row, times scale * log2(e): scores come out in exp2's domain
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      Vec<T, 8> qv{};
       if (r0 + r < rows_total)
-        val = *reinterpret_cast<const uint4*>(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token +
-                                              row_head(r) * p.t.qs.head + ch * 8);
-      *reinterpret_cast<uint4*>(&sQ[r][ch * 8]) = val;
+        qv = Vec<T, 8>::load(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token + row_head(r) * p.t.qs.head +
+                             c * 8);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.scale_log2 : 0.0f;
     }
     auto key_offset = [&](const detail::HeadStrides& st, int key) -> int64_t {
       if constexpr (kPaged)
@@ -75,117 +96,142 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       else
         return b * st.batch + static_cast<int64_t>(key) * st.token;
     };
-    auto load_kv = [&](int key0, int buf) {
-      for (int c = tid; c < BN * kChunks; c += kDecodeThreads) {
-        const int j = c / kChunks, ch = c % kChunks, key = key0 + j;
+    // Warp tile i of this warp: keys kbeg + (warp + kWarps i) TK ...
+    const int n_tiles = kend > kbeg ? (kend - kbeg + TK - 1) / TK : 0;
+    const int my_tiles = n_tiles > warp ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
+    auto tile_key0 = [&](int i) { return kbeg + (warp + kWarps * i) * TK; };
+    auto load_tile = [&](int i, typename Smem::Stage& st) {
+      const int key0 = tile_key0(i);
+#pragma unroll
+      for (int cp = 0; cp < kCopies; ++cp) {
+        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
         if (key < kend) {
-          copy_async<16>(&sK[buf][j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
-          copy_async<16>(&sV[buf][j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+          copy_async<16>(&st.k[j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
+          copy_async<16>(&st.v[j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
-          *reinterpret_cast<uint4*>(&sK[buf][j][ch * 8]) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(&sV[buf][j][ch * 8]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&st.k[j][ch * 8]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&st.v[j][ch * 8]) = make_uint4(0, 0, 0, 0);
         }
       }
     };
 
-    // Per-thread output chunks: (row, 8 dims) pairs tid, tid + 128, ...
-    constexpr int kOut = R * kChunks / kDecodeThreads;
-    float acc[kOut][8];
+    float acc[R][8], m_run[R], l_part[R];  // m_run: warp-uniform; l_part, acc: this lane's key slot only
 #pragma unroll
-    for (int o = 0; o < kOut; ++o)
+    for (int r = 0; r < R; ++r) {
+      m_run[r] = -INFINITY, l_part[r] = 0.0f;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[o][e] = 0.0f;
-    float m_run[kRowsPerWarp], l_run[kRowsPerWarp];  // the softmax warp's rows, identical in all its lanes
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) m_run[i] = -INFINITY, l_run[i] = 0.0f;
+      for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+    }
 
-    const int n_tiles = kend > kbeg ? (kend - kbeg + BN - 1) / BN : 0;
-    if (n_tiles > 0) load_kv(kbeg, 0);
+    if (my_tiles > 0) load_tile(0, sm.stage[warp][0]);
     cp_async_commit();
-    for (int it = 0; it < n_tiles; ++it) {
-      const int buf = it & 1, key0 = kbeg + it * BN;
-      if (it + 1 < n_tiles) load_kv(key0 + BN, buf ^ 1);
+    for (int i = 0; i < my_tiles; ++i) {
+      typename Smem::Stage& st = sm.stage[warp][i & 1];
+      if (i + 1 < my_tiles) load_tile(i + 1, sm.stage[warp][(i + 1) & 1]);
       cp_async_commit();
       cp_async_wait<1>();
-      __syncthreads();  // this tile (and sQ) visible to every thread
+      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
-      // Scores (log2 domain), masked: keys past this split or sequence, padding rows, causal (the s_q queries are
-      // the sequence's last positions: query i sees keys <= len - s_q + i).
+      // Scores, masked: keys past this split or sequence, padding rows, causal (the s_q queries are the sequence's
+      // last positions: query i sees keys <= len - s_q + i).
+      const int key0 = tile_key0(i);
+      float sc[kSteps][R];
 #pragma unroll
-      for (int pi = 0; pi < R * BN / kDecodeThreads; ++pi) {
-        const int pair = tid + pi * kDecodeThreads, r = pair / BN, j = pair % BN, key = key0 + j;
-        float dot = 0.0f;
-#pragma unroll 4
-        for (int ch = 0; ch < kChunks; ++ch) {
-          const Vec<T, 8> qv = Vec<T, 8>::load(&sQ[r][ch * 8]), kv = Vec<T, 8>::load(&sK[buf][j][ch * 8]);
+      for (int stp = 0; stp < kSteps; ++stp) {
+        const int j = stp * kKeysPerStep + slot, key = key0 + j;
+        const Vec<T, 8> kv = Vec<T, 8>::load(&st.k[j][c * 8]);
+        float kf[8];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) dot = fmaf(to_float(qv.v[e]), to_float(kv.v[e]), dot);
+        for (int e = 0; e < 8; ++e) kf[e] = to_float(kv.v[e]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot = fmaf(q[r][e], kf[e], dot);
+#pragma unroll
+          for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          const bool masked =
+              key >= kend || r0 + r >= rows_total || (p.causal && key > len - p.s_q + row_token(r));
+          sc[stp][r] = masked ? -INFINITY : dot;
         }
-        const bool masked = key >= kend || r0 + r >= rows_total || (p.causal && key > len - p.s_q + row_token(r));
-        sS[r][j] = masked ? -INFINITY : dot * p.scale_log2;
       }
-      __syncthreads();
-
-      // Online softmax: warp w owns rows w * kRowsPerWarp ...; P replaces the scores, the correction goes to sCorr.
+      // Online softmax over the tile: the new running max (across the key slots), then P and O = O corr + P V.
+      float corr[R];
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        const int r = warp * kRowsPerWarp + i;
-        float mx = m_run[i];
-        for (int j = lane; j < BN; j += 32) mx = fmaxf(mx, sS[r][j]);
+      for (int r = 0; r < R; ++r) {
+        float mx = m_run[r];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        for (int stp = 0; stp < kSteps; ++stp) mx = fmaxf(mx, sc[stp][r]);
+#pragma unroll
+        for (int o = kLanesPerKey; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         const float m_use = mx == -INFINITY ? 0.0f : mx;  // nothing visible yet: never -inf - -inf
-        const float corr = exp2f(m_run[i] - m_use);
-        float sum = 0.0f;
-        for (int j = lane; j < BN; j += 32) {
-          const float pj = exp2f(sS[r][j] - m_use);
-          sS[r][j] = pj;
-          sum += pj;
+        corr[r] = exp2f(m_run[r] - m_use);
+        m_run[r] = mx;
+        l_part[r] *= corr[r];
+#pragma unroll
+        for (int stp = 0; stp < kSteps; ++stp) {
+          sc[stp][r] = exp2f(sc[stp][r] - m_use);
+          l_part[r] += sc[stp][r];
         }
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-        m_run[i] = mx;
-        l_run[i] = l_run[i] * corr + sum;
-        if (lane == 0) sCorr[r] = corr;
+        for (int e = 0; e < 8; ++e) acc[r][e] *= corr[r];
       }
-      __syncthreads();
-
-      // O = O * corr + P V for this thread's (row, 8 dims) chunks.
 #pragma unroll
-      for (int o = 0; o < kOut; ++o) {
-        const int pair = tid + o * kDecodeThreads, r = pair / kChunks, ch = pair % kChunks;
-        const float corr = sCorr[r];
+      for (int stp = 0; stp < kSteps; ++stp) {
+        const Vec<T, 8> vv = Vec<T, 8>::load(&st.v[stp * kKeysPerStep + slot][c * 8]);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[o][e] *= corr;
-#pragma unroll 4
-        for (int j = 0; j < BN; ++j) {
-          const float pj = sS[r][j];
-          const Vec<T, 8> vv = Vec<T, 8>::load(&sV[buf][j][ch * 8]);
+        for (int e = 0; e < 8; ++e) {
+          const float ve = to_float(vv.v[e]);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc[o][e] = fmaf(pj, to_float(vv.v[e]), acc[o][e]);
+          for (int r = 0; r < R; ++r) acc[r][e] = fmaf(sc[stp][r], ve, acc[r][e]);
         }
       }
-      __syncthreads();  // the buffers and sS are rewritten next iteration
+      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
     }
     cp_async_wait<0>();
 
-    if (lane == 0)
+    // Sum the key slots: afterwards the lanes of slot 0 hold the warp's sum and O for their 8 dims.
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        sM[warp * kRowsPerWarp + i] = m_run[i];
-        sL[warp * kRowsPerWarp + i] = l_run[i];
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int o = kLanesPerKey; o < 32; o <<= 1) {
+        l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], o);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+      }
+    __syncthreads();  // every warp is out of its stages: the shared memory becomes the merge area
+    if (slot == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int e = 0; e < 8; e += 4)
+          *reinterpret_cast<float4*>(&sm.merge.o[warp][r][c * 8 + e]) =
+              make_float4(acc[r][e], acc[r][e + 1], acc[r][e + 2], acc[r][e + 3]);
+        if (lane == 0) sm.merge.m[warp][r] = m_run[r], sm.merge.l[warp][r] = l_part[r];
       }
     __syncthreads();
-#pragma unroll
-    for (int o = 0; o < kOut; ++o) {
-      const int pair = tid + o * kDecodeThreads, r = pair / kChunks, ch = pair % kChunks;
+
+    // The warps' states merged: M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L.
+    for (int pair = tid; pair < R * (D / 8); pair += kDecodeThreads) {
+      const int r = pair / (D / 8), ch = pair % (D / 8);
       if (r0 + r >= rows_total) continue;
-      const int token = row_token(r), head = row_head(r);
-      const float l = sL[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float lse = l > 0.0f ? sM[r] * kLn2 + logf(l) : -INFINITY;
-      float y[8];
+      float mx = -INFINITY;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) y[e] = acc[o][e] * inv;
+      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm.merge.m[w][r]);
+      float l = 0.0f, y[8] = {};
+      if (mx != -INFINITY)
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          const float f = exp2f(sm.merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
+          l = fmaf(sm.merge.l[w][r], f, l);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) y[e] = fmaf(sm.merge.o[w][r][ch * 8 + e], f, y[e]);
+        }
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) y[e] *= inv;
+      const int token = row_token(r), head = row_head(r);
       if (p.splits == 1) {
         store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
         if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
@@ -265,19 +311,23 @@ Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaSt
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   Status s = [&]() -> Status {
+    // The kernel of (head_dim, rows per block, paged), all instantiated here.
+    auto launch = [&](auto d, auto r) {
+      constexpr int D = decltype(d)::value, R = decltype(r)::value;
+      a.paged ? decode_kernel<T, D, R, true><<<grid, kDecodeThreads, 0, stream>>>(p)
+              : decode_kernel<T, D, R, false><<<grid, kDecodeThreads, 0, stream>>>(p);
+    };
+    auto with_rows = [&](auto d) {
+      switch (plan.rows_per_block) {
+        case 1: return launch(d, std::integral_constant<int, 1>{});
+        case 4: return launch(d, std::integral_constant<int, 4>{});
+        default: return launch(d, std::integral_constant<int, 8>{});
+      }
+    };
     switch (a.head_dim) {
-      case 64:
-        a.paged ? decode_kernel<T, 64, true><<<grid, kDecodeThreads, 0, stream>>>(p)
-                : decode_kernel<T, 64, false><<<grid, kDecodeThreads, 0, stream>>>(p);
-        break;
-      case 128:
-        a.paged ? decode_kernel<T, 128, true><<<grid, kDecodeThreads, 0, stream>>>(p)
-                : decode_kernel<T, 128, false><<<grid, kDecodeThreads, 0, stream>>>(p);
-        break;
-      case 256:
-        a.paged ? decode_kernel<T, 256, true><<<grid, kDecodeThreads, 0, stream>>>(p)
-                : decode_kernel<T, 256, false><<<grid, kDecodeThreads, 0, stream>>>(p);
-        break;
+      case 64: with_rows(std::integral_constant<int, 64>{}); break;
+      case 128: with_rows(std::integral_constant<int, 128>{}); break;
+      case 256: with_rows(std::integral_constant<int, 256>{}); break;
       default:
         return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
     }
