@@ -34,11 +34,6 @@ constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
 constexpr int kLinearMaxM = 64;
-// The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
-// most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
-// weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
-// (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
-constexpr int kLinearWarpsPerSm = 32;
 
 struct LaunchPlan {
   OpId op{};
