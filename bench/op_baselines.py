@@ -6,11 +6,13 @@
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
+  w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
+              epilogue in torch) and F.linear; TOPS
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,decode,linear] [--quick] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8] [--quick] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -135,6 +137,30 @@ def run_linear(dtype, runs, device, peak_gbps):
     return rows
 
 
+def run_w8a8(dtype, runs, device):
+    """W8A8 on INT8 tensor cores vs torch._int_mm (cuBLASLt INT8; with and without the same scaling epilogue in torch)
+    and F.linear in the activation dtype; rate in TOPS (2 m n k int8 ops)."""
+    rows = []
+    ms = (256, 2048) if args.quick else (256, 1024, 4096)
+    for n, k in [(11008, 4096)] if args.quick else [(4096, 4096), (11008, 4096), (4096, 11008)]:
+        w = torch.randn(n, k, device=device, dtype=dtype) * 0.02
+        qw, sw = kernelkit.quantize_weight(w, 8)
+        qwt = qw.t()  # [k, n] column-major: the layout torch._int_mm (cuBLASLt) takes
+        for m in ms:
+            x = torch.randn(m, k, device=device, dtype=dtype)
+            xq, sx = kernelkit.quantize_per_token(x)
+            exact = (xq.double() @ qw.double().T) * sx.double()[:, None] * sw.double()  # integer sums exact in fp64
+            row = {"op": "linear_w8a8", "shape": f"m{m} n{n} k{k}",
+                   "max_err": check("w8a8", kernelkit.linear_w8a8(xq, sx, qw, sw, out_dtype=dtype), exact, 1e-2)}
+            impls = {"kernelkit w8a8": lambda: kernelkit.linear_w8a8(xq, sx, qw, sw, out_dtype=dtype),
+                     "torch._int_mm + scale": lambda: (torch._int_mm(xq, qwt).float() * sx[:, None] * sw).to(dtype),
+                     "torch._int_mm (int32 out)": lambda: torch._int_mm(xq, qwt),
+                     "F.linear " + str(dtype).split(".")[-1]: lambda: F.linear(x, w)}
+            row.update(time_all(impls, runs, lambda us, m=m: 2 * m * n * k / us / 1e6, "TOPS"))
+            rows.append(row)
+    return rows
+
+
 def time_all(impls, runs, rate, unit):
     """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
     out = {}
@@ -185,6 +211,9 @@ def check_cpu():
     x = torch.randn(3, 256, dtype=torch.float16)
     q8, s8 = kernelkit.quantize_weight(w, 8)
     check("w8a16", kernelkit.linear_weight_only(x, q8, s8, 8), x.float() @ (q8.float() * s8[:, None]).T, 1e-2)
+    xq, sx = kernelkit.quantize_per_token(x)
+    check("w8a8", kernelkit.linear_w8a8(xq, sx, q8, s8), (xq.double() @ q8.double().T) * sx.double()[:, None] *
+          s8.double(), 1e-2)
     print("op_baselines: CPU check ok")
     return 0
 
@@ -192,7 +221,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,decode,linear")
+    p.add_argument("--only", default="attention,decode,linear,w8a8")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -216,6 +245,8 @@ def main(argv=None):
         rows += run_decode(dtype, args.runs, "cuda")
     if "linear" in only:
         rows += run_linear(dtype, args.runs, "cuda", peak)
+    if "w8a8" in only:
+        rows += run_w8a8(dtype, args.runs, "cuda")
     results = {"meta": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
                         "dtype": args.dtype, "copy_gbps": peak,
                         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},

@@ -203,6 +203,19 @@ void linear_weight_only(at::Tensor& out, const at::Tensor& x, const at::Tensor& 
                                                view(bias, "bias"), stream_for(x)));
 }
 
+void quantize_per_token(at::Tensor& q, at::Tensor& scales, const at::Tensor& x) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::quantize_per_token_int8(view(q, "q"), view(scales, "scales"), view(x, "x"), stream_for(x)));
+}
+
+void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scales, const at::Tensor& qweight,
+                 const at::Tensor& w_scales, const std::optional<at::Tensor>& bias) {
+  const c10::OptionalDeviceGuard guard(xq.device());
+  raise_if_error(kernelkit::linear_w8a8(view(out, "out"), view(xq, "xq"), view(x_scales, "x_scales"),
+                                        view(qweight, "qweight"), view(w_scales, "w_scales"), view(bias, "bias"),
+                                        stream_for(xq)));
+}
+
 }  // namespace kernelkit::torch_ext
 
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub build
@@ -235,6 +248,8 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.def("quantize_weight(Tensor! qweight, Tensor(b!) scales, Tensor w, int bits, int group) -> ()");
   m.def("linear_weight_only(Tensor! out, Tensor x, Tensor qweight, Tensor scales, int bits, int group, "
         "Tensor? bias) -> ()");
+  m.def("quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()");
+  m.def("linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()");
 }
 
 // One implementation serves both backends: the core picks the CPU reference or the CUDA kernels from the tensors.
@@ -253,7 +268,9 @@ KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
   m.impl("attention", &kernelkit::torch_ext::attention);                   \
   m.impl("decode_attention", &kernelkit::torch_ext::decode_attention);     \
   m.impl("quantize_weight", &kernelkit::torch_ext::quantize_weight);       \
-  m.impl("linear_weight_only", &kernelkit::torch_ext::linear_weight_only)
+  m.impl("linear_weight_only", &kernelkit::torch_ext::linear_weight_only);       \
+  m.impl("quantize_per_token", &kernelkit::torch_ext::quantize_per_token);       \
+  m.impl("linear_w8a8", &kernelkit::torch_ext::linear_w8a8)
 
 KK_TORCH_LIBRARY_IMPL(KERNELKIT_TORCH_NAMESPACE, CPU, m) { KERNELKIT_IMPL_ALL(m); }
 #ifdef KERNELKIT_HAS_CUDA

@@ -36,6 +36,7 @@ enum class OpId : uint8_t {
   quantize_int4_groupwise,
   linear_w8a16,
   linear_w4a16,
+  linear_w8a8,  // INT8 x INT8 on tensor cores, per-token x per-channel scales
 };
 
 enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax, attention, quant };

@@ -34,6 +34,15 @@ constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
 constexpr int kLinearMaxM = 64;
+// W8A8 linear (INT8 tensor cores): blocks of kW8A8Threads threads (8 warps, 2 x 4) own a kW8A8TileM x kW8A8TileN
+// output tile and walk k in steps of kW8A8TileK int8 (64-byte rows) through kW8A8Stages cp.async buffers:
+// 3 x (128 + 128) x 64 B = 48 KB, the default dynamic shared memory of every profile (T4 included).
+constexpr int kW8A8Threads = 256;
+constexpr int kW8A8TileM = 128;
+constexpr int kW8A8TileN = 128;
+constexpr int kW8A8TileK = 64;
+constexpr int kW8A8Stages = 3;
+constexpr int64_t kW8A8MaxK = 131072;  // |sum| <= 127^2 k stays below 2^31: the int32 accumulation is exact
 
 struct LaunchPlan {
   OpId op{};

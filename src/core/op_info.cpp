@@ -19,7 +19,7 @@ namespace {
 // Quantization (row counts unused: quant_bytes below): quantizers read w once and write q and the fp32 scales, ~3 FLOP
 // per element (|w|, max, divide-and-round); the linear ops are 2 m n k FLOP (dequantization not counted) and move the
 // quantized weight bytes, their fp32 scales, x, out and the bias once: at m = 1 the weight bytes are nearly all of it.
-constexpr std::array<OpInfo, 22> kOps = {{
+constexpr std::array<OpInfo, 23> kOps = {{
     {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
     {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
      "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
@@ -58,9 +58,13 @@ constexpr std::array<OpInfo, 22> kOps = {{
      2},
     {OpId::linear_w4a16, "linear_w4a16", OpFamily::quant, "y = x @ (q * s[n, k / group])^T + b, q i4 group-wise", 0, 0,
      0, 0, 2},
+    {OpId::linear_w8a8, "linear_w8a8", OpFamily::quant,
+     "y = (xq @ q^T as exact i32) * sx[m] * sw[n] + b, xq and q i8 (INT8 tensor cores)", 0, 0, 0, 0, 2},
 }};
 
-bool is_linear(OpId id) { return id == OpId::linear_w8a16 || id == OpId::linear_w4a16; }
+bool is_linear(OpId id) {
+  return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8;
+}
 
 // The quantization ops' traffic. rows = m (linear) or the weight / token rows (quantizers), hidden = k.
 uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
@@ -73,6 +77,8 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
     default: break;
   }
   const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
+  if (id == OpId::linear_w8a8)  // xq, qweight (i8) and their fp32 scales; out and bias in the output dtype
+    return rows * k + n * k + 4 * (rows + n) + e * (rows * n + n);
   const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
   return weight + e * (rows * k + rows * n + n);  // + x, out, bias
 }

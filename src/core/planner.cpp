@@ -137,8 +137,26 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
   }
-  const int bits = op_weight_bits(op);
   if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
+  if (op == OpId::linear_w8a8) {  // tensor-core tiles (see kW8A8Threads); grid x along n, y along m
+    const int64_t m = s.rows, n = s.out_features > 0 ? s.out_features : s.hidden;
+    p->vec = 16;  // int8 values a 16-byte copy
+    p->block_threads = kW8A8Threads;
+    p->threads_per_row = kWarp;
+    p->rows_per_block = kW8A8Threads / kWarp;
+    p->out_rows = kW8A8TileN;
+    p->tokens = kW8A8TileM;
+    p->smem_bytes = int64_t{kW8A8Stages} * (kW8A8TileM + kW8A8TileN) * kW8A8TileK;
+    p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+    p->grid_x = std::max<int64_t>(1, ceil_div(n, kW8A8TileN));
+    p->grid = p->grid_x * std::max<int64_t>(1, ceil_div(m, kW8A8TileM));
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
+    if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
+  const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   if (m > kLinearMaxM)
     return unsupported(name + ": m = " + std::to_string(m) + " tokens exceeds the GEMV path's " +

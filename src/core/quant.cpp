@@ -154,6 +154,16 @@ Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profil
   return Status::Ok();
 }
 
+Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile) {
+  if (profile && a.device.type == DeviceType::cuda) {
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "out", a.dtype, *profile));
+    if (a.align_bytes < 16)  // 16-byte cp.async copies of xq and qweight rows
+      return invalid_argument("linear_w8a8: on CUDA, xq's pointer and row stride and qweight's pointer must be "
+                              "16-byte aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
+  }
+  return Status::Ok();
+}
+
 }  // namespace detail
 
 Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& scales, const TensorView& w,
@@ -237,6 +247,46 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
   return detail::run_row_op(a, detail::validate_weight_only, detail::weight_only_reference,
                             [stream](const detail::WeightOnlyArgs& args) { return detail::weight_only_cuda(args, stream); });
+}
+
+Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream) {
+  using detail::dt;
+  const std::string name = "linear_w8a8";
+  detail::W8A8Args a;
+  if (xq.ndim != 2) return invalid_argument(name + ": xq must be 2-D [m, k], got " + xq.shape_string());
+  if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D [n, k], got " + qweight.shape_string());
+  if (out.dtype != DType::f16 && out.dtype != DType::bf16)
+    return invalid_argument(name + ": out dtype " + dt(out.dtype) + " is not supported (expected f16 or bf16)");
+  a.dtype = out.dtype;
+  a.device = xq.device;
+  a.rows = xq.shape[0];
+  a.k = xq.shape[1];
+  a.n = qweight.shape[0];
+  if (a.k <= 0 || a.k % 16 != 0 || a.k > kW8A8MaxK)
+    return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a positive multiple of 16 (16-byte "
+                            "int8 copies) and at most " + std::to_string(kW8A8MaxK) + " (exact int32 sums)");
+  const detail::Checker c(OpId::linear_w8a8, xq.device);
+  KK_RETURN_IF_ERROR(c.tensor(xq, "xq", DType::i8, {a.rows, a.k}, true));
+  KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a.rows}));
+  KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", DType::i8, {a.n, a.k}));
+  KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a.n}));
+  if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", out.dtype, {a.n}));
+  KK_RETURN_IF_ERROR(c.tensor(out, "out", out.dtype, {a.rows, a.n}, true));
+  a.xq = static_cast<const int8_t*>(xq.data);
+  a.x_stride = detail::row_stride(xq);
+  a.x_scales = static_cast<const float*>(x_scales.data);
+  a.qweight = static_cast<const int8_t*>(qweight.data);
+  a.w_scales = static_cast<const float*>(w_scales.data);
+  a.bias = bias ? bias->data : nullptr;
+  a.out = out.data;
+  a.out_stride = detail::row_stride(out);
+  a.align_bytes = std::min({detail::pow2_align(reinterpret_cast<uintptr_t>(xq.data)),
+                            detail::pow2_align(static_cast<uint64_t>(a.x_stride)),
+                            detail::pow2_align(reinterpret_cast<uintptr_t>(qweight.data))});
+  if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
+  return detail::run_op(name, a, a.rows, detail::validate_w8a8, detail::w8a8_reference,
+                        [stream](const detail::W8A8Args& args) { return detail::w8a8_cuda(args, stream); });
 }
 
 Status pack_int4(const TensorView& packed, const TensorView& plain) {

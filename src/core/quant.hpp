@@ -59,6 +59,30 @@ struct WeightOnlyArgs {
   }
 };
 
+// linear_w8a8: out [m, n] = (xq [m, k] . qweight [n, k]^T) * x_scales[m] * w_scales[n] + bias.
+struct W8A8Args {
+  OpId op = OpId::linear_w8a8;
+  DType dtype{};  // of out and bias
+  Device device{};
+  int64_t rows = 0;  // m tokens
+  int64_t n = 0, k = 0;
+  const int8_t* xq = nullptr;  // [m, k], row stride x_stride
+  int64_t x_stride = 0;
+  const float* x_scales = nullptr;  // [m]
+  const int8_t* qweight = nullptr;  // [n, k], contiguous
+  const float* w_scales = nullptr;  // [n]
+  const void* bias = nullptr;       // [n] or null
+  void* out = nullptr;              // [m, n], row stride out_stride
+  int64_t out_stride = 0;
+  int align_bytes = 16;  // of xq's pointer and row stride and of qweight's pointer
+
+  OpShape shape() const {
+    OpShape s{rows, k, 1, align_bytes};
+    s.out_features = n;
+    return s;
+  }
+};
+
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile);
 Status quantize_reference(const QuantizeArgs& a);
 Status quantize_cuda(const QuantizeArgs& a, Stream stream);
@@ -66,6 +90,10 @@ Status quantize_cuda(const QuantizeArgs& a, Stream stream);
 Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profile);
 Status weight_only_reference(const WeightOnlyArgs& a);
 Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream);
+
+Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile);
+Status w8a8_reference(const W8A8Args& a);
+Status w8a8_cuda(const W8A8Args& a, Stream stream);
 
 // The signed value of nibble `nibble` (0..7) of the little-endian 32-bit word at `bytes` (4 bytes).
 inline int int4_nibble(const uint8_t* bytes, int nibble) {

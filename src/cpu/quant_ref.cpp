@@ -79,4 +79,19 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
   return Status::Ok();
 }
 
+// The integer dot product exactly (int64), then the scales and bias in fp64 and one rounding.
+Status w8a8_reference(const W8A8Args& a) {
+  for (int64_t t = 0; t < a.rows; ++t)
+    for (int64_t r = 0; r < a.n; ++r) {
+      const int8_t* x = a.xq + t * a.x_stride;
+      const int8_t* w = a.qweight + r * a.k;
+      int64_t dot = 0;
+      for (int64_t j = 0; j < a.k; ++j) dot += int64_t{x[j]} * int64_t{w[j]};
+      double y = static_cast<double>(dot) * a.x_scales[t] * a.w_scales[r];
+      if (a.bias) y += load_as_double(a.bias, a.dtype, r);
+      store_from_double(a.out, a.dtype, t * a.out_stride + r, y);
+    }
+  return Status::Ok();
+}
+
 }  // namespace kernelkit::detail

@@ -1,6 +1,9 @@
 // Host helpers shared by the CUDA launchers.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -11,6 +14,16 @@
 #include "kernelkit/status.hpp"
 
 namespace kernelkit::cuda {
+
+// Calls f(T{}) with T = __half or __nv_bfloat16 for the f16 / bf16 kernels (validation refused every other dtype
+// before a launch; `op` names the refusal if one gets here).
+template <typename F>
+Status dispatch_half(const char* op, DType dtype, F&& f) {
+  if (dtype == DType::f16) return f(__half{});
+  if (dtype == DType::bf16) return f(__nv_bfloat16{});
+  return invalid_argument(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
+                          " has no kernel (expected f16, bf16)");
+}
 
 // Makes `device` current for the scope and restores the caller's device afterwards.
 class DeviceGuard {

@@ -151,6 +151,82 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   return r;
 }
 
+std::string W8A8Case::name() const {
+  std::ostringstream os;
+  os << "linear_w8a8 " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k << (bias ? " bias" : "");
+  if (x_pad) os << " x_pad " << x_pad;
+  return os.str();
+}
+
+CaseResult run_w8a8_case(const W8A8Case& c, int device) {
+  CaseResult r;
+  if (device >= 0 && cuda_device_count() == 0) {
+    r.status = Status(StatusCode::no_device, "no CUDA device");
+    return r;
+  }
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
+  std::uniform_int_distribution<int> uq(-127, 127);
+  std::uniform_real_distribution<double> us(1e-3, 2e-2), ub(-0.5, 0.5);
+  const int64_t xs = c.k + c.x_pad;
+  HostBuffer x(DType::i8, std::max<int64_t>(1, c.m * xs)), w(DType::i8, std::max<int64_t>(1, c.n * c.k));
+  HostBuffer sx(DType::f32, std::max<int64_t>(1, c.m)), sw(DType::f32, std::max<int64_t>(1, c.n));
+  HostBuffer bias(c.dtype, std::max<int64_t>(1, c.n)), out(c.dtype, std::max<int64_t>(1, c.m * c.n));
+  for (HostBuffer* b : {&x, &w})
+    for (int64_t i = 0; i < b->size(); ++i) b->set(i, uq(rng));
+  for (HostBuffer* b : {&sx, &sw})
+    for (int64_t i = 0; i < b->size(); ++i) b->set(i, us(rng));
+  for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
+  std::memset(out.data(), 0xFF, out.bytes());  // poison: NaN in f16 and bf16
+  auto call = [&](void* xp, void* sxp, void* wp, void* swp, void* bp, void* op, Device d) {
+    std::optional<TensorView> bv;
+    if (c.bias) bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
+    return linear_w8a8(TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
+                       TensorView::strided(xp, DType::i8, {c.m, c.k}, {xs, 1}, d),
+                       TensorView::contiguous(sxp, DType::f32, {c.m}, d), TensorView::contiguous(wp, DType::i8, {c.n, c.k}, d),
+                       TensorView::contiguous(swp, DType::f32, {c.n}, d), bv);
+  };
+  if (device < 0) {
+    r.status = call(x.data(), sx.data(), w.data(), sw.data(), bias.data(), out.data(), Device::cpu());
+  } else {
+    DeviceBuffer dx, dsx, dw, dsw, db, dout;
+    r.status = first_error({up(dx, x), up(dsx, sx), up(dw, w), up(dsw, sw), up(db, bias), up(dout, out)});
+    if (r.status.ok())
+      r.status = call(dx.data(), dsx.data(), dw.data(), dsw.data(), db.data(), dout.data(), Device::cuda(device));
+    if (r.status.ok()) r.status = first_error({device_synchronize(), dout.download(&out)});
+  }
+  if (!r.status.ok()) return r;
+
+  // Exact integer sums here (independently of the library), scaled in fp64, rounded once to the output dtype.
+  const Tolerance tol = tolerance(c.dtype);
+  const auto* xb = static_cast<const int8_t*>(x.data());
+  const auto* wb = static_cast<const int8_t*>(w.data());
+  alignas(8) unsigned char rounded[8];
+  for (int64_t t = 0; t < c.m; ++t)
+    for (int64_t row = 0; row < c.n; ++row) {
+      int64_t dot = 0;
+      for (int64_t j = 0; j < c.k; ++j) dot += int64_t{xb[t * xs + j]} * int64_t{wb[row * c.k + j]};
+      const double scaled = static_cast<double>(dot) * sx.get(t) * sw.get(row);
+      double want = scaled + (c.bias ? bias.get(row) : 0.0);
+      store_from_double(rounded, c.dtype, 0, want);
+      want = load_as_double(rounded, c.dtype, 0);
+      // The kernel's fp32 epilogue: the int32 -> fp32 conversion, two products and the bias add (~2^-22 relative).
+      const double allowed =
+          tol.atol + tol.rtol * std::fabs(want) + std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want));
+      const double g = out.get(t * c.n + row), err = std::fabs(g - want);
+      ++r.checked;
+      if (std::isfinite(err)) {
+        r.max_abs_err = std::max(r.max_abs_err, err);
+        r.worst_ratio = std::max(r.worst_ratio, err / allowed);
+      }
+      if (!(err <= allowed)) {
+        std::ostringstream os;
+        os << "out[" << t << ", " << row << "]: got " << g << ", want " << want << " (allowed " << allowed << ")";
+        note(&r, os.str());
+      }
+    }
+  return r;
+}
+
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   CaseResult r;
   if (device >= 0 && cuda_device_count() == 0) {

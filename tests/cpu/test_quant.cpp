@@ -451,3 +451,83 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
   if (cuda_device_count() == 0)
     EXPECT_EQ(kernelkit::testing::run_weight_only_case_cuda(c, 0).status.code(), StatusCode::no_device);
 }
+
+// linear_w8a8 on the CPU backend: a hand-computed case, the harness's exact-integer check on random inputs, and every
+// bad input named.
+TEST(W8A8, HandComputedAndHarness) {
+  // xq = [[1, -2, 3, 0, ...]], qweight rows e_0 and (1, 1, 1, ...): sums 1 and 2; scales 0.5 x {2, 0.25}; bias 1.
+  std::vector<int8_t> xq(16, 0), w(32, 0);
+  xq[0] = 1, xq[1] = -2, xq[2] = 3;
+  w[0] = 1;
+  for (int j = 0; j < 16; ++j) w[16 + j] = 1;
+  std::vector<float> sx = {0.5f}, sw = {2.0f, 0.25f};
+  kernelkit::testing::HostBuffer bias(DType::f16, 2), o(DType::f16, 2);
+  bias.set(0, 1.0), bias.set(1, 1.0);
+  ASSERT_TRUE(linear_w8a8(TensorView::contiguous(o.data(), DType::f16, {1, 2}),
+                          TensorView::contiguous(xq.data(), DType::i8, {1, 16}),
+                          TensorView::contiguous(sx.data(), DType::f32, {1}),
+                          TensorView::contiguous(w.data(), DType::i8, {2, 16}),
+                          TensorView::contiguous(sw.data(), DType::f32, {2}),
+                          TensorView::contiguous(bias.data(), DType::f16, {2}))
+                  .ok());
+  EXPECT_EQ(o.get(0), 1 * 0.5 * 2.0 + 1.0);   // 2
+  EXPECT_EQ(o.get(1), 2 * 0.5 * 0.25 + 1.0);  // 1.25
+
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 5}) {
+      const kernelkit::testing::W8A8Case c{dt, m, 9, 80, m == 1, m == 1 ? 0 : 16, 3};
+      const auto r = kernelkit::testing::run_w8a8_case(c, -1);
+      ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+      EXPECT_EQ(r.checked, m * 9);
+      EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+    }
+  if (cuda_device_count() == 0)
+    EXPECT_EQ(kernelkit::testing::run_w8a8_case({}, 0).status.code(), StatusCode::no_device);
+}
+
+TEST(W8A8, BadInputsAreRefusedWithTheirNames) {
+  std::vector<int8_t> buf(4096);
+  std::vector<float> f(64);
+  kernelkit::testing::HostBuffer o(DType::f16, 64);
+  auto i8 = [&](std::initializer_list<int64_t> s) { return TensorView::contiguous(buf.data(), DType::i8, s); };
+  auto f32 = [&](std::initializer_list<int64_t> s) { return TensorView::contiguous(f.data(), DType::f32, s); };
+  auto out = [&](std::initializer_list<int64_t> s, DType d = DType::f16) { return TensorView::contiguous(o.data(), d, s); };
+  auto msg = [](const Status& s) { return s.to_string(); };
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}), i8({2, 24}), f32({2}), i8({3, 24}), f32({3}))).find("k = 24 must be a positive multiple of 16"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}, DType::f32), i8({2, 16}), f32({2}), i8({3, 16}), f32({3}))).find("out dtype f32 is not supported"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}), i8({2, 16}), f32({3}), i8({3, 16}), f32({3}))).find("x_scales shape [3] must be [2]"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}), i8({2, 16}), f32({2}), i8({3, 32}), f32({3}))).find("qweight shape [3, 32] must be [3, 16]"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}), i8({2, 16}), f32({2}), i8({3, 16}), f32({3}), out({4}))).find("bias shape [4] must be [3]"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 4}), i8({2, 16}), f32({2}), i8({3, 16}), f32({3}))).find("out shape [2, 4] must be [2, 3]"), std::string::npos);
+  EXPECT_NE(msg(linear_w8a8(out({2, 3}), f32({2, 16}), f32({2}), i8({3, 16}), f32({3}))).find("xq dtype f32 must be i8"), std::string::npos);
+  // bf16 on the T4 profile: refused before any device is needed.
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  const Status s = linear_w8a8(
+      TensorView::contiguous(o.data(), DType::bf16, {2, 3}, Device::cuda(0)),
+      TensorView::contiguous(buf.data(), DType::i8, {2, 16}, Device::cuda(0)),
+      TensorView::contiguous(f.data(), DType::f32, {2}, Device::cuda(0)),
+      TensorView::contiguous(buf.data(), DType::i8, {3, 16}, Device::cuda(0)),
+      TensorView::contiguous(f.data(), DType::f32, {3}, Device::cuda(0)));
+  unsetenv("KERNELKIT_PROFILE");
+  EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  EXPECT_NE(s.message().find("bf16"), std::string::npos) << s.to_string();
+}
+
+TEST(W8A8, PlanTilesFitEveryProfile) {
+  for (const DeviceProfile& prof : profile_table()) {
+    OpShape s{300, 4096, 1, 16};
+    s.out_features = 1000;
+    LaunchPlan p;
+    ASSERT_TRUE(plan_op(prof, OpId::linear_w8a8, s, DType::f16, &p).ok()) << prof.key;
+    EXPECT_EQ(p.grid_x, 8);          // ceil(1000 / 128)
+    EXPECT_EQ(p.grid, 8 * 3);        // x ceil(300 / 128)
+    EXPECT_EQ(p.smem_bytes, 49152);  // 3 stages x (128 + 128) rows x 64 bytes
+    EXPECT_FALSE(p.smem_optin) << prof.key;
+    EXPECT_GE(p.blocks_per_sm, 1);
+  }
+  OpShape s{256, 4096, 1, 16};
+  s.out_features = 4096;
+  EXPECT_EQ(op_bytes(OpId::linear_w8a8, s, DType::f16), 256ull * 4096 + 4096ull * 4096 + 4 * (256 + 4096) +
+                                                            2 * (256ull * 4096 + 4096));
+  EXPECT_DOUBLE_EQ(op_flops(OpId::linear_w8a8, s), 2.0 * 256 * 4096 * 4096);
+}

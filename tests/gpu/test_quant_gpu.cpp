@@ -84,3 +84,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantizeGrid,
                                                               OpId::quantize_int4_groupwise),
                                             ::testing::Values(DType::f32, DType::f16, DType::bf16),
                                             ::testing::Values(1, 7, 300), ::testing::Values(128, 777, 1024, 4096)));
+
+// W8A8 on INT8 tensor cores: tiles with tails in m, n and k (k not a multiple of the 64-byte stage), one-row and
+// one-column outputs, strided xq, a decoder-sized layer; every element against the exact integer sums.
+using W8A8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
+class W8A8Grid : public ::testing::TestWithParam<W8A8Param> {};
+
+TEST_P(W8A8Grid, MatchesExactIntegerSums) {
+  const auto [dt, m, nk] = GetParam();
+  for (bool bias : {true, false}) {
+    const kernelkit::testing::W8A8Case c{dt, m, nk.first, nk.second, bias, bias ? 0 : 32,
+                                         static_cast<uint64_t>(m + nk.first)};
+    kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), dt, c.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(1, 17, 128, 300),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{1, 16},
+                                                              std::pair<int64_t, int64_t>{7, 80},
+                                                              std::pair<int64_t, int64_t>{255, 528},
+                                                              std::pair<int64_t, int64_t>{1031, 4096})));

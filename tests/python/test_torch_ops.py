@@ -179,6 +179,11 @@ def test_opcheck_every_op(device):
                                                  torch.empty(16, device=device), w8, 8, 0)),
         (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
                                                     torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
+        (kernelkit.ops.quantize_per_token.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                    torch.empty(3, device=device), torch.randn(3, 128, device=device))),
+        (kernelkit.ops.linear_w8a8.default, (torch.empty(3, 16, device=device, dtype=h),
+                                             torch.randint(-127, 128, (3, 128), dtype=torch.int8, device=device),
+                                             torch.rand(3, device=device), q8, s8, None)),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)
@@ -338,6 +343,22 @@ def test_weight_only_linear_matches_dequantized_matmul(device, bits):
     approx = x.double().cpu() @ w.double().cpu().T + bias.double().cpu()
     bound = 0.5 * (x.double().cpu().abs() @ step.expand(-1, 256).T) + 1e-2
     assert ((y.double().cpu() - approx).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_w8a8_linear_matches_exact_integer_matmul(device):
+    w = rand(200, 272, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
+    qw, sw = kernelkit.quantize_weight(w, bits=8)
+    x = rand(37, 272, dtype=torch.float16, device=device)
+    xq, sx = kernelkit.quantize_per_token(x)
+    assert xq.dtype == torch.int8 and sx.shape == (37,)
+    # the activation quantization: x = q s up to half a step
+    assert ((xq.double() * sx.double()[:, None] - x.double()).abs() <= 0.5 * sx.double()[:, None] + 1e-6).all()
+    bias = rand(200, dtype=torch.float16, device=device)
+    y = kernelkit.linear_w8a8(xq, sx, qw, sw, bias, out_dtype=torch.float16)
+    exact = (xq.cpu().long() @ qw.cpu().long().T).double()  # int64: exact
+    want = exact * sx.cpu().double()[:, None] * sw.cpu().double() + bias.cpu().double()
+    assert (y.cpu().double() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
 
 
 def test_quantize_a_llama_and_report():

@@ -151,7 +151,15 @@ int run_verify(const VerifyOptions& o) {
         // the small shapes only (its reference is m n k fp64 multiply-adds).
         const int dev = cuda ? o.device : -1;
         const bool small = o.quick || !cuda;
-        if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
+        if (op == OpId::linear_w8a8) {
+          if (dt == DType::f32) continue;  // f16 / bf16 outputs only
+          for (int64_t m : {1, 17, 300})
+            for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 80}, {1031, 2048}}) {
+              if (small && (m == 300 || n > 7)) continue;
+              const testing::W8A8Case c{dt, m, n, k, m != 17, m == 17 ? 16 : 0, seed++};
+              record(op, dt, c.name(), testing::run_w8a8_case(c, dev));
+            }
+        } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
           if (dt == DType::f32) continue;  // f16 / bf16 activations only
           const int bits = op_weight_bits(op);
           for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128})

@@ -20,7 +20,7 @@ __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rm
 
 _OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "activation", "act_and_mul",
         "act_mul", "rotary_embedding_", "rotary_embedding_cos_sin_", "softmax", "attention", "decode_attention",
-        "quantize_weight", "linear_weight_only")
+        "quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
@@ -256,6 +256,31 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
     ops.linear_weight_only(out, x2, qweight, scales, bits, group if bits == 4 else 0, bias)
     return out.reshape(*lead, qweight.shape[0])
+
+
+def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token INT8 activations: s[t] = max|x[t, :]| / 127, q = round(x / s) (half to even), for x [m, k].
+
+    Returns (int8 [m, k], float32 scales [m]); x = q * s[:, None] up to half a step. The activation side of
+    `linear_w8a8`.
+    """
+    x2 = _rows(x)
+    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
+    s = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
+    ops.quantize_per_token(q, s, x2)
+    return q, s
+
+
+def linear_w8a8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor, w_scales: torch.Tensor,
+                bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    """y = (xq @ qweight^T, exact int32) * x_scales[:, None] * w_scales (+ bias), rounded once to out_dtype.
+
+    xq int8 [m, k] and x_scales from `quantize_per_token`; qweight int8 [n, k] and w_scales from
+    `quantize_weight(w, 8)`; k % 16 == 0. CUDA: INT8 tensor cores (sm_75 and later); CPU: the reference.
+    """
+    out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
+    ops.linear_w8a8(out, _rows(xq), x_scales, qweight, w_scales, bias)
+    return out
 
 
 def info() -> dict:

@@ -13,14 +13,6 @@ extern template Status launch_decode<__half>(const detail::DecodeArgs&, const De
 extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
 
 namespace {
-// f16 or bf16 (validation refused everything else before a launch).
-template <typename F>
-Status dispatch_half(DType dtype, F&& f) {
-  if (dtype == DType::f16) return f(__half{});
-  if (dtype == DType::bf16) return f(__nv_bfloat16{});
-  return invalid_argument("attention: dtype " + std::string(dtype_name(dtype)) + " has no kernel (expected f16, bf16)");
-}
-
 // The kernels index tokens and grid dimensions in 32 bits.
 Status check_limits(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes) {
   for (const auto& [what, v] : sizes)
@@ -51,7 +43,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                           &guard, &prof));
   TilePlan tile;
   KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile));
-  return cuda::dispatch_half(a.dtype,
+  return cuda::dispatch_half("attention", a.dtype,
                              [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
 }
 
@@ -75,7 +67,8 @@ Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
   KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, a.heads / a.kv_heads * a.s_q,
                                  a.batch * a.s_q * a.heads, a.capacity, &plan));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
-  return cuda::dispatch_half(a.dtype, [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, plan, stream); });
+  return cuda::dispatch_half("decode_attention", a.dtype,
+                             [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, plan, stream); });
 }
 
 }  // namespace kernelkit::detail

@@ -17,16 +17,8 @@ Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream) {
       cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
                            {{a.x, "x"}, {a.qweight, "qweight"}, {a.scales, "scales"}, {a.bias, "bias"}, {a.out, "out"}},
                            &guard, &prof, &plan));
-  switch (a.dtype) {
-    case DType::f16:
-      return cuda::launch_linear<__half>(a, plan, stream);
-    case DType::bf16:
-      return cuda::launch_linear<__nv_bfloat16>(a, plan, stream);
-    default:
-      break;
-  }
-  return invalid_argument("linear: x dtype " + std::string(dtype_name(a.dtype)) +
-                          " has no kernel (expected f16, bf16)");
+  return cuda::dispatch_half(op_info(a.op).name.data(), a.dtype,
+                             [&](auto tag) { return cuda::launch_linear<decltype(tag)>(a, plan, stream); });
 }
 
 }  // namespace kernelkit::detail

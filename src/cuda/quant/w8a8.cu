@@ -1,0 +1,215 @@
+// W8A8 linear on INT8 tensor cores: out [m, n] = (xq [m, k] . qweight [n, k]^T, exact int32) * x_scales[m] *
+// w_scales[n] (+ bias[n]), converted to fp32 once and rounded once to f16 / bf16.
+//   Block: a kW8A8TileM x kW8A8TileN output tile (grid x along n, y along m); k in steps of kW8A8TileK int8 values
+//   (64-byte rows), staged by cp.async in kW8A8Stages buffers so two steps load while one is multiplied. 8 warps as
+//   2 (m) x 4 (n), each owning a 64 x 32 tile: 4 x 4 MMAs of 16 x 8 x 32 a 32-value k-step (sm_80+: mma.sync
+//   m16n8k32.s8; sm_75: four m8n8k16.s8, the quarters of the same fragments). Fragments come from shared memory by
+//   ldmatrix (int8 pairs are b16 to it: an 8 x 16-byte matrix gives lane (g, t) the 4 bytes k = 4t..4t+3 of row g,
+//   exactly the s8 A and B fragment layouts).
+//   Shared rows are four 16-byte chunks; chunk c of row r is stored at c ^ ((r >> 1) & 3), so the 8 rows an ldmatrix
+//   phase reads (64-byte stride) fall in 8 different bank groups instead of 2.
+//   Rows past m or n and the k tail are zero-filled in shared memory (zeros add nothing to the int32 sums).
+// Bytes: m k + n k (i8) + 4 (m + n) scales + E (m n + n); FLOPs 2 m n k (int8 ops).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/quant.hpp"
+#include "cuda/common/async_copy.cuh"
+#include "cuda/common/check.cuh"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/vec.cuh"
+#include "cuda/runtime_internal.hpp"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+namespace {
+
+template <typename T>
+struct W8A8Params {
+  const int8_t* x;  // [m, k], row stride x_stride bytes (a multiple of 16)
+  const int8_t* w;  // [n, k], contiguous
+  const float* sx;  // [m]
+  const float* sw;  // [n]
+  const T* bias;    // [n] or null
+  T* out;           // [m, n], row stride out_stride
+  int m, n, k;
+  int64_t x_stride, out_stride;
+};
+
+// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64-byte] stage.
+__device__ __forceinline__ int swizzled(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+// d += a b for one 16 x 8 x 32 int8 step (layouts: mma.cuh's, with 4 int8 values a register: a[0] = (g, k 4t..),
+// a[1] = (g + 8, k 4t..), a[2] = (g, k 16 + 4t..), a[3] = (g + 8, k 16 + 4t..); b0 = (k 4t.., n g), b1 = (k 16 + 4t..,
+// n g); d[0..1] = (g, 2t..2t+1), d[2..3] = (g + 8, 2t..)).
+__device__ __forceinline__ void mma_s8_16x8x32(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KK_DEVICE_ARCH >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  // Turing: m8n8k16 (A row g, k 4t..4t+3; B k 4t.., n g; D row g, n 2t..): rows g with a[0] (k 0..15) and a[2]
+  // (k 16..31), rows g + 8 with a[1] and a[3].
+  asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+r"(d[0]), "+r"(d[1]) : "r"(a[0]), "r"(b0));
+  asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+r"(d[0]), "+r"(d[1]) : "r"(a[2]), "r"(b1));
+  asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+r"(d[2]), "+r"(d[3]) : "r"(a[1]), "r"(b0));
+  asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0, %1}, {%2}, {%3}, {%0, %1};\n"
+               : "+r"(d[2]), "+r"(d[3]) : "r"(a[3]), "r"(b1));
+#endif
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int BM = kW8A8TileM, BN = kW8A8TileN, BK = kW8A8TileK, S = kW8A8Stages;
+    constexpr int kChunks = BK / 16;                                    // 16-byte chunks a stage row
+    constexpr int kCopiesA = BM * kChunks / kW8A8Threads, kCopiesB = BN * kChunks / kW8A8Threads;
+    static_assert(BK == 64 && kCopiesA * kW8A8Threads == BM * kChunks && kCopiesB * kW8A8Threads == BN * kChunks,
+                  "w8a8 tile");
+    extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][64] of xq, then [S][BN][64] of qweight
+    unsigned char* const sA = smem;
+    unsigned char* const sB = smem + S * BM * BK;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+    const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;  // this warp's 64 x 32 tile in the block's
+    const int k_tiles = (p.k + BK - 1) / BK;
+
+    auto load_stage = [&](int kt, int s) {
+      const int k0 = kt * BK;
+#pragma unroll
+      for (int i = 0; i < kCopiesA; ++i) {
+        const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
+        unsigned char* dst = sA + s * BM * BK + swizzled(row, c);
+        if (bm + row < p.m && k < p.k)
+          copy_async<16>(dst, p.x + static_cast<int64_t>(bm + row) * p.x_stride + k);
+        else
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int i = 0; i < kCopiesB; ++i) {
+        const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
+        unsigned char* dst = sB + s * BN * BK + swizzled(row, c);
+        if (bn + row < p.n && k < p.k)
+          copy_async<16>(dst, p.w + static_cast<int64_t>(bn + row) * p.k + k);
+        else
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+    };
+
+    int acc[4][4][4];  // [m-tile of 16][n-tile of 8][fragment]
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < k_tiles) load_stage(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<S - 2>();
+      __syncthreads();  // stage kt visible to every warp; stage kt - 1 no longer read by any
+      if (kt + S - 1 < k_tiles) load_stage(kt + S - 1, (kt + S - 1) % S);
+      cp_async_commit();
+
+      const unsigned char* a_st = sA + (kt % S) * BM * BK;
+      const unsigned char* b_st = sB + (kt % S) * BN * BK;
+#pragma unroll
+      for (int ks = 0; ks < BK / 32; ++ks) {
+        unsigned a[4][4], b[2][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt)  // matrices: rows 0-7 / 8-15 at k 0-15, then at k 16-31
+          ldmatrix_x4<false>(a[mt], a_st + swizzled(wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                    ks * 2 + (lane >> 4)));
+#pragma unroll
+        for (int np = 0; np < 2; ++np)  // matrices: n-tile 2np at k 0-15 / 16-31, then n-tile 2np + 1
+          ldmatrix_x4<false>(b[np], b_st + swizzled(wn + np * 16 + (lane & 7) + (lane >> 4) * 8,
+                                                    ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+            mma_s8_16x8x32(acc[mt][nt], a[mt], b[nt / 2][(nt % 2) * 2], b[nt / 2][(nt % 2) * 2 + 1]);
+      }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: fragment (row g / g + 8, columns 2t, 2t + 1) of each 16 x 8 tile; one fp32 conversion of the exact sum.
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = bm + wm + mt * 16 + g + half * 8;
+        if (row >= p.m) continue;
+        const float sx = __ldg(p.sx + row);
+        T* out_row = p.out + static_cast<int64_t>(row) * p.out_stride;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = bn + wn + nt * 8 + 2 * t + e;
+            if (col >= p.n) continue;
+            float y = static_cast<float>(acc[mt][nt][half * 2 + e]) * sx * __ldg(p.sw + col);
+            if (p.bias) y += to_float(p.bias[col]);
+            out_row[col] = from_float<T>(y);
+          }
+      }
+  }
+}
+
+template <typename T>
+Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream_t stream) {
+  const W8A8Params<T> p{a.xq,
+                        a.qweight,
+                        a.x_scales,
+                        a.w_scales,
+                        static_cast<const T*>(a.bias),
+                        static_cast<T*>(a.out),
+                        static_cast<int>(a.rows),
+                        static_cast<int>(a.n),
+                        static_cast<int>(a.k),
+                        a.x_stride,
+                        a.out_stride};
+  const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid / plan.grid_x));
+  w8a8_kernel<T><<<grid, kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+  KK_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace kernelkit::cuda
+
+namespace kernelkit::detail {
+
+Status w8a8_cuda(const W8A8Args& a, Stream stream) {
+  if (a.rows > int64_t{65535} * kW8A8TileM || a.n > int64_t{1} << 30)
+    return unsupported("linear_w8a8: m = " + std::to_string(a.rows) + ", n = " + std::to_string(a.n) +
+                       " exceed the grid (m <= 8388480)");
+  cuda::DeviceGuard guard;
+  DeviceProfile prof;
+  LaunchPlan plan;
+  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
+                                          {{a.xq, "xq"},
+                                           {a.x_scales, "x_scales"},
+                                           {a.qweight, "qweight"},
+                                           {a.w_scales, "w_scales"},
+                                           {a.bias, "bias"},
+                                           {a.out, "out"}},
+                                          &guard, &prof, &plan));
+  return cuda::dispatch_half("linear_w8a8", a.dtype,
+                             [&](auto tag) { return cuda::launch_w8a8<decltype(tag)>(a, plan, stream); });
+}
+
+}  // namespace kernelkit::detail
