@@ -8,11 +8,12 @@
               bytes and % of the copy ceiling measured in the same run
   w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
               epilogue in torch) and F.linear; TOPS
+  accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8] [--quick] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8,accuracy] [--quick] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -161,6 +162,34 @@ def run_w8a8(dtype, runs, device):
     return rows
 
 
+def run_quant_accuracy(device):
+    """Issue 7's accuracy check: a random-init transformers Llama in fp16, its logits against the same model with every
+    Linear (but lm_head) quantized: W8A16, W4A16 (group 128), W8A8; cosine similarity and max |difference|."""
+    import copy
+
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=8,
+                                   num_key_value_heads=8, vocab_size=4096, max_position_embeddings=256)
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=torch.float16).eval()
+    out = []
+    for tokens in (1, 48):  # a decode step (the GEMV path) and a short prefill (W8A8's GEMM)
+        ids = torch.randint(0, cfg.vocab_size, (1, tokens), device=device)
+        with torch.no_grad():
+            want = model(ids).logits.double()
+            for name, kw in (("w8a16", dict(bits=8)), ("w4a16", dict(bits=4, group=128)),
+                             ("w8a8", dict(bits=8, activations=True))):
+                q = copy.deepcopy(model)
+                report = kernelkit.quantize(q, **kw)
+                got = q(ids).logits.double()
+                out.append({"model": f"Llama h1024 x4 layers fp16, {tokens} tokens", "weights": name,
+                            "cosine": F.cosine_similarity(got.flatten(), want.flatten(), dim=0).item(),
+                            "max_abs_diff": (got - want).abs().max().item(), "max_abs_logit": want.abs().max().item(),
+                            "bytes_before": report["bytes_before"], "bytes_after": report["bytes_after"]})
+    return out
+
+
 def time_all(impls, runs, rate, unit):
     """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
     out = {}
@@ -194,6 +223,14 @@ def markdown(results):
             rate = f"{r[unit]:.1f} {unit}" if unit else f"{r['weight_GBps']:.0f} GB/s ({r['pct_copy']:.0f}% copy)"
             lines.append(f"| {row['op']} | {row['shape']} | {name} | {r['gpu_us']:.1f} | {rate} | "
                          f"{r.get('time_over_kernelkit', float('nan')):.2f} |")
+    acc = results.get("accuracy") or []
+    if acc:
+        lines += ["", "Quantized Llama logits vs fp16 (random init):", "",
+                  "| model | weights | cosine | max abs diff | max abs logit | bytes before -> after |",
+                  "|---|---|---:|---:|---:|---|"]
+        lines += [f"| {a['model']} | {a['weights']} | {a['cosine']:.5f} | {a['max_abs_diff']:.4f} | "
+                  f"{a['max_abs_logit']:.3f} | {a['bytes_before'] / 1e6:.1f} MB -> {a['bytes_after'] / 1e6:.1f} MB |"
+                  for a in acc]
     return "\n".join(lines) + "\n"
 
 
@@ -221,7 +258,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,decode,linear,w8a8")
+    p.add_argument("--only", default="attention,decode,linear,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -247,10 +284,11 @@ def main(argv=None):
         rows += run_linear(dtype, args.runs, "cuda", peak)
     if "w8a8" in only:
         rows += run_w8a8(dtype, args.runs, "cuda")
+    accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
     results = {"meta": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
                         "dtype": args.dtype, "copy_gbps": peak,
                         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
-               "rows": rows}
+               "rows": rows, "accuracy": accuracy}
     md = markdown(results)
     print(md)
     if args.out:

@@ -361,7 +361,10 @@ def test_w8a8_linear_matches_exact_integer_matmul(device):
     assert (y.cpu().double() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
 
 
-def test_quantize_a_llama_and_report():
+@pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
+                                                 ("Int4Linear", dict(bits=4, group=64), 0.95),
+                                                 ("W8A8Linear", dict(bits=8, activations=True), 0.99)])
+def test_quantize_a_llama_and_report(kind, kwargs, min_cos):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
@@ -370,12 +373,12 @@ def test_quantize_a_llama_and_report():
     ids = torch.randint(0, 256, (1, 12))
     with torch.no_grad():
         want = model(ids).logits.double()
-        report = kernelkit.quantize(model, bits=8)
+        report = kernelkit.quantize(model, **kwargs)
         got = model(ids).logits.double()
-    assert report["replaced"] == {"Int8Linear": 2 * 7}  # q, k, v, o, gate, up, down per layer; lm_head kept
+    assert report["replaced"] == {kind: 2 * 7}  # q, k, v, o, gate, up, down per layer; lm_head kept
     assert report["bytes_after"] < report["bytes_before"]
     cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
-    assert cos > 0.99, cos
+    assert cos > min_cos, cos
 
 
 def test_attention_and_quantized_linear_compile_fullgraph():

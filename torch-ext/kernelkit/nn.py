@@ -1,4 +1,5 @@
-"""Weight-only quantized linear layers on kernelkit's W8A16 / W4A16 kernels, and `quantize(model)` for transformers."""
+"""Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, and W8A8 with dynamic per-token INT8
+activations), and `quantize(model)` for transformers."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,7 +7,7 @@ from collections import Counter
 import torch
 from torch import nn
 
-from . import linear_weight_only, quantize_weight
+from . import linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
 
 
 class _QuantLinear(nn.Module):
@@ -51,16 +52,36 @@ class Int4Linear(_QuantLinear):
     bits = 4
 
 
+class W8A8Linear(_QuantLinear):
+    """W8A8: int8 weights (one scale per output channel) times int8 activations quantized per token on the fly, on
+    INT8 tensor cores; the output keeps the activations' dtype. For prefill-sized inputs (the INT8 GEMM's regime)."""
+
+    bits = 8
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        xq, sx = quantize_per_token(x.reshape(-1, x.shape[-1]))
+        y = linear_w8a8(xq, sx, self.qweight, self.scales, bias, out_dtype=x.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, weights int8, activations int8"
+
+
 def _bytes(model: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
 
-def quantize(model: nn.Module, bits: int = 8, group: int = 128, skip: tuple = ("lm_head",)) -> dict:
-    """Replaces every nn.Linear of `model` (except modules whose name ends with an entry of `skip`) by Int8Linear or
-    Int4Linear in place. Returns a report: layers replaced and the model's parameter + buffer bytes before and after."""
+def quantize(model: nn.Module, bits: int = 8, group: int = 128, skip: tuple = ("lm_head",),
+             activations: bool = False) -> dict:
+    """Replaces every nn.Linear of `model` (except modules whose name ends with an entry of `skip`) in place by
+    Int8Linear or Int4Linear (weight-only), or with activations=True (bits 8 only) by W8A8Linear. Returns a report:
+    layers replaced and the model's parameter + buffer bytes before and after."""
     if bits not in (8, 4):
         raise ValueError(f"quantize: bits must be 8 or 4, got {bits}")
-    cls = Int8Linear if bits == 8 else Int4Linear
+    if activations and bits != 8:
+        raise ValueError(f"quantize: activations=True needs bits=8 (W8A8), got bits={bits}")
+    cls = W8A8Linear if activations else Int8Linear if bits == 8 else Int4Linear
     before = _bytes(model)
     replaced = Counter()
     for name, module in list(model.named_modules()):
