@@ -33,7 +33,16 @@ constexpr int kLinearMaxThreads = 256;
 constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
-constexpr int kLinearMaxM = 64;
+constexpr int kLinearMaxM = 64;  // INT4 (W4A16) on CUDA: the GEMV is its only path
+// W8A16 from kLinearTcMinM tokens up runs on tensor cores instead (any m): blocks of kLinearTcThreads threads own a
+// kLinearTcTileM x kLinearTcTileN output tile, k in steps of kLinearTcTileK through kLinearTcStages cp.async buffers
+// (3 x (64 x 64 x 2 B of x + 128 x 64 B of weights) = 48 KB, the default shared memory of every profile).
+constexpr int kLinearTcMinM = 16;
+constexpr int kLinearTcThreads = 128;
+constexpr int kLinearTcTileM = 64;
+constexpr int kLinearTcTileN = 128;
+constexpr int kLinearTcTileK = 64;
+constexpr int kLinearTcStages = 3;
 // W8A8 linear (INT8 tensor cores): blocks of kW8A8Threads threads (8 warps, 2 x 4) own a kW8A8TileM x kW8A8TileN
 // output tile and walk k in steps of kW8A8TileK int8 (64-byte rows) through kW8A8Stages cp.async buffers:
 // 3 x (128 + 128) x 64 B = 48 KB, the default dynamic shared memory of every profile (T4 included).

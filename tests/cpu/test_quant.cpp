@@ -270,18 +270,21 @@ TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
   const int64_t n = 3, k = 128;
   std::vector<uint16_t> x(65 * k), out(65 * n);
   std::vector<int8_t> q8(n * k);
-  std::vector<float> s8(n);
+  std::vector<float> s8(n * 2);
   const Device d = Device::cuda();
-  auto call = [&](int64_t m, DType dt) {
+  auto call = [&](int64_t m, DType dt, int bits = 8) {
+    const TensorView q = bits == 8 ? TensorView::contiguous(q8.data(), DType::i8, {n, k}, d)
+                                   : TensorView::contiguous(q8.data(), DType::i4x2, {n, k / 2}, d);
+    const TensorView s = bits == 8 ? TensorView::contiguous(s8.data(), DType::f32, {n}, d)
+                                   : TensorView::contiguous(s8.data(), DType::f32, {n, 2}, d);
     return linear_weight_only(TensorView::contiguous(out.data(), dt, {m, n}, d),
-                              TensorView::contiguous(x.data(), dt, {m, k}, d),
-                              TensorView::contiguous(q8.data(), DType::i8, {n, k}, d),
-                              TensorView::contiguous(s8.data(), DType::f32, {n}, d), 8, 0, std::nullopt);
+                              TensorView::contiguous(x.data(), dt, {m, k}, d), q, s, bits, bits == 8 ? 0 : 64,
+                              std::nullopt);
   };
   setenv("KERNELKIT_PROFILE", "h200", 1);
-  Status s = call(65, DType::f16);
+  Status s = call(65, DType::f16, 4);  // W4A16: the GEMV only (W8A16 takes any m, on tensor cores)
   EXPECT_EQ(s.code(), StatusCode::unsupported);
-  EXPECT_TRUE(has(s, "m = 65 tokens is more than the CUDA GEMV path takes (64)")) << s.message();
+  EXPECT_TRUE(has(s, "m = 65 tokens is more than the CUDA INT4 GEMV takes (64)")) << s.message();
   setenv("KERNELKIT_PROFILE", "t4", 1);
   s = call(4, DType::bf16);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
@@ -339,7 +342,7 @@ TEST(QuantOpInfo, BytesAreDominatedByTheWeights) {
 TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   for (const DeviceProfile& prof : profile_table())
     for (OpId op : {OpId::linear_w8a16, OpId::linear_w4a16})
-      for (int64_t m : {1, 3, 8, 9, 64})
+      for (int64_t m : {1, 3, 8, 9, 15, 64})
         for (int64_t n : {7, 1024, 11008})
           for (int64_t k : {128, 4096, 16384}) {
             OpShape s{m, k, 1, 16};
@@ -349,6 +352,14 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
                          std::to_string(n) + " k" + std::to_string(k));
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
+            if (op == OpId::linear_w8a16 && m >= kLinearTcMinM) {  // tensor-core tiles
+              EXPECT_EQ(p.k_warps, 0);
+              EXPECT_EQ(p.grid_x, (n + kLinearTcTileN - 1) / kLinearTcTileN);
+              EXPECT_EQ(p.grid, p.grid_x * ((m + kLinearTcTileM - 1) / kLinearTcTileM));
+              EXPECT_EQ(p.smem_bytes, 3 * 64 * (64 * 2 + 128));
+              EXPECT_FALSE(p.smem_optin);
+              continue;
+            }
             EXPECT_EQ(p.tokens, m >= 8 ? 8 : m == 3 ? 4 : static_cast<int>(m));
             EXPECT_EQ(p.out_rows, p.tokens <= 2 ? 4 : 2);
             EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
@@ -379,9 +390,14 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);
   EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
-  // More than 64 tokens and f32 activations are refused.
+  // W8A16 takes any m (tensor cores from 16 tokens); W4A16 refuses more than 64; f32 activations are refused.
+  s.rows = 4096;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::f16, &p).ok());
+  EXPECT_EQ(p.k_warps, 0);
   s.rows = 65;
-  EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f16, &p).code(), StatusCode::unsupported);
+  s.group = 128;
+  EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::f16, &p).code(), StatusCode::unsupported);
+  s.group = 0;
   s.rows = 1;
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
 }

@@ -56,9 +56,31 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
     }
 }
 
-// m > 64 is refused on CUDA (no tensor-core path yet), before any launch.
-TEST(WeightOnlyRefusals, MoreThan64Tokens) {
-  WeightOnlyCase c{DType::f16, 8, 0, 65, 7, 128, true, 0, 1};
+// W8A16 on tensor cores (m >= 16): tails of the 64-token and 128-feature tiles and of the 64-value k step, strided x,
+// bias, accumulate.
+using TcParam = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
+class WeightOnlyTensorCores : public ::testing::TestWithParam<TcParam> {};
+
+TEST_P(WeightOnlyTensorCores, MatchesReference) {
+  const auto [dt, m, nk] = GetParam();
+  for (bool bias : {true, false}) {
+    WeightOnlyCase c{dt, 8, 0, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
+    kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
+  }
+  WeightOnlyCase c{dt, 8, 0, m, nk.first, nk.second, true, 0, static_cast<uint64_t>(m + 7), true};
+  kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(16, 17, 65, 300),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{7, 640},
+                                                              std::pair<int64_t, int64_t>{255, 528},
+                                                              std::pair<int64_t, int64_t>{1031, 2048})));
+
+// W4A16 with m > 64 is refused on CUDA (no tensor-core path for INT4 yet), before any launch.
+TEST(WeightOnlyRefusals, Int4MoreThan64Tokens) {
+  WeightOnlyCase c{DType::f16, 4, 64, 65, 7, 128, true, 0, 1};
   const auto r = kernelkit::testing::run_weight_only_case_cuda(c, 0);
   EXPECT_EQ(r.status.code(), StatusCode::unsupported) << r.status.to_string();
   EXPECT_NE(r.status.message().find("m = 65"), std::string::npos) << r.status.message();

@@ -37,12 +37,6 @@ struct FlashParams {
   int stages;  // K/V buffers: 1 or 2
 };
 
-// Element (row, col) of a [rows][D] tile with 16-byte chunks swizzled by row % 8 (col % 8 stays in its chunk).
-template <int D>
-__device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-}
-
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
 // `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN).
 template <int ROWS, int D, int THREADS, typename T>

@@ -62,6 +62,18 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4
 #endif
 }
 
+// Shared-memory tile layouts that keep ldmatrix free of bank conflicts (an ldmatrix phase reads one 16-byte chunk
+// from each of 8 consecutive rows):
+// element (row, col) of a [rows][D] tile of 2-byte values, 16-byte chunks swizzled by row % 8 (col % 8 stays in its
+// chunk) ...
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+// ... and the byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64-byte] int8 tile: the chunk is
+// swizzled by (row / 2) % 4, so 8 rows of 64 bytes fall in 8 different bank groups instead of 2.
+__device__ __forceinline__ int swz_i8x64(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
 // Two floats rounded to T and packed in one 32-bit register, `lo` in the low half (the element with the lower index).
 template <typename T>
 __device__ __forceinline__ unsigned pack_rounded(float lo, float hi) {

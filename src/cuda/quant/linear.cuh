@@ -22,6 +22,7 @@
 #include "cuda/common/check.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
+#include "cuda/quant/linear_tc.cuh"
 #include "cuda/quant/quant_common.cuh"
 #include "kernelkit/planner.hpp"
 
@@ -181,6 +182,10 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  if (plan.k_warps == 0) {  // the planner chose tensor cores (W8A16, m >= kLinearTcMinM)
+    if (a.bits != 8) return Status(StatusCode::internal, "linear: a tensor-core plan for INT4 has no kernel");
+    return launch_linear_tc<T>(a, plan, stream);
+  }
   const LinearParams<T> p{.x = static_cast<const T*>(a.x),
                           .qweight = static_cast<const uint8_t*>(a.qweight),
                           .scales = a.scales,

@@ -36,9 +36,6 @@ struct W8A8Params {
   int64_t x_stride, out_stride;
 };
 
-// Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64-byte] stage.
-__device__ __forceinline__ int swizzled(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
-
 // d += a b for one 16 x 8 x 32 int8 step (layouts: mma.cuh's, with 4 int8 values a register: a[0] = (g, k 4t..),
 // a[1] = (g + 8, k 4t..), a[2] = (g, k 16 + 4t..), a[3] = (g + 8, k 16 + 4t..); b0 = (k 4t.., n g), b1 = (k 16 + 4t..,
 // n g); d[0..1] = (g, 2t..2t+1), d[2..3] = (g + 8, 2t..)).
@@ -87,7 +84,7 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
 #pragma unroll
       for (int i = 0; i < kCopiesA; ++i) {
         const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
-        unsigned char* dst = sA + s * BM * BK + swizzled(row, c);
+        unsigned char* dst = sA + s * BM * BK + swz_i8x64(row, c);
         if (bm + row < p.m && k < p.k)
           copy_async<16>(dst, p.x + static_cast<int64_t>(bm + row) * p.x_stride + k);
         else
@@ -96,7 +93,7 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
 #pragma unroll
       for (int i = 0; i < kCopiesB; ++i) {
         const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
-        unsigned char* dst = sB + s * BN * BK + swizzled(row, c);
+        unsigned char* dst = sB + s * BN * BK + swz_i8x64(row, c);
         if (bn + row < p.n && k < p.k)
           copy_async<16>(dst, p.w + static_cast<int64_t>(bn + row) * p.k + k);
         else
@@ -130,11 +127,11 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
         unsigned a[4][4], b[2][4];
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt)  // matrices: rows 0-7 / 8-15 at k 0-15, then at k 16-31
-          ldmatrix_x4<false>(a[mt], a_st + swizzled(wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+          ldmatrix_x4<false>(a[mt], a_st + swz_i8x64(wm + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
                                                     ks * 2 + (lane >> 4)));
 #pragma unroll
         for (int np = 0; np < 2; ++np)  // matrices: n-tile 2np at k 0-15 / 16-31, then n-tile 2np + 1
-          ldmatrix_x4<false>(b[np], b_st + swizzled(wn + np * 16 + (lane & 7) + (lane >> 4) * 8,
+          ldmatrix_x4<false>(b[np], b_st + swz_i8x64(wn + np * 16 + (lane & 7) + (lane >> 4) * 8,
                                                     ks * 2 + ((lane >> 3) & 1)));
 #pragma unroll
         for (int mt = 0; mt < 4; ++mt)
