@@ -24,6 +24,21 @@ void note(CaseResult* r, const std::string& what) {
   if (r->mismatches <= 4) r->detail += "  " + what + "\n";
 }
 
+// One checked output element out[t, row]: counted, its error tracked against the allowed one, a mismatch noted.
+void check_element(CaseResult* r, double got, double want, double allowed, int64_t t, int64_t row) {
+  const double err = std::fabs(got - want);
+  ++r->checked;
+  if (std::isfinite(err)) {
+    r->max_abs_err = std::max(r->max_abs_err, err);
+    r->worst_ratio = std::max(r->worst_ratio, err / allowed);
+  }
+  if (!(err <= allowed)) {
+    std::ostringstream os;
+    os << "out[" << t << ", " << row << "]: got " << got << ", want " << want << " (allowed " << allowed << ")";
+    note(r, os.str());
+  }
+}
+
 }  // namespace
 
 std::string WeightOnlyCase::name() const {
@@ -134,19 +149,8 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
       const double* xr = &xd[static_cast<size_t>(t * c.k)];
       const double* wr = &wd[static_cast<size_t>(row * c.k)];
       for (int64_t j = 0; j < c.k; ++j) l1 += std::fabs(xr[j] * wr[j]);
-      const double g = got.get(t * c.n + row), want_v = want.get(t * c.n + row);
-      const double allowed = tol.atol + tol.rtol * std::fabs(want_v) + 1e-6 * l1;
-      const double err = std::fabs(g - want_v);
-      ++r.checked;
-      if (std::isfinite(err)) {
-        r.max_abs_err = std::max(r.max_abs_err, err);
-        r.worst_ratio = std::max(r.worst_ratio, err / allowed);
-      }
-      if (!(err <= allowed)) {
-        std::ostringstream os;
-        os << "out[" << t << ", " << row << "]: got " << g << ", want " << want_v << " (allowed " << allowed << ")";
-        note(&r, os.str());
-      }
+      const double want_v = want.get(t * c.n + row);
+      check_element(&r, got.get(t * c.n + row), want_v, tol.atol + tol.rtol * std::fabs(want_v) + 1e-6 * l1, t, row);
     }
   return r;
 }
@@ -182,7 +186,8 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
     if (c.bias) bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
     return linear_w8a8(TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
                        TensorView::strided(xp, DType::i8, {c.m, c.k}, {xs, 1}, d),
-                       TensorView::contiguous(sxp, DType::f32, {c.m}, d), TensorView::contiguous(wp, DType::i8, {c.n, c.k}, d),
+                       TensorView::contiguous(sxp, DType::f32, {c.m}, d),
+                       TensorView::contiguous(wp, DType::i8, {c.n, c.k}, d),
                        TensorView::contiguous(swp, DType::f32, {c.n}, d), bv);
   };
   if (device < 0) {
@@ -212,17 +217,7 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
       // The kernel's fp32 epilogue: the int32 -> fp32 conversion, two products and the bias add (~2^-22 relative).
       const double allowed =
           tol.atol + tol.rtol * std::fabs(want) + std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want));
-      const double g = out.get(t * c.n + row), err = std::fabs(g - want);
-      ++r.checked;
-      if (std::isfinite(err)) {
-        r.max_abs_err = std::max(r.max_abs_err, err);
-        r.worst_ratio = std::max(r.worst_ratio, err / allowed);
-      }
-      if (!(err <= allowed)) {
-        std::ostringstream os;
-        os << "out[" << t << ", " << row << "]: got " << g << ", want " << want << " (allowed " << allowed << ")";
-        note(&r, os.str());
-      }
+      check_element(&r, out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
 }

@@ -38,4 +38,43 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// Copies a tile of ROWS rows x kChunks 16-byte chunks to shared memory, each of THREADS threads taking every THREADS-th
+// chunk: chunk c of row r goes from src(r, c) to dst(r, c) asynchronously when r < rows and c < chunks, and is
+// zero-filled otherwise (tile tails add nothing to the sums that read them, and no stale value can leak in).
+template <int ROWS, int kChunks, int THREADS, typename Src, typename Dst>
+__device__ __forceinline__ void copy_tile_async(int tid, int rows, int chunks, Src src, Dst dst) {
+  static_assert(ROWS * kChunks % THREADS == 0, "whole chunks per thread");
+#pragma unroll
+  for (int i = 0; i < ROWS * kChunks / THREADS; ++i) {
+    const int idx = tid + i * THREADS, r = idx / kChunks, c = idx % kChunks;
+    void* d = dst(r, c);
+    if (r < rows && c < chunks)
+      copy_async<16>(d, src(r, c));
+    else
+      *static_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The k loop of a tiled GEMM with S shared-memory stages: stage s holds k tile kt with kt % S == s; tiles kt + 1 ..
+// kt + S - 1 are in flight while tile kt is computed. load(kt, stage) issues a tile's copies, compute(stage) reads
+// one after the block barrier that makes every thread's copies visible (the same barrier also retires the stage
+// that the next load overwrites).
+template <int S, typename Load, typename Compute>
+__device__ __forceinline__ void multistage_k_loop(int k_tiles, Load load, Compute compute) {
+  static_assert(S >= 2, "at least two stages");
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < k_tiles) load(s, s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<S - 2>();
+    __syncthreads();
+    if (kt + S - 1 < k_tiles) load(kt + S - 1, (kt + S - 1) % S);
+    cp_async_commit();
+    compute(kt % S);
+  }
+  cp_async_wait<0>();
+}
+
 }  // namespace kernelkit::cuda

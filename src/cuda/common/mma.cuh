@@ -74,6 +74,27 @@ __device__ __forceinline__ int swz(int row, int col) {
 // swizzled by (row / 2) % 4, so 8 rows of 64 bytes fall in 8 different bank groups instead of 2.
 __device__ __forceinline__ int swz_i8x64(int row, int chunk) { return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
+// A warp's MT x NT grid of 16 x 8 accumulator tiles (acc[mt][nt][4], the C layout above): f(row, col, value) for each
+// element inside [rows, cols) (tile tails skipped), with row / col relative to the warp's tile origin.
+template <int MT, int NT, typename A, typename F>
+__device__ __forceinline__ void for_each_acc(const A (&acc)[MT][NT][4], int lane, int rows, int cols, F f) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = mt * 16 + g + half * 8;
+      if (row >= rows) continue;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = nt * 8 + 2 * t + e;
+          if (col < cols) f(row, col, acc[mt][nt][half * 2 + e]);
+        }
+    }
+}
+
 // Two floats rounded to T and packed in one 32-bit register, `lo` in the low half (the element with the lower index).
 template <typename T>
 __device__ __forceinline__ unsigned pack_rounded(float lo, float hi) {

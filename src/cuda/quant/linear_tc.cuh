@@ -39,10 +39,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
   } else {
     constexpr int BM = kLinearTcTileM, BN = kLinearTcTileN, BK = kLinearTcTileK, S = kLinearTcStages;
     constexpr int kXChunks = BK / 8, kWChunks = BK / 16;  // 16-byte chunks a row of x / of the weights
-    constexpr int kCopiesX = BM * kXChunks / kLinearTcThreads, kCopiesW = BN * kWChunks / kLinearTcThreads;
-    static_assert(BM == 64 && BN == 32 * (kLinearTcThreads / 32) && BK == 64 &&
-                      kCopiesX * kLinearTcThreads == BM * kXChunks && kCopiesW * kLinearTcThreads == BN * kWChunks,
-                  "w8a16 tensor-core tile");
+    static_assert(BM == 64 && BN == 32 * (kLinearTcThreads / 32) && BK == 64, "w8a16 tensor-core tile");
     extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][64 bytes] of weights
     T* const sX = reinterpret_cast<T*>(smem);
     unsigned char* const sW = smem + S * BM * BK * sizeof(T);
@@ -51,26 +48,17 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
     const int bm = blockIdx.y * BM, bn = blockIdx.x * BN, wn = warp * 32;
     const int k_tiles = (p.k + BK - 1) / BK;
 
+    // Stage s: rows bm.. of x and bn.. of the weights, k tile kt (chunks past k and rows past m / n zero-filled).
     auto load_stage = [&](int kt, int s) {
       const int k0 = kt * BK;
-#pragma unroll
-      for (int i = 0; i < kCopiesX; ++i) {
-        const int idx = tid + i * kLinearTcThreads, row = idx / kXChunks, c = idx % kXChunks, k = k0 + c * 8;
-        T* dst = sX + s * BM * BK + swz<BK>(row, c * 8);
-        if (bm + row < p.m && k < p.k)
-          copy_async<16>(dst, p.x + static_cast<int64_t>(bm + row) * p.x_stride + k);
-        else
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int i = 0; i < kCopiesW; ++i) {
-        const int idx = tid + i * kLinearTcThreads, row = idx / kWChunks, c = idx % kWChunks, k = k0 + c * 16;
-        unsigned char* dst = sW + s * BN * BK + swz_i8x64(row, c);
-        if (bn + row < p.n && k < p.k)
-          copy_async<16>(dst, p.w + static_cast<int64_t>(bn + row) * p.k + k);
-        else
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
+      copy_tile_async<BM, kXChunks, kLinearTcThreads>(
+          tid, p.m - bm, (p.k - k0 + 7) / 8,
+          [&](int r, int c) { return p.x + static_cast<int64_t>(bm + r) * p.x_stride + k0 + c * 8; },
+          [&](int r, int c) { return sX + s * BM * BK + swz<BK>(r, c * 8); });
+      copy_tile_async<BN, kWChunks, kLinearTcThreads>(
+          tid, p.n - bn, (p.k - k0 + 15) / 16,
+          [&](int r, int c) { return p.w + static_cast<int64_t>(bn + r) * p.k + k0 + c * 16; },
+          [&](int r, int c) { return sW + s * BN * BK + swz_i8x64(r, c); });
     };
 
     float acc[4][4][4];  // [m-tile of 16][n-tile of 8][fragment]
@@ -81,24 +69,15 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (s < k_tiles) load_stage(s, s);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      cp_async_wait<S - 2>();
-      __syncthreads();  // stage kt visible to every warp; stage kt - 1 no longer read by any
-      if (kt + S - 1 < k_tiles) load_stage(kt + S - 1, (kt + S - 1) % S);
-      cp_async_commit();
-
-      const T* x_st = sX + (kt % S) * BM * BK;
-      const unsigned char* w_st = sW + (kt % S) * BN * BK;
+    multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
+      const T* x_st = sX + stage * BM * BK;
+      const unsigned char* w_st = sW + stage * BN * BK;
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         unsigned a[4][4];
 #pragma unroll
-        for (int mt = 0; mt < 4; ++mt) ldmatrix_x4<false>(a[mt], x_st + swz<BK>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        for (int mt = 0; mt < 4; ++mt)
+          ldmatrix_x4<false>(a[mt], x_st + swz<BK>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           // Row g of this n-tile: bytes k = 16 kk + 2t, +1 (b0) and 16 kk + 8 + 2t, +1 (b1), all in chunk kk.
@@ -112,29 +91,17 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
           for (int mt = 0; mt < 4; ++mt) mma_16x8x16<T>(acc[mt][nt], a[mt], b0, b1);
         }
       }
-    }
-    cp_async_wait<0>();
+    });
 
-    // Epilogue: fragment (row g / g + 8, columns 2t, 2t + 1) of each 16 x 8 tile.
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = bm + mt * 16 + g + half * 8;
-        if (row >= p.m) continue;
-        T* out_row = p.out + static_cast<int64_t>(row) * p.out_stride;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = bn + wn + nt * 8 + 2 * t + e;
-            if (col >= p.n) continue;
-            float y = acc[mt][nt][half * 2 + e] * __ldg(p.scales + col);
-            if (p.bias) y += to_float(p.bias[col]);
-            if (p.accumulate) y += to_float(out_row[col]);
-            out_row[col] = from_float<T>(y);
-          }
-      }
+    // Epilogue: the per-channel scale on the fp32 sum, the bias, the residual (accumulate), one rounding.
+    const int c0 = bn + wn;
+    for_each_acc(acc, lane, p.m - bm, p.n - c0, [&](int r, int c, float v) {
+      T* o = p.out + static_cast<int64_t>(bm + r) * p.out_stride + c0 + c;
+      float y = v * __ldg(p.scales + c0 + c);
+      if (p.bias) y += to_float(p.bias[c0 + c]);
+      if (p.accumulate) y += to_float(*o);
+      *o = from_float<T>(y);
+    });
   }
 }
 

@@ -66,10 +66,8 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     constexpr int BM = kW8A8TileM, BN = kW8A8TileN, BK = kW8A8TileK, S = kW8A8Stages;
-    constexpr int kChunks = BK / 16;                                    // 16-byte chunks a stage row
-    constexpr int kCopiesA = BM * kChunks / kW8A8Threads, kCopiesB = BN * kChunks / kW8A8Threads;
-    static_assert(BK == 64 && kCopiesA * kW8A8Threads == BM * kChunks && kCopiesB * kW8A8Threads == BN * kChunks,
-                  "w8a8 tile");
+    constexpr int kChunks = BK / 16;  // 16-byte chunks a stage row
+    static_assert(BK == 64, "64-byte int8 rows (swz_i8x64)");
     extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][64] of xq, then [S][BN][64] of qweight
     unsigned char* const sA = smem;
     unsigned char* const sB = smem + S * BM * BK;
@@ -79,26 +77,16 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
     const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;  // this warp's 64 x 32 tile in the block's
     const int k_tiles = (p.k + BK - 1) / BK;
 
+    // Stage s: rows bm.. of xq and bn.. of qweight, k tile kt (chunks past k and rows past m / n zero-filled).
     auto load_stage = [&](int kt, int s) {
-      const int k0 = kt * BK;
-#pragma unroll
-      for (int i = 0; i < kCopiesA; ++i) {
-        const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
-        unsigned char* dst = sA + s * BM * BK + swz_i8x64(row, c);
-        if (bm + row < p.m && k < p.k)
-          copy_async<16>(dst, p.x + static_cast<int64_t>(bm + row) * p.x_stride + k);
-        else
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int i = 0; i < kCopiesB; ++i) {
-        const int idx = tid + i * kW8A8Threads, row = idx / kChunks, c = idx % kChunks, k = k0 + c * 16;
-        unsigned char* dst = sB + s * BN * BK + swz_i8x64(row, c);
-        if (bn + row < p.n && k < p.k)
-          copy_async<16>(dst, p.w + static_cast<int64_t>(bn + row) * p.k + k);
-        else
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
+      const int k0 = kt * BK, chunks = (p.k - k0 + 15) / 16;
+      copy_tile_async<BM, kChunks, kW8A8Threads>(
+          tid, p.m - bm, chunks,
+          [&](int r, int c) { return p.x + static_cast<int64_t>(bm + r) * p.x_stride + k0 + c * 16; },
+          [&](int r, int c) { return sA + s * BM * BK + swz_i8x64(r, c); });
+      copy_tile_async<BN, kChunks, kW8A8Threads>(
+          tid, p.n - bn, chunks, [&](int r, int c) { return p.w + static_cast<int64_t>(bn + r) * p.k + k0 + c * 16; },
+          [&](int r, int c) { return sB + s * BN * BK + swz_i8x64(r, c); });
     };
 
     int acc[4][4][4];  // [m-tile of 16][n-tile of 8][fragment]
@@ -109,19 +97,9 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 
-#pragma unroll
-    for (int s = 0; s < S - 1; ++s) {
-      if (s < k_tiles) load_stage(s, s);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      cp_async_wait<S - 2>();
-      __syncthreads();  // stage kt visible to every warp; stage kt - 1 no longer read by any
-      if (kt + S - 1 < k_tiles) load_stage(kt + S - 1, (kt + S - 1) % S);
-      cp_async_commit();
-
-      const unsigned char* a_st = sA + (kt % S) * BM * BK;
-      const unsigned char* b_st = sB + (kt % S) * BN * BK;
+    multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
+      const unsigned char* a_st = sA + stage * BM * BK;
+      const unsigned char* b_st = sB + stage * BN * BK;
 #pragma unroll
       for (int ks = 0; ks < BK / 32; ++ks) {
         unsigned a[4][4], b[2][4];
@@ -139,30 +117,15 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
           for (int nt = 0; nt < 4; ++nt)
             mma_s8_16x8x32(acc[mt][nt], a[mt], b[nt / 2][(nt % 2) * 2], b[nt / 2][(nt % 2) * 2 + 1]);
       }
-    }
-    cp_async_wait<0>();
+    });
 
-    // Epilogue: fragment (row g / g + 8, columns 2t, 2t + 1) of each 16 x 8 tile; one fp32 conversion of the exact sum.
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int row = bm + wm + mt * 16 + g + half * 8;
-        if (row >= p.m) continue;
-        const float sx = __ldg(p.sx + row);
-        T* out_row = p.out + static_cast<int64_t>(row) * p.out_stride;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = bn + wn + nt * 8 + 2 * t + e;
-            if (col >= p.n) continue;
-            float y = static_cast<float>(acc[mt][nt][half * 2 + e]) * sx * __ldg(p.sw + col);
-            if (p.bias) y += to_float(p.bias[col]);
-            out_row[col] = from_float<T>(y);
-          }
-      }
+    // Epilogue: one fp32 conversion of each exact sum, both scales, the bias, one rounding.
+    const int r0 = bm + wm, c0 = bn + wn;
+    for_each_acc(acc, lane, p.m - r0, p.n - c0, [&](int r, int c, int v) {
+      float y = static_cast<float>(v) * __ldg(p.sx + r0 + r) * __ldg(p.sw + c0 + c);
+      if (p.bias) y += to_float(p.bias[c0 + c]);
+      p.out[static_cast<int64_t>(r0 + r) * p.out_stride + c0 + c] = from_float<T>(y);
+    });
   }
 }
 
