@@ -61,13 +61,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
           [&](int r, int c) { return sW + s * BN * BK + swz_i8x64(r, c); });
     };
 
-    float acc[4][4][4];  // [m-tile of 16][n-tile of 8][fragment]
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+    float acc[4][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
 
     multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
       const T* x_st = sX + stage * BM * BK;

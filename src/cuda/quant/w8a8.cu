@@ -89,13 +89,7 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
           [&](int r, int c) { return sB + s * BN * BK + swz_i8x64(r, c); });
     };
 
-    int acc[4][4][4];  // [m-tile of 16][n-tile of 8][fragment]
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+    int acc[4][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
 
     multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
       const unsigned char* a_st = sA + stage * BM * BK;
