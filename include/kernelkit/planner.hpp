@@ -28,15 +28,15 @@ constexpr int kElementwiseVecsPerThread = 4;
 // k_warps-th 16-byte chunk of the block's weight rows and the warps add their partial sums through shared memory, so
 // no workspace and no second pass). __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) caps them at
 // kLinearRegisters registers (65536 / (256 * 2)): enough for 8 tokens x 2 rows of accumulators next to the loads in
-// flight. kLinearMaxTokens tokens share each weight load; kLinearMaxM is the most tokens the GEMV path takes.
+// flight. kLinearMaxTokens tokens share each weight load (m below kLinearTcMinM: at most 2 token tiles).
 constexpr int kLinearMaxThreads = 256;
 constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
-constexpr int kLinearMaxM = 64;  // INT4 (W4A16) on CUDA: the GEMV is its only path
-// W8A16 from kLinearTcMinM tokens up runs on tensor cores instead (any m): blocks of kLinearTcThreads threads own a
-// kLinearTcTileM x kLinearTcTileN output tile, k in steps of kLinearTcTileK through kLinearTcStages cp.async buffers
-// (3 x (64 x 64 x 2 B of x + 128 x 64 B of weights) = 48 KB, the default shared memory of every profile).
+// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead: blocks of kLinearTcThreads
+// threads own a kLinearTcTileM x kLinearTcTileN output tile, k in steps of kLinearTcTileK through kLinearTcStages
+// cp.async buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB, 36 KB with INT4: within the
+// default shared memory of every profile).
 constexpr int kLinearTcMinM = 16;
 constexpr int kLinearTcThreads = 128;
 constexpr int kLinearTcTileM = 64;

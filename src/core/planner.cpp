@@ -158,7 +158,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
-  if (bits == 8 && m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
+  if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;
     p->threads_per_row = kWarp;
@@ -166,7 +166,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->tokens = kLinearTcTileM;
     p->out_rows = kLinearTcTileN;
     p->k_warps = 0;
-    p->smem_bytes = int64_t{kLinearTcStages} * kLinearTcTileK * (kLinearTcTileM * dtype_size(dtype) + kLinearTcTileN);
+    p->smem_bytes = int64_t{kLinearTcStages} * kLinearTcTileK *
+                    (kLinearTcTileM * static_cast<int64_t>(dtype_size(dtype)) + kLinearTcTileN * bits / 8);
     p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
     p->grid_x = std::max<int64_t>(1, ceil_div(n, kLinearTcTileN));
     p->grid = p->grid_x * ceil_div(m, kLinearTcTileM);
@@ -176,9 +177,6 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
   }
-  if (m > kLinearMaxM)
-    return unsupported(name + ": m = " + std::to_string(m) + " tokens exceeds the INT4 GEMV path's " +
-                       std::to_string(kLinearMaxM) + " (W4A16 has no tensor-core path yet)");
   p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
   p->out_rows = p->tokens <= 2 ? 4 : 2;

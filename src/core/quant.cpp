@@ -139,9 +139,6 @@ Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profil
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "x", a.dtype, *profile));
-    if (a.bits == 4 && a.rows > kLinearMaxM)
-      return unsupported(name + ": m = " + std::to_string(a.rows) + " tokens is more than the CUDA INT4 GEMV takes (" +
-                         std::to_string(kLinearMaxM) + "); W4A16 has no tensor-core path yet (W8A16 has)");
     // 16-byte loads of x (8 values) and of every weight row.
     if (a.align_bytes < 16)
       return invalid_argument(name +

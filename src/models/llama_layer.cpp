@@ -12,7 +12,6 @@
 
 #include "kernelkit/llama.hpp"
 #include "kernelkit/ops.hpp"
-#include "kernelkit/planner.hpp"
 
 namespace kernelkit {
 namespace {
@@ -107,21 +106,8 @@ Status LlamaLayer::project(const TensorView& y, const TensorView& x, const Layer
     opt.accumulate = accumulate;
     return linear(y, x, l.w, nullptr, opt, gemm_.impl() ? &gemm_ : nullptr, stream);
   }
-  // W8A16 takes any token count (tensor cores from kLinearTcMinM on); W4A16's GEMV at most kLinearMaxM a call.
-  const int64_t chunk = l.bits == 8 ? std::max<int64_t>(x.shape[0], 1) : kLinearMaxM;
-  const int64_t T = x.shape[0], e = static_cast<int64_t>(dtype_size(dtype_));
-  for (int64_t r = 0; r < T; r += chunk) {
-    const int64_t n = std::min(chunk, T - r);
-    auto rows = [&](const TensorView& t) {
-      TensorView v = t;
-      v.data = static_cast<char*>(t.data) + r * t.strides[0] * e;
-      v.shape[0] = n;
-      return v;
-    };
-    KK_RETURN_IF_ERROR(
-        linear_weight_only(rows(y), rows(x), l.qweight, l.scales, l.bits, l.group, std::nullopt, stream, accumulate));
-  }
-  return Status::Ok();
+  // Any token count: a GEMV for decode, tensor cores for prefill.
+  return linear_weight_only(y, x, l.qweight, l.scales, l.bits, l.group, std::nullopt, stream, accumulate);
 }
 
 Status LlamaLayer::prefill(const TensorView& x, const TensorView& k_cache, const TensorView& v_cache, Stream stream) {

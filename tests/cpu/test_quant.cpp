@@ -265,7 +265,7 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
 }
 
 // Profile-dependent refusals for CUDA tensors are decided before any device is needed (KERNELKIT_PROFILE override):
-// m > 64 and bf16 on a T4.
+// bf16 on a T4, on the GEMV and the tensor-core paths alike.
 TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
   const int64_t n = 3, k = 128;
   std::vector<uint16_t> x(65 * k), out(65 * n);
@@ -281,12 +281,11 @@ TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
                               TensorView::contiguous(x.data(), dt, {m, k}, d), q, s, bits, bits == 8 ? 0 : 64,
                               std::nullopt);
   };
-  setenv("KERNELKIT_PROFILE", "h200", 1);
-  Status s = call(65, DType::f16, 4);  // W4A16: the GEMV only (W8A16 takes any m, on tensor cores)
-  EXPECT_EQ(s.code(), StatusCode::unsupported);
-  EXPECT_TRUE(has(s, "m = 65 tokens is more than the CUDA INT4 GEMV takes (64)")) << s.message();
   setenv("KERNELKIT_PROFILE", "t4", 1);
-  s = call(4, DType::bf16);
+  Status s = call(4, DType::bf16);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_TRUE(has(s, "has no bf16")) << s.message();
+  s = call(65, DType::bf16, 4);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   EXPECT_TRUE(has(s, "has no bf16")) << s.message();
   unsetenv("KERNELKIT_PROFILE");
@@ -352,11 +351,11 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
                          std::to_string(n) + " k" + std::to_string(k));
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
-            if (op == OpId::linear_w8a16 && m >= kLinearTcMinM) {  // tensor-core tiles
+            if (m >= kLinearTcMinM) {  // tensor-core tiles
               EXPECT_EQ(p.k_warps, 0);
               EXPECT_EQ(p.grid_x, (n + kLinearTcTileN - 1) / kLinearTcTileN);
               EXPECT_EQ(p.grid, p.grid_x * ((m + kLinearTcTileM - 1) / kLinearTcTileM));
-              EXPECT_EQ(p.smem_bytes, 3 * 64 * (64 * 2 + 128));
+              EXPECT_EQ(p.smem_bytes, 3 * 64 * (64 * 2 + (op == OpId::linear_w8a16 ? 128 : 64)));
               EXPECT_FALSE(p.smem_optin);
               continue;
             }
@@ -390,13 +389,13 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);
   EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
-  // W8A16 takes any m (tensor cores from 16 tokens); W4A16 refuses more than 64; f32 activations are refused.
+  // Any m (tensor cores from 16 tokens); f32 activations are refused.
   s.rows = 4096;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::f16, &p).ok());
   EXPECT_EQ(p.k_warps, 0);
-  s.rows = 65;
   s.group = 128;
-  EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::f16, &p).code(), StatusCode::unsupported);
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::f16, &p).ok());
+  EXPECT_EQ(p.k_warps, 0);
   s.group = 0;
   s.rows = 1;
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);

@@ -56,35 +56,30 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
     }
 }
 
-// W8A16 on tensor cores (m >= 16): tails of the 64-token and 128-feature tiles and of the 64-value k step, strided x,
-// bias, accumulate.
-using TcParam = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
+// Weight-only on tensor cores (m >= 16), W8A16 and W4A16 (groups 128 and 64): tails of the 64-token and 128-feature
+// tiles (and, INT8, of the 64-value k step), strided x, bias, accumulate.
+using TcParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
 class WeightOnlyTensorCores : public ::testing::TestWithParam<TcParam> {};
 
 TEST_P(WeightOnlyTensorCores, MatchesReference) {
-  const auto [dt, m, nk] = GetParam();
+  const auto [dt, variant, m, nk] = GetParam();
+  const Variant v = kVariants[variant];
+  const int64_t k = v.bits == 4 && nk.second % v.group ? nk.second / v.group * v.group + v.group : nk.second;
   for (bool bias : {true, false}) {
-    WeightOnlyCase c{dt, 8, 0, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
+    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, k, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
-  WeightOnlyCase c{dt, 8, 0, m, nk.first, nk.second, true, 0, static_cast<uint64_t>(m + 7), true};
+  WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, k, true, 0, static_cast<uint64_t>(m + 7), true};
   kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
 }
 
+// k = 528 is 8 full k tiles and a 16-value tail for INT8 (INT4 rounds it up to a multiple of its group).
 INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
                                             ::testing::Values(16, 17, 65, 300),
                                             ::testing::Values(std::pair<int64_t, int64_t>{7, 640},
                                                               std::pair<int64_t, int64_t>{255, 528},
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
-
-// W4A16 with m > 64 is refused on CUDA (no tensor-core path for INT4 yet), before any launch.
-TEST(WeightOnlyRefusals, Int4MoreThan64Tokens) {
-  WeightOnlyCase c{DType::f16, 4, 64, 65, 7, 128, true, 0, 1};
-  const auto r = kernelkit::testing::run_weight_only_case_cuda(c, 0);
-  EXPECT_EQ(r.status.code(), StatusCode::unsupported) << r.status.to_string();
-  EXPECT_NE(r.status.message().find("m = 65"), std::string::npos) << r.status.message();
-}
 
 using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;
 class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};

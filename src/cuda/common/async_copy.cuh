@@ -56,8 +56,8 @@ __device__ __forceinline__ void copy_tile_async(int tid, int rows, int chunks, S
 }
 
 // The k loop of a tiled GEMM with S shared-memory stages: stage s holds k tile kt with kt % S == s; tiles kt + 1 ..
-// kt + S - 1 are in flight while tile kt is computed. load(kt, stage) issues a tile's copies, compute(stage) reads
-// one after the block barrier that makes every thread's copies visible (the same barrier also retires the stage
+// kt + S - 1 are in flight while tile kt is computed. load(kt, stage) issues a tile's copies, compute(kt, stage)
+// reads one after the block barrier that makes every thread's copies visible (the same barrier also retires the stage
 // that the next load overwrites).
 template <int S, typename Load, typename Compute>
 __device__ __forceinline__ void multistage_k_loop(int k_tiles, Load load, Compute compute) {
@@ -72,7 +72,7 @@ __device__ __forceinline__ void multistage_k_loop(int k_tiles, Load load, Comput
     __syncthreads();
     if (kt + S - 1 < k_tiles) load(kt + S - 1, (kt + S - 1) % S);
     cp_async_commit();
-    compute(kt % S);
+    compute(kt, kt % S);
   }
   cp_async_wait<0>();
 }

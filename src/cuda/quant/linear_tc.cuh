@@ -1,11 +1,18 @@
-// W8A16 on tensor cores, for m above the GEMV's range: out [m, n] = (x [m, k] @ q [n, k]^T) * s[n] (+ bias) (+ out).
+// Weight-only linear on tensor cores, for m above the GEMV's range: out [m, n] = x [m, k] @ (q [n, k] * s)^T (+ bias)
+// (+ out), W8A16 (s per output channel) and W4A16 (s per group of 64 or 128 inputs).
 //   Block: a kLinearTcTileM x kLinearTcTileN output tile (grid x along n, y along m), k in steps of kLinearTcTileK
-//   through kLinearTcStages cp.async buffers of x (2-byte values, rows swizzled for ldmatrix) and of the int8 weights
-//   (64-byte rows, swz_i8x64). 4 warps split n (32 features each) and all share the block's 64 tokens: per 16-value
-//   k-step a warp loads 4 A fragments by ldmatrix and, for each of its 4 n-tiles, the B fragment's 4 int8 values
-//   (k 2t, 2t + 1, 8 + 2t, 9 + 2t of row g: two 2-byte shared loads), dequantized exactly (|q| <= 127 is exact in
-//   f16 and bf16) and used by 4 MMAs m16n8k16 with fp32 accumulation. The per-channel scale is applied once, in the
-//   epilogue, to the fp32 sum (the same math as the GEMV: sum_k x q, times s).
+//   through kLinearTcStages cp.async buffers of x (2-byte values, rows swizzled for ldmatrix) and of the quantized
+//   weights (64-byte int8 rows, swz_i8x64; or 32-byte int4 rows). 4 warps split n (32 features each) and all share
+//   the block's 64 tokens: per 16-value k-step a warp loads 4 A fragments by ldmatrix and, for each of its 4 n-tiles,
+//   the B fragment of row g (k 2t, 2t + 1, 8 + 2t, 9 + 2t), dequantized exactly (|q| <= 127 is exact in f16 and
+//   bf16), for 4 MMAs m16n8k16 with fp32 accumulation:
+//   - INT8: two 2-byte shared loads, the exact int8 -> float conversion of quant_common.cuh, packed back;
+//   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t, so (word >> 4t) &
+//     0x000F000F, or'ed with the exponent of 1024 (f16) or 128 (bf16), is the biased pair; one packed subtract
+//     leaves the signed values, already in B's register layout. Words 0 and 1 of the step are one 8-byte load.
+//   Scales: INT8's per-channel scale multiplies the fp32 sum once in the epilogue (the GEMV's math: sum_k x q, times
+//   s). An INT4 group spans whole k tiles (64 or 128 >= kLinearTcTileK), so each tile's sums go to a second set of
+//   accumulators that is scaled by its group's s[n, g] and added after the tile.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,24 +30,41 @@ namespace kernelkit::cuda {
 template <typename T>
 struct LinearTcParams {
   const T* x;           // [m, k], row stride x_stride elements (16-byte aligned rows)
-  const int8_t* w;      // [n, k], contiguous
-  const float* scales;  // [n]
+  const uint8_t* w;     // [n, k * bits / 8], contiguous
+  const float* scales;  // [n] (8-bit) or [n, k / group] (4-bit)
   const T* bias;        // [n] or null
   T* out;               // [m, n], row stride out_stride
   int m, n, k;
   int64_t x_stride, out_stride;
+  int group;  // 4-bit: 64 or 128
   int accumulate;
 };
 
+// Two biased INT4 values (bits 0-3 and 16-19 of `pair`) -> the packed T pair (value - 8, exactly).
 template <typename T>
-__global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(const LinearTcParams<T> p) {
+__device__ __forceinline__ unsigned int4_pair(uint32_t pair) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t biased = pair | 0x64006400u;  // 1024 + u: f16 spacing is 1 in [1024, 2048)
+    const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1032.0f));
+    return *reinterpret_cast<const unsigned*>(&h);
+  } else {
+    const uint32_t biased = pair | 0x43004300u;  // 128 + u: bf16 spacing is 1 in [128, 256)
+    const __nv_bfloat162 h =
+        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __float2bfloat162_rn(136.0f));
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+}
+
+template <typename T, int kBits>
+__global__ void __launch_bounds__(kLinearTcThreads, 1) linear_tc_kernel(const LinearTcParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     constexpr int BM = kLinearTcTileM, BN = kLinearTcTileN, BK = kLinearTcTileK, S = kLinearTcStages;
-    constexpr int kXChunks = BK / 8, kWChunks = BK / 16;  // 16-byte chunks a row of x / of the weights
+    constexpr int kRowBytes = BK * kBits / 8;                        // a weight row of one k tile
+    constexpr int kXChunks = BK / 8, kWChunks = kRowBytes / 16;       // 16-byte chunks a row of x / of the weights
     static_assert(BM == 64 && BN == 32 * (kLinearTcThreads / 32) && BK == 64, "w8a16 tensor-core tile");
-    extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][64 bytes] of weights
+    extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][kRowBytes] of weights
     T* const sX = reinterpret_cast<T*>(smem);
     unsigned char* const sW = smem + S * BM * BK * sizeof(T);
 
@@ -48,6 +72,9 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
     const int bm = blockIdx.y * BM, bn = blockIdx.x * BN, wn = warp * 32;
     const int k_tiles = (p.k + BK - 1) / BK;
 
+    // Byte offset of 16-byte chunk c of weight row r in a stage: INT8 rows swizzled for bank-free reads; INT4 rows are
+    // read 8 bytes at a time by the 4 lanes of a row group (a broadcast), at most 2-way conflicted unswizzled.
+    auto w_offset = [](int r, int c) { return kBits == 8 ? swz_i8x64(r, c) : r * kRowBytes + c * 16; };
     // Stage s: rows bm.. of x and bn.. of the weights, k tile kt (chunks past k and rows past m / n zero-filled).
     auto load_stage = [&](int kt, int s) {
       const int k0 = kt * BK;
@@ -56,16 +83,18 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
           [&](int r, int c) { return p.x + static_cast<int64_t>(bm + r) * p.x_stride + k0 + c * 8; },
           [&](int r, int c) { return sX + s * BM * BK + swz<BK>(r, c * 8); });
       copy_tile_async<BN, kWChunks, kLinearTcThreads>(
-          tid, p.n - bn, (p.k - k0 + 15) / 16,
-          [&](int r, int c) { return p.w + static_cast<int64_t>(bn + r) * p.k + k0 + c * 16; },
-          [&](int r, int c) { return sW + s * BN * BK + swz_i8x64(r, c); });
+          tid, p.n - bn, ((p.k - k0) * kBits / 8 + 15) / 16,
+          [&](int r, int c) { return p.w + (static_cast<int64_t>(bn + r) * p.k + k0) * kBits / 8 + c * 16; },
+          [&](int r, int c) { return sW + s * BN * kRowBytes + w_offset(r, c); });
     };
 
     float acc[4][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
 
-    multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
+    multistage_k_loop<S>(k_tiles, load_stage, [&](int kt, int stage) {
       const T* x_st = sX + stage * BM * BK;
-      const unsigned char* w_st = sW + stage * BN * BK;
+      const unsigned char* w_st = sW + stage * BN * kRowBytes;
+      float part[4][4][4] = {};  // INT4: this k tile's sums, scaled by its group before they join acc
+      float (&sums)[4][4][4] = kBits == 8 ? acc : part;
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         unsigned a[4][4];
@@ -74,24 +103,48 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
           ldmatrix_x4<false>(a[mt], x_st + swz<BK>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          // Row g of this n-tile: bytes k = 16 kk + 2t, +1 (b0) and 16 kk + 8 + 2t, +1 (b1), all in chunk kk.
-          const unsigned char* row = w_st + swz_i8x64(wn + nt * 8 + g, kk);
-          const uint32_t lo = *reinterpret_cast<const unsigned short*>(row + 2 * t);
-          const uint32_t hi = *reinterpret_cast<const unsigned short*>(row + 8 + 2 * t);
-          float wf[4];
-          dequant_i8x4(lo | (hi << 16), wf);
-          const unsigned b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
+          const int row = wn + nt * 8 + g;
+          unsigned b0, b1;
+          if constexpr (kBits == 8) {
+            // Bytes k = 16 kk + 2t, +1 (b0) and 16 kk + 8 + 2t, +1 (b1), all in chunk kk.
+            const unsigned char* w = w_st + swz_i8x64(row, kk);
+            const uint32_t lo = *reinterpret_cast<const unsigned short*>(w + 2 * t);
+            const uint32_t hi = *reinterpret_cast<const unsigned short*>(w + 8 + 2 * t);
+            float wf[4];
+            dequant_i8x4(lo | (hi << 16), wf);
+            b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
+          } else {
+            // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each.
+            const uint2 words = *reinterpret_cast<const uint2*>(w_st + row * kRowBytes + kk * 8);
+            b0 = int4_pair<T>((words.x >> (4 * t)) & 0x000F000Fu);
+            b1 = int4_pair<T>((words.y >> (4 * t)) & 0x000F000Fu);
+          }
 #pragma unroll
-          for (int mt = 0; mt < 4; ++mt) mma_16x8x16<T>(acc[mt][nt], a[mt], b0, b1);
+          for (int mt = 0; mt < 4; ++mt) mma_16x8x16<T>(sums[mt][nt], a[mt], b0, b1);
         }
+      }
+      if constexpr (kBits == 4) {  // acc += part * s[n, group of this tile] (columns 2t, 2t + 1 of each n-tile)
+        const int64_t groups = p.k / p.group, grp = static_cast<int64_t>(kt) * BK / p.group;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = min(bn + wn + nt * 8 + 2 * t + e, p.n - 1);  // past n: any valid scale, never stored
+            const float sc = __ldg(p.scales + col * groups + grp);
+#pragma unroll
+            for (int mt = 0; mt < 4; ++mt) {
+              acc[mt][nt][e] = fmaf(part[mt][nt][e], sc, acc[mt][nt][e]);
+              acc[mt][nt][2 + e] = fmaf(part[mt][nt][2 + e], sc, acc[mt][nt][2 + e]);
+            }
+          }
       }
     });
 
-    // Epilogue: the per-channel scale on the fp32 sum, the bias, the residual (accumulate), one rounding.
+    // Epilogue: INT8's per-channel scale on the fp32 sum, the bias, the residual (accumulate), one rounding.
     const int c0 = bn + wn;
     for_each_acc(acc, lane, p.m - bm, p.n - c0, [&](int r, int c, float v) {
       T* o = p.out + static_cast<int64_t>(bm + r) * p.out_stride + c0 + c;
-      float y = v * __ldg(p.scales + c0 + c);
+      float y = kBits == 8 ? v * __ldg(p.scales + c0 + c) : v;
       if (p.bias) y += to_float(p.bias[c0 + c]);
       if (p.accumulate) y += to_float(*o);
       *o = from_float<T>(y);
@@ -102,7 +155,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_w8a16_tc_kernel(co
 template <typename T>
 Status launch_linear_tc(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   const LinearTcParams<T> p{static_cast<const T*>(a.x),
-                            static_cast<const int8_t*>(a.qweight),
+                            static_cast<const uint8_t*>(a.qweight),
                             a.scales,
                             static_cast<const T*>(a.bias),
                             static_cast<T*>(a.out),
@@ -111,9 +164,13 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, const LaunchPlan& plan,
                             static_cast<int>(a.k),
                             a.x_stride,
                             a.out_stride,
+                            a.group,
                             a.accumulate ? 1 : 0};
   const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid / plan.grid_x));
-  linear_w8a16_tc_kernel<T><<<grid, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+  if (a.bits == 8)
+    linear_tc_kernel<T, 8><<<grid, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+  else
+    linear_tc_kernel<T, 4><<<grid, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
 }

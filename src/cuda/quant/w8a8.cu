@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
 
     int acc[4][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
 
-    multistage_k_loop<S>(k_tiles, load_stage, [&](int stage) {
+    multistage_k_loop<S>(k_tiles, load_stage, [&](int, int stage) {
       const unsigned char* a_st = sA + stage * BM * BK;
       const unsigned char* b_st = sB + stage * BN * BK;
 #pragma unroll
