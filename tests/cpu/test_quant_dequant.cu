@@ -40,6 +40,12 @@ TEST(QuantDequant, Int4WordsDecodeInKOrder) {
     const uint32_t word = packed[0] | packed[1] << 8 | packed[2] << 16 | static_cast<uint32_t>(packed[3]) << 24;
     float f[8];
     cuda::dequant_i4x8(word, f);
+    for (int t = 0; t < 4; ++t) {  // the tensor-core B fragment pairs: values 2t, 2t + 1, biased by 8
+      const uint32_t bits = cuda::int4_pair_bits(word, t);
+      ASSERT_EQ(bits & ~0x000F000Fu, 0u);
+      ASSERT_EQ(static_cast<int>(bits & 0xF) - 8, v[2 * t]) << "trial " << trial << " lane " << t;
+      ASSERT_EQ(static_cast<int>(bits >> 16) - 8, v[2 * t + 1]) << "trial " << trial << " lane " << t;
+    }
     for (int j = 0; j < 8; ++j) {
       ASSERT_EQ(f[j], static_cast<float>(v[j])) << "trial " << trial << " value " << j;
       ASSERT_EQ(detail::int4_kernel_value(packed.data(), j), v[j]);  // the reference's decoding agrees

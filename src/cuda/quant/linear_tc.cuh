@@ -7,9 +7,9 @@
 //   the B fragment of row g (k 2t, 2t + 1, 8 + 2t, 9 + 2t), dequantized exactly (|q| <= 127 is exact in f16 and
 //   bf16), for 4 MMAs m16n8k16 with fp32 accumulation:
 //   - INT8: two 2-byte shared loads, the exact int8 -> float conversion of quant_common.cuh, packed back;
-//   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t, so (word >> 4t) &
-//     0x000F000F, or'ed with the exponent of 1024 (f16) or 128 (bf16), is the biased pair; one packed subtract
-//     leaves the signed values, already in B's register layout. Words 0 and 1 of the step are one 8-byte load.
+//   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t (int4_pair_bits), so with
+//     the exponent of 1024 (f16) or 128 (bf16) or'ed in, one packed subtract leaves the pair, already in B's
+//     register layout. A step's two words are one 8-byte load.
 //   Scales: INT8's per-channel scale multiplies the fp32 sum once in the epilogue (the GEMV's math: sum_k x q, times
 //   s). An INT4 group spans whole k tiles (64 or 128 >= kLinearTcTileK), so each tile's sums go to a second set of
 //   accumulators that is scaled by its group's s[n, g] and added after the tile.
@@ -40,7 +40,7 @@ struct LinearTcParams {
   int accumulate;
 };
 
-// Two biased INT4 values (bits 0-3 and 16-19 of `pair`) -> the packed T pair (value - 8, exactly).
+// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values, exactly.
 template <typename T>
 __device__ __forceinline__ unsigned int4_pair(uint32_t pair) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -114,10 +114,10 @@ __global__ void __launch_bounds__(kLinearTcThreads, 1) linear_tc_kernel(const Li
             dequant_i8x4(lo | (hi << 16), wf);
             b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
           } else {
-            // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each.
+            // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each (int4_pair_bits).
             const uint2 words = *reinterpret_cast<const uint2*>(w_st + row * kRowBytes + kk * 8);
-            b0 = int4_pair<T>((words.x >> (4 * t)) & 0x000F000Fu);
-            b1 = int4_pair<T>((words.y >> (4 * t)) & 0x000F000Fu);
+            b0 = int4_pair<T>(int4_pair_bits(words.x, t));
+            b1 = int4_pair<T>(int4_pair_bits(words.y, t));
           }
 #pragma unroll
           for (int mt = 0; mt < 4; ++mt) mma_16x8x16<T>(sums[mt][nt], a[mt], b0, b1);

@@ -89,4 +89,12 @@ __host__ __device__ __forceinline__ void dequant_i4x8(uint32_t w, float* f) {
   }
 }
 
+// The tensor-core B fragment from one INT4 word of the kernel layout: lane t (0..3) needs values 2t and 2t + 1, which
+// sit in nibbles t and 4 + t; returned biased by 8 (u = value + 8) in bits 0-3 and 16-19. Or'ed with 0x64006400 this
+// is the f16 pair (1024 + u0, 1024 + u1), with 0x43004300 the bf16 pair (128 + u0, 128 + u1): both exact, so one
+// packed subtract of 1032 / 136 leaves the values.
+__host__ __device__ __forceinline__ uint32_t int4_pair_bits(uint32_t word, int t) {
+  return ((word ^ 0x88888888u) >> (4 * t)) & 0x000F000Fu;
+}
+
 }  // namespace kernelkit::cuda
