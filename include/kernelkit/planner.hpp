@@ -123,9 +123,10 @@ struct DecodePlan {
   std::string to_string() const;
 };
 // `rows` = query rows per KV head (heads / kv_heads x s_q), `rows_all` = every output row (batch x s_q x heads, sizes
-// the workspace), `capacity` = the most keys a sequence can hold.
+// the workspace), `capacity` = the most keys a sequence can hold. `resident_blocks` > 0: the blocks per SM the
+// compiled kernel really gets (the occupancy API; its registers), which caps shared memory's estimate.
 Status plan_decode(const DeviceProfile& profile, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
-                   int64_t rows_all, int64_t capacity, DecodePlan* out);
+                   int64_t rows_all, int64_t capacity, DecodePlan* out, int resident_blocks = 0);
 
 // Blocks of `threads` threads using `smem` bytes and `regs` registers per thread that fit on one SM of the profile.
 int blocks_per_sm(const DeviceProfile& profile, int threads, int64_t smem, int regs);

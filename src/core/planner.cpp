@@ -333,7 +333,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
 }
 
 Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
-                   int64_t rows_all, int64_t capacity, DecodePlan* p) {
+                   int64_t rows_all, int64_t capacity, DecodePlan* p, int resident_blocks) {
   *p = DecodePlan{};
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
@@ -349,6 +349,7 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->smem_bytes = std::max(stages, merge);
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
   if (p->blocks_per_sm == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
+  if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
   // Splits: enough blocks for one wave of resident blocks, never more than the tiles, at most kDecodeMaxSplits.
   const int64_t base = batch * kv_heads * p->row_groups;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));

@@ -266,6 +266,13 @@ TEST(Planner, DecodeSplitsFillTheGpuAndFitDefaultSharedMemory) {
   EXPECT_EQ(p.row_groups, 5);
   EXPECT_EQ(p.workspace_bytes, 0);
   EXPECT_EQ(plan_decode(profile("h200"), 96, 1, 1, 1, 1, 16, &p).code(), StatusCode::invalid_argument);
+  // The kernel's real residency (registers) caps the estimate: fewer resident blocks, fewer splits.
+  DecodePlan wide, capped;
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &wide).ok());
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &capped, 2).ok());
+  EXPECT_EQ(capped.blocks_per_sm, 2);
+  EXPECT_LT(capped.splits, wide.splits);
+  EXPECT_LE(capped.grid, 2 * profile("h200").sms);
 }
 
 TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {

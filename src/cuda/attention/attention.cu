@@ -9,8 +9,8 @@
 namespace kernelkit::cuda {
 extern template Status launch_flash_prefill<__half>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
 extern template Status launch_flash_prefill<__nv_bfloat16>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
-extern template Status launch_decode<__half>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
-extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
+extern template Status launch_decode<__half>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
 
 namespace {
 // The kernels index tokens and grid dimensions in 32 bits.
@@ -63,12 +63,8 @@ Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
                                            {a.block_table, "cache.block_table"},
                                            {a.seqlens, "cache.seqlens_k"}},
                                           &guard, &prof));
-  DecodePlan plan;
-  KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, a.heads / a.kv_heads * a.s_q,
-                                 a.batch * a.s_q * a.heads, a.capacity, &plan));
-  if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
   return cuda::dispatch_half("decode_attention", a.dtype,
-                             [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, plan, stream); });
+                             [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, prof, stream); });
 }
 
 }  // namespace kernelkit::detail

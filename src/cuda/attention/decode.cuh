@@ -281,8 +281,43 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
+// The instantiated kernel of (head_dim, rows per block, paged); null for a head_dim without one.
 template <typename T>
-Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaStream_t stream) {
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged))(DecodeParams<T>) {
+  auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
+    constexpr int D = decltype(d)::value;
+    switch (rows) {
+      case 1: return paged ? decode_kernel<T, D, 1, true> : decode_kernel<T, D, 1, false>;
+      case 4: return paged ? decode_kernel<T, D, 4, true> : decode_kernel<T, D, 4, false>;
+      default: return paged ? decode_kernel<T, D, 8, true> : decode_kernel<T, D, 8, false>;
+    }
+  };
+  switch (head_dim) {
+    case 64: return with_rows(std::integral_constant<int, 64>{});
+    case 128: return with_rows(std::integral_constant<int, 128>{});
+    case 256: return with_rows(std::integral_constant<int, 256>{});
+    default: return nullptr;
+  }
+}
+
+// Plans (plan_decode, with the residency the occupancy API reports for the chosen kernel: its registers, up to 233 a
+// thread at 8 rows, can hold fewer blocks per SM than shared memory alone would, and splits sized for more would
+// leave a second, partial wave), then launches the split kernel and, with several splits, the merge.
+template <typename T>
+Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cudaStream_t stream) {
+  const int64_t rows = a.heads / a.kv_heads * a.s_q, rows_all = a.batch * a.s_q * a.heads;
+  DecodePlan plan;
+  KK_RETURN_IF_ERROR(
+      plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, a.capacity, &plan));
+  const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged);
+  if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
+  int resident = 0;
+  KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kDecodeThreads, 0));
+  if (resident > 0 && resident < plan.blocks_per_sm)
+    KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
+                                   a.capacity, &plan, resident));
+  if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
+
   DecodeParams<T> p{attn_tensors<T>(a),
                     a.block_table,
                     a.block_table_stride,
@@ -298,7 +333,6 @@ Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaSt
                     a.causal,
                     nullptr,
                     nullptr};
-  const int64_t rows_all = a.batch * a.s_q * a.heads;
   void* workspace = nullptr;
   if (plan.splits > 1) {
     // Stream-ordered temporary for the partials (pool-backed: no device synchronization, capturable in a graph).
@@ -311,26 +345,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DecodePlan& plan, cudaSt
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   Status s = [&]() -> Status {
-    // The kernel of (head_dim, rows per block, paged), all instantiated here.
-    auto launch = [&](auto d, auto r) {
-      constexpr int D = decltype(d)::value, R = decltype(r)::value;
-      a.paged ? decode_kernel<T, D, R, true><<<grid, kDecodeThreads, 0, stream>>>(p)
-              : decode_kernel<T, D, R, false><<<grid, kDecodeThreads, 0, stream>>>(p);
-    };
-    auto with_rows = [&](auto d) {
-      switch (plan.rows_per_block) {
-        case 1: return launch(d, std::integral_constant<int, 1>{});
-        case 4: return launch(d, std::integral_constant<int, 4>{});
-        default: return launch(d, std::integral_constant<int, 8>{});
-      }
-    };
-    switch (a.head_dim) {
-      case 64: with_rows(std::integral_constant<int, 64>{}); break;
-      case 128: with_rows(std::integral_constant<int, 128>{}); break;
-      case 256: with_rows(std::integral_constant<int, 256>{}); break;
-      default:
-        return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
-    }
+    kernel<<<grid, kDecodeThreads, 0, stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.splits > 1) {
       const int64_t blocks = (rows_all + kDecodeThreads / 32 - 1) / (kDecodeThreads / 32);

@@ -3,5 +3,5 @@
 #include "cuda/attention/decode.cuh"
 
 namespace kernelkit::cuda {
-template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DecodePlan&, cudaStream_t);
+template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
 }  // namespace kernelkit::cuda
