@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   stage("loading ops library");
-  if (!dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL)) {  // registers the kernelkit ops with the dispatcher
+  // RTLD_LOCAL, as torch.ops.load_library (ctypes) loads it in Python: its static initializers register the kernelkit
+  // ops with the dispatcher; none of its symbols need to be visible to later libraries.
+  if (!dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) {
     std::cerr << "cannot load " << argv[1] << ": " << dlerror() << "\n";
     return 1;
   }
