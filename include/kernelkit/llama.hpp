@@ -22,8 +22,8 @@ struct LlamaLayerConfig {
 
 // One projection's weight, nn.Linear layout [out, in]: dense (the activation dtype, through cuBLASLt), or weight-only
 // quantized (bits 8: i8 [out, in] + f32 scales [out]; bits 4: i4x2 [out, in / 2] in kernelkit's INT4 layout + f32
-// scales [out, in / group], from quantize_int8_per_channel / quantize_int4_groupwise; through the W8A16 / W4A16 GEMV,
-// 64 tokens at a time).
+// scales [out, in / group], from quantize_int8_per_channel / quantize_int4_groupwise; through linear_weight_only: the
+// GEMV for decode, tensor cores for prefill).
 struct LayerLinear {
   TensorView w;               // dense weight (bits == 0)
   TensorView qweight, scales;  // quantized weight (bits 8 or 4)
