@@ -7,6 +7,8 @@
 namespace kernelkit {
 namespace {
 
+constexpr int64_t kMaxGridX = 2147483647, kMaxGridY = 65535;  // CUDA's grid limits (x, y)
+
 constexpr int kWarp = 32;
 // Row reductions use 256-thread blocks (the seeds' rule for element-wise and row ops: enough warps per block to hide
 // latency, small enough that several blocks share an SM and the grid can be a multiple of the SM count).
@@ -94,7 +96,6 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   p->vecs_per_thread = kElementwiseVecsPerThread;
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
   if (p->blocks_per_sm == 0) return unsupported("elementwise: a 256-thread block does not fit profile " + prof.key);
-  constexpr int64_t kMaxGridX = 2147483647, kMaxGridY = 65535;  // CUDA's grid limits
   p->grid_x = ceil_div(nvec, p->threads_per_row);
   if (p->grid_x > kMaxGridX)
     return unsupported("elementwise: rows of " + std::to_string(s.hidden) + " elements are too long for one grid");
@@ -133,6 +134,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 256-thread block does not fit profile " + prof.key);
     const int64_t wave = int64_t{prof.sms} * p->blocks_per_sm;
     p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), wave));
+    p->grid_x = p->grid;  // one-dimensional
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
@@ -149,7 +151,11 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->smem_bytes = int64_t{kW8A8Stages} * (kW8A8TileM + kW8A8TileN) * kW8A8TileK;
     p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
     p->grid_x = std::max<int64_t>(1, ceil_div(n, kW8A8TileN));
-    p->grid = p->grid_x * std::max<int64_t>(1, ceil_div(m, kW8A8TileM));
+    const int64_t grid_y = std::max<int64_t>(1, ceil_div(m, kW8A8TileM));
+    if (grid_y > kMaxGridY || m > kMaxGridX || n > kMaxGridX)
+      return unsupported(name + ": m = " + std::to_string(m) + " tokens is more than the grid's " +
+                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(kW8A8TileM));
+    p->grid = p->grid_x * grid_y;
     p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
@@ -170,7 +176,11 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
                     (kLinearTcTileM * static_cast<int64_t>(dtype_size(dtype)) + kLinearTcTileN * bits / 8);
     p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
     p->grid_x = std::max<int64_t>(1, ceil_div(n, kLinearTcTileN));
-    p->grid = p->grid_x * ceil_div(m, kLinearTcTileM);
+    const int64_t grid_y = ceil_div(m, kLinearTcTileM);
+    if (grid_y > kMaxGridY || m > kMaxGridX || n > kMaxGridX)
+      return unsupported(name + ": m = " + std::to_string(m) + " tokens is more than the grid's " +
+                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(kLinearTcTileM));
+    p->grid = p->grid_x * grid_y;
     p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));

@@ -551,4 +551,13 @@ TEST(W8A8, PlanTilesFitEveryProfile) {
   EXPECT_EQ(op_bytes(OpId::linear_w8a8, s, DType::f16), 256ull * 4096 + 4096ull * 4096 + 4 * (256 + 4096) +
                                                             2 * (256ull * 4096 + 4096));
   EXPECT_DOUBLE_EQ(op_flops(OpId::linear_w8a8, s), 2.0 * 256 * 4096 * 4096);
+  // More 128-token tiles than a grid's y dimension holds (65535): refused by the planner, not launched.
+  LaunchPlan p;
+  s.rows = int64_t{65535} * kW8A8TileM + 1;
+  EXPECT_EQ(plan_op(*find_profile("h200"), OpId::linear_w8a8, s, DType::f16, &p).code(), StatusCode::unsupported);
+  s.rows = int64_t{65535} * kW8A8TileM;
+  EXPECT_TRUE(plan_op(*find_profile("h200"), OpId::linear_w8a8, s, DType::f16, &p).ok());
+  EXPECT_EQ(p.grid / p.grid_x, 65535);
+  s.rows = int64_t{65535} * kLinearTcTileM + 1;  // the weight-only tensor-core tiles: 64 tokens each
+  EXPECT_EQ(plan_op(*find_profile("h200"), OpId::linear_w8a16, s, DType::f16, &p).code(), StatusCode::unsupported);
 }

@@ -20,6 +20,7 @@
 
 #include "core/quant.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/quant/linear_tc.cuh"
@@ -206,8 +207,7 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                                               std::to_string(plan.tokens) + " tokens has no kernel");
     // One-dimensional grid (token tiles fastest, see above); block 32 x k_warps.
     linear_gemv_kernel<T, kBits, kTokens, kRows>
-        <<<dim3(static_cast<unsigned>(plan.grid)), dim3(kWarpSize, static_cast<unsigned>(plan.k_warps)),
-           static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+        <<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   };

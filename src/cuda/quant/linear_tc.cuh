@@ -20,6 +20,7 @@
 #include "core/quant.hpp"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/quant/quant_common.cuh"
@@ -166,11 +167,11 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, const LaunchPlan& plan,
                             a.out_stride,
                             a.group,
                             a.accumulate ? 1 : 0};
-  const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid / plan.grid_x));
+  // One-dimensional blocks (the kernel indexes threadIdx.x only); the grid from the plan.
   if (a.bits == 8)
-    linear_tc_kernel<T, 8><<<grid, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    linear_tc_kernel<T, 8><<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   else
-    linear_tc_kernel<T, 4><<<grid, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    linear_tc_kernel<T, 4><<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
 }

@@ -11,6 +11,7 @@
 
 #include "core/quant.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/dispatch.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
@@ -131,17 +132,14 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
 template <typename T>
 Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   const QuantizeParams<T> p{static_cast<const T*>(a.w), a.q, a.scales, a.rows, a.hidden, a.w_stride, a.group};
-  // One-dimensional grids: plan.grid blocks along x.
-  const dim3 grid(static_cast<unsigned>(plan.grid));
   if (a.op == OpId::quantize_int4_groupwise) {
-    quantize_int4_kernel<T><<<grid, plan.block_threads, 0, stream>>>(p);
+    quantize_int4_kernel<T><<<grid_of(plan), plan.block_threads, 0, stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   }
   return dispatch_vec<8>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
-    const dim3 block(static_cast<unsigned>(plan.threads_per_row), static_cast<unsigned>(plan.rows_per_block));
-    quantize_rows_kernel<T, V><<<grid, block, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    quantize_rows_kernel<T, V><<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   });

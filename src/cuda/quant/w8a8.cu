@@ -16,6 +16,7 @@
 #include "core/quant.hpp"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/mma.cuh"
 #include "cuda/common/vec.cuh"
 #include "cuda/runtime_internal.hpp"
@@ -136,8 +137,7 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
                         static_cast<int>(a.k),
                         a.x_stride,
                         a.out_stride};
-  const dim3 grid(static_cast<unsigned>(plan.grid_x), static_cast<unsigned>(plan.grid / plan.grid_x));
-  w8a8_kernel<T><<<grid, kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+  w8a8_kernel<T><<<grid_of(plan), kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
 }
@@ -148,9 +148,6 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
 namespace kernelkit::detail {
 
 Status w8a8_cuda(const W8A8Args& a, Stream stream) {
-  if (a.rows > int64_t{65535} * kW8A8TileM || a.n > int64_t{1} << 30)
-    return unsupported("linear_w8a8: m = " + std::to_string(a.rows) + ", n = " + std::to_string(a.n) +
-                       " exceed the grid (m <= 8388480)");
   cuda::DeviceGuard guard;
   DeviceProfile prof;
   LaunchPlan plan;
