@@ -183,10 +183,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
-  if (plan.k_warps == 0) {  // the planner chose tensor cores (W8A16, m >= kLinearTcMinM)
-    if (a.bits != 8) return Status(StatusCode::internal, "linear: a tensor-core plan for INT4 has no kernel");
-    return launch_linear_tc<T>(a, plan, stream);
-  }
+  if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // the planner chose tensor cores (m >= 16)
   const LinearParams<T> p{.x = static_cast<const T*>(a.x),
                           .qweight = static_cast<const uint8_t*>(a.qweight),
                           .scales = a.scales,
