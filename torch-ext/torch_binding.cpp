@@ -229,6 +229,10 @@ void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scal
 
 // Schemas: `Tensor!` marks what an op writes; every op returns nothing (destination-passing).
 KK_TORCH_LIBRARY(KERNELKIT_TORCH_NAMESPACE, m) {
+  // A core compiled with another string ABI than this file (torch's) would crash on its first error message.
+  TORCH_CHECK(kernelkit::core_string_abi() == _GLIBCXX_USE_CXX11_ABI, "kernelkit: the core was compiled with "
+              "_GLIBCXX_USE_CXX11_ABI=", kernelkit::core_string_abi(), ", torch and this op library with ",
+              _GLIBCXX_USE_CXX11_ABI, "; rebuild with one ABI (cmake/TorchInfo.cmake)");
   m.def("rms_norm(Tensor! out, Tensor x, Tensor? weight, float eps, float weight_offset=0.) -> ()");
   m.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor? weight, float eps, float weight_offset=0.) -> ()");
   m.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");

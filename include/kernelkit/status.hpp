@@ -33,6 +33,10 @@ class [[nodiscard]] Status {
 
 const char* status_code_name(StatusCode c);
 
+// The libstdc++ string ABI (_GLIBCXX_USE_CXX11_ABI) the core was compiled with; -1 under another standard library.
+// Whatever links the core must use the same one, since Status holds a std::string (the op library checks at load).
+int core_string_abi();
+
 inline Status invalid_argument(std::string m) { return {StatusCode::invalid_argument, std::move(m)}; }
 inline Status unsupported(std::string m) { return {StatusCode::unsupported, std::move(m)}; }
 

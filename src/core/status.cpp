@@ -14,6 +14,14 @@ const char* status_code_name(StatusCode c) {
   return "?";
 }
 
+int core_string_abi() {
+#ifdef _GLIBCXX_USE_CXX11_ABI
+  return _GLIBCXX_USE_CXX11_ABI;
+#else
+  return -1;
+#endif
+}
+
 std::string Status::to_string() const {
   return ok() ? std::string("ok") : std::string(status_code_name(code_)) + ": " + message_;
 }

@@ -1,0 +1,23 @@
+# The torch of the Python environment, for the op library (torch-ext): include and library paths, whether it has CUDA,
+# and its libstdc++ string ABI. The ABI is applied to the whole build, the core included: the op library links the
+# static core, and Status carries a std::string across that boundary, so a core compiled with the other ABI turns every
+# error the core reports into a crash inside torch (seen on the H200 machine, whose torch reports the pre-C++11 ABI).
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+execute_process(
+  COMMAND ${Python3_EXECUTABLE} -c "import torch, torch.utils.cpp_extension as c; print(','.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None))"
+  OUTPUT_VARIABLE KK_TORCH_INFO OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE KK_TORCH_RC ERROR_QUIET)
+if(NOT KK_TORCH_RC EQUAL 0)
+  message(FATAL_ERROR "KERNELKIT_BUILD_TORCH: `import torch` failed with ${Python3_EXECUTABLE}; install torch first")
+endif()
+string(REPLACE "\n" ";" KK_TORCH_INFO "${KK_TORCH_INFO}")
+list(GET KK_TORCH_INFO 0 KK_TORCH_INCLUDES)
+list(GET KK_TORCH_INFO 1 KK_TORCH_LIBDIR)
+list(GET KK_TORCH_INFO 2 KK_TORCH_CXX11_ABI)
+list(GET KK_TORCH_INFO 3 KK_TORCH_HAS_CUDA)
+string(REPLACE "," ";" KK_TORCH_INCLUDES "${KK_TORCH_INCLUDES}")
+if(NOT KK_TORCH_CXX11_ABI)
+  # Only when it differs from libstdc++'s default: unchanged command lines keep the ccache hits shared with the other
+  # build trees of a checkout (CI compiles the core once).
+  add_compile_definitions(_GLIBCXX_USE_CXX11_ABI=0)
+endif()
+message(STATUS "kernelkit: torch at ${KK_TORCH_LIBDIR}, _GLIBCXX_USE_CXX11_ABI=${KK_TORCH_CXX11_ABI} (every target)")
