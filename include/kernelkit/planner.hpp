@@ -33,6 +33,11 @@ constexpr int kLinearMaxThreads = 256;
 constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
 constexpr int kLinearMaxTokens = 8;
+// The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
+// most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
+// weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
+// (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
+constexpr int kLinearWarpsPerSm = 32;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead: blocks of kLinearTcThreads
 // threads own a kLinearTcTileM x kLinearTcTileN output tile, k in steps of kLinearTcTileK through kLinearTcStages
 // cp.async buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB, 36 KB with INT4: within the

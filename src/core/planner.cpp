@@ -115,8 +115,9 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
 //  - Linear (GEMV): see kLinearMaxThreads. Tokens per block: m rounded up to a power of two, at most kLinearMaxTokens;
 //    rows per block: 4 for 1-2 tokens, 2 beyond (accumulators rows x tokens stay within the register cap). Split-K
 //    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
-//    sm_80/90, 1024 / 16 on sm_75) and doubles up to 8 while every warp still gets a full warp-wide step of 16-byte
-//    chunks.
+//    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
+//    the thread and the register limits) and every warp still gets a full warp-wide step of 16-byte chunks. (Always
+//    splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us against 22.3 us with this rule.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
@@ -192,11 +193,12 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->out_rows = p->tokens <= 2 ? 4 : 2;
   const int64_t chunks = ceil_div(k, p->vec);
   const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
-  // Split-K as wide as the block allows while every lane still has a chunk: the block's weight rows are then read in
-  // one or two round trips, all in flight at once. (Splitting only until the grid had enough warps left 4 dependent
-  // round trips per block at m = 1, n = 11008, k = 4096: 22 us on the H200, half the bandwidth of cuBLAS's fp16 GEMV.)
+  const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
+                                                            prof.regs_per_sm / (kLinearRegisters * kWarp)});
   p->k_warps = 2;
-  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && int64_t{p->k_warps} * 2 * kWarp <= chunks) p->k_warps *= 2;
+  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
+         int64_t{p->k_warps} * 2 * kWarp <= chunks)
+    p->k_warps *= 2;
   p->threads_per_row = kWarp;
   p->rows_per_block = p->k_warps;
   p->block_threads = kWarp * p->k_warps;
