@@ -362,16 +362,24 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
   if (p->blocks_per_sm == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
-  // Splits: enough blocks for one wave of resident blocks, never more than the tiles, at most kDecodeMaxSplits.
-  const int64_t base = batch * kv_heads * p->row_groups;
+  // Splits: none when the (sequence, KV head, row group) blocks alone fill a wave of resident blocks. Otherwise the
+  // count (at most kDecodeMaxSplits, never more than the tiles) with the least estimated time, waves x (tiles a block
+  // + kDecodeBlockOverheadTiles), the smallest on ties: b32 h_kv 8 on the H200 (256 blocks, 396 a wave) takes 3
+  // splits (768 blocks, 2 full waves) rather than the 2 (512 blocks, a second wave 30% full) of a one-wave target.
+  constexpr int64_t kDecodeBlockOverheadTiles = 2;  // a block's prologue, merge and partial writes, in tile steps
+  const int64_t blocks = batch * kv_heads * p->row_groups, base = std::max<int64_t>(1, blocks);
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
-  const int64_t want = base > 0 ? ceil_div(wave, base) : 1;
-  const int64_t splits = std::clamp<int64_t>(want, 1, std::min<int64_t>(tiles, kDecodeMaxSplits));
-  const int64_t chunk_tiles = ceil_div(tiles, splits);
+  int64_t chunk_tiles = tiles, best = -1;
+  if (base < wave)
+    for (int64_t s = 1; s <= std::min<int64_t>(tiles, kDecodeMaxSplits); ++s) {
+      const int64_t c = ceil_div(tiles, s), used = ceil_div(tiles, c);  // splits that get keys
+      const int64_t cost = ceil_div(base * used, wave) * (c + kDecodeBlockOverheadTiles);
+      if (best < 0 || cost < best) best = cost, chunk_tiles = c;
+    }
   p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
   p->chunk = chunk_tiles * p->block_n;
-  p->grid = p->splits * base;
+  p->grid = p->splits * blocks;
   p->workspace_bytes = p->splits > 1 ? p->splits * rows_all * (head_dim + 1) * static_cast<int64_t>(sizeof(float)) : 0;
   return Status::Ok();
 }

@@ -273,6 +273,13 @@ TEST(Planner, DecodeSplitsFillTheGpuAndFitDefaultSharedMemory) {
   EXPECT_EQ(capped.blocks_per_sm, 2);
   EXPECT_LT(capped.splits, wide.splits);
   EXPECT_LE(capped.grid, 2 * profile("h200").sms);
+  // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (the R = 4 kernel's registers): 256 blocks against waves of
+  // 396. Two splits would leave a second wave 30% full; three fill two waves (768 blocks of 43 tiles).
+  DecodePlan b32;
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+  EXPECT_EQ(b32.splits, 3);
+  EXPECT_EQ(b32.grid, 768);
+  EXPECT_EQ(b32.chunk, 43 * b32.block_n);
 }
 
 TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
