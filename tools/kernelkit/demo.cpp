@@ -6,6 +6,9 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #ifdef KERNELKIT_HAS_CUDA
@@ -31,32 +34,69 @@ struct DemoOptions {
 };
 
 #ifdef KERNELKIT_HAS_CUDA
-// Median GPU milliseconds of `runs` calls of f(stream), each after prepare(stream) (outside the timed window).
+// GPU milliseconds of one call of f(stream), the median of `runs`, each after prepare(stream) (outside the timed
+// window): `eager` launches f's kernels from the host every time (host launch gaps count when f's kernels are short),
+// `graph` replays them captured once in a CUDA graph, as decode loops run in serving engines (NaN when f cannot be
+// captured).
+struct StepTime {
+  double eager = 0, graph = std::numeric_limits<double>::quiet_NaN();
+};
+
 template <typename F, typename P>
-Status time_ms(int runs, F&& f, P&& prepare, double* median) {
+Status time_step(int runs, F&& f, P&& prepare, StepTime* out) {
   cudaStream_t s;
   if (cudaStreamCreate(&s) != cudaSuccess) return Status(StatusCode::cuda_error, "cudaStreamCreate failed");
-  std::vector<double> ms;
-  Status st;
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int i = -2; i < runs && st.ok(); ++i) {  // two warm-up calls
-    st = prepare(Stream(s));
-    if (st.ok()) cudaEventRecord(a, s);
-    if (st.ok()) st = f(Stream(s));
-    if (st.ok()) cudaEventRecord(b, s);
-    if (st.ok() && cudaEventSynchronize(b) != cudaSuccess) st = Status(StatusCode::cuda_error, "a demo step failed");
-    float t = 0;
-    if (st.ok() && i >= 0 && cudaEventElapsedTime(&t, a, b) == cudaSuccess) ms.push_back(t);
+  cudaGraphExec_t exec = nullptr;
+  // One timing loop for both modes: `launch` is f itself or the captured graph.
+  auto median_ms = [&](auto&& launch, double* median) -> Status {
+    std::vector<double> ms;
+    for (int i = -2; i < runs; ++i) {  // two warm-up calls
+      KK_RETURN_IF_ERROR(prepare(Stream(s)));
+      cudaEventRecord(a, s);
+      KK_RETURN_IF_ERROR(launch());
+      cudaEventRecord(b, s);
+      if (cudaEventSynchronize(b) != cudaSuccess) return Status(StatusCode::cuda_error, "a demo step failed");
+      float t = 0;
+      if (i >= 0 && cudaEventElapsedTime(&t, a, b) == cudaSuccess) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    *median = ms[ms.size() / 2];
+    return Status::Ok();
+  };
+  Status st = median_ms([&] { return f(Stream(s)); }, &out->eager);
+  if (st.ok()) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+      const Status captured = f(Stream(s));
+      const cudaError_t end = cudaStreamEndCapture(s, &graph);
+      if (captured.ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess)
+        st = median_ms(
+            [&] {
+              return cudaGraphLaunch(exec, s) == cudaSuccess ? Status::Ok()
+                                                             : Status(StatusCode::cuda_error, "cudaGraphLaunch failed");
+            },
+            &out->graph);
+      if (graph) cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();  // a step that cannot be captured leaves graph NaN, not a sticky error
   }
+  if (exec) cudaGraphExecDestroy(exec);
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   cudaStreamDestroy(s);
-  KK_RETURN_IF_ERROR(st);
-  std::sort(ms.begin(), ms.end());
-  *median = ms[ms.size() / 2];
-  return Status::Ok();
+  return st;
+}
+
+// "X us (graph) / Y us (eager)" for a StepTime, in the unit `scale` gives (1e3: microseconds).
+std::string format_step(const StepTime& t, double scale, int precision) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(precision);
+  if (!std::isnan(t.graph)) os << t.graph * scale << " (graph) / ";
+  os << t.eager * scale << " (eager)";
+  return os.str();
 }
 
 int run_demo(const DemoOptions& o) {
@@ -123,16 +163,17 @@ int run_demo(const DemoOptions& o) {
     const TensorView X = TensorView::contiguous(x.data(), dt, {1, T, c.hidden}, dev);
     const TensorView K = TensorView::contiguous(k.data(), dt, {1, T, c.kv_heads, c.head_dim}, dev);
     const TensorView V = TensorView::contiguous(v.data(), dt, {1, T, c.kv_heads, c.head_dim}, dev);
-    double ms = 0;
-    const Status s = time_ms(
+    StepTime t;
+    const Status s = time_step(
         o.runs, [&](Stream st) { return layer.prefill(X, K, V, st); },
-        [&](Stream st) { return testing::fill_uniform(x.data(), dt, T * c.hidden, -1, 1, 99, st); }, &ms);
+        [&](Stream st) { return testing::fill_uniform(x.data(), dt, T * c.hidden, -1, 1, 99, st); }, &t);
     if (!s.ok()) return fail("prefill", s);
+    const double ms = std::isnan(t.graph) ? t.eager : t.graph;
     // FLOPs: the GEMMs (2 T x weights) and causal attention (2 GEMMs of T x T/2 x d per head).
     const double flops = 2.0 * T * static_cast<double>(weight_bytes / e) +
                          2.0 * 2.0 * c.heads * c.head_dim * static_cast<double>(T) * T / 2;
     const double bound_ms = flops / (tensor_tflops * 1e12) * 1e3;
-    std::cout << "prefill " << T << " tokens: " << std::setprecision(3) << ms << " ms = " << std::setprecision(0)
+    std::cout << "prefill " << T << " tokens: " << format_step(t, 1.0, 3) << " ms = " << std::setprecision(0)
               << T / ms * 1e3 << " tokens/s, " << std::setprecision(0) << flops / ms / 1e9
               << " TFLOP/s; roofline bound " << std::setprecision(3) << bound_ms << " ms (" << std::setprecision(0)
               << 100 * bound_ms / ms << "% of it)\n";
@@ -188,16 +229,17 @@ int run_demo(const DemoOptions& o) {
     double dense_ms = 0;
     for (int f = 0; f < 3; ++f) {
       LlamaLayer& l = f == 0 ? layer : layers[f];
-      double ms = 0;
-      const Status s = time_ms(
+      StepTime t;
+      const Status s = time_step(
           o.runs, [&](Stream st) { return l.decode(X, K, V, o.context, st); },
-          [&](Stream st) { return testing::fill_uniform(x.data(), dt, b * c.hidden, -1, 1, 98, st); }, &ms);
+          [&](Stream st) { return testing::fill_uniform(x.data(), dt, b * c.hidden, -1, 1, 98, st); }, &t);
       if (!s.ok()) return fail("decode", s);
+      const double ms = std::isnan(t.graph) ? t.eager : t.graph;  // the rates below: the graph's when it has one
       if (f == 0) dense_ms = ms;
       const double bytes = static_cast<double>(format_bytes[f]) + 2.0 * b * cap * c.kv_heads * c.head_dim * e;
       const double bound_ms = bytes / (copy.gbps * 1e9) * 1e3;
       std::cout << "decode " << std::left << std::setw(5) << format_name[f] << std::right << " batch " << b
-                << " at context " << o.context << ": " << std::setprecision(1) << ms * 1e3 << " us/step = "
+                << " at context " << o.context << ": " << format_step(t, 1e3, 1) << " us/step = "
                 << std::setprecision(0) << b / ms * 1e3 << " tokens/s per layer (" << std::setprecision(2)
                 << dense_ms / ms << "x the dense step); " << std::setprecision(0) << bytes / 1e6
                 << " MB read, roofline bound " << std::setprecision(1) << bound_ms * 1e3 << " us ("
