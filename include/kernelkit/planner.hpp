@@ -24,30 +24,34 @@ constexpr int kRowNormRegisters = 64;
 constexpr int kElementwiseThreads = 256;
 constexpr int kElementwiseMinBlocks = 4;
 constexpr int kElementwiseVecsPerThread = 4;
-// Weight-only linear (GEMV) kernels: a block is k_warps warps (the split-K lives inside the block: each warp takes every
-// k_warps-th 16-byte chunk of the block's weight rows and the warps add their partial sums through shared memory, so
-// no workspace and no second pass). __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) caps them at
-// kLinearRegisters registers (65536 / (256 * 2)): enough for 8 tokens x 2 rows of accumulators next to the loads in
-// flight. kLinearMaxTokens tokens share each weight load (m below kLinearTcMinM: at most 2 token tiles).
+// Weight-only linear (GEMV) kernels, for m below kLinearTcMinM: a block is k_warps warps (the split-K lives inside the
+// block: each warp takes every k_warps-th 16-byte chunk of the block's weight rows and the warps add their partial
+// sums through shared memory, so no workspace and no second pass). __launch_bounds__(kLinearMaxThreads,
+// kLinearMinBlocks) caps them at kLinearRegisters registers (65536 / (256 * 2)). kLinearMaxTokens tokens share each
+// weight load.
 constexpr int kLinearMaxThreads = 256;
 constexpr int kLinearMinBlocks = 2;
 constexpr int kLinearRegisters = 128;
-constexpr int kLinearMaxTokens = 8;
+constexpr int kLinearMaxTokens = 2;
 // The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
 // most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead: blocks of kLinearTcThreads
-// threads own a kLinearTcTileM x kLinearTcTileN output tile, k in steps of kLinearTcTileK through kLinearTcStages
-// cp.async buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB, 36 KB with INT4: within the
-// default shared memory of every profile).
-constexpr int kLinearTcMinM = 16;
+// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from
+// L1 for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took
+// 52 us at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile:
+// one m-tile of 16 rows up to 16 tokens, four beyond. k goes in steps of kLinearTcTileK through kLinearTcStages cp.async
+// buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB at 64 tokens, 36 KB with INT4: within the
+// default shared memory of every profile). When the tiles do not fill the GPU, k is split over grid.z (at most
+// kLinearTcMaxSplits parts, fp32 partial sums in a stream-ordered workspace, a second kernel adds them).
+constexpr int kLinearTcMinM = 3;
 constexpr int kLinearTcThreads = 128;
 constexpr int kLinearTcTileM = 64;
 constexpr int kLinearTcTileN = 128;
 constexpr int kLinearTcTileK = 64;
 constexpr int kLinearTcStages = 3;
+constexpr int kLinearTcMaxSplits = 16;
 // W8A8 linear (INT8 tensor cores): blocks of kW8A8Threads threads (8 warps, 2 x 4) own a kW8A8TileM x kW8A8TileN
 // output tile and walk k in steps of kW8A8TileK int8 (64-byte rows) through kW8A8Stages cp.async buffers:
 // 3 x (128 + 128) x 64 B = 48 KB, the default dynamic shared memory of every profile (T4 included).
@@ -81,10 +85,18 @@ struct LaunchPlan {
   int out_rows = 0;  // output features (weight rows) per block
   int tokens = 0;    // tokens per block: each weight load is used for all of them
   int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
+  // Tensor-core weight-only linear: k split over grid.z (grid counts all of them), fp32 partials in a workspace.
+  int k_splits = 1;
+  int64_t k_tiles_per_split = 0;
+  int64_t workspace_bytes = 0;
   std::string to_string() const;
 };
 
 Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
+
+// A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
+// (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.
+void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t k, LaunchPlan* plan);
 
 // The planner counts registers at the kernels' cap (kRowNormRegisters); the compiled kernel may use fewer. Given the
 // runtime's resident-block count for the planned block (cudaOccupancyMaxActiveBlocksPerMultiprocessor), re-size the

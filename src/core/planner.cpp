@@ -109,11 +109,29 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   return Status::Ok();
 }
 
+// `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
+// block's steps are split into the count of parts (at most max_parts, never more than the steps) that minimises the
+// estimated time, waves x (steps a part + `overhead`), the fewest parts on ties. No split when the blocks alone fill a
+// wave. The model counts whole waves: b32 h_kv 8 decode on the H200 (256 blocks, 396 a wave) takes 3 splits (768
+// blocks, two full waves) rather than the 2 of a one-wave target (512 blocks, a second wave 30% full).
+int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead) {
+  steps = std::max<int64_t>(steps, 1);
+  blocks = std::max<int64_t>(blocks, 1);
+  if (blocks >= wave) return steps;
+  int64_t best = -1, chunk = steps;
+  for (int64_t s = 1; s <= std::min(steps, max_parts); ++s) {
+    const int64_t c = ceil_div(steps, s), used = ceil_div(steps, c);  // parts that get steps
+    const int64_t cost = ceil_div(blocks * used, wave) * (c + overhead);
+    if (best < 0 || cost < best) best = cost, chunk = c;
+  }
+  return chunk;
+}
+
+
 // Quantizers and weight-only linear ops.
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
-//  - Linear (GEMV): see kLinearMaxThreads. Tokens per block: m rounded up to a power of two, at most kLinearMaxTokens;
-//    rows per block: 4 for 1-2 tokens, 2 beyond (accumulators rows x tokens stay within the register cap). Split-K
+//  - Linear (GEMV, m < kLinearTcMinM): see kLinearMaxThreads. Tokens per block: m (1 or 2); 4 rows per block. Split-K
 //    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
 //    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
 //    the thread and the register limits) and every warp still gets a full warp-wide step of 16-byte chunks. (Always
@@ -170,27 +188,28 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     p->block_threads = kLinearTcThreads;
     p->threads_per_row = kWarp;
     p->rows_per_block = kLinearTcThreads / kWarp;
-    p->tokens = kLinearTcTileM;
+    p->tokens = m <= 16 ? 16 : kLinearTcTileM;
     p->out_rows = kLinearTcTileN;
     p->k_warps = 0;
     p->smem_bytes = int64_t{kLinearTcStages} * kLinearTcTileK *
-                    (kLinearTcTileM * static_cast<int64_t>(dtype_size(dtype)) + kLinearTcTileN * bits / 8);
+                    (p->tokens * static_cast<int64_t>(dtype_size(dtype)) + kLinearTcTileN * bits / 8);
     p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
     p->grid_x = std::max<int64_t>(1, ceil_div(n, kLinearTcTileN));
-    const int64_t grid_y = ceil_div(m, kLinearTcTileM);
+    const int64_t grid_y = ceil_div(m, p->tokens);
     if (grid_y > kMaxGridY || m > kMaxGridX || n > kMaxGridX)
       return unsupported(name + ": m = " + std::to_string(m) + " tokens is more than the grid's " +
-                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(kLinearTcTileM));
+                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(p->tokens));
     p->grid = p->grid_x * grid_y;
     p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
+    refine_linear_tc_splits(p->blocks_per_sm, m, n, k, p);
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
   }
   p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
-  p->out_rows = p->tokens <= 2 ? 4 : 2;
+  p->out_rows = 4;
   const int64_t chunks = ceil_div(k, p->vec);
   const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
   const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
@@ -217,6 +236,18 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
 }
 
 }  // namespace
+
+void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t k, LaunchPlan* p) {
+  // Overhead: the pipeline's prologue (stages - 1 tiles in flight before the first MMA) and the epilogue.
+  constexpr int64_t kOverheadTiles = kLinearTcStages;
+  if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
+  const int64_t tiles = p->grid / std::max(p->k_splits, 1), k_tiles = ceil_div(std::max<int64_t>(k, 1), kLinearTcTileK);
+  p->k_tiles_per_split = split_steps(tiles, int64_t{p->sms} * p->blocks_per_sm, k_tiles, kLinearTcMaxSplits,
+                                     kOverheadTiles);
+  p->k_splits = static_cast<int>(ceil_div(k_tiles, p->k_tiles_per_split));
+  p->grid = tiles * p->k_splits;
+  p->workspace_bytes = p->k_splits > 1 ? p->k_splits * m * n * static_cast<int64_t>(sizeof(float)) : 0;
+}
 
 void refine_plan_occupancy(const DeviceProfile& prof, int resident_blocks, int64_t rows, LaunchPlan* p) {
   const int limit = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
@@ -273,6 +304,7 @@ std::string LaunchPlan::to_string() const {
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid;
   if (grid_x != grid) os << " (" << grid_x << "x" << grid / grid_x << ")";
+  if (k_splits > 1) os << ", k split " << k_splits << " ways (" << k_tiles_per_split << " tiles each)";
   os << ", vec " << vec << ", "
      << vecs_per_thread << " vec/thread, ";
   if (op_info(op).family == OpFamily::row_norm)
@@ -362,21 +394,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
   if (p->blocks_per_sm == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
-  // Splits: none when the (sequence, KV head, row group) blocks alone fill a wave of resident blocks. Otherwise the
-  // count (at most kDecodeMaxSplits, never more than the tiles) with the least estimated time, waves x (tiles a block
-  // + kDecodeBlockOverheadTiles), the smallest on ties: b32 h_kv 8 on the H200 (256 blocks, 396 a wave) takes 3
-  // splits (768 blocks, 2 full waves) rather than the 2 (512 blocks, a second wave 30% full) of a one-wave target.
-  constexpr int64_t kDecodeBlockOverheadTiles = 2;  // a block's prologue, merge and partial writes, in tile steps
-  const int64_t blocks = batch * kv_heads * p->row_groups, base = std::max<int64_t>(1, blocks);
+  // Splits: see split_steps (a block's prologue, merge and partial writes count as 2 tile steps).
+  constexpr int64_t kDecodeBlockOverheadTiles = 2;
+  const int64_t blocks = batch * kv_heads * p->row_groups;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
-  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
-  int64_t chunk_tiles = tiles, best = -1;
-  if (base < wave)
-    for (int64_t s = 1; s <= std::min<int64_t>(tiles, kDecodeMaxSplits); ++s) {
-      const int64_t c = ceil_div(tiles, s), used = ceil_div(tiles, c);  // splits that get keys
-      const int64_t cost = ceil_div(base * used, wave) * (c + kDecodeBlockOverheadTiles);
-      if (best < 0 || cost < best) best = cost, chunk_tiles = c;
-    }
+  const int64_t chunk_tiles = split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
+                                          kDecodeMaxSplits, kDecodeBlockOverheadTiles);
   p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
   p->chunk = chunk_tiles * p->block_n;
   p->grid = p->splits * blocks;

@@ -341,7 +341,7 @@ TEST(QuantOpInfo, BytesAreDominatedByTheWeights) {
 TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   for (const DeviceProfile& prof : profile_table())
     for (OpId op : {OpId::linear_w8a16, OpId::linear_w4a16})
-      for (int64_t m : {1, 3, 8, 9, 15, 64})
+      for (int64_t m : {1, 2, 3, 8, 9, 16, 17, 64})
         for (int64_t n : {7, 1024, 11008})
           for (int64_t k : {128, 4096, 16384}) {
             OpShape s{m, k, 1, 16};
@@ -351,16 +351,26 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
                          std::to_string(n) + " k" + std::to_string(k));
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
-            if (m >= kLinearTcMinM) {  // tensor-core tiles
+            if (m >= kLinearTcMinM) {  // tensor-core tiles: 16 tokens up to 16, else 64; k split over grid.z
+              const int tokens = m <= 16 ? 16 : kLinearTcTileM;
+              const int64_t tiles = (n + kLinearTcTileN - 1) / kLinearTcTileN * ((m + tokens - 1) / tokens);
+              const int64_t k_tiles = (k + kLinearTcTileK - 1) / kLinearTcTileK;
               EXPECT_EQ(p.k_warps, 0);
+              EXPECT_EQ(p.tokens, tokens);
               EXPECT_EQ(p.grid_x, (n + kLinearTcTileN - 1) / kLinearTcTileN);
-              EXPECT_EQ(p.grid, p.grid_x * ((m + kLinearTcTileM - 1) / kLinearTcTileM));
-              EXPECT_EQ(p.smem_bytes, 3 * 64 * (64 * 2 + (op == OpId::linear_w8a16 ? 128 : 64)));
+              EXPECT_EQ(p.grid, tiles * p.k_splits);
+              EXPECT_GE(p.k_splits, 1);
+              EXPECT_LE(p.k_splits, kLinearTcMaxSplits);
+              EXPECT_GE(p.k_splits * p.k_tiles_per_split, k_tiles);  // every k tile in one part, no part empty
+              EXPECT_LT((p.k_splits - 1) * p.k_tiles_per_split, k_tiles);
+              if (tiles >= int64_t{prof.sms} * p.blocks_per_sm) EXPECT_EQ(p.k_splits, 1);  // the tiles fill the GPU
+              EXPECT_EQ(p.workspace_bytes, p.k_splits > 1 ? p.k_splits * m * n * 4 : 0);
+              EXPECT_EQ(p.smem_bytes, 3 * 64 * (tokens * 2 + (op == OpId::linear_w8a16 ? 128 : 64)));
               EXPECT_FALSE(p.smem_optin);
               continue;
             }
-            EXPECT_EQ(p.tokens, m >= 8 ? 8 : m == 3 ? 4 : static_cast<int>(m));
-            EXPECT_EQ(p.out_rows, p.tokens <= 2 ? 4 : 2);
+            EXPECT_EQ(p.tokens, static_cast<int>(m));
+            EXPECT_EQ(p.out_rows, 4);
             EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
             EXPECT_TRUE(p.k_warps == 2 || p.k_warps == 4 || p.k_warps == 8);
             EXPECT_EQ(p.block_threads, 32 * p.k_warps);
@@ -394,7 +404,28 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);
   EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
-  // Any m (tensor cores from 16 tokens); f32 activations are refused.
+  // Tensor cores from 3 tokens. m16 n4096 k11008 (W8A16, 3 resident blocks an SM): 32 tiles would idle 100 of the 132
+  // SMs, so k (172 tiles of 64) is split 12 ways, 15 tiles a part, 384 blocks, one wave.
+  s = OpShape{16, 11008, 1, 16};
+  s.out_features = 4096;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, 0);
+  refine_linear_tc_splits(3, 16, 4096, 11008, &p);
+  EXPECT_EQ(p.k_splits, 12);
+  EXPECT_EQ(p.k_tiles_per_split, 15);
+  EXPECT_EQ(p.grid, 32 * 12);
+  EXPECT_EQ(p.workspace_bytes, 12 * 16 * 4096 * 4);
+  EXPECT_NE(p.to_string().find("k split 12 ways"), std::string::npos) << p.to_string();
+  // A grid that fills the GPU alone is not split (n28672: 224 tiles of 64 tokens, 2 resident blocks an SM).
+  s = OpShape{64, 8192, 1, 16};
+  s.out_features = 28672;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  refine_linear_tc_splits(1, 64, 28672, 8192, &p);
+  EXPECT_EQ(p.k_splits, 1);
+  EXPECT_EQ(p.workspace_bytes, 0);
+  // Any m; f32 activations are refused.
+  s = OpShape{1, 4096, 1, 16};
+  s.out_features = 64;
   s.rows = 4096;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::f16, &p).ok());
   EXPECT_EQ(p.k_warps, 0);

@@ -43,7 +43,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyGrid,
                                                               std::pair<int64_t, int64_t>{255, 512},
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
 
-// Shapes where the planner's split-K changes: small n with long k (k_warps 8), and the decode layer.
+// Shapes where the planners' split-K changes: small n with long k (the GEMV's k_warps 8 at m = 1; at m = 5 the
+// tensor-core tiles' 16-way split over grid.z), and the decode layer.
 TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
   for (DType dt : {DType::f16, DType::bf16})
     for (const Variant v : kVariants) {
@@ -56,8 +57,9 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
     }
 }
 
-// Weight-only on tensor cores (m >= 16), W8A16 and W4A16 (groups 128 and 64): tails of the 64-token and 128-feature
-// tiles (and, INT8, of the 64-value k step), strided x, bias, accumulate.
+// Weight-only on tensor cores (m >= kLinearTcMinM), W8A16 and W4A16 (groups 128 and 64): tails of the 16- and
+// 64-token and 128-feature tiles (and, INT8, of the 64-value k step), strided x, bias, accumulate; k split over grid.z
+// (small grids) and not (k = 64: one k tile).
 using TcParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
 class WeightOnlyTensorCores : public ::testing::TestWithParam<TcParam> {};
 
@@ -73,11 +75,12 @@ TEST_P(WeightOnlyTensorCores, MatchesReference) {
   kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
 }
 
-// k = 528 is 8 full k tiles and a 16-value tail for INT8 (INT4 rounds it up to a multiple of its group).
+// k = 528 is 8 full k tiles and a 16-value tail for INT8 (INT4 rounds k up to a multiple of its group).
 INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2),
                                             ::testing::Values(16, 17, 65, 300),
                                             ::testing::Values(std::pair<int64_t, int64_t>{7, 640},
+                                                              std::pair<int64_t, int64_t>{130, 64},
                                                               std::pair<int64_t, int64_t>{255, 528},
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
 

@@ -249,8 +249,8 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
                        bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4, group 64/128).
 
-    x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. On CUDA: a GEMV below 16 tokens, tensor
-    cores from 16 on (any count).
+    x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. On CUDA: a GEMV for 1-2 tokens, tensor
+    cores from 3 on (any count).
     """
     lead = x.shape[:-1]
     x2 = _rows(x.reshape(-1, x.shape[-1]))

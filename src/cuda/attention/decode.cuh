@@ -21,6 +21,7 @@
 #include "cuda/attention/common.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
+#include "cuda/common/launch.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
@@ -366,18 +367,13 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     a.causal,
                     nullptr,
                     nullptr};
-  void* workspace = nullptr;
-  if (plan.splits > 1) {
-    // Stream-ordered temporary for the partials (pool-backed: no device synchronization, capturable in a graph).
-    const size_t bytes =
-        static_cast<size_t>(plan.splits * rows_all) * static_cast<size_t>(a.head_dim + 1) * sizeof(float);
-    KK_CUDA_RETURN(cudaMallocAsync(&workspace, bytes, stream));
-    p.part_o = static_cast<float*>(workspace);
-    p.part_lse = p.part_o + plan.splits * rows_all * a.head_dim;
-  }
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
-  Status s = [&]() -> Status {
+  return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
+    if (workspace) {  // the partials: o [splits, rows_all, d], then lse [splits, rows_all]
+      p.part_o = static_cast<float*>(workspace);
+      p.part_lse = p.part_o + plan.splits * rows_all * a.head_dim;
+    }
     kernel<<<grid, kDecodeThreads, 0, stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.splits > 1) {  // one block a row (rows_all < 2^31: checked above)
@@ -388,13 +384,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
       KK_CUDA_RETURN(cudaGetLastError());
     }
     return Status::Ok();
-  }();
-  if (workspace) {
-    const cudaError_t e = cudaFreeAsync(workspace, stream);  // freed even when a launch failed
-    if (s.ok() && e != cudaSuccess)
-      return Status(StatusCode::cuda_error, std::string("cudaFreeAsync failed: ") + cudaGetErrorString(e));
-  }
-  return s;
+  });
 }
 
 }  // namespace kernelkit::cuda

@@ -1,4 +1,5 @@
-// Weight-only quantized linear layer (W8A16 / W4A16) for m <= 64 tokens: a GEMV that streams the weights once.
+// Weight-only quantized linear layer (W8A16 / W4A16) below kLinearTcMinM tokens: a GEMV that streams the weights once
+// (from kLinearTcMinM tokens on, launch_linear hands the plan to the tensor-core kernel of linear_tc.cuh).
 //
 //   out [m, n] = x [m, k] @ (q [n, k] * s)^T + bias [n], fp32 accumulation, one rounding per output.
 //   Bytes ~ n k bits / 8 (weights) + n (k / g) 4 (INT4 scales) + 2 (m k + m n + n); FLOP 2 m n k. At m = 1 this is
@@ -41,8 +42,8 @@ struct LinearParams {
   int accumulate;  // out += ... (each output is read by the one thread that writes it)
 };
 
-// Rows per block for a token tile (the planner's rule, restated for the template).
-constexpr int linear_rows_for(int tokens) { return tokens <= 2 ? 4 : 2; }
+// Output rows per block (the planner's kLinearRows, restated for the template).
+constexpr int kLinearGemvRows = 4;
 
 template <typename T, int kBits, int kTokens, int kRows>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
@@ -89,25 +90,19 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 #pragma unroll
         for (int r = 0; r < kRows; ++r) wnext[r] = load_weights(wrow[r] + cn * 16);
 
-      // INT4: the chunk's group scale of each row. With few tokens the chunk's sums are scaled once (kRows x kTokens
-      // FMAs a chunk); with 4 or more the dequantized weights are scaled instead (32 kRows multiplies a chunk, fewer
-      // registers than a second set of kRows x kTokens sums, which spilled at 8 tokens).
-      constexpr bool kScaleWeights = kBits == 4 && kTokens > 2;
+      // INT4: the chunk's group scale of each row, applied once to the chunk's sums (kRows x kTokens FMAs a chunk).
       float scale[kRows];
       if constexpr (kBits == 4) {
         const int64_t g = c * kPerChunk / p.group;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) scale[r] = __ldg(p.scales + min(n0 + r, p.n - 1) * groups + g);
       }
-      float part[kRows][kTokens];  // this chunk's sums (accumulated straight into acc when the weights are scaled)
+      float part[kRows][kTokens];  // this chunk's sums
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
 #pragma unroll
         for (int t = 0; t < kTokens; ++t) part[r][t] = 0.0f;
-      // Four words a chunk; with 8 tokens of INT4 only two at a time are unrolled, else the compiler hoists every
-      // word's x loads and spills (ptxas -v: 20 bytes at 128 registers).
-      constexpr int kPieceUnroll = kBits == 4 && kTokens >= 8 ? 2 : kPieces;
-#pragma unroll kPieceUnroll
+#pragma unroll
       for (int piece = 0; piece < kPieces; ++piece) {
         // kPerPiece weights of each row, exact fp32.
         float wf[kRows][kPerPiece];
@@ -118,9 +113,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
             dequant_i8x4(word, wf[r]);
           else
             dequant_i4x8(word, wf[r]);
-          if constexpr (kScaleWeights)
-#pragma unroll
-            for (int j = 0; j < kPerPiece; ++j) wf[r][j] *= scale[r];
         }
         // x [k0, k0 + kPerPiece) of each token: one 8- or 16-byte load.
         const int64_t k0 = c * kPerChunk + piece * kPerPiece;
@@ -131,17 +123,11 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
           for (int j = 0; j < kPerPiece; ++j) {
             const float xf = to_float(xv.v[j]);
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              if constexpr (kScaleWeights)
-                acc[r][t] = fmaf(xf, wf[r][j], acc[r][t]);
-              else
-                part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
-            }
+            for (int r = 0; r < kRows; ++r) part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
           }
         }
       }
-      if constexpr (kScaleWeights) {
-      } else if constexpr (kBits == 4) {
+      if constexpr (kBits == 4) {
 #pragma unroll
         for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -198,7 +184,7 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                           .accumulate = a.accumulate ? 1 : 0};
   auto launch = [&](auto bits, auto tokens) -> Status {
     constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
-    constexpr int kRows = linear_rows_for(kTokens);
+    constexpr int kRows = kLinearGemvRows;
     if (plan.out_rows != kRows || plan.tokens != kTokens)
       return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
                                               std::to_string(plan.tokens) + " tokens has no kernel");
@@ -214,10 +200,6 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
         return launch(bits, std::integral_constant<int, 1>{});
       case 2:
         return launch(bits, std::integral_constant<int, 2>{});
-      case 4:
-        return launch(bits, std::integral_constant<int, 4>{});
-      case 8:
-        return launch(bits, std::integral_constant<int, 8>{});
       default:
         break;
     }
