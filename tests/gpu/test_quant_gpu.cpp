@@ -1,6 +1,8 @@
 // Quantization on CUDA vs the fp64 reference (GPU not yet run when written): every output element, outputs poisoned,
 // fresh random inputs. Linear: W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile
 // and the tail of one), odd n, with and without bias, strided x. Quantizers: q and scales bit for bit.
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "expect_case.hpp"
@@ -110,13 +112,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantizeGrid,
 using W8A8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
 class W8A8Grid : public ::testing::TestWithParam<W8A8Param> {};
 
+// Both paths: the tiles (KERNELKIT_W8A8=tiles) and the default (cuBLASLt's INT8 sums where it has an algorithm).
 TEST_P(W8A8Grid, MatchesExactIntegerSums) {
   const auto [dt, m, nk] = GetParam();
-  for (bool bias : {true, false}) {
-    const kernelkit::testing::W8A8Case c{dt, m, nk.first, nk.second, bias, bias ? 0 : 32,
-                                         static_cast<uint64_t>(m + nk.first)};
-    kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), dt, c.name());
+  for (const char* path : {"tiles", "auto"}) {
+    setenv("KERNELKIT_W8A8", path, 1);
+    for (bool bias : {true, false}) {
+      const kernelkit::testing::W8A8Case c{dt, m, nk.first, nk.second, bias, bias ? 0 : 32,
+                                           static_cast<uint64_t>(m + nk.first)};
+      kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), dt, c.name() + " " + path);
+    }
   }
+  unsetenv("KERNELKIT_W8A8");
+}
+
+// cuBLASLt forced (KERNELKIT_W8A8=cublaslt: an error, not the tiles, if it had no algorithm) on a model-like shape.
+TEST(W8A8Cublaslt, MatchesExactIntegerSums) {
+  setenv("KERNELKIT_W8A8", "cublaslt", 1);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const kernelkit::testing::W8A8Case c{dt, 96, 256, 512, true, 0, 5};
+    kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), dt, c.name() + " cublaslt");
+  }
+  unsetenv("KERNELKIT_W8A8");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,

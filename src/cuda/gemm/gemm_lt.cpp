@@ -91,6 +91,50 @@ Status GemmHandle::init(int device, size_t workspace_bytes) {
   return Status::Ok();
 }
 
+namespace {
+
+// The caller's handle, or this thread's default one for `device` (created on first use).
+Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** out) {
+  thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
+  if (!handle) {
+    handle = &defaults[device.index];
+    if (!handle->impl()) KK_RETURN_IF_ERROR(handle->init(device.index));
+  }
+  GemmHandle::Impl* h = handle->impl();
+  if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
+  if (h->device != device.index)
+    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) + " but the tensors are on " +
+                            to_string(device));
+  *out = h;
+  return Status::Ok();
+}
+
+// The cached algorithm for `key`, or cuBLASLt's first heuristic choice within the handle's workspace (null when it
+// has none).
+Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t** out) {
+  auto it = h->algos.find(key);
+  if (it == h->algos.end()) {
+    Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
+    KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
+    KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &h->workspace_bytes, sizeof h->workspace_bytes));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      *out = nullptr;
+      return Status::Ok();
+    }
+    KK_LT_RETURN(st);
+    it = h->algos.emplace(key, result.algo).first;
+  }
+  *out = &it->second;
+  return Status::Ok();
+}
+
+}  // namespace
+
 namespace detail {
 
 Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
@@ -99,16 +143,8 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
   KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, "linear"));
   for (auto [p, arg] : {std::pair{static_cast<const void*>(a.x), "x"}, {a.w, "w"}, {a.y, "y"}, {a.bias, "bias"}})
     if (p) KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear: ") + arg).c_str()));
-  thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
-  if (!handle) {
-    handle = &defaults[a.device.index];
-    if (!handle->impl()) KK_RETURN_IF_ERROR(handle->init(a.device.index));
-  }
-  GemmHandle::Impl* h = handle->impl();
-  if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
-  if (h->device != a.device.index)
-    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) + " but the tensors are on " +
-                            to_string(a.device));
+  GemmHandle::Impl* h = nullptr;
+  KK_RETURN_IF_ERROR(handle_for(handle, a.device, &h));
 
   const cudaDataType_t type = cuda_type(a.dtype);
   const cublasComputeType_t compute = a.options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -133,24 +169,42 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
   const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
                     std::min({alignment(a.x), alignment(a.w), alignment(a.y), a.bias ? alignment(a.bias) : 16}),
                     static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
-  auto it = h->algos.find(key);
-  if (it == h->algos.end()) {
-    Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
-    KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
-    KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &h->workspace_bytes, sizeof h->workspace_bytes));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    KK_LT_RETURN(cublasLtMatmulAlgoGetHeuristic(h->lt, op.h, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found));
-    if (found == 0)
-      return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" +
-                         std::to_string(a.n) + " k=" + std::to_string(a.k) + " " + dt(a.dtype) +
-                         " with these strides and alignments");
-    it = h->algos.emplace(key, result.algo).first;
-  }
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, &algo));
+  if (!algo)
+    return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
+                       " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
   const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
-  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, &it->second,
+  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, algo,
                               h->workspace, h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
+  return Status::Ok();
+}
+
+Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
+                      int32_t* y, int64_t m, int64_t n, int64_t k, Stream stream, bool* ran) {
+  *ran = false;
+  GemmHandle::Impl* h = nullptr;
+  KK_RETURN_IF_ERROR(handle_for(nullptr, device, &h));
+  // The same column-major reading as linear: D[n, m] = op(A = w as [k, n])^T B (x as [k, m]), int32 compute and
+  // scale (alpha 1, beta 0: the sums exactly).
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8I, k, n, w_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8I, k, m, x_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, CUDA_R_32I, n, m, n));
+  const AlgoKey key{m, n, k, static_cast<int>(DType::i8), x_stride, w_stride, n,
+                    std::min({alignment(xq), alignment(w), alignment(y)}), -1, false};
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, &algo));
+  if (!algo) return Status::Ok();  // no INT8 algorithm here: the caller runs its own kernel
+  const int32_t alpha = 1, beta = 0;
+  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, w, la.h, xq, lb.h, &beta, y, ld.h, y, ld.h, algo, h->workspace,
+                              h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
+  *ran = true;
   return Status::Ok();
 }
 

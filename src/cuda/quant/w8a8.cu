@@ -10,9 +10,20 @@
 //   phase reads (64-byte stride) fall in 8 different bank groups instead of 2.
 //   Rows past m or n and the k tail are zero-filled in shared memory (zeros add nothing to the int32 sums).
 // Bytes: m k + n k (i8) + 4 (m + n) scales + E (m n + n); FLOPs 2 m n k (int8 ops).
+//
+// Dispatch: cuBLASLt's INT8 kernels when cuBLASLt has an algorithm for the problem, then w8a8_scale_kernel (the same
+// epilogue arithmetic, so both paths give the same bits); these tiles otherwise. On the H200 (2026-11-30, 9 shapes, m
+// 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, was 2.0-2.6x faster than the tiles at every shape, and
+// still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles / cublaslt forces a path
+// (the tests run both).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/gemm.hpp"
 #include "core/quant.hpp"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
@@ -124,6 +135,59 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
   }
 }
 
+// out [m, n] = float(sums [m, n]) * sx[m] * sw[n] (+ bias[n]), one rounding: the tiles' epilogue, on cuBLASLt's int32
+// sums. A thread an output.
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads) w8a8_scale_kernel(const W8A8Params<T> p, const int32_t* sums) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= static_cast<int64_t>(p.m) * p.n) return;
+    const int r = static_cast<int>(i / p.n), c = static_cast<int>(i % p.n);
+    float y = static_cast<float>(sums[i]) * __ldg(p.sx + r) * __ldg(p.sw + c);
+    if (p.bias) y += to_float(p.bias[c]);
+    p.out[static_cast<int64_t>(r) * p.out_stride + c] = from_float<T>(y);
+  }
+}
+
+enum class W8A8Path { automatic, tiles, cublaslt };
+
+W8A8Path w8a8_path() {
+  const char* v = std::getenv("KERNELKIT_W8A8");
+  const std::string s = v ? v : "";
+  return s == "tiles" ? W8A8Path::tiles : s == "cublaslt" ? W8A8Path::cublaslt : W8A8Path::automatic;
+}
+
+// cuBLASLt's int32 sums for row blocks of at most kW8A8SumsBytes of scratch each, each block scaled by
+// w8a8_scale_kernel. *ran: false when cuBLASLt has no INT8 algorithm (nothing was launched).
+constexpr int64_t kW8A8SumsBytes = int64_t{64} << 20;
+
+template <typename T>
+Status launch_w8a8_cublaslt(const detail::W8A8Args& a, W8A8Params<T> p, cudaStream_t stream, bool* ran) {
+  const int64_t rows_per_block = std::clamp<int64_t>(kW8A8SumsBytes / (4 * a.n), 1, a.rows);
+  const size_t bytes = static_cast<size_t>(rows_per_block * a.n) * sizeof(int32_t);
+  return with_stream_scratch(bytes, stream, [&](void* scratch) -> Status {
+    auto* sums = static_cast<int32_t*>(scratch);
+    for (int64_t r0 = 0; r0 < a.rows; r0 += rows_per_block) {
+      const int64_t rows = std::min(rows_per_block, a.rows - r0);
+      KK_RETURN_IF_ERROR(detail::int8_gemm_cuda(a.device, a.xq + r0 * a.x_stride, a.x_stride, a.qweight, a.k, sums,
+                                                rows, a.n, a.k, Stream(stream), ran));
+      if (!*ran) return Status::Ok();
+      W8A8Params<T> q = p;  // these rows
+      q.x += r0 * a.x_stride;
+      q.sx += r0;
+      q.out += r0 * a.out_stride;
+      q.m = static_cast<int>(rows);
+      const int64_t outputs = rows * a.n;
+      w8a8_scale_kernel<T><<<static_cast<unsigned>((outputs + kElementwiseThreads - 1) / kElementwiseThreads),
+                             kElementwiseThreads, 0, stream>>>(q, sums);
+      KK_CUDA_RETURN(cudaGetLastError());
+    }
+    return Status::Ok();
+  });
+}
+
 template <typename T>
 Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream_t stream) {
   const W8A8Params<T> p{a.xq,
@@ -137,6 +201,15 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
                         static_cast<int>(a.k),
                         a.x_stride,
                         a.out_stride};
+  const W8A8Path path = w8a8_path();
+  if (path != W8A8Path::tiles) {
+    bool ran = false;
+    KK_RETURN_IF_ERROR(launch_w8a8_cublaslt<T>(a, p, stream, &ran));
+    if (ran) return Status::Ok();
+    if (path == W8A8Path::cublaslt)
+      return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt, but cuBLASLt has no INT8 algorithm for m=" +
+                         std::to_string(a.rows) + " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k));
+  }
   w8a8_kernel<T><<<grid_of(plan), kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
   return Status::Ok();
