@@ -21,10 +21,12 @@ struct LinearArgs {
 
 Status linear_reference(const LinearArgs& a);
 Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream);
-// int32 y [m, n] (contiguous) = xq [m, k] . w [n, k]^T (int8, row strides in bytes) through cuBLASLt's INT8 kernels on
-// the calling thread's default handle of `device`: exact int32 sums. *ran is false (and nothing is launched) when
-// cuBLASLt has no INT8 algorithm for the problem, so the caller can run its own kernel.
+// int32 y [m, n] (contiguous) = xq [m, k] . w [n, k]^T (int8, row strides in bytes) through cuBLASLt's INT8 kernels
+// (the calling thread's default handle of `device`, the caller's workspace, which is stream-ordered so that calls on
+// other streams cannot share it): exact int32 sums. *ran is false (and nothing is launched) when cuBLASLt has no INT8
+// algorithm for the problem or refuses it, so the caller can run its own kernel.
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
-                      int32_t* y, int64_t m, int64_t n, int64_t k, Stream stream, bool* ran);
+                      int32_t* y, int64_t m, int64_t n, int64_t k, void* workspace, size_t workspace_bytes,
+                      Stream stream, bool* ran);
 
 }  // namespace kernelkit::detail

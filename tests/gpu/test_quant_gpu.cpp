@@ -112,7 +112,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantizeGrid,
 using W8A8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
 class W8A8Grid : public ::testing::TestWithParam<W8A8Param> {};
 
-// Both paths: the tiles (KERNELKIT_W8A8=tiles) and the default (cuBLASLt's INT8 sums where it has an algorithm).
+// Both paths: the tiles (KERNELKIT_W8A8=tiles) and the default (cuBLASLt's INT8 sums for m > 16 and n, k multiples
+// of 8 where it has an algorithm: the n = 256 shapes; the tiles elsewhere).
 TEST_P(W8A8Grid, MatchesExactIntegerSums) {
   const auto [dt, m, nk] = GetParam();
   for (const char* path : {"tiles", "auto"}) {
@@ -142,4 +143,5 @@ INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,
                                             ::testing::Values(std::pair<int64_t, int64_t>{1, 16},
                                                               std::pair<int64_t, int64_t>{7, 80},
                                                               std::pair<int64_t, int64_t>{255, 528},
+                                                              std::pair<int64_t, int64_t>{256, 1040},
                                                               std::pair<int64_t, int64_t>{1031, 4096})));

@@ -39,9 +39,12 @@ cudaDataType_t cuda_type(DType t) {
 // them), epilogue and compute type.
 using AlgoKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int, int, bool>;
 
+// A pointer's alignment in bytes, up to 256 (what cuBLASLt assumes when not told).
 int alignment(const void* p) {
   const auto v = reinterpret_cast<uintptr_t>(p);
-  return v % 16 == 0 ? 16 : v % 8 == 0 ? 8 : v % 4 == 0 ? 4 : 2;
+  int a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
 }
 
 // Owns a cuBLASLt descriptor of type H through its destroy function.
@@ -109,16 +112,21 @@ Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** o
   return Status::Ok();
 }
 
-// The cached algorithm for `key`, or cuBLASLt's first heuristic choice within the handle's workspace (null when it
-// has none).
+// The cached algorithm for `key`, or cuBLASLt's first heuristic choice for matrices aligned to `align` bytes (the
+// smallest of the A, B, C / D pointers' alignments: unless told, cuBLASLt assumes 256 and may pick a kernel that fails
+// on a less aligned view) within `workspace_bytes` of workspace; null when it has none.
 Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t** out) {
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, uint32_t align, size_t workspace_bytes,
+                     const cublasLtMatmulAlgo_t** out) {
   auto it = h->algos.find(key);
   if (it == h->algos.end()) {
     Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
     KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
     KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &h->workspace_bytes, sizeof h->workspace_bytes));
+                                                      &workspace_bytes, sizeof workspace_bytes));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof align));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
@@ -166,11 +174,13 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
   KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, type, a.k, a.m, a.x_stride));  // x as [k, m]
   KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.y_stride));  // y as [n, m]
 
+  const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.y)});
   const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
-                    std::min({alignment(a.x), alignment(a.w), alignment(a.y), a.bias ? alignment(a.bias) : 16}),
+                    std::min(align, a.bias ? alignment(a.bias) : 256),
                     static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, &algo));
+  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), h->workspace_bytes,
+                                   &algo));
   if (!algo)
     return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                        " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
@@ -181,7 +191,8 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
-                      int32_t* y, int64_t m, int64_t n, int64_t k, Stream stream, bool* ran) {
+                      int32_t* y, int64_t m, int64_t n, int64_t k, void* workspace, size_t workspace_bytes,
+                      Stream stream, bool* ran) {
   *ran = false;
   GemmHandle::Impl* h = nullptr;
   KK_RETURN_IF_ERROR(handle_for(nullptr, device, &h));
@@ -196,14 +207,19 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
   KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8I, k, n, w_stride));
   KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8I, k, m, x_stride));
   KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, CUDA_R_32I, n, m, n));
-  const AlgoKey key{m, n, k, static_cast<int>(DType::i8), x_stride, w_stride, n,
-                    std::min({alignment(xq), alignment(w), alignment(y)}), -1, false};
+  const int align = std::min({alignment(xq), alignment(w), alignment(y)});
+  // The workspace size is part of the problem: an algorithm chosen for a larger one must not be reused.
+  const AlgoKey key{m, n, k, static_cast<int>(DType::i8), x_stride, w_stride, n, align,
+                    -1 - static_cast<int>(std::min<size_t>(workspace_bytes >> 20, 1 << 20)), false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, &algo));
+  KK_RETURN_IF_ERROR(
+      algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), workspace_bytes, &algo));
   if (!algo) return Status::Ok();  // no INT8 algorithm here: the caller runs its own kernel
   const int32_t alpha = 1, beta = 0;
-  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, w, la.h, xq, lb.h, &beta, y, ld.h, y, ld.h, algo, h->workspace,
-                              h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
+  const cublasStatus_t st = cublasLtMatmul(h->lt, op.h, &alpha, w, la.h, xq, lb.h, &beta, y, ld.h, y, ld.h, algo,
+                                           workspace, workspace_bytes, reinterpret_cast<cudaStream_t>(stream));
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status::Ok();  // refused at launch: the caller's kernel instead
+  KK_LT_RETURN(st);
   *ran = true;
   return Status::Ok();
 }

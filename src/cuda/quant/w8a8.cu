@@ -11,8 +11,8 @@
 //   Rows past m or n and the k tail are zero-filled in shared memory (zeros add nothing to the int32 sums).
 // Bytes: m k + n k (i8) + 4 (m + n) scales + E (m n + n); FLOPs 2 m n k (int8 ops).
 //
-// Dispatch: cuBLASLt's INT8 kernels when cuBLASLt has an algorithm for the problem, then w8a8_scale_kernel (the same
-// epilogue arithmetic, so both paths give the same bits); these tiles otherwise. On the H200 (2026-11-30, 9 shapes, m
+// Dispatch: cuBLASLt's INT8 kernels for m > 16 and n, k multiples of 8 when cuBLASLt has an algorithm, then
+// w8a8_scale_kernel (the same epilogue function, so both paths give the same bits); these tiles otherwise. On the H200 (2026-11-30, 9 shapes, m
 // 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, was 2.0-2.6x faster than the tiles at every shape, and
 // still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles / cublaslt forces a path
 // (the tests run both).
@@ -47,6 +47,16 @@ struct W8A8Params {
   int m, n, k;
   int64_t x_stride, out_stride;
 };
+
+// One output from its exact int32 sum: (float(v) * sx) * sw (+ bias), rounded once to T. Both paths (the tiles'
+// epilogue and w8a8_scale_kernel after cuBLASLt) call this, with explicit round-to-nearest operations so that the
+// compiler cannot fuse a multiply and the add differently in the two kernels: the paths give the same bits.
+template <typename T>
+__device__ __forceinline__ T w8a8_output(int v, float sx, float sw, const T* bias, int c) {
+  float y = __fmul_rn(__fmul_rn(static_cast<float>(v), sx), sw);
+  if (bias) y = __fadd_rn(y, to_float(bias[c]));
+  return from_float<T>(y);
+}
 
 // d += a b for one 16 x 8 x 32 int8 step (layouts: mma.cuh's, with 4 int8 values a register: a[0] = (g, k 4t..),
 // a[1] = (g + 8, k 4t..), a[2] = (g, k 16 + 4t..), a[3] = (g + 8, k 16 + 4t..); b0 = (k 4t.., n g), b1 = (k 16 + 4t..,
@@ -128,9 +138,8 @@ __global__ void __launch_bounds__(kW8A8Threads, 1) w8a8_kernel(const W8A8Params<
     // Epilogue: one fp32 conversion of each exact sum, both scales, the bias, one rounding.
     const int r0 = bm + wm, c0 = bn + wn;
     for_each_acc(acc, lane, p.m - r0, p.n - c0, [&](int r, int c, int v) {
-      float y = static_cast<float>(v) * __ldg(p.sx + r0 + r) * __ldg(p.sw + c0 + c);
-      if (p.bias) y += to_float(p.bias[c0 + c]);
-      p.out[static_cast<int64_t>(r0 + r) * p.out_stride + c0 + c] = from_float<T>(y);
+      p.out[static_cast<int64_t>(r0 + r) * p.out_stride + c0 + c] =
+          w8a8_output(v, __ldg(p.sx + r0 + r), __ldg(p.sw + c0 + c), p.bias, c0 + c);
     });
   }
 }
@@ -145,9 +154,7 @@ __global__ void __launch_bounds__(kElementwiseThreads) w8a8_scale_kernel(const W
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= static_cast<int64_t>(p.m) * p.n) return;
     const int r = static_cast<int>(i / p.n), c = static_cast<int>(i % p.n);
-    float y = static_cast<float>(sums[i]) * __ldg(p.sx + r) * __ldg(p.sw + c);
-    if (p.bias) y += to_float(p.bias[c]);
-    p.out[static_cast<int64_t>(r) * p.out_stride + c] = from_float<T>(y);
+    p.out[static_cast<int64_t>(r) * p.out_stride + c] = w8a8_output(sums[i], __ldg(p.sx + r), __ldg(p.sw + c), p.bias, c);
   }
 }
 
@@ -159,20 +166,30 @@ W8A8Path w8a8_path() {
   return s == "tiles" ? W8A8Path::tiles : s == "cublaslt" ? W8A8Path::cublaslt : W8A8Path::automatic;
 }
 
-// cuBLASLt's int32 sums for row blocks of at most kW8A8SumsBytes of scratch each, each block scaled by
-// w8a8_scale_kernel. *ran: false when cuBLASLt has no INT8 algorithm (nothing was launched).
-constexpr int64_t kW8A8SumsBytes = int64_t{64} << 20;
+// cuBLASLt's int32 sums for row blocks of at most kW8A8SumsBytes, each block scaled by w8a8_scale_kernel; the sums and
+// cuBLASLt's workspace (kW8A8LtWorkspace) in one stream-ordered scratch. *ran: false when cuBLASLt has no INT8
+// algorithm for a block (the caller then runs the tiles over the whole output). The shapes cuBLASLt's INT8 kernels
+// are known to serve (torch._int_mm's rule): m > 16 and n, k multiples of 8.
+constexpr int64_t kW8A8SumsBytes = int64_t{64} << 20, kW8A8LtWorkspace = int64_t{4} << 20;
+
+bool w8a8_cublaslt_shape(const detail::W8A8Args& a) { return a.rows > 16 && a.n % 8 == 0 && a.k % 8 == 0; }
 
 template <typename T>
 Status launch_w8a8_cublaslt(const detail::W8A8Args& a, W8A8Params<T> p, cudaStream_t stream, bool* ran) {
-  const int64_t rows_per_block = std::clamp<int64_t>(kW8A8SumsBytes / (4 * a.n), 1, a.rows);
-  const size_t bytes = static_cast<size_t>(rows_per_block * a.n) * sizeof(int32_t);
-  return with_stream_scratch(bytes, stream, [&](void* scratch) -> Status {
+  *ran = false;
+  // Row blocks: a multiple of 256 rows when there are several, so every block's xq and out views stay as aligned as
+  // the first one's.
+  int64_t rows_per_block = std::clamp<int64_t>(kW8A8SumsBytes / (4 * a.n), 1, a.rows);
+  if (rows_per_block < a.rows) rows_per_block = std::max<int64_t>(256, rows_per_block / 256 * 256);
+  const int64_t sums_bytes = (rows_per_block * a.n * 4 + 255) / 256 * 256;
+  return with_stream_scratch(static_cast<size_t>(sums_bytes + kW8A8LtWorkspace), stream, [&](void* scratch) -> Status {
     auto* sums = static_cast<int32_t*>(scratch);
+    void* workspace = static_cast<char*>(scratch) + sums_bytes;
     for (int64_t r0 = 0; r0 < a.rows; r0 += rows_per_block) {
       const int64_t rows = std::min(rows_per_block, a.rows - r0);
       KK_RETURN_IF_ERROR(detail::int8_gemm_cuda(a.device, a.xq + r0 * a.x_stride, a.x_stride, a.qweight, a.k, sums,
-                                                rows, a.n, a.k, Stream(stream), ran));
+                                                rows, a.n, a.k, workspace, static_cast<size_t>(kW8A8LtWorkspace),
+                                                Stream(stream), ran));
       if (!*ran) return Status::Ok();
       W8A8Params<T> q = p;  // these rows
       q.x += r0 * a.x_stride;
@@ -202,13 +219,15 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
                         a.x_stride,
                         a.out_stride};
   const W8A8Path path = w8a8_path();
-  if (path != W8A8Path::tiles) {
+  const std::string problem = "m=" + std::to_string(a.rows) + " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k);
+  if (path == W8A8Path::cublaslt && !w8a8_cublaslt_shape(a))
+    return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt needs m > 16 and n, k multiples of 8, got " + problem);
+  if (path == W8A8Path::cublaslt || (path == W8A8Path::automatic && w8a8_cublaslt_shape(a))) {
     bool ran = false;
     KK_RETURN_IF_ERROR(launch_w8a8_cublaslt<T>(a, p, stream, &ran));
     if (ran) return Status::Ok();
     if (path == W8A8Path::cublaslt)
-      return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt, but cuBLASLt has no INT8 algorithm for m=" +
-                         std::to_string(a.rows) + " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k));
+      return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt, but cuBLASLt has no INT8 algorithm for " + problem);
   }
   w8a8_kernel<T><<<grid_of(plan), kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
