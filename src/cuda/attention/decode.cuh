@@ -350,6 +350,9 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
     KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
                                    a.capacity, &plan, resident));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
+  if (a.batch * a.kv_heads > 65535)  // grid.y
+    return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
+                       " is more than the grid's 65535");
   if (rows_all > INT32_MAX) return unsupported("decode_attention: more than 2^31 - 1 query rows in all");
 
   DecodeParams<T> p{attn_tensors<T>(a),
