@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Nsight Compute on the decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM throughput,
+# occupancy, warp stall reasons), for the shapes of the benchmark table. Needs a GPU, ncu, and the kernelkit package
+# installed in the Python environment (scripts/gpu-check --python does that).
+#   bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
+set -uo pipefail
+out=${1:-build/ncu}
+mkdir -p "$out"
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+cat >"$out/ncu_ops.py" <<'PY'
+import torch
+import kernelkit
+
+dev, dt = "cuda", torch.bfloat16
+torch.manual_seed(0)
+for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128
+    q = torch.randn(b, 1, 32, 128, device=dev, dtype=dt)
+    kc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
+    vc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
+    for _ in range(2):
+        kernelkit.decode_attention(q, kc, vc)
+for n, k in ((11008, 4096), (4096, 11008)):  # weight-only linear, m 1 (GEMV) and 16 (tensor cores, split-K)
+    w = torch.randn(n, k, device=dev, dtype=dt) * 0.02
+    for bits in (8, 4):
+        qw, s = kernelkit.quantize_weight(w, bits, 128)
+        for m in (1, 16):
+            x = torch.randn(m, k, device=dev, dtype=dt)
+            for _ in range(2):
+                kernelkit.linear_weight_only(x, qw, s, bits, 128 if bits == 4 else 0)
+torch.cuda.synchronize()
+print("ncu_ops.py done")
+PY
+# Every launch of the matching kernels (the second of each pair is warm); the sections that say where time goes.
+"$NCU" --target-processes all -k 'regex:decode_kernel|decode_merge|linear_gemv|linear_tc|splitk_reduce' \
+  --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+  --section MemoryWorkloadAnalysis python3 "$out/ncu_ops.py" >"$out/ncu_ops.txt" 2>&1
+rc=$?
+grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Stall|ncu_ops.py done|==ERROR==" \
+  "$out/ncu_ops.txt" | head -300
+exit $rc
