@@ -178,10 +178,10 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
 //   xq i8 [m, k] and x_scales f32 [m] from quantize_per_token_int8 (contiguous last dim, row stride a multiple of 16);
 //   qweight i8 [n, k] and w_scales f32 [n] from quantize_int8_per_channel (contiguous); out [m, n] f16 or bf16 (no
 //   bf16 on the T4 profile); bias [n] out's dtype, or none; k % 16 == 0 and k <= 131072 (exact int32 sums).
-// CUDA: for m > 16 and n, k multiples of 8, cuBLASLt's INT8 kernels for the int32 sums (row blocks of at most 64 MB
-// of stream-ordered scratch) and a scaling kernel with the same arithmetic, where cuBLASLt has an algorithm (2-2.6x
-// faster than our tiles on the H200); else our 128 x 128 tiles, mma.sync m16n8k32.s8 on sm_80+ and m8n8k16.s8 on sm_75. KERNELKIT_W8A8=tiles or cublaslt
-// forces a path. The CPU backend is the reference.
+// CUDA: for m > 16 and n, k multiples of 8, cuBLASLt's INT8 kernels for the int32 sums (row blocks of at most 64 MB of
+// stream-ordered scratch) and a scaling kernel with the same arithmetic, where cuBLASLt has an algorithm (2-2.6x faster
+// than our tiles on the H200); else our 128 x 128 tiles, mma.sync m16n8k32.s8 on sm_80+ and m8n8k16.s8 on sm_75.
+// KERNELKIT_W8A8=tiles or cublaslt forces a path. The CPU backend is the reference.
 Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
                    const TensorView& w_scales, const std::optional<TensorView>& bias = std::nullopt,
                    Stream stream = nullptr);

@@ -38,10 +38,10 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from
-// L1 for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took
-// 52 us at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile:
-// one m-tile of 16 rows up to 16 tokens, four beyond. k goes in steps of kLinearTcTileK through kLinearTcStages cp.async
+// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
+// for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
+// at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one
+// m-tile of 16 rows up to 16 tokens, four beyond. k goes in steps of kLinearTcTileK through kLinearTcStages cp.async
 // buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB at 64 tokens, 36 KB with INT4: within the
 // default shared memory of every profile). When the tiles do not fill the GPU, k is split over grid.z (at most
 // kLinearTcMaxSplits parts, fp32 partial sums in a stream-ordered workspace, a second kernel adds them).

@@ -127,7 +127,6 @@ int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_par
   return chunk;
 }
 
-
 // Quantizers and weight-only linear ops.
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
@@ -241,7 +240,8 @@ void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t 
   // Overhead: the pipeline's prologue (stages - 1 tiles in flight before the first MMA) and the epilogue.
   constexpr int64_t kOverheadTiles = kLinearTcStages;
   if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
-  const int64_t tiles = p->grid / std::max(p->k_splits, 1), k_tiles = ceil_div(std::max<int64_t>(k, 1), kLinearTcTileK);
+  const int64_t tiles = p->grid / std::max(p->k_splits, 1);
+  const int64_t k_tiles = ceil_div(std::max<int64_t>(k, 1), kLinearTcTileK);
   p->k_tiles_per_split = split_steps(tiles, int64_t{p->sms} * p->blocks_per_sm, k_tiles, kLinearTcMaxSplits,
                                      kOverheadTiles);
   p->k_splits = static_cast<int>(ceil_div(k_tiles, p->k_tiles_per_split));

@@ -106,8 +106,8 @@ Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** o
   GemmHandle::Impl* h = handle->impl();
   if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
   if (h->device != device.index)
-    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) + " but the tensors are on " +
-                            to_string(device));
+    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) +
+                            " but the tensors are on " + to_string(device));
   *out = h;
   return Status::Ok();
 }

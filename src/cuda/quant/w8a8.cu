@@ -12,10 +12,10 @@
 // Bytes: m k + n k (i8) + 4 (m + n) scales + E (m n + n); FLOPs 2 m n k (int8 ops).
 //
 // Dispatch: cuBLASLt's INT8 kernels for m > 16 and n, k multiples of 8 when cuBLASLt has an algorithm, then
-// w8a8_scale_kernel (the same epilogue function, so both paths give the same bits); these tiles otherwise. On the H200 (2026-11-30, 9 shapes, m
-// 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, was 2.0-2.6x faster than the tiles at every shape, and
-// still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles / cublaslt forces a path
-// (the tests run both).
+// w8a8_scale_kernel (the same epilogue function, so both paths give the same bits); these tiles otherwise. On the H200
+// (2026-11-30, 9 shapes, m 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, was 2.0-2.6x faster than the
+// tiles at every shape, and still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles /
+// cublaslt forces a path (the tests run both).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -154,7 +154,8 @@ __global__ void __launch_bounds__(kElementwiseThreads) w8a8_scale_kernel(const W
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= static_cast<int64_t>(p.m) * p.n) return;
     const int r = static_cast<int>(i / p.n), c = static_cast<int>(i % p.n);
-    p.out[static_cast<int64_t>(r) * p.out_stride + c] = w8a8_output(sums[i], __ldg(p.sx + r), __ldg(p.sw + c), p.bias, c);
+    p.out[static_cast<int64_t>(r) * p.out_stride + c] =
+        w8a8_output(sums[i], __ldg(p.sx + r), __ldg(p.sw + c), p.bias, c);
   }
 }
 
