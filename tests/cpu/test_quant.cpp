@@ -370,8 +370,18 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
               continue;
             }
             EXPECT_EQ(p.tokens, static_cast<int>(m));
-            EXPECT_EQ(p.out_rows, 4);
             EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
+            const int64_t row_blocks = (n + 7) / 8;  // the warp-per-rows kernel: 8 rows a block of 4 warps
+            if (row_blocks >= 2 * prof.sms) {
+              EXPECT_EQ(p.k_warps, 1);
+              EXPECT_EQ(p.out_rows, kLinearRowsPerWarp * kLinearRowsWarps);
+              EXPECT_EQ(p.block_threads, kLinearRowsThreads);
+              EXPECT_EQ(p.rows_per_block, kLinearRowsWarps);
+              EXPECT_EQ(p.grid, row_blocks);
+              EXPECT_EQ(p.smem_bytes, 0);
+              continue;
+            }
+            EXPECT_EQ(p.out_rows, 4);
             EXPECT_TRUE(p.k_warps == 2 || p.k_warps == 4 || p.k_warps == 8);
             EXPECT_EQ(p.block_threads, 32 * p.k_warps);
             EXPECT_LE(p.block_threads, kLinearMaxThreads);
@@ -393,12 +403,19 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             const Status sb = plan_op(prof, op, s, DType::bf16, &bf);
             EXPECT_EQ(sb.ok(), prof.bf16);
           }
-  // The decode layer on the H200: n alone fills the GPU (no extra split-K); a narrow n splits k 8 ways.
+  // The decode layer on the H200: n alone fills the GPU (1376 blocks of 8 rows: a warp per 2 rows, all of k);
+  // KERNELKIT_GEMV=split keeps the split-K kernel (2 warps a block, as n fills the grid); a narrow n splits k 8 ways.
   const auto h200 = *find_profile("h200");
   OpShape s{1, 4096, 1, 16};
   s.out_features = 11008;
   LaunchPlan p;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, 1);
+  EXPECT_EQ(p.grid, 1376);
+  EXPECT_NE(p.to_string().find("a warp per rows"), std::string::npos) << p.to_string();
+  setenv("KERNELKIT_GEMV", "split", 1);
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  unsetenv("KERNELKIT_GEMV");
   EXPECT_EQ(p.k_warps, 2);
   s.out_features = 64;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
