@@ -38,10 +38,12 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// The warp-per-rows GEMV (plan k_warps == 1) for m < kLinearTcMinM when n alone gives every SM at least
-// kLinearRowsMinBlocksPerSm blocks: blocks of kLinearRowsWarps warps, kLinearRowsPerWarp rows a warp over all of k,
-// no split-K and no shared memory. KERNELKIT_GEMV=split keeps the split-K kernel (the A/B switch of the benchmark).
-constexpr int kLinearRowsPerWarp = 2;
+// The warp-per-row GEMV (plan k_warps == 1) for m < kLinearTcMinM when n alone gives every SM at least
+// kLinearRowsMinBlocksPerSm blocks of kLinearRowsWarps rows: blocks of kLinearRowsWarps warps, a warp walking whole
+// rows (kLinearRowsUnroll 16-byte chunks a lane a step, the next step in flight), no split-K and no shared memory.
+// KERNELKIT_GEMV=split keeps the split-K kernel (the A/B switch of the benchmark).
+constexpr int kLinearRowsPerWarp = 1;
+constexpr int kLinearRowsUnroll = 4;
 constexpr int kLinearRowsWarps = 4;
 constexpr int kLinearRowsThreads = 32 * kLinearRowsWarps;
 constexpr int kLinearRowsMinBlocksPerSm = 2;

@@ -131,7 +131,7 @@ int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_par
 // Quantizers and weight-only linear ops.
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
-//  - Linear (GEMV, m < kLinearTcMinM): the warp-per-rows kernel when n fills the GPU (see kLinearRowsPerWarp); else
+//  - Linear (GEMV, m < kLinearTcMinM): the warp-per-row kernel when n fills the GPU (see kLinearRowsPerWarp); else
 //    the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2); 4 rows per block. Split-K
 //    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
 //    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
@@ -213,7 +213,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int64_t row_blocks = ceil_div(n, kLinearRowsPerWarp * kLinearRowsWarps);
   const char* gemv = std::getenv("KERNELKIT_GEMV");  // "split": the split-K kernel even where n fills the GPU
   if (row_blocks >= int64_t{kLinearRowsMinBlocksPerSm} * prof.sms && !(gemv && std::string(gemv) == "split")) {
-    p->k_warps = 1;  // marks the warp-per-rows kernel
+    p->k_warps = 1;  // marks the warp-per-row kernel
     p->threads_per_row = kWarp;
     p->rows_per_block = kLinearRowsWarps;
     p->block_threads = kLinearRowsThreads;
@@ -315,7 +315,7 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
-       << block_threads << " threads, " << (k_warps == 1 ? std::string("a warp per rows, all of k")
+       << block_threads << " threads, " << (k_warps == 1 ? std::string("a warp per row, all of k")
                                                          : "split-K " + std::to_string(k_warps))
        << "), grid " << grid << ", "
        << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "

@@ -46,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyGrid,
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
 
 // Shapes where the planners' kernels and splits change: small n with long k (the GEMV's k_warps 8 at m = 1; at m = 5
-// the tensor-core tiles' 16-way split over grid.z), the decode layer, and a wide n (the warp-per-rows GEMV).
+// the tensor-core tiles' 16-way split over grid.z), the decode layer, and a wide n (the warp-per-row GEMV).
 TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
   for (DType dt : {DType::f16, DType::bf16})
     for (const Variant v : kVariants) {
@@ -56,12 +56,12 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
       }
       WeightOnlyCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
       kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(decode, 0), dt, decode.name());
-      // The warp-per-rows GEMV on every profile (n = 4100 fills even the H200: 513 blocks of 8 rows, a 4-row tail
-      // group): 1 and 2 tokens, strided x, bias, accumulate.
+      // The warp-per-row GEMV on every profile (n = 4101 fills even the H200: 1026 blocks of 4 rows, more than one
+      // wave, so warps grid-stride; a last block of one row): 1 and 2 tokens, strided x, bias, accumulate.
       for (int64_t m : {1, 2}) {
-        WeightOnlyCase wide{dt, v.bits, v.group, m, 4100, 640, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
+        WeightOnlyCase wide{dt, v.bits, v.group, m, 4101, 640, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(wide, 0), dt, wide.name());
-        WeightOnlyCase acc{dt, v.bits, v.group, m, 4100, 640, true, 0, static_cast<uint64_t>(15 + m), true};
+        WeightOnlyCase acc{dt, v.bits, v.group, m, 4101, 640, true, 0, static_cast<uint64_t>(15 + m), true};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(acc, 0), dt,
                                         acc.name() + " accumulate");
       }

@@ -345,7 +345,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   int resident = 0;
-  KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kDecodeThreads, 0));
+  KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, 0, &resident));
   if (resident > 0 && resident < plan.blocks_per_sm)
     KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
                                    a.capacity, &plan, resident));

@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <string>
+#include <tuple>
 
 #include "cuda/common/check.cuh"
 #include "kernelkit/planner.hpp"
@@ -19,6 +21,24 @@ inline dim3 block_of(const LaunchPlan& p) {
 inline dim3 grid_of(const LaunchPlan& p) {
   return dim3(static_cast<unsigned>(p.grid_x), static_cast<unsigned>(p.grid / (p.grid_x * p.k_splits)),
               static_cast<unsigned>(p.k_splits));
+}
+
+// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory on the current
+// device (cudaOccupancyMaxActiveBlocksPerMultiprocessor, cached per thread: the eager decode path calls it per launch).
+template <typename Kernel>
+Status resident_blocks(Kernel kernel, int threads, size_t smem, int* out) {
+  int device = 0;
+  KK_CUDA_RETURN(cudaGetDevice(&device));
+  thread_local std::map<std::tuple<const void*, int, int, size_t>, int> cache;
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads, smem);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    int n = 0;
+    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+    it = cache.emplace(key, n).first;
+  }
+  *out = it->second;
+  return Status::Ok();
 }
 
 // Runs launch(scratch) with `bytes` of stream-ordered scratch memory (pool-backed: no device synchronization, and

@@ -47,13 +47,21 @@ struct LinearParams {
 // Output rows per block of the split-K kernel (the planner's rule, restated for the template).
 constexpr int kLinearGemvRows = 4;
 
+// INT4: the scale of 16-byte chunk c of `row` (a 32-value chunk lies inside one group of 64 or 128: a shift, not a
+// 64-bit division). Callers load it with the chunk's weights, so that it is in flight with them.
+template <typename T>
+__device__ __forceinline__ float chunk_scale(const LinearParams<T>& p, int64_t row, int64_t c) {
+  const int shift = p.group == 64 ? 6 : 7;
+  return __ldg(p.scales + row * (p.k >> shift) + ((c * 32) >> shift));
+}
+
 // acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values, dequantized
 // exactly to fp32) with the same k range of token t's x. INT8 sums stay unscaled (the row's scale multiplies the final
-// sum); INT4 sums are scaled by the chunk's group scale of each row (a 32-value chunk lies inside one group).
+// sum); INT4 sums are scaled by scale[r], the chunk's group scale of each row (chunk_scale).
 template <typename T, int kBits, int kTokens, int kRows>
-__device__ __forceinline__ void accumulate_chunk(const LinearParams<T>& p, const uint4 (&w)[kRows],
-                                                 const T* const (&xrow)[kTokens], const int64_t (&row)[kRows],
-                                                 int64_t c, float (&acc)[kRows][kTokens]) {
+__device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const float (&scale)[kRows],
+                                                 const T* const (&xrow)[kTokens], int64_t c,
+                                                 float (&acc)[kRows][kTokens]) {
   constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
   constexpr int kPieces = 4;                      // 32-bit words a chunk
   constexpr int kPerPiece = kPerChunk / kPieces;  // 4 (INT8) or 8 (INT4) values a word
@@ -88,13 +96,10 @@ __device__ __forceinline__ void accumulate_chunk(const LinearParams<T>& p, const
     }
   }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    // INT4: the chunk's group scale of the row, once on the chunk's sums (kRows x kTokens FMAs a chunk).
-    const float scale = kBits == 4 ? __ldg(p.scales + row[r] * (p.k / p.group) + c * kPerChunk / p.group) : 1.0f;
+  for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t)
-      acc[r][t] = kBits == 4 ? fmaf(part[r][t], scale, acc[r][t]) : acc[r][t] + part[r][t];
-  }
+      acc[r][t] = kBits == 4 ? fmaf(part[r][t], scale[r], acc[r][t]) : acc[r][t] + part[r][t];
 }
 
 // One output from its fp32 sum over k: INT8's per-row scale, the bias, the residual (accumulate), one rounding.
@@ -148,7 +153,10 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       if (cn < chunks)
 #pragma unroll
         for (int r = 0; r < kRows; ++r) wnext[r] = load_weights(wrow[r] + cn * 16);
-      accumulate_chunk<T, kBits, kTokens, kRows>(p, wcur, xrow, row, c, acc);
+      float scale[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) scale[r] = kBits == 4 ? chunk_scale(p, row[r], c) : 1.0f;
+      accumulate_chunk<T, kBits, kTokens, kRows>(wcur, scale, xrow, c, acc);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) wcur[r] = wnext[r];
     }
@@ -174,58 +182,68 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// Warp-per-rows GEMV (plan.k_warps == 1: n alone fills the GPU, so k is not split): each warp owns kLinearRowsPerWarp
-// output rows for all of k and all kTokens (m) tokens, its lanes taking the 16-byte chunks c = lane + 32 i. kUnroll
-// chunks of each row are loaded before any is used (kRows x kUnroll x 16 bytes in flight a lane), and the warp's sums
-// meet by shuffles: no shared memory and no block barrier, so warps never wait for each other, and the small register
-// footprint keeps many warps resident. (The split-K kernel's blocks read 4 rows in a few dependent round trips and
-// then reduce through shared memory: 22 us, 2.0 TB/s, for W8A16 m1 n11008 k4096 on the H200, against cuBLAS's bf16
-// GEMV at 3.1 TB/s.)
+// Warp-per-row GEMV (plan.k_warps == 1: n alone fills the GPU, so k is not split). A warp's work is a sequence of
+// steps, each kLinearRowsUnroll 16-byte chunks of one row (lanes take chunks c = c0 + lane + 32 u), walking all of
+// k for one row, then the next row of its grid stride. The steps are software-pipelined: step i + 1's weights (and INT4
+// scales) are loaded before step i is computed, so every lane always has 16 kLinearRowsUnroll bytes in flight, across
+// row boundaries too; at the end of a row the lanes' sums meet by shuffles and one lane a token stores. No shared
+// memory and no block barrier: warps never wait for each other, and the grid is one wave of resident blocks, each warp
+// grid-striding over the rows (one row a warp: the rows spread over the warps within one row of imbalance). (The
+// split-K kernel's blocks read 4 rows in a few dependent round trips, then reduce through shared memory: 22 us,
+// 2.0 TB/s, for W8A16 m1 n11008 k4096 on the H200, against cuBLAS's bf16 GEMV at 3.1 TB/s.)
 template <typename T, int kBits, int kTokens>
-__global__ void __launch_bounds__(kLinearRowsThreads) linear_gemv_rows_kernel(const LinearParams<T> p) {
+__global__ void __launch_bounds__(kLinearRowsThreads, 4) linear_gemv_rows_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int kRows = kLinearRowsPerWarp, kUnroll = 4, kPerChunk = 128 / kBits;
+    constexpr int kU = kLinearRowsUnroll, kPerChunk = 128 / kBits;
     const int lane = threadIdx.x;
     const int64_t row_bytes = p.k * kBits / 8, chunks = p.k / kPerChunk;
+    const int64_t steps_per_row = (chunks + kWarpSize * kU - 1) / (kWarpSize * kU);
+    const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
     const T* xrow[kTokens];
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) xrow[t] = p.x + min(static_cast<int64_t>(t), p.m - 1) * p.x_stride;
-    // Row groups of kRows, grid-strided over the warps of a grid sized to the resident blocks (one wave, no tail).
-    const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
-    for (int64_t n0 = (static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y) * kRows; n0 < p.n;
-         n0 += warps * kRows) {
-      const uint8_t* wrow[kRows];
-      int64_t row[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) row[r] = min(n0 + r, p.n - 1), wrow[r] = p.qweight + row[r] * row_bytes;
 
-      float acc[kRows][kTokens];
+    // Step (row, s): chunks s 32 kU + lane + 32 u of the row; w / sc hold them (zeros past the row's chunks).
+    auto load_step = [&](int64_t row, int64_t s, uint4 (&w)[kU][1], float (&sc)[kU][1]) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
-#pragma unroll
-        for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
-      for (int64_t c0 = lane; c0 < chunks; c0 += kWarpSize * kUnroll) {
-        uint4 w[kUnroll][kRows];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-          for (int r = 0; r < kRows; ++r)
-            w[u][r] = c0 + kWarpSize * u < chunks ? load_weights(wrow[r] + (c0 + kWarpSize * u) * 16) : uint4{};
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          if (c0 + kWarpSize * u < chunks)
-            accumulate_chunk<T, kBits, kTokens, kRows>(p, w[u], xrow, row, c0 + kWarpSize * u, acc);
+      for (int u = 0; u < kU; ++u) {
+        const int64_t c = s * kWarpSize * kU + kWarpSize * u + lane;
+        w[u][0] = c < chunks ? load_weights(p.qweight + row * row_bytes + c * 16) : uint4{};
+        sc[u][0] = kBits == 4 && c < chunks ? chunk_scale(p, row, c) : 1.0f;
       }
-      // The warp's sums (every lane gets them); lane r kTokens + t stores output (row r, token t).
+    };
+    int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, s = 0;  // warp-uniform
+    if (row >= p.n) return;  // the whole warp: nothing below waits for other warps
+    uint4 w_next[kU][1];
+    float sc_next[kU][1];
+    load_step(row, 0, w_next, sc_next);
+    float acc[1][kTokens] = {};
+    while (true) {
+      uint4 w[kU][1];
+      float sc[kU][1];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r)
+      for (int u = 0; u < kU; ++u) w[u][0] = w_next[u][0], sc[u][0] = sc_next[u][0];
+      // The next step: this row's next chunks, or the first chunks of this warp's next row.
+      const bool row_done = s + 1 == steps_per_row;
+      const int64_t row_next = row_done ? row + warps : row, s_next = row_done ? 0 : s + 1;
+      if (row_next < p.n) load_step(row_next, s_next, w_next, sc_next);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t c = s * kWarpSize * kU + kWarpSize * u + lane;
+        if (c < chunks) accumulate_chunk<T, kBits, kTokens, 1>(w[u], sc[u], xrow, c, acc);
+      }
+      if (row_done) {  // the row's sums (every lane gets them); lane t stores token t
 #pragma unroll
         for (int t = 0; t < kTokens; ++t) {
-          const float y = group_sum(acc[r][t], kWarpSize, nullptr);
-          if (lane == r * kTokens + t && n0 + r < p.n && t < p.m) store_output<T, kBits>(p, n0 + r, t, y);
+          const float y = group_sum(acc[0][t], kWarpSize, nullptr);
+          if (lane == t && t < p.m) store_output<T, kBits>(p, row, t, y);
+          acc[0][t] = 0.0f;
         }
+      }
+      if (row_next >= p.n) break;
+      row = row_next, s = s_next;
     }
   }
 }
@@ -247,10 +265,10 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                           .accumulate = a.accumulate ? 1 : 0};
   auto launch = [&](auto bits, auto tokens) -> Status {
     constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
-    if (plan.k_warps == 1) {  // warp-per-rows: block 32 x kLinearRowsWarps; grid: at most one wave of resident blocks
+    if (plan.k_warps == 1) {  // warp-per-row: block 32 x kLinearRowsWarps; grid: at most one wave of resident blocks
       const auto kernel = linear_gemv_rows_kernel<T, kBits, kTokens>;
       int resident = 0;
-      KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, plan.block_threads, 0));
+      KK_RETURN_IF_ERROR(resident_blocks(kernel, plan.block_threads, 0, &resident));
       const int64_t grid = std::min<int64_t>(plan.grid, std::max(resident, 1) * static_cast<int64_t>(plan.sms));
       kernel<<<static_cast<unsigned>(grid), block_of(plan), 0, stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());

@@ -199,8 +199,7 @@ template <typename T>
 Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaStream_t stream) {
   const auto kernel = linear_tc_kernel_for<T>(a.bits, plan.tokens);
   int resident = 0;
-  KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kLinearTcThreads,
-                                                               static_cast<size_t>(plan.smem_bytes)));
+  KK_RETURN_IF_ERROR(resident_blocks(kernel, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), &resident));
   if (resident > 0 && resident < plan.blocks_per_sm) refine_linear_tc_splits(resident, a.rows, a.n, a.k, &plan);
   LinearTcParams<T> p{static_cast<const T*>(a.x),
                       static_cast<const uint8_t*>(a.qweight),
