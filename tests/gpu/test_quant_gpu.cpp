@@ -56,10 +56,12 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
       }
       WeightOnlyCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
       kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(decode, 0), dt, decode.name());
-      // The warp-per-row GEMV on every profile (n = 4101 fills even the H200: 1026 blocks of 4 rows, more than one
-      // wave, so warps grid-stride; a last block of one row): 1 and 2 tokens, strided x, bias, accumulate.
+      // The warp-per-row GEMV on every profile (n = 4101 fills even the H200: 1026 blocks of 4 rows, a last block of
+      // one row; where fewer blocks are resident, warps grid-stride): 1 and 2 tokens, strided x, bias, accumulate.
+      // k = 8320 gives rows of several pipeline steps and a partial last one (INT8: 4 steps of 128 chunks + 8; INT4:
+      // 2 + 4); k = 640 one partial step.
       for (int64_t m : {1, 2}) {
-        WeightOnlyCase wide{dt, v.bits, v.group, m, 4101, 640, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
+        WeightOnlyCase wide{dt, v.bits, v.group, m, 4101, 8320, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(wide, 0), dt, wide.name());
         WeightOnlyCase acc{dt, v.bits, v.group, m, 4101, 640, true, 0, static_cast<uint64_t>(15 + m), true};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(acc, 0), dt,
