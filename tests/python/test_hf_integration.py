@@ -43,6 +43,38 @@ def test_patched_llama_logits_match(device, dtype):
         assert torch.equal(model(ids).logits.double(), want)
 
 
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.bfloat16)] +
+                         ([("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []))
+def test_kernelkit_as_the_transformers_attention(device, dtype, monkeypatch):
+    """patch(model, attention=True): the model's attention runs kernelkit.attention (GQA 4/2, head_dim 64, causal) and
+    its logits match SDPA's; a padded batch (a mask tensor) stays on SDPA and matches it exactly."""
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64,
+                                   attn_implementation="sdpa")
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=dtype).eval()
+    ids = torch.randint(0, 128, (2, 24), device=device)
+    pad = torch.ones_like(ids)
+    pad[0, :5] = 0  # left padding in the first sequence
+    kernelkit.patch(model)  # the norms and the MLP first: the reference differs from it in the attention only
+    with torch.no_grad():
+        want, want_pad = model(ids).logits.double(), model(ids, attention_mask=pad).logits.double()
+    calls = []
+    real = kernelkit.attention
+    monkeypatch.setattr(kernelkit, "attention", lambda *a, **k: calls.append(k.get("causal")) or real(*a, **k))
+    report = kernelkit.patch(model, attention=True)
+    assert report.patched["attention (kernelkit)"] == 1 and model.config._attn_implementation == "kernelkit"
+    assert sum(report.patched.values()) == 1  # the norms and the MLP were patched already
+    with torch.no_grad():
+        got = model(ids).logits.double()
+        assert calls == [True, True]  # both layers, causal, through the kernel
+        got_pad = model(ids, attention_mask=pad).logits.double()
+    assert calls == [True, True]  # the mask tensor kept the padded batch on SDPA
+    tol = {torch.float16: 2e-2, torch.bfloat16: 1e-1}[dtype]
+    assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
+    assert torch.equal(got_pad, want_pad)
+
+
 def test_patch_auto_dtype_and_report():
     model = tiny_llama()
     report = kernelkit.patch(model, dtype="auto")

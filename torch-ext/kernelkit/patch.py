@@ -66,16 +66,23 @@ def _auto_dtype(model: nn.Module) -> torch.dtype:
     return torch.bfloat16 if major >= 8 else torch.float16
 
 
-def patch(model: nn.Module, dtype: torch.dtype | str | None = None) -> PatchReport:
+def patch(model: nn.Module, dtype: torch.dtype | str | None = None, attention: bool = False) -> PatchReport:
     """Replace the forward of every supported module of `model` with kernelkit's; returns what was patched.
 
     dtype: None keeps the model's dtype; "auto" casts it to fp16 on a T4 (no bf16), bf16 on sm_80+, fp32 on the CPU;
     a torch.dtype casts it to that.
+    attention: also switch a transformers model's attention to kernelkit.attention (kernelkit.hf_attention: the calls
+    the kernel does not handle, e.g. a padding mask, stay on transformers' SDPA).
     """
     report = PatchReport()
     if dtype is not None:
         report.dtype = _auto_dtype(model) if dtype == "auto" else dtype
         model.to(report.dtype)
+    if attention:
+        from . import hf_attention
+
+        model.set_attn_implementation(hf_attention.register())
+        report.patched["attention (kernelkit)"] += 1
     for module in model.modules():
         layer = _layer_for(module)
         if layer is None or hasattr(module, "_kernelkit_original_forward"):
