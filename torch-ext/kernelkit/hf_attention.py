@@ -34,14 +34,13 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       is_causal=is_causal, **kwargs)
-    import kernelkit
+    from . import attention  # this package's op (a hub variant loads the package under another name)
 
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     # As SDPA: one query needs no mask; several see keys up to their own position (bottom-right aligned when a cache
     # holds earlier keys: kernelkit.attention's causal convention).
     causal = bool(causal) and query.shape[2] > 1
-    out = kernelkit.attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal,
-                              scale=scaling)
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling)
     return out, None
 
 
