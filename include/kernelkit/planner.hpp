@@ -39,10 +39,9 @@ constexpr int kLinearMaxTokens = 2;
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
 // The warp-per-row GEMV (plan k_warps == 1) for m < kLinearTcMinM when n alone gives every SM at least
-// kLinearRowsMinBlocksPerSm blocks of kLinearRowsWarps rows: blocks of kLinearRowsWarps warps, a warp walking whole
-// rows (kLinearRowsUnroll 16-byte chunks a lane a step, the next step in flight), no split-K and no shared memory.
-// KERNELKIT_GEMV=split keeps the split-K kernel (the A/B switch of the benchmark).
-constexpr int kLinearRowsPerWarp = 1;
+// kLinearRowsMinBlocksPerSm blocks of kLinearRowsWarps rows: blocks of kLinearRowsWarps warps, each warp walking whole
+// rows, one at a time (kLinearRowsUnroll 16-byte chunks a lane a step, the next step in flight), no split-K and no
+// shared memory. KERNELKIT_GEMV=split keeps the split-K kernel (the A/B switch of the benchmark).
 constexpr int kLinearRowsUnroll = 4;
 constexpr int kLinearRowsWarps = 4;
 constexpr int kLinearRowsThreads = 32 * kLinearRowsWarps;

@@ -131,7 +131,7 @@ int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_par
 // Quantizers and weight-only linear ops.
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
-//  - Linear (GEMV, m < kLinearTcMinM): the warp-per-row kernel when n fills the GPU (see kLinearRowsPerWarp); else
+//  - Linear (GEMV, m < kLinearTcMinM): the warp-per-row kernel when n fills the GPU (see kLinearRowsWarps); else
 //    the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2); 4 rows per block. Split-K
 //    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
 //    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
@@ -210,14 +210,14 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
-  const int64_t row_blocks = ceil_div(n, kLinearRowsPerWarp * kLinearRowsWarps);
+  const int64_t row_blocks = ceil_div(n, kLinearRowsWarps);  // one row a warp
   const char* gemv = std::getenv("KERNELKIT_GEMV");  // "split": the split-K kernel even where n fills the GPU
   if (row_blocks >= int64_t{kLinearRowsMinBlocksPerSm} * prof.sms && !(gemv && std::string(gemv) == "split")) {
     p->k_warps = 1;  // marks the warp-per-row kernel
     p->threads_per_row = kWarp;
     p->rows_per_block = kLinearRowsWarps;
     p->block_threads = kLinearRowsThreads;
-    p->out_rows = kLinearRowsPerWarp * kLinearRowsWarps;
+    p->out_rows = kLinearRowsWarps;
     p->vecs_per_thread = static_cast<int>(ceil_div(ceil_div(k, p->vec), kWarp));
     p->smem_bytes = 0;
     p->smem_optin = false;

@@ -374,7 +374,7 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             const int64_t row_blocks = (n + 3) / 4;  // the warp-per-row kernel: 4 rows a block of 4 warps
             if (row_blocks >= 2 * prof.sms) {
               EXPECT_EQ(p.k_warps, 1);
-              EXPECT_EQ(p.out_rows, kLinearRowsPerWarp * kLinearRowsWarps);
+              EXPECT_EQ(p.out_rows, kLinearRowsWarps);
               EXPECT_EQ(p.block_threads, kLinearRowsThreads);
               EXPECT_EQ(p.rows_per_block, kLinearRowsWarps);
               EXPECT_EQ(p.grid, row_blocks);

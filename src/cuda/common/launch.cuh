@@ -23,6 +23,11 @@ inline dim3 grid_of(const LaunchPlan& p) {
               static_cast<unsigned>(p.k_splits));
 }
 
+// The grid of a one-thread-per-output kernel of kElementwiseThreads-thread blocks over `outputs` outputs.
+inline dim3 one_thread_each(int64_t outputs) {
+  return dim3(static_cast<unsigned>((outputs + kElementwiseThreads - 1) / kElementwiseThreads));
+}
+
 // Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory on the current
 // device (cudaOccupancyMaxActiveBlocksPerMultiprocessor, cached per thread: the eager decode path calls it per launch).
 template <typename Kernel>

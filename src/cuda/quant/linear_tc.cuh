@@ -221,9 +221,8 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaSt
     kernel<<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.k_splits > 1) {
-      const int64_t outputs = a.rows * a.n;
-      linear_splitk_reduce_kernel<T><<<static_cast<unsigned>((outputs + kElementwiseThreads - 1) / kElementwiseThreads),
-                                       kElementwiseThreads, 0, stream>>>(p, plan.k_splits);
+      linear_splitk_reduce_kernel<T>
+          <<<one_thread_each(a.rows * a.n), kElementwiseThreads, 0, stream>>>(p, plan.k_splits);
       KK_CUDA_RETURN(cudaGetLastError());
     }
     return Status::Ok();

@@ -197,9 +197,7 @@ Status launch_w8a8_cublaslt(const detail::W8A8Args& a, W8A8Params<T> p, cudaStre
       q.sx += r0;
       q.out += r0 * a.out_stride;
       q.m = static_cast<int>(rows);
-      const int64_t outputs = rows * a.n;
-      w8a8_scale_kernel<T><<<static_cast<unsigned>((outputs + kElementwiseThreads - 1) / kElementwiseThreads),
-                             kElementwiseThreads, 0, stream>>>(q, sums);
+      w8a8_scale_kernel<T><<<one_thread_each(rows * a.n), kElementwiseThreads, 0, stream>>>(q, sums);
       KK_CUDA_RETURN(cudaGetLastError());
     }
     return Status::Ok();
