@@ -218,15 +218,17 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
                         a.x_stride,
                         a.out_stride};
   const W8A8Path path = w8a8_path();
-  const std::string problem = "m=" + std::to_string(a.rows) + " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k);
+  auto problem = [&] {  // for the errors only
+    return "m=" + std::to_string(a.rows) + " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k);
+  };
   if (path == W8A8Path::cublaslt && !w8a8_cublaslt_shape(a))
-    return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt needs m > 16 and n, k multiples of 8, got " + problem);
+    return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt needs m > 16 and n, k multiples of 8, got " + problem());
   if (path == W8A8Path::cublaslt || (path == W8A8Path::automatic && w8a8_cublaslt_shape(a))) {
     bool ran = false;
     KK_RETURN_IF_ERROR(launch_w8a8_cublaslt<T>(a, p, stream, &ran));
     if (ran) return Status::Ok();
     if (path == W8A8Path::cublaslt)
-      return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt, but cuBLASLt has no INT8 algorithm for " + problem);
+      return unsupported("linear_w8a8: KERNELKIT_W8A8=cublaslt, but cuBLASLt has no INT8 algorithm for " + problem());
   }
   w8a8_kernel<T><<<grid_of(plan), kW8A8Threads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
   KK_CUDA_RETURN(cudaGetLastError());
