@@ -1,7 +1,7 @@
 # The torch of the Python environment, for the op library (torch-ext): include and library paths, whether it has CUDA,
 # and its libstdc++ string ABI. The ABI is applied to the whole build, the core included: the op library links the
-# static core, and Status carries a std::string across that boundary, so a core compiled with the other ABI turns every
-# error the core reports into a crash inside torch (seen on the H200 machine, whose torch reports the pre-C++11 ABI).
+# static core, and Status carries a std::string across that boundary, so a core compiled with the other ABI would turn
+# every error the core reports into a crash (torch wheels since 2.7 use the C++11 ABI, which is also g++'s default).
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 execute_process(
   COMMAND ${Python3_EXECUTABLE} -c "import torch, torch.utils.cpp_extension as c; print(','.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None))"
