@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -127,11 +126,6 @@ def run_linear(dtype, runs, device, peak_gbps):
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = (lambda q=q, s=s, bits=bits:
                                                   kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0))
-            if m <= 2:  # the A/B of the GEMV: the split-K kernel where the planner would take the warp-per-rows one
-                for bits, (q, s) in packs.items():
-                    impls[f"kernelkit w{bits}a16, split-K GEMV"] = with_env(
-                        "KERNELKIT_GEMV", "split",
-                        lambda q=q, s=s, bits=bits: kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0))
             weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,
                             4: packs[4][0].numel() + packs[4][1].numel() * 4}
             res = time_all(impls, runs, None, None)
@@ -194,22 +188,6 @@ def run_quant_accuracy(device):
                             "max_abs_diff": (got - want).abs().max().item(), "max_abs_logit": want.abs().max().item(),
                             "bytes_before": report["bytes_before"], "bytes_after": report["bytes_after"]})
     return out
-
-
-def with_env(name, value, fn):
-    """fn with the environment variable `name` set to `value` while it runs (the planner reads KERNELKIT_GEMV at each
-    call, so a CUDA graph captures the kernel chosen under it)."""
-    def call():
-        old = os.environ.get(name)
-        os.environ[name] = value
-        try:
-            return fn()
-        finally:
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
-    return call
 
 
 def time_all(impls, runs, rate, unit):

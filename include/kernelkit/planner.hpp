@@ -38,14 +38,6 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// The warp-per-row GEMV (plan k_warps == 1) for m < kLinearTcMinM when n alone gives every SM at least
-// kLinearRowsMinBlocksPerSm blocks of kLinearRowsWarps rows: blocks of kLinearRowsWarps warps, each warp walking whole
-// rows, one at a time (kLinearRowsUnroll 16-byte chunks a lane a step, the next step in flight), no split-K and no
-// shared memory. KERNELKIT_GEMV=split keeps the split-K kernel (the A/B switch of the benchmark).
-constexpr int kLinearRowsUnroll = 4;
-constexpr int kLinearRowsWarps = 4;
-constexpr int kLinearRowsThreads = 32 * kLinearRowsWarps;
-constexpr int kLinearRowsMinBlocksPerSm = 2;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
 // at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one

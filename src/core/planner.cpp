@@ -131,12 +131,15 @@ int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_par
 // Quantizers and weight-only linear ops.
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
-//  - Linear (GEMV, m < kLinearTcMinM): the warp-per-row kernel when n fills the GPU (see kLinearRowsWarps); else
-//    the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2); 4 rows per block. Split-K
+//  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
+//    4 rows per block. Split-K
 //    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
 //    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
 //    the thread and the register limits) and every warp still gets a full warp-wide step of 16-byte chunks. (Always
-//    splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us against 22.3 us with this rule.)
+//    splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us against 22.3 us with this rule. A
+//    warp-per-row kernel without split-K, each warp walking whole rows with the next chunks in flight, was slower at
+//    every m = 1 shape measured on the H200 in session 5, e.g. W4A16 n11008 k4096 18.5 us against 14.2, n28672 k8192
+//    71.0 against 48.1 us, and was removed.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
@@ -210,24 +213,6 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
-  const int64_t row_blocks = ceil_div(n, kLinearRowsWarps);  // one row a warp
-  const char* gemv = std::getenv("KERNELKIT_GEMV");  // "split": the split-K kernel even where n fills the GPU
-  if (row_blocks >= int64_t{kLinearRowsMinBlocksPerSm} * prof.sms && !(gemv && std::string(gemv) == "split")) {
-    p->k_warps = 1;  // marks the warp-per-row kernel
-    p->threads_per_row = kWarp;
-    p->rows_per_block = kLinearRowsWarps;
-    p->block_threads = kLinearRowsThreads;
-    p->out_rows = kLinearRowsWarps;
-    p->vecs_per_thread = static_cast<int>(ceil_div(ceil_div(k, p->vec), kWarp));
-    p->smem_bytes = 0;
-    p->smem_optin = false;
-    p->grid = p->grid_x = row_blocks;
-    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, kLinearRegisters);
-    if (p->blocks_per_sm == 0) return unsupported(name + ": a 128-thread block does not fit profile " + prof.key);
-    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
-    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
-    return Status::Ok();
-  }
   p->out_rows = 4;
   const int64_t chunks = ceil_div(k, p->vec);
   const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
@@ -315,10 +300,7 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
-       << block_threads << " threads, " << (k_warps == 1 ? std::string("a warp per row, all of k")
-                                                         : "split-K " + std::to_string(k_warps))
-       << "), grid " << grid << ", "
-       << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
+       << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", " << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
        << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
        << "%";
     return os.str();

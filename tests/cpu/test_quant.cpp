@@ -371,16 +371,6 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             }
             EXPECT_EQ(p.tokens, static_cast<int>(m));
             EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
-            const int64_t row_blocks = (n + 3) / 4;  // the warp-per-row kernel: 4 rows a block of 4 warps
-            if (row_blocks >= 2 * prof.sms) {
-              EXPECT_EQ(p.k_warps, 1);
-              EXPECT_EQ(p.out_rows, kLinearRowsWarps);
-              EXPECT_EQ(p.block_threads, kLinearRowsThreads);
-              EXPECT_EQ(p.rows_per_block, kLinearRowsWarps);
-              EXPECT_EQ(p.grid, row_blocks);
-              EXPECT_EQ(p.smem_bytes, 0);
-              continue;
-            }
             EXPECT_EQ(p.out_rows, 4);
             EXPECT_TRUE(p.k_warps == 2 || p.k_warps == 4 || p.k_warps == 8);
             EXPECT_EQ(p.block_threads, 32 * p.k_warps);
@@ -403,21 +393,16 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             const Status sb = plan_op(prof, op, s, DType::bf16, &bf);
             EXPECT_EQ(sb.ok(), prof.bf16);
           }
-  // The decode layer on the H200: n alone fills the GPU (2752 blocks of 4 rows: a warp per row, all of k);
-  // KERNELKIT_GEMV=split keeps the split-K kernel (2 warps a block, as n fills the grid); a narrow n splits k 8 ways.
+  // The decode layer on the H200: 2752 blocks of 4 rows fill the grid, so k is split only 2 ways; a narrow n
+  // splits k 8 ways.
   const auto h200 = *find_profile("h200");
   OpShape s{1, 4096, 1, 16};
   s.out_features = 11008;
   LaunchPlan p;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
-  EXPECT_EQ(p.k_warps, 1);
-  EXPECT_EQ(p.grid, 2752);
-  EXPECT_NE(p.to_string().find("a warp per row"), std::string::npos) << p.to_string();
-  setenv("KERNELKIT_GEMV", "split", 1);
-  const Status split = plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p);
-  unsetenv("KERNELKIT_GEMV");
-  ASSERT_TRUE(split.ok());
   EXPECT_EQ(p.k_warps, 2);
+  EXPECT_EQ(p.grid, 2752);
+  EXPECT_NE(p.to_string().find("split-K 2"), std::string::npos) << p.to_string();
   s.out_features = 64;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);

@@ -46,7 +46,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyGrid,
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
 
 // Shapes where the planners' kernels and splits change: small n with long k (the GEMV's k_warps 8 at m = 1; at m = 5
-// the tensor-core tiles' 16-way split over grid.z), the decode layer, and a wide n (the warp-per-row GEMV).
+// the tensor-core tiles' 16-way split over grid.z), the decode layer, and a wide n with a partial last block.
 TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
   for (DType dt : {DType::f16, DType::bf16})
     for (const Variant v : kVariants) {
@@ -56,10 +56,9 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
       }
       WeightOnlyCase decode{dt, v.bits, v.group, 1, 11008, 4096, false, 0, 12};
       kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(decode, 0), dt, decode.name());
-      // The warp-per-row GEMV on every profile (n = 4101 fills even the H200: 1026 blocks of 4 rows, a last block of
-      // one row; where fewer blocks are resident, warps grid-stride): 1 and 2 tokens, strided x, bias, accumulate.
-      // k = 8320 gives rows of several pipeline steps and a partial last one (INT8: 4 steps of 128 chunks + 8; INT4:
-      // 2 + 4); k = 640 one partial step.
+      // A wide n (1026 blocks of 4 rows, a last block of one row: k split 2 ways everywhere) with 1 and 2 tokens,
+      // strided x, bias, accumulate; k = 8320 is no multiple of a warp-wide step of chunks (INT8: 4 x 128 + 8),
+      // k = 640 less than one step for the block's warps.
       for (int64_t m : {1, 2}) {
         WeightOnlyCase wide{dt, v.bits, v.group, m, 4101, 8320, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(wide, 0), dt, wide.name());

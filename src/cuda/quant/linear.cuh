@@ -48,7 +48,7 @@ struct LinearParams {
 constexpr int kLinearGemvRows = 4;
 
 // INT4: the scale of 16-byte chunk c of `row` (a 32-value chunk lies inside one group of 64 or 128: a shift, not a
-// 64-bit division). Callers load it with the chunk's weights, so that it is in flight with them.
+// 64-bit division).
 template <typename T>
 __device__ __forceinline__ float chunk_scale(const LinearParams<T>& p, int64_t row, int64_t c) {
   const int shift = p.group == 64 ? 6 : 7;
@@ -182,72 +182,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// Warp-per-row GEMV (plan.k_warps == 1: n alone fills the GPU, so k is not split). A warp's work is a sequence of
-// steps, each kLinearRowsUnroll 16-byte chunks of one row (lanes take chunks c = c0 + lane + 32 u), walking all of
-// k for one row, then the next row of its grid stride. The steps are software-pipelined: step i + 1's weights (and INT4
-// scales) are loaded before step i is computed, so every lane always has 16 kLinearRowsUnroll bytes in flight, across
-// row boundaries too; at the end of a row the lanes' sums meet by shuffles and one lane a token stores. No shared
-// memory and no block barrier: warps never wait for each other, and the grid is one wave of resident blocks, each warp
-// grid-striding over the rows (one row a warp: the rows spread over the warps within one row of imbalance). (The
-// split-K kernel's blocks read 4 rows in a few dependent round trips, then reduce through shared memory: 22 us,
-// 2.0 TB/s, for W8A16 m1 n11008 k4096 on the H200, against cuBLAS's bf16 GEMV at 3.1 TB/s.)
-template <typename T, int kBits, int kTokens>
-__global__ void __launch_bounds__(kLinearRowsThreads, 4) linear_gemv_rows_kernel(const LinearParams<T> p) {
-  if constexpr (!kDeviceHasType<T>) {
-    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
-  } else {
-    constexpr int kU = kLinearRowsUnroll, kPerChunk = 128 / kBits;
-    const int lane = threadIdx.x;
-    const int64_t row_bytes = p.k * kBits / 8, chunks = p.k / kPerChunk;
-    const int64_t steps_per_row = (chunks + kWarpSize * kU - 1) / (kWarpSize * kU);
-    const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
-    const T* xrow[kTokens];
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) xrow[t] = p.x + min(static_cast<int64_t>(t), p.m - 1) * p.x_stride;
-
-    // Step (row, s): chunks s 32 kU + lane + 32 u of the row; w / sc hold them (zeros past the row's chunks).
-    auto load_step = [&](int64_t row, int64_t s, uint4 (&w)[kU][1], float (&sc)[kU][1]) {
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t c = s * kWarpSize * kU + kWarpSize * u + lane;
-        w[u][0] = c < chunks ? load_weights(p.qweight + row * row_bytes + c * 16) : uint4{};
-        sc[u][0] = kBits == 4 && c < chunks ? chunk_scale(p, row, c) : 1.0f;
-      }
-    };
-    int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, s = 0;  // warp-uniform
-    if (row >= p.n) return;  // the whole warp: nothing below waits for other warps
-    uint4 w_next[kU][1];
-    float sc_next[kU][1];
-    load_step(row, 0, w_next, sc_next);
-    float acc[1][kTokens] = {};
-    while (true) {
-      uint4 w[kU][1];
-      float sc[kU][1];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) w[u][0] = w_next[u][0], sc[u][0] = sc_next[u][0];
-      // The next step: this row's next chunks, or the first chunks of this warp's next row.
-      const bool row_done = s + 1 == steps_per_row;
-      const int64_t row_next = row_done ? row + warps : row, s_next = row_done ? 0 : s + 1;
-      if (row_next < p.n) load_step(row_next, s_next, w_next, sc_next);
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int64_t c = s * kWarpSize * kU + kWarpSize * u + lane;
-        if (c < chunks) accumulate_chunk<T, kBits, kTokens, 1>(w[u], sc[u], xrow, c, acc);
-      }
-      if (row_done) {  // the row's sums (every lane gets them); lane t stores token t
-#pragma unroll
-        for (int t = 0; t < kTokens; ++t) {
-          const float y = group_sum(acc[0][t], kWarpSize, nullptr);
-          if (lane == t && t < p.m) store_output<T, kBits>(p, row, t, y);
-          acc[0][t] = 0.0f;
-        }
-      }
-      if (row_next >= p.n) break;
-      row = row_next, s = s_next;
-    }
-  }
-}
-
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
@@ -265,15 +199,6 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                           .accumulate = a.accumulate ? 1 : 0};
   auto launch = [&](auto bits, auto tokens) -> Status {
     constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
-    if (plan.k_warps == 1) {  // warp-per-row: block 32 x kLinearRowsWarps; grid: at most one wave of resident blocks
-      const auto kernel = linear_gemv_rows_kernel<T, kBits, kTokens>;
-      int resident = 0;
-      KK_RETURN_IF_ERROR(resident_blocks(kernel, plan.block_threads, 0, &resident));
-      const int64_t grid = std::min<int64_t>(plan.grid, std::max(resident, 1) * static_cast<int64_t>(plan.sms));
-      kernel<<<static_cast<unsigned>(grid), block_of(plan), 0, stream>>>(p);
-      KK_CUDA_RETURN(cudaGetLastError());
-      return Status::Ok();
-    }
     constexpr int kRows = kLinearGemvRows;
     if (plan.out_rows != kRows || plan.tokens != kTokens)
       return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
