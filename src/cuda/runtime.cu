@@ -86,6 +86,17 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);  // cannot fail for a valid mode
+  previous_ = static_cast<int>(mode);
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = static_cast<cudaStreamCaptureMode>(previous_);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 Status DeviceGuard::set(int device) {
   int current = 0;
   KK_CUDA_RETURN(cudaGetDevice(&current));

@@ -38,6 +38,21 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// Lets this thread make the calls a stream capture forbids (cudaMalloc, creating a library handle) for the scope, as
+// PyTorch's allocator does: state made once and kept, such as the default cuBLASLt handle and its workspace, is made by
+// whichever call comes first, and that can be the first call inside a CUDA graph capture (torch.cuda.graph's default
+// "global" mode would otherwise fail it, and invalidate the capture).
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+  ~RelaxedCaptureMode();
+
+ private:
+  int previous_;  // cudaStreamCaptureMode
+};
+
 // The PTX architecture (x10) of the kernel code this binary runs on `device`: 75 for a 75-virtual build JIT-compiled
 // on an H200, 90 for an sm_90 build. -1 when it cannot be read.
 int code_arch(int device);

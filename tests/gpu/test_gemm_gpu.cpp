@@ -1,8 +1,17 @@
 // linear through cuBLASLt against the fp64 formula: decode (m = 1) to prefill shapes, odd sizes, strided rows, the
 // bias and bias+GELU epilogues, TF32 on and off; bf16 is refused on a T4 profile. The algorithm cache is reused.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+
 #include "expect_case.hpp"
+#include "kernelkit/ops.hpp"
 #include "testing/gemm_case.hpp"
 
 using namespace kernelkit;
@@ -52,4 +61,75 @@ TEST(Linear, HandleCachesOneAlgorithmPerProblem) {
                      TensorView::contiguous(x.data(), DType::f16, {2, 64}, d), W, nullptr, {}, &h)
                   .ok());
   EXPECT_EQ(h.cached_algorithms(), 2u);
+}
+
+// The first cuBLASLt call of a thread creates its default handle and workspace (cudaMalloc). When that first call is
+// inside a CUDA graph capture in the strict "global" mode (torch.cuda.graph's default), it must still be captured and
+// replay the same results as eager calls: dense linear and W8A8 (m > 16: cuBLASLt's INT8 kernels) in one graph, on a
+// new thread (so its default handle does not exist yet), outputs poisoned before the replay.
+TEST(Linear, FirstCallOfAThreadInsideGraphCapture) {
+  using kernelkit::testing::HostBuffer;
+  const int64_t m = 40, n = 96, k = 256;
+  const Device d = Device::cuda(0);
+  std::mt19937 rng(20261130);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::uniform_int_distribution<int> q(-127, 127);
+  HostBuffer x(DType::f16, m * k), w(DType::f16, n * k), xq(DType::i8, m * k), wq(DType::i8, n * k),
+      xs(DType::f32, m), ws(DType::f32, n);
+  for (int64_t i = 0; i < m * k; ++i) x.set(i, u(rng)), xq.set(i, q(rng));
+  for (int64_t i = 0; i < n * k; ++i) w.set(i, u(rng)), wq.set(i, q(rng));
+  for (int64_t i = 0; i < m; ++i) xs.set(i, 1e-3 * (1.5 + u(rng)));
+  for (int64_t i = 0; i < n; ++i) ws.set(i, 1e-3 * (1.5 + u(rng)));
+  DeviceBuffer dx, dw, dxq, dwq, dxs, dws, dy, dq, ey, eq;
+  for (auto [buf, host] : {std::pair{&dx, &x}, {&dw, &w}, {&dxq, &xq}, {&dwq, &wq}, {&dxs, &xs}, {&dws, &ws}}) {
+    ASSERT_TRUE(buf->alloc(host->bytes()).ok());
+    ASSERT_TRUE(buf->upload(*host).ok());
+  }
+  for (DeviceBuffer* b : {&dy, &dq, &ey, &eq}) ASSERT_TRUE(b->alloc(m * n * 2).ok());
+  auto view = [&](const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
+    return TensorView::contiguous(b.data(), t, shape, d);
+  };
+  auto run_both = [&](const DeviceBuffer& y, const DeviceBuffer& yq, cudaStream_t s) {
+    const Status a = linear(view(y, DType::f16, {m, n}), view(dx, DType::f16, {m, k}), view(dw, DType::f16, {n, k}),
+                            nullptr, {}, nullptr, s);
+    if (!a.ok()) return a;
+    return linear_w8a8(view(yq, DType::f16, {m, n}), view(dxq, DType::i8, {m, k}), view(dxs, DType::f32, {m}),
+                       view(dwq, DType::i8, {n, k}), view(dws, DType::f32, {n}), std::nullopt, s);
+  };
+  std::string failure;  // from the thread: gtest assertions belong to the test's own thread
+  std::thread([&] {
+    cudaStream_t s;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return void(failure = "stream");
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) return void(failure = "capture");
+    const Status captured = run_both(dy, dq, s);
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!captured.ok()) failure = "captured call: " + captured.to_string();
+    else if (end != cudaSuccess) failure = std::string("end capture: ") + cudaGetErrorString(end);
+    else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) failure = "instantiate";
+    else if (!dy.poison().ok() || !dq.poison().ok() || !kernelkit::testing::device_synchronize().ok())
+      failure = "poison";  // (a memset on the legacy stream: synchronized before the non-blocking stream replays)
+    else if (cudaGraphLaunch(exec, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) failure = "replay";
+    else if (const Status eager = run_both(ey, eq, s); !eager.ok()) failure = "eager: " + eager.to_string();
+    else if (cudaStreamSynchronize(s) != cudaSuccess) failure = "eager sync";
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }).join();
+  ASSERT_EQ(failure, "");
+  for (auto [graph_out, eager_out, what] : {std::tuple{&dy, &ey, "linear"}, {&dq, &eq, "linear_w8a8"}}) {
+    HostBuffer got(DType::f16, m * n), want(DType::f16, m * n);
+    ASSERT_TRUE(graph_out->download(&got).ok());
+    ASSERT_TRUE(eager_out->download(&want).ok());
+    int64_t bad = 0;
+    double biggest = 0.0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      biggest = std::max(biggest, std::abs(want.get(i)));
+      // The same algorithm on the same inputs: equal up to a rounding of the f16 output, and never a poisoned NaN.
+      if (!(std::abs(got.get(i) - want.get(i)) <= 1e-3 * (1.0 + std::abs(want.get(i))))) ++bad;
+    }
+    EXPECT_EQ(bad, 0) << what << ": replayed outputs differ from the eager call's";
+    EXPECT_GT(biggest, 0.1) << what << ": the eager outputs are all near zero";
+  }
 }

@@ -96,12 +96,16 @@ Status GemmHandle::init(int device, size_t workspace_bytes) {
 
 namespace {
 
-// The caller's handle, or this thread's default one for `device` (created on first use).
+// The caller's handle, or this thread's default one for `device` (created on first use, which may be inside a CUDA
+// graph capture: the handle and its workspace outlive the graph, like memory PyTorch's allocator sets aside).
 Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** out) {
   thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
   if (!handle) {
     handle = &defaults[device.index];
-    if (!handle->impl()) KK_RETURN_IF_ERROR(handle->init(device.index));
+    if (!handle->impl()) {
+      const cuda::RelaxedCaptureMode relaxed;
+      KK_RETURN_IF_ERROR(handle->init(device.index));
+    }
   }
   GemmHandle::Impl* h = handle->impl();
   if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
