@@ -104,7 +104,9 @@ void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t 
 void refine_plan_occupancy(const DeviceProfile& profile, int resident_blocks, int64_t rows, LaunchPlan* plan);
 
 // Tiles of the compute-bound families, from the seeds' per-arch table (attention 128x64 / 128x64 / 64x32 and
-// matmul 128x128 / 128x128 / 64x64 on H100 / A100 / T4), shrunk until they fit the profile's shared memory.
+// matmul 128x128 / 128x128 / 64x64 on H100 / A100 / T4), shrunk until they fit the profile's shared memory. Attention
+// from sm_80 on gives each warp two 16-row MMA tiles up to head_dim 128 (4 warps for 128 rows; 32-key tiles at 128,
+// where 64 spill), one above (8 warps); T4 one (4 warps for 64 rows).
 struct TilePlan {
   int block_m = 0, block_n = 0, block_k = 0;
   int stages = 0;  // K/V (or A/B) pipeline depth

@@ -324,14 +324,15 @@ std::string LaunchPlan::to_string() const {
 namespace {
 struct TileSeed {
   int min_sm;
-  int attn_m, attn_n, attn_stages;  // attention warps: attn_m / 16 (one per 16 query rows)
+  int attn_m, attn_n, attn_stages;
+  int attn_mw;  // 16-row MMA tiles a warp owns (head_dim <= 128; 1 above): warps = attn_m / (16 attn_mw)
   int mm_m, mm_n, mm_k, mm_stages, mm_warps;
 };
 // The seeds' per-arch table, newest first. sm_75 has no cp.async, so its pipelines are two register-staged buffers.
 constexpr TileSeed kTileSeeds[] = {
-    {90, 128, 64, 2, 128, 128, 32, 4, 8},
-    {80, 128, 64, 2, 128, 128, 32, 3, 8},
-    {75, 64, 32, 2, 64, 64, 32, 2, 4},
+    {90, 128, 64, 2, 2, 128, 128, 32, 4, 8},
+    {80, 128, 64, 2, 2, 128, 128, 32, 3, 8},
+    {75, 64, 32, 2, 1, 64, 64, 32, 2, 4},
 };
 }  // namespace
 
@@ -358,6 +359,9 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
+    // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
+    // spill (ptxas, sm_80 and sm_90: ~260 bytes a thread), with 32-key tiles they fit (254 registers).
+    if (seed->attn_mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);
   } else {
     *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
   }
@@ -373,8 +377,10 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   }
   if (smem(*t) > prof.smem_per_block_optin)
     return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
-  // Attention: one warp per 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers.
-  if (family == TileFamily::attention) t->warps = t->block_m / 16;
+  // Attention: one warp per attn_mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers.
+  // (Two tiles a warp exist for 128-row blocks only.)
+  if (family == TileFamily::attention)
+    t->warps = t->block_m / (16 * (head_dim <= 128 && t->block_m == 128 ? seed->attn_mw : 1));
   t->smem_bytes = smem(*t);
   t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
   return Status::Ok();

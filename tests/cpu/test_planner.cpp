@@ -212,11 +212,18 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   TilePlan t;
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 32);  // two 16-row tiles a warp: 32-key tiles keep S and O in registers
+  EXPECT_EQ(t.warps, 4);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t).ok());
   EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(t.warps, 4);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(t.warps, 8);  // one row tile a warp at head_dim 256
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
-  EXPECT_EQ(t.block_n, 64);
-  EXPECT_TRUE(t.smem_optin);  // 96 KB: above the 48 KB default
+  EXPECT_EQ(t.block_n, 32);
+  EXPECT_TRUE(t.smem_optin);  // 64 KB: above the 48 KB default
   ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 64);
   EXPECT_EQ(t.block_n, 32);
@@ -237,10 +244,14 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
       EXPECT_GE(t.stages, 1);
       // The tiles with prefill kernels (cuda/attention/flash_prefill.cuh, dispatch_attention_tile).
+      // Two 16-row tiles a warp (4 warps for 128 rows) from sm_80 on up to head_dim 128, else one.
+      const int mw = prof.sm >= 80 && d <= 128 ? 2 : 1;
+      EXPECT_EQ(t.warps, t.block_m / (16 * mw)) << prof.key << " d" << d;
       const bool has_kernel = (t.block_m == 128 && (t.block_n == 64 || t.block_n == 32)) ||
-                              (t.block_m == 64 && t.block_n == 32);
+                              (t.block_m == 64 && t.block_n == 32 && mw == 1);
+      const bool fits_registers = mw == 1 || d == 64 || (d == 128 && t.block_n == 32);  // see launch_flash_prefill
+      EXPECT_TRUE(fits_registers) << prof.key << " d" << d << ": " << t.to_string();
       EXPECT_TRUE(has_kernel) << prof.key << " d" << d << ": " << t.to_string();
-      EXPECT_EQ(t.warps, t.block_m / 16);
     }
 }
 

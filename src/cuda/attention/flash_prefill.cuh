@@ -5,8 +5,8 @@
 //   (running max m and sum l per row; exp2f), P rounded to T, O += P V on tensor cores (V via ldmatrix.trans).
 //   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
 //   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
-// Warps: BM / 16, each owning 16 query rows for the whole kernel (its rows of Q, S, P and O never leave the warp, so
-// the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks XOR-swizzled by
+// Warps: BM / (16 MW), each owning 16 MW query rows for the whole kernel (its rows of Q, S, P and O never leave the
+// warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks XOR-swizzled by
 // (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows are 128, 256 or 512
 // bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] + s_q d [o] + 2 s_k d [k,
 // v]) + 4 s_q [lse]; FLOPs = 4 d x visible pairs.
@@ -55,19 +55,27 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
 
 // __launch_bounds__(threads, 1): one block per SM is enough (the tiles fill shared memory), so ptxas may use up to 255
 // registers; without the 1, sm_75 capped the 128-thread kernels at 128 registers and spilled.
-template <typename T, int D, int BM, int BN>
-__global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashParams<T> p) {
+// MW: 16-row MMA tiles a warp owns (1 or 2). With 2, each K and V fragment read from shared memory (ldmatrix) feeds
+// two independent MMA chains, halving the shared-memory reads per MMA and doubling the work in flight per warp
+// (FlashAttention-2's 128-row tile on 4 warps). It doubles the O and S registers, so it is planned for head_dim <= 128
+// only. (With MW = 1 everywhere: 173 TFLOP/s for bf16 d128 causal s4096 on the H200, against SDPA flash's 271.)
+template <typename T, int D, int BM, int BN, int MW>
+__global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    static_assert(BM % 16 == 0 && BN % 16 == 0 && D % 16 == 0 && D >= 64, "tile shapes are multiples of the MMA");
-    constexpr int kThreads = BM * 2;  // BM / 16 warps
+    static_assert(BM % (16 * MW) == 0 && BN % 16 == 0 && D % 16 == 0 && D >= 64, "tile shapes are multiples of the MMA");
+    constexpr int kRowsPerWarp = 16 * MW;
+    constexpr int kThreads = BM / kRowsPerWarp * 32;
     extern __shared__ __align__(128) unsigned char smem_raw[];
     T* sQ = reinterpret_cast<T*>(smem_raw);  // [BM][D]
     T* sK = sQ + BM * D;                     // [stages][BN][D]
     T* sV = sK + p.stages * BN * D;          // [stages][BN][D]
 
-    const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * BM;
+    // Causal: the last query tiles see the most keys, so they are scheduled first (blockIdx.x 0 is the last tile) and
+    // the tail of the grid is the short ones.
+    const int m_tile = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
+    const int b = blockIdx.z, h = blockIdx.y, m0 = m_tile * BM;
     int q_start = 0, k_start = 0, s_q = p.s_q, s_k = p.s_k;
     if (p.cu_q) {
       q_start = p.cu_q[b];
@@ -87,14 +95,18 @@ __global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashPar
     const int n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wr = warp * 16;                          // the warp's first row in the tile
-    const int row_a = m0 + wr + g, row_b = row_a + 8;  // this lane's two query rows (positions in the sequence)
+    const int wr = warp * kRowsPerWarp;  // the warp's first row in the tile
+    // This lane's query rows (positions in the sequence): row_of(mi, 0) = row a, row_of(mi, 1) = row b = a + 8.
+    auto row_of = [&](int mi, int r) { return m0 + wr + 16 * mi + g + 8 * r; };
 
-    float acc[D / 8][4];  // O: 16 rows x D of the warp, C-fragment layout per 8 columns
+    float acc[MW][D / 8][4];  // O: the warp's rows x D, C-fragment layout per 16 rows x 8 columns
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max (log2 domain) of rows a, b
-    float l_run[2] = {0.0f, 0.0f};            // this lane's part of the running sum (the quad is summed at the end)
+    for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) acc[mi][i][0] = acc[mi][i][1] = acc[mi][i][2] = acc[mi][i][3] = 0.0f;
+    float m_run[MW][2], l_run[MW][2];  // running max (log2 domain) of rows a, b; this lane's part of the running sum
+#pragma unroll
+    for (int mi = 0; mi < MW; ++mi) m_run[mi][0] = m_run[mi][1] = -INFINITY, l_run[mi][0] = l_run[mi][1] = 0.0f;
 
     auto load_kv = [&](int tile, int buf) {
       const int valid = min(BN, s_k - tile * BN);
@@ -125,116 +137,132 @@ __global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashPar
       const T* sKb = sK + buf * BN * D;
       const T* sVb = sV + buf * BN * D;
 
-      // S = Q K^T for the warp's 16 rows x BN keys.
-      float s[BN / 8][4];
+      // S = Q K^T for the warp's rows x BN keys: each K fragment serves the warp's MW row tiles.
+      float s[MW][BN / 8][4];
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+      for (int mi = 0; mi < MW; ++mi)
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        unsigned a[4];
-        ldmatrix_x4<false>(a, sQ + swz<D>(wr + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        unsigned a[MW][4];
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi)
+          ldmatrix_x4<false>(a[mi], sQ + swz<D>(wr + 16 * mi + (lane & 15), kk * 16 + (lane >> 4) * 8));
 #pragma unroll
         for (int nb = 0; nb < BN / 16; ++nb) {
           unsigned bk[4];  // keys nb*16 + 0..7 and + 8..15, dims kk*16 + 0..7 and + 8..15
-          const int mi = lane >> 3;
-          ldmatrix_x4<false>(bk, sKb + swz<D>(nb * 16 + (lane & 7) + (mi >> 1) * 8, kk * 16 + (mi & 1) * 8));
-          mma_16x8x16<T>(s[2 * nb], a, bk[0], bk[1]);
-          mma_16x8x16<T>(s[2 * nb + 1], a, bk[2], bk[3]);
+          const int q8 = lane >> 3;
+          ldmatrix_x4<false>(bk, sKb + swz<D>(nb * 16 + (lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
+#pragma unroll
+          for (int mi = 0; mi < MW; ++mi) {
+            mma_16x8x16<T>(s[mi][2 * nb], a[mi], bk[0], bk[1]);
+            mma_16x8x16<T>(s[mi][2 * nb + 1], a[mi], bk[2], bk[3]);
+          }
         }
       }
 
       // Scale into the log2 domain and mask (only tiles that cross the sequence end or the causal diagonal).
       const int n0 = it * BN;
       const bool mask = n0 + BN > s_k || (p.causal && n0 + BN - 1 > m0 + offset);
-      float tile_max[2] = {m_run[0], m_run[1]};
 #pragma unroll
-      for (int nb = 0; nb < BN / 8; ++nb)
+      for (int mi = 0; mi < MW; ++mi) {
+        float tile_max[2] = {m_run[mi][0], m_run[mi][1]};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[nb][e] * p.scale_log2;
-          if (mask) {
-            const int col = n0 + nb * 8 + 2 * t + (e & 1), row = e < 2 ? row_a : row_b;
-            if (col >= s_k || (p.causal && col > row + offset)) x = -INFINITY;
+        for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float x = s[mi][nb][e] * p.scale_log2;
+            if (mask) {
+              const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_of(mi, e / 2);
+              if (col >= s_k || (p.causal && col > row + offset)) x = -INFINITY;
+            }
+            s[mi][nb][e] = x;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
           }
-          s[nb][e] = x;
-          tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-        }
-      // Online softmax: the quad (4 lanes) shares each row; rescale O and l by exp2(m_old - m_new).
-      float m_use[2];
+        // Online softmax: the quad (4 lanes) shares each row; rescale O and l by exp2(m_old - m_new).
+        float m_use[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
-        m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
-        const float corr = exp2f(m_run[r] - m_use[r]);
-        m_run[r] = tile_max[r];
-        l_run[r] *= corr;
+        for (int r = 0; r < 2; ++r) {
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+          // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
+          m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
+          const float corr = exp2f(m_run[mi][r] - m_use[r]);
+          m_run[mi][r] = tile_max[r];
+          l_run[mi][r] *= corr;
 #pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          acc[i][2 * r] *= corr;
-          acc[i][2 * r + 1] *= corr;
+          for (int i = 0; i < D / 8; ++i) {
+            acc[mi][i][2 * r] *= corr;
+            acc[mi][i][2 * r + 1] *= corr;
+          }
         }
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[mi][nb][e] = exp2f(s[mi][nb][e] - m_use[e / 2]);
+            l_run[mi][e / 2] += s[mi][nb][e];  // fp32 P: the sum is not rounded to T (only the P V operand is)
+          }
       }
-#pragma unroll
-      for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[nb][e] = exp2f(s[nb][e] - m_use[e / 2]);
-          l_run[e / 2] += s[nb][e];  // fp32 P: the sum is not rounded to T (only the P V product operand is)
-        }
 
-        // O += P V: P's C fragments of keys 16kk..16kk+15 are exactly the A fragment of that k-step.
+      // O += P V: P's C fragments of keys 16kk..16kk+15 are exactly the A fragment of that k-step; each V fragment
+      // serves the warp's MW row tiles.
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
-        unsigned a[4];
-        a[0] = pack_rounded<T>(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = pack_rounded<T>(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = pack_rounded<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = pack_rounded<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        unsigned a[MW][4];
+#pragma unroll
+        for (int mi = 0; mi < MW; ++mi) {
+          a[mi][0] = pack_rounded<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+          a[mi][1] = pack_rounded<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+          a[mi][2] = pack_rounded<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+          a[mi][3] = pack_rounded<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int db = 0; db < D / 16; ++db) {
           unsigned bv[4];  // keys kk*16 + 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
-          const int mi = lane >> 3;
-          ldmatrix_x4<true>(bv, sVb + swz<D>(kk * 16 + (lane & 7) + (mi & 1) * 8, db * 16 + (mi >> 1) * 8));
-          mma_16x8x16<T>(acc[2 * db], a, bv[0], bv[1]);
-          mma_16x8x16<T>(acc[2 * db + 1], a, bv[2], bv[3]);
+          const int q8 = lane >> 3;
+          ldmatrix_x4<true>(bv, sVb + swz<D>(kk * 16 + (lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
+#pragma unroll
+          for (int mi = 0; mi < MW; ++mi) {
+            mma_16x8x16<T>(acc[mi][2 * db], a[mi], bv[0], bv[1]);
+            mma_16x8x16<T>(acc[mi][2 * db + 1], a[mi], bv[2], bv[3]);
+          }
         }
       }
       __syncthreads();  // every warp is done with this buffer before a later iteration overwrites it
     }
 
     // Epilogue: l over the quad, O / l (0 for a row that saw no key), lse = ln(sum) = ln2 * m + ln(l) (-inf if none).
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-      inv[r] = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
-    }
-    if (p.t.lse && t == 0) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = r == 0 ? row_a : row_b;
-        if (row < s_q)
-          p.t.lse[b * p.lse_sb + h * p.lse_sh + q_start + row] =
-              l_run[r] > 0.0f ? m_run[r] * kLn2 + logf(l_run[r]) : -INFINITY;
-      }
-    }
-    // Stage the warp's 16 output rows in its own rows of sQ (no other warp reads them), then 16-byte coalesced stores.
+    // The warp's output rows are staged in its own rows of sQ (no other warp reads them), then stored 16 bytes a lane.
     __syncwarp();
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      *reinterpret_cast<unsigned*>(sQ + swz<D>(wr + g, i * 8 + 2 * t)) =
-          pack_rounded<T>(acc[i][0] * inv[0], acc[i][1] * inv[0]);
-      *reinterpret_cast<unsigned*>(sQ + swz<D>(wr + g + 8, i * 8 + 2 * t)) =
-          pack_rounded<T>(acc[i][2] * inv[1], acc[i][3] * inv[1]);
+    for (int mi = 0; mi < MW; ++mi) {
+      float inv[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        l_run[mi][r] += __shfl_xor_sync(0xffffffffu, l_run[mi][r], 1);
+        l_run[mi][r] += __shfl_xor_sync(0xffffffffu, l_run[mi][r], 2);
+        inv[r] = l_run[mi][r] > 0.0f ? 1.0f / l_run[mi][r] : 0.0f;
+        const int row = row_of(mi, r);
+        if (p.t.lse && t == 0 && row < s_q)
+          p.t.lse[b * p.lse_sb + h * p.lse_sh + q_start + row] =
+              l_run[mi][r] > 0.0f ? m_run[mi][r] * kLn2 + logf(l_run[mi][r]) : -INFINITY;
+      }
+      const int r0 = wr + 16 * mi + g;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        *reinterpret_cast<unsigned*>(sQ + swz<D>(r0, i * 8 + 2 * t)) =
+            pack_rounded<T>(acc[mi][i][0] * inv[0], acc[mi][i][1] * inv[0]);
+        *reinterpret_cast<unsigned*>(sQ + swz<D>(r0 + 8, i * 8 + 2 * t)) =
+            pack_rounded<T>(acc[mi][i][2] * inv[1], acc[mi][i][3] * inv[1]);
+      }
     }
     __syncwarp();
     T* og = p.t.out + b * p.t.os.batch + static_cast<int64_t>(q_start + m0) * p.t.os.token + h * p.t.os.head;
     constexpr int kChunks = D / 8;
 #pragma unroll
-    for (int c = lane; c < 16 * kChunks; c += 32) {
+    for (int c = lane; c < kRowsPerWarp * kChunks; c += 32) {
       const int r = wr + c / kChunks, ch = c % kChunks;
       if (r < rows)
         *reinterpret_cast<uint4*>(og + r * p.t.os.token + ch * 8) =
@@ -243,14 +271,24 @@ __global__ void __launch_bounds__(BM * 2, 1) flash_prefill_kernel(const FlashPar
   }
 }
 
-// The (BM, BN) tiles with kernels; the planner's tiles must be among them (a CPU test checks every profile).
+// The (BM, BN, warps) tiles with kernels; the planner's tiles must be among them (a CPU test checks every profile).
+// f receives BM, BN and MW (16-row MMA tiles a warp: BM / (16 warps)).
 template <typename F>
-Status dispatch_attention_tile(int block_m, int block_n, F&& f) {
-  if (block_m == 128 && block_n == 64) return f(std::integral_constant<int, 128>{}, std::integral_constant<int, 64>{});
-  if (block_m == 128 && block_n == 32) return f(std::integral_constant<int, 128>{}, std::integral_constant<int, 32>{});
-  if (block_m == 64 && block_n == 32) return f(std::integral_constant<int, 64>{}, std::integral_constant<int, 32>{});
-  return Status(StatusCode::internal,
-                "attention: no kernel for tile " + std::to_string(block_m) + "x" + std::to_string(block_n));
+Status dispatch_attention_tile(int block_m, int block_n, int warps, F&& f) {
+  using std::integral_constant;
+  const int mw = warps > 0 && block_m % (16 * warps) == 0 ? block_m / (16 * warps) : 0;
+  if (block_m == 128 && block_n == 64 && mw == 2)
+    return f(integral_constant<int, 128>{}, integral_constant<int, 64>{}, integral_constant<int, 2>{});
+  if (block_m == 128 && block_n == 64 && mw == 1)
+    return f(integral_constant<int, 128>{}, integral_constant<int, 64>{}, integral_constant<int, 1>{});
+  if (block_m == 128 && block_n == 32 && mw == 2)
+    return f(integral_constant<int, 128>{}, integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  if (block_m == 128 && block_n == 32 && mw == 1)
+    return f(integral_constant<int, 128>{}, integral_constant<int, 32>{}, integral_constant<int, 1>{});
+  if (block_m == 64 && block_n == 32 && mw == 1)
+    return f(integral_constant<int, 64>{}, integral_constant<int, 32>{}, integral_constant<int, 1>{});
+  return Status(StatusCode::internal, "attention: no kernel for tile " + std::to_string(block_m) + "x" +
+                                          std::to_string(block_n) + " with " + std::to_string(warps) + " warps");
 }
 
 template <typename F>
@@ -282,18 +320,26 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
                          a.causal,
                          tile.stages};
   return dispatch_head_dim(a.head_dim, [&](auto d) {
-    return dispatch_attention_tile(tile.block_m, tile.block_n, [&](auto bm, auto bn) -> Status {
+    return dispatch_attention_tile(tile.block_m, tile.block_n, tile.warps, [&](auto bm, auto bn, auto mw) -> Status {
       constexpr int D = decltype(d)::value, BM = decltype(bm)::value, BN = decltype(bn)::value;
-      auto kernel = flash_prefill_kernel<T, D, BM, BN>;
-      const size_t smem = static_cast<size_t>(tile.smem_bytes);
-      if (tile.smem_optin)
-        KK_CUDA_RETURN(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      const dim3 grid(static_cast<unsigned>((a.s_q + BM - 1) / BM), static_cast<unsigned>(a.heads),
-                      static_cast<unsigned>(a.batch));
-      kernel<<<grid, BM * 2, smem, stream>>>(p);
-      KK_CUDA_RETURN(cudaGetLastError());
-      return Status::Ok();
+      constexpr int MW = decltype(mw)::value;
+      // Two row tiles a warp only where O and S fit in registers (ptxas, sm_80 and sm_90: head_dim 64, and 128 with
+      // 32-key tiles; 128 x 64 spills); the planner asks for no other (a CPU test checks every profile).
+      if constexpr (MW > 1 && !(D == 64 || (D == 128 && BN == 32))) {
+        return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
+                                                std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
+      } else {
+        auto kernel = flash_prefill_kernel<T, D, BM, BN, MW>;
+        const size_t smem = static_cast<size_t>(tile.smem_bytes);
+        if (tile.smem_optin)
+          KK_CUDA_RETURN(
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+        const dim3 grid(static_cast<unsigned>((a.s_q + BM - 1) / BM), static_cast<unsigned>(a.heads),
+                        static_cast<unsigned>(a.batch));
+        kernel<<<grid, BM * 2 / MW, smem, stream>>>(p);
+        KK_CUDA_RETURN(cudaGetLastError());
+        return Status::Ok();
+      }
     });
   });
 }
