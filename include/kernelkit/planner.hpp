@@ -120,15 +120,17 @@ Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, i
 
 // Decode attention (CUDA cores, memory-bound): blocks of kDecodeThreads threads own `rows_per_block` (1, 4 or 8)
 // query rows (the query heads x tokens of one KV head's group); each of their warps walks its own K/V tiles of
-// kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB of V in f16/bf16, double-buffered), so a block step covers
-// block_n = kDecodeTileElems / head_dim keys and every head_dim fits the 48 KB default shared memory of every profile.
-// The keys of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the
-// GPU.
+// kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB of V in f16/bf16) through a private pipeline of `stages`
+// buffers (stages - 1 tiles in flight while one is computed), so a block step covers block_n = kDecodeTileElems /
+// head_dim keys. Stages: the most of kDecodeMaxStages (4: 64 KB a block, opt-in) that keeps the blocks per SM shared
+// memory allows at min(3, what 2 stages allow), i.e. 4 on H100/H200, 3 on A100 (48 KB), 2 on T4 / A10G / L4. The keys
+// of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;
 constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
 constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
+constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 pending groups
 struct DecodePlan {
   int block_n = 0;           // keys per block step (its warps' tiles together)
   int rows_per_block = 0;    // 1, 4 or 8: the smallest that holds the rows of one KV head, else 8
@@ -136,7 +138,9 @@ struct DecodePlan {
   int splits = 0;            // blocks along the keys of one sequence
   int64_t chunk = 0;         // keys per split (a multiple of block_n)
   int64_t grid = 0;          // splits x batch x kv_heads x row_groups
-  int64_t smem_bytes = 0;    // static shared memory of the kernel
+  int stages = 0;            // K/V buffers per warp (2 to kDecodeMaxStages)
+  int64_t smem_bytes = 0;    // dynamic shared memory of the kernel (the stages, reused for the warps' merge)
+  bool smem_optin = false;   // above the profile's 48 KB default
   int blocks_per_sm = 0;
   int64_t workspace_bytes = 0;  // fp32 partials (o and lse) when splits > 1
   std::string to_string() const;

@@ -3,7 +3,8 @@
 //   the query heads of the KV head's GQA group x the query tokens, in groups of R) over the keys [split * chunk,
 //   (split + 1) * chunk) of that sequence, so each KV head's cache is read once for all of its query heads.
 //   Each warp walks its own K/V tiles of TK = kDecodeWarpTileElems / D keys (2 KB of K and 2 KB of V), staged by
-//   cp.async into a private double buffer: only __syncwarp inside the loop, never a block-wide barrier. In a warp,
+//   cp.async into a private ring of `stages` buffers (stages - 1 tiles in flight while one is computed): only
+//   __syncwarp inside the loop, never a block-wide barrier. In a warp,
 //   D / 8 lanes share a key, each holding 8 dims of it, of q (fp32, pre-scaled into the log2 domain) and of the
 //   output; 32 / (D / 8) keys are in flight per step. A score is 8 FMAs per lane and a butterfly over the key's lanes;
 //   the running max is warp-uniform, sums and O stay per lane (their key slot's keys) until the end.
@@ -41,8 +42,10 @@ struct DecodeParams {
   bool causal;
   float* part_o;    // splits > 1: [splits, b * s_q * h, d], rows ordered as out's (b, token, head)
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
+  int stages;       // K/V buffers per warp, 2 to kDecodeMaxStages
 };
 
+// Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes.
 template <typename T, int D, int R>
 struct DecodeSmem {
   static constexpr int kWarps = kDecodeThreads / 32, TK = kDecodeWarpTileElems / D;
@@ -53,10 +56,6 @@ struct DecodeSmem {
   struct Merge {
     float o[kWarps][R][D];
     float m[kWarps][R], l[kWarps][R];
-  };
-  union {
-    Stage stage[kWarps][2];  // the K/V loop
-    Merge merge;             // after it
   };
 };
 
@@ -70,11 +69,14 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
     constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
     static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * 8 == TK * D, "decode warp tile");
-    __shared__ __align__(16) Smem sm;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
     const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    // This warp's ring of stages (the K/V loop), then the block's merge area over the same bytes.
+    typename Smem::Stage* const ring = reinterpret_cast<typename Smem::Stage*>(smem_raw) + warp * p.stages;
+    typename Smem::Merge& merge = *reinterpret_cast<typename Smem::Merge*>(smem_raw);
     const int slot = lane / kLanesPerKey, c = lane % kLanesPerKey;  // this lane's key slot and 8-dim chunk
     const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
     const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
@@ -125,13 +127,19 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
     }
 
-    if (my_tiles > 0) load_tile(0, sm.stage[warp][0]);
-    cp_async_commit();
-    for (int i = 0; i < my_tiles; ++i) {
-      typename Smem::Stage& st = sm.stage[warp][i & 1];
-      if (i + 1 < my_tiles) load_tile(i + 1, sm.stage[warp][(i + 1) & 1]);
+    // Tiles 0 .. stages - 2 in flight (one commit group each, possibly empty: group counts stay uniform); then each
+    // iteration issues tile i + stages - 1 into the buffer tile i - 1 used (freed by that iteration's last
+    // __syncwarp) and waits for tile i, with stages - 1 groups still in flight.
+    for (int i = 0; i < p.stages - 1; ++i) {
+      if (i < my_tiles) load_tile(i, ring[i]);
       cp_async_commit();
-      cp_async_wait<1>();
+    }
+    for (int i = 0; i < my_tiles; ++i) {
+      typename Smem::Stage& st = ring[i % p.stages];
+      const int ahead = i + p.stages - 1;
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      cp_async_commit();
+      cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
       // Scores, masked: keys past this split or sequence, padding rows, causal (the s_q queries are the sequence's
@@ -207,9 +215,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int r = 0; r < R; ++r) {
 #pragma unroll
         for (int e = 0; e < 8; e += 4)
-          *reinterpret_cast<float4*>(&sm.merge.o[warp][r][c * 8 + e]) =
+          *reinterpret_cast<float4*>(&merge.o[warp][r][c * 8 + e]) =
               make_float4(acc[r][e], acc[r][e + 1], acc[r][e + 2], acc[r][e + 3]);
-        if (lane == 0) sm.merge.m[warp][r] = m_run[r], sm.merge.l[warp][r] = l_part[r];
+        if (lane == 0) merge.m[warp][r] = m_run[r], merge.l[warp][r] = l_part[r];
       }
     __syncthreads();
 
@@ -219,15 +227,15 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       if (r0 + r >= rows_total) continue;
       float mx = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm.merge.m[w][r]);
+      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, merge.m[w][r]);
       float l = 0.0f, y[8] = {};
       if (mx != -INFINITY)
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) {
-          const float f = exp2f(sm.merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
-          l = fmaf(sm.merge.l[w][r], f, l);
+          const float f = exp2f(merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
+          l = fmaf(merge.l[w][r], f, l);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) y[e] = fmaf(sm.merge.o[w][r][ch * 8 + e], f, y[e]);
+          for (int e = 0; e < 8; ++e) y[e] = fmaf(merge.o[w][r][ch * 8 + e], f, y[e]);
         }
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
@@ -344,9 +352,12 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
       plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, a.capacity, &plan));
   const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
+  if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
+    KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(plan.smem_bytes)));
   int resident = 0;
-  KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, 0, &resident));
-  if (resident > 0 && resident < plan.blocks_per_sm)
+  KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), &resident));
+  if (resident > 0 && resident < plan.blocks_per_sm)  // (the same stages: they depend on the profile alone)
     KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
                                    a.capacity, &plan, resident));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
@@ -369,7 +380,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     a.scale * kLog2e,
                     a.causal,
                     nullptr,
-                    nullptr};
+                    nullptr,
+                    plan.stages};
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
@@ -377,7 +389,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
       p.part_o = static_cast<float*>(workspace);
       p.part_lse = p.part_o + plan.splits * rows_all * a.head_dim;
     }
-    kernel<<<grid, kDecodeThreads, 0, stream>>>(p);
+    kernel<<<grid, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.splits > 1) {  // one block a row (rows_all < 2^31: checked above)
       const auto merge = a.head_dim == 64    ? decode_merge_kernel<T, 64>

@@ -38,6 +38,16 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// The same for a count known only at run time (a pipeline depth from the planner), 0 to 3.
+__device__ __forceinline__ void cp_async_wait_dynamic(int pending) {
+  switch (pending) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    default: cp_async_wait<3>(); break;
+  }
+}
+
 // Copies a tile of ROWS rows x kChunks 16-byte chunks to shared memory, each of THREADS threads taking every THREADS-th
 // chunk: chunk c of row r goes from src(r, c) to dst(r, c) asynchronously when r < rows and c < chunks, and is
 // zero-filled otherwise (tile tails add nothing to the sums that read them, and no stale value can leak in).
