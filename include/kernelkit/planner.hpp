@@ -38,6 +38,9 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
+// The GEMV's cp.async ring (sm_80+): kLinearGemvStages slots of 4 rows x 16 bytes per thread (16 KB for a 64-thread
+// block), one fewer where the block's ring would pass the 48 KB default shared memory (256 threads: 3, 48 KB).
+constexpr int kLinearGemvStages = 4;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
 // at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one
@@ -85,6 +88,7 @@ struct LaunchPlan {
   int out_rows = 0;  // output features (weight rows) per block
   int tokens = 0;    // tokens per block: each weight load is used for all of them
   int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
+  int stages = 0;    // GEMV: depth of each thread's cp.async ring of weight chunks (0: register prefetch, no cp.async)
   // Tensor-core weight-only linear: k split over grid.z (grid counts all of them), fp32 partials in a workspace.
   int k_splits = 1;
   int64_t k_tiles_per_split = 0;

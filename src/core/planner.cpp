@@ -226,7 +226,14 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->rows_per_block = p->k_warps;
   p->block_threads = kWarp * p->k_warps;
   p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
-  p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
+  // Shared memory: the weight ring (sm_80+, see kLinearGemvStages), whose bytes the warps' partial sums reuse.
+  const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
+  p->stages = 0;
+  if (prof.sm >= 80)
+    for (int s = kLinearGemvStages; s >= 2 && p->stages == 0; --s)
+      if (s * slot_bytes <= prof.smem_per_block_default) p->stages = s;
+  p->smem_bytes = std::max(p->stages * slot_bytes,
+                           int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float)));
   p->smem_optin = false;
   p->grid_x = blocks;  // one-dimensional: token tiles fastest (blocks reading the same weight rows run together)
   p->grid = blocks;
@@ -300,7 +307,8 @@ std::string LaunchPlan::to_string() const {
   std::ostringstream os;
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
-       << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", " << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
+       << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
+       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
        << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
        << "%";
     return os.str();
