@@ -13,7 +13,8 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8,accuracy] [--quick] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8,accuracy] [--quick] [--tuned] [--out DIR]
+                                [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +62,30 @@ def check(name, got, want, tol):
     return err
 
 
+# The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp), one per op.
+TUNED = {"attention": "attn_mw=1", "decode": "decode_stages=2", "linear": "gemv_stages=0"}
+
+
+def tuned(op, fn):
+    """(row name suffix, fn run with KERNELKIT_TUNE set to the op's alternative) or None without --tuned. The planner
+    reads the variable at each call, so a CUDA graph captures the kernel chosen under it."""
+    if not args.tuned:
+        return None
+    setting = TUNED[op]
+
+    def call():
+        old = os.environ.get("KERNELKIT_TUNE")
+        os.environ["KERNELKIT_TUNE"] = setting
+        try:
+            return fn()
+        finally:
+            if old is None:
+                os.environ.pop("KERNELKIT_TUNE", None)
+            else:
+                os.environ["KERNELKIT_TUNE"] = old
+    return setting, call
+
+
 def attention_cases(quick):
     # (b, h, h_kv, s, d, causal): the issue's headline shape first.
     cases = [(1, 32, 32, 4096, 128, True), (1, 32, 8, 4096, 128, True), (4, 32, 32, 2048, 128, False),
@@ -77,6 +103,9 @@ def run_attention(dtype, runs, device):
                "max_err": check("attention", kernelkit.attention(q, k, v, causal=causal), want, 2e-2)}
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
+        if alt := tuned("attention", impls["kernelkit"]):
+            check("attention " + alt[0], alt[1](), want, 2e-2)
+            impls["kernelkit " + alt[0]] = alt[1]
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
@@ -95,6 +124,9 @@ def run_decode(dtype, runs, device):
                "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
         kv_bytes = 2 * kc.numel() * kc.element_size()
         impls = {"kernelkit": lambda: kernelkit.decode_attention(q, kc, vc)}
+        if alt := tuned("decode", impls["kernelkit"]):
+            check("decode " + alt[0], alt[1](), want, 2e-2)
+            impls["kernelkit " + alt[0]] = alt[1]
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, kc, vc, False, be))
         row.update(time_all(impls, runs, lambda us: kv_bytes / us / 1e6, "TB/s (KV)"))
@@ -119,13 +151,16 @@ def run_linear(dtype, runs, device, peak_gbps):
                     deq = q.float() * s[:, None]
                 else:
                     deq = None  # the int4 layout is checked by the C++ tests; here the quantization error bound
-                got = kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0)
+                run = (lambda q=q, s=s, bits=bits: kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0))
+                got = run()
                 if deq is not None:
                     row["max_err_w8"] = check("w8a16", got, x.float() @ deq.T, 1e-2)
                 else:
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
-                impls[f"kernelkit w{bits}a16"] = (lambda q=q, s=s, bits=bits:
-                                                  kernelkit.linear_weight_only(x, q, s, bits, 128 if bits == 4 else 0))
+                impls[f"kernelkit w{bits}a16"] = run
+                if m <= 2 and (alt := tuned("linear", run)):  # the GEMV's alternative: the same sums, any order
+                    check(f"w{bits}a16 " + alt[0], alt[1](), got, 1e-2)
+                    impls[f"kernelkit w{bits}a16 {alt[0]}"] = alt[1]
             weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,
                             4: packs[4][0].numel() + packs[4][1].numel() * 4}
             res = time_all(impls, runs, None, None)
@@ -251,6 +286,10 @@ def check_cpu():
     xq, sx = kernelkit.quantize_per_token(x)
     check("w8a8", kernelkit.linear_w8a8(xq, sx, q8, s8), (xq.double() @ q8.double().T) * sx.double()[:, None] *
           s8.double(), 1e-2)
+    before = os.environ.get("KERNELKIT_TUNE")  # the alternatives' wrapper sets the variable for the call only
+    args.tuned = True
+    setting, call = tuned("linear", lambda: os.environ.get("KERNELKIT_TUNE"))
+    assert call() == setting == TUNED["linear"] and os.environ.get("KERNELKIT_TUNE") == before
     print("op_baselines: CPU check ok")
     return 0
 
@@ -262,6 +301,8 @@ def main(argv=None):
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--tuned", action="store_true",
+                   help="also time the planner's alternatives (KERNELKIT_TUNE): " + ", ".join(TUNED.values()))
     p.add_argument("--out")
     p.add_argument("--commit", default="")
     p.add_argument("--check-cpu", action="store_true")

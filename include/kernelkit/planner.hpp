@@ -98,6 +98,12 @@ struct LaunchPlan {
 
 Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
 
+// KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
+// benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp
+// owns), decode_stages (2 to kDecodeMaxStages), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages). Read
+// at every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
+// invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
+
 // A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
 // (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.
 void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t k, LaunchPlan* plan);

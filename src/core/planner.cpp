@@ -1,9 +1,11 @@
 #include "kernelkit/planner.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
+#include <string_view>
 
 namespace kernelkit {
 namespace {
@@ -17,6 +19,31 @@ constexpr int kRowBlockThreads = 256;
 constexpr int kMaxBlockThreads = kRowNormMaxThreads;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one, and stays the
+// planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan that
+// reads it instead of being ignored.
+Status tune_value(std::string_view key, int* value) {
+  const char* env = std::getenv("KERNELKIT_TUNE");
+  if (!env) return Status::Ok();
+  std::string_view rest(env);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    const std::string_view k = item.substr(0, eq);
+    int v = 0;
+    const char* end = item.data() + item.size();
+    const bool known = k == "attn_mw" || k == "decode_stages" || k == "gemv_stages";
+    if (eq == std::string_view::npos || !known || eq + 1 == item.size() ||
+        std::from_chars(item.data() + eq + 1, end, v).ptr != end)
+      return invalid_argument("KERNELKIT_TUNE: '" + std::string(item) +
+                              "' is not key=integer with key attn_mw, decode_stages or gemv_stages");
+    if (k == key) *value = v;
+  }
+  return Status::Ok();
+}
 
 int next_pow2(int64_t v) {
   int p = 1;
@@ -232,6 +259,12 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   if (prof.sm >= 80)
     for (int s = kLinearGemvStages; s >= 2 && p->stages == 0; --s)
       if (s * slot_bytes <= prof.smem_per_block_default) p->stages = s;
+  KK_RETURN_IF_ERROR(tune_value("gemv_stages", &p->stages));
+  if (p->stages == 1 || p->stages < 0 || p->stages > kLinearGemvStages ||
+      p->stages * slot_bytes > prof.smem_per_block_default)
+    return invalid_argument("KERNELKIT_TUNE: gemv_stages " + std::to_string(p->stages) + " is not 0 or 2 to " +
+                            std::to_string(kLinearGemvStages) + " within 48 KB for a " +
+                            std::to_string(p->block_threads) + "-thread block");
   p->smem_bytes = std::max(p->stages * slot_bytes,
                            int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float)));
   p->smem_optin = false;
@@ -358,6 +391,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     }
   if (!seed) return unsupported("tile plan: sm_" + std::to_string(prof.sm) + " is older than sm_75");
   const int64_t e = static_cast<int64_t>(dtype_size(dtype));
+  int mw = 1;  // attention: 16-row MMA tiles a warp owns
   auto smem = [&](const TilePlan& p) -> int64_t {
     if (family == TileFamily::attention)  // Q tile + `stages` buffers of K and V tiles
       return e * (static_cast<int64_t>(p.block_m) * head_dim + 2LL * p.stages * p.block_n * head_dim);
@@ -367,9 +401,12 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
+    mw = head_dim <= 128 ? seed->attn_mw : 1;
+    KK_RETURN_IF_ERROR(tune_value("attn_mw", &mw));
+    if (mw != 1 && mw != 2) return invalid_argument("KERNELKIT_TUNE: attn_mw must be 1 or 2, got " + std::to_string(mw));
     // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
     // spill (ptxas, sm_80 and sm_90: ~260 bytes a thread), with 32-key tiles they fit (254 registers).
-    if (seed->attn_mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);
+    if (mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);
   } else {
     *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
   }
@@ -385,10 +422,14 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   }
   if (smem(*t) > prof.smem_per_block_optin)
     return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
-  // Attention: one warp per attn_mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers.
-  // (Two tiles a warp exist for 128-row blocks only.)
-  if (family == TileFamily::attention)
-    t->warps = t->block_m / (16 * (head_dim <= 128 && t->block_m == 128 ? seed->attn_mw : 1));
+  // Attention: one warp per mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two
+  // tiles a warp exist for 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
+  if (family == TileFamily::attention) {
+    if (t->block_m != 128) mw = 1;
+    if (mw == 2 && !(head_dim == 64 || (head_dim == 128 && t->block_n == 32)))
+      return unsupported("tile plan: no kernel with 2 row tiles a warp for head_dim " + std::to_string(head_dim));
+    t->warps = t->block_m / (16 * mw);
+  }
   t->smem_bytes = smem(*t);
   t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
   return Status::Ok();
@@ -418,6 +459,10 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
       p->stages = s;
       break;
     }
+  KK_RETURN_IF_ERROR(tune_value("decode_stages", &p->stages));
+  if (p->stages < 2 || p->stages > kDecodeMaxStages || smem_for(p->stages) > prof.smem_per_block_optin)
+    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " is not 2 to " +
+                            std::to_string(kDecodeMaxStages) + " within the profile's shared memory");
   p->smem_bytes = smem_for(p->stages);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);

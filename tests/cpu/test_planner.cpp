@@ -1,6 +1,8 @@
 // The planner's rules, checked for every profile on a CPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "kernelkit/planner.hpp"
 
 using namespace kernelkit;
@@ -313,4 +315,63 @@ TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
   // silu_and_mul bf16 [rows, d]: both halves of [rows, 2d] read, [rows, d] written.
   EXPECT_EQ(op_bytes(OpId::silu_and_mul, {16384, 11008, 1, 16}, DType::bf16), 2ull * 3 * 16384 * 11008);
   EXPECT_FALSE(parse_op("nope").has_value());
+}
+
+// KERNELKIT_TUNE forces the choices that have a compiled alternative, and refuses what has none.
+TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
+  struct Env {  // sets KERNELKIT_TUNE for a scope
+    explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
+    ~Env() { unsetenv("KERNELKIT_TUNE"); }
+  };
+  const auto h200 = profile("h200");
+  TilePlan t;
+  DecodePlan d;
+  LaunchPlan l;
+  OpShape gemv{1, 4096, 1, 16};
+  gemv.out_features = 11008;
+  {
+    Env e("attn_mw=1,decode_stages=2,gemv_stages=0");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.warps, 8);  // one row tile a warp: the 128x64 tile of before
+    EXPECT_EQ(t.block_n, 64);
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.stages, 2);
+    EXPECT_EQ(d.smem_bytes, 32 * 1024);
+    EXPECT_FALSE(d.smem_optin);
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.stages, 0);
+  }
+  {
+    Env e("gemv_stages=2");  // the other keys keep the planner's choice
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.stages, 2);
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.stages, 4);
+  }
+  for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2"}) {
+    Env e(bad);
+    const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
+    EXPECT_NE(s.message().find("KERNELKIT_TUNE"), std::string::npos) << s.message();
+  }
+  {
+    Env e("attn_mw=2");
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 256, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_mw=3");
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_stages=5");
+    EXPECT_EQ(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_stages=4");  // 64 KB: exactly the T4 profile's opt-in maximum
+    EXPECT_TRUE(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).ok());
+  }
+  {
+    Env e("gemv_stages=1");
+    EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).code(), StatusCode::invalid_argument);
+  }
 }
