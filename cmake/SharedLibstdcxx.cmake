@@ -21,6 +21,9 @@ function(kk_link_shared_libstdcxx target)
                         "libstdc++.so.6")
   endif()
   target_link_libraries(${target} PRIVATE "${runtime}")
+  if(NOT CMAKE_NM)
+    return()  # no nm to check with (the link above is the fix; the check only guards it)
+  endif()
   add_custom_command(TARGET ${target} POST_BUILD VERBATIM
     COMMAND ${CMAKE_COMMAND} -DLIB=$<TARGET_FILE:${target}> -DNM=${CMAKE_NM}
             -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/CheckNoStaticLibstdcxx.cmake)
