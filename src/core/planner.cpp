@@ -34,10 +34,13 @@ Status tune_value(std::string_view key, int* value) {
     const size_t eq = item.find('=');
     const std::string_view k = item.substr(0, eq);
     int v = 0;
-    const char* end = item.data() + item.size();
-    const bool known = k == "attn_mw" || k == "decode_stages" || k == "gemv_stages";
-    if (eq == std::string_view::npos || !known || eq + 1 == item.size() ||
-        std::from_chars(item.data() + eq + 1, end, v).ptr != end)
+    bool ok = (k == "attn_mw" || k == "decode_stages" || k == "gemv_stages") && eq != std::string_view::npos &&
+              eq + 1 < item.size();
+    if (ok) {  // the whole value, and within int (from_chars leaves v alone when it overflows)
+      const auto [end, error] = std::from_chars(item.data() + eq + 1, item.data() + item.size(), v);
+      ok = end == item.data() + item.size() && error == std::errc();
+    }
+    if (!ok)
       return invalid_argument("KERNELKIT_TUNE: '" + std::string(item) +
                               "' is not key=integer with key attn_mw, decode_stages or gemv_stages");
     if (k == key) *value = v;
@@ -391,7 +394,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     }
   if (!seed) return unsupported("tile plan: sm_" + std::to_string(prof.sm) + " is older than sm_75");
   const int64_t e = static_cast<int64_t>(dtype_size(dtype));
-  int mw = 1;  // attention: 16-row MMA tiles a warp owns
+  int mw = 1, planned_mw = 1;  // attention: 16-row MMA tiles a warp owns (forced by KERNELKIT_TUNE, or planned)
   auto smem = [&](const TilePlan& p) -> int64_t {
     if (family == TileFamily::attention)  // Q tile + `stages` buffers of K and V tiles
       return e * (static_cast<int64_t>(p.block_m) * head_dim + 2LL * p.stages * p.block_n * head_dim);
@@ -401,7 +404,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
-    mw = head_dim <= 128 ? seed->attn_mw : 1;
+    planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
     KK_RETURN_IF_ERROR(tune_value("attn_mw", &mw));
     if (mw != 1 && mw != 2) return invalid_argument("KERNELKIT_TUNE: attn_mw must be 1 or 2, got " + std::to_string(mw));
     // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
@@ -425,8 +428,8 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   // Attention: one warp per mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two
   // tiles a warp exist for 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
   if (family == TileFamily::attention) {
-    if (t->block_m != 128) mw = 1;
-    if (mw == 2 && !(head_dim == 64 || (head_dim == 128 && t->block_n == 32)))
+    if (mw == 2 && t->block_m != 128 && planned_mw == 2) mw = 1;  // the planner's choice, for a tile shrunk below it
+    if (mw == 2 && (t->block_m != 128 || !(head_dim == 64 || (head_dim == 128 && t->block_n == 32))))
       return unsupported("tile plan: no kernel with 2 row tiles a warp for head_dim " + std::to_string(head_dim));
     t->warps = t->block_m / (16 * mw);
   }

@@ -348,7 +348,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.stages, 4);
   }
-  for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2"}) {
+  for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2", "attn_mw=1x",
+                          "attn_mw=99999999999"}) {
     Env e(bad);
     const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
@@ -357,6 +358,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   {
     Env e("attn_mw=2");
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 256, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_mw=2");  // the T4's 64-row tiles have no two-tile kernel
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
   }
   {
     Env e("attn_mw=3");

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -64,12 +66,13 @@ TEST(Linear, HandleCachesOneAlgorithmPerProblem) {
 }
 
 // The first cuBLASLt call of a thread creates its default handle and workspace (cudaMalloc). When that first call is
-// inside a CUDA graph capture in the strict "global" mode (torch.cuda.graph's default), it must still be captured and
-// replay the same results as eager calls: dense linear and W8A8 (m > 16: cuBLASLt's INT8 kernels) in one graph, on a
-// new thread (so its default handle does not exist yet), outputs poisoned before the replay.
-TEST(Linear, FirstCallOfAThreadInsideGraphCapture) {
+// inside a CUDA graph capture in the strict "global" mode (torch.cuda.graph's default), it must still be captured; and
+// the graph must stay valid after the capturing thread (and with it its default handle) is gone. W8A8 (through
+// cuBLASLt, forced) and dense linear are each captured as the first call of a new thread; both graphs are replayed
+// after those threads have ended, into poisoned outputs, and must equal eager calls on the same inputs.
+TEST(Linear, FirstCallOfAThreadInsideGraphCaptureOutlivesTheThread) {
   using kernelkit::testing::HostBuffer;
-  const int64_t m = 40, n = 96, k = 256;
+  const int64_t m = 40, n = 96, k = 256;  // m > 16, n and k multiples of 8: cuBLASLt's INT8 path
   const Device d = Device::cuda(0);
   std::mt19937 rng(20261130);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -89,35 +92,55 @@ TEST(Linear, FirstCallOfAThreadInsideGraphCapture) {
   auto view = [&](const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
     return TensorView::contiguous(b.data(), t, shape, d);
   };
-  auto run_both = [&](const DeviceBuffer& y, const DeviceBuffer& yq, cudaStream_t s) {
-    const Status a = linear(view(y, DType::f16, {m, n}), view(dx, DType::f16, {m, k}), view(dw, DType::f16, {n, k}),
-                            nullptr, {}, nullptr, s);
-    if (!a.ok()) return a;
-    return linear_w8a8(view(yq, DType::f16, {m, n}), view(dxq, DType::i8, {m, k}), view(dxs, DType::f32, {m}),
+  auto dense = [&](const DeviceBuffer& y, cudaStream_t s) {
+    return linear(view(y, DType::f16, {m, n}), view(dx, DType::f16, {m, k}), view(dw, DType::f16, {n, k}), nullptr,
+                  {}, nullptr, s);
+  };
+  auto w8a8 = [&](const DeviceBuffer& y, cudaStream_t s) {
+    return linear_w8a8(view(y, DType::f16, {m, n}), view(dxq, DType::i8, {m, k}), view(dxs, DType::f32, {m}),
                        view(dwq, DType::i8, {n, k}), view(dws, DType::f32, {n}), std::nullopt, s);
   };
-  std::string failure;  // from the thread: gtest assertions belong to the test's own thread
-  std::thread([&] {
-    cudaStream_t s;
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return void(failure = "stream");
-    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) return void(failure = "capture");
-    const Status captured = run_both(dy, dq, s);
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    if (!captured.ok()) failure = "captured call: " + captured.to_string();
-    else if (end != cudaSuccess) failure = std::string("end capture: ") + cudaGetErrorString(end);
-    else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) failure = "instantiate";
-    else if (!dy.poison().ok() || !dq.poison().ok() || !kernelkit::testing::device_synchronize().ok())
-      failure = "poison";  // (a memset on the legacy stream: synchronized before the non-blocking stream replays)
-    else if (cudaGraphLaunch(exec, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess) failure = "replay";
-    else if (const Status eager = run_both(ey, eq, s); !eager.ok()) failure = "eager: " + eager.to_string();
-    else if (cudaStreamSynchronize(s) != cudaSuccess) failure = "eager sync";
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
-  }).join();
-  ASSERT_EQ(failure, "");
+  // Captures op(s) as the first call of a new thread; the instantiated graph outlives the thread.
+  auto capture_on_new_thread = [](const std::function<Status(cudaStream_t)>& op, cudaGraphExec_t* exec) {
+    std::string failure;  // from the thread: gtest assertions belong to the test's own thread
+    std::thread([&] {
+      cudaStream_t s;
+      cudaGraph_t graph = nullptr;
+      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return void(failure = "stream");
+      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess) {
+        failure = "begin capture";
+      } else {
+        const Status captured = op(s);
+        const cudaError_t end = cudaStreamEndCapture(s, &graph);
+        if (!captured.ok()) failure = "captured call: " + captured.to_string();
+        else if (end != cudaSuccess) failure = std::string("end capture: ") + cudaGetErrorString(end);
+        else if (cudaGraphInstantiate(exec, graph, 0) != cudaSuccess) failure = "instantiate";
+      }
+      if (graph) cudaGraphDestroy(graph);
+      cudaStreamDestroy(s);
+    }).join();
+    return failure;
+  };
+  cudaGraphExec_t dense_graph = nullptr, w8a8_graph = nullptr;
+  setenv("KERNELKIT_W8A8", "cublaslt", 1);  // not the tiles: this is about cuBLASLt's handle
+  const std::string w8a8_failure = capture_on_new_thread([&](cudaStream_t s) { return w8a8(dq, s); }, &w8a8_graph);
+  unsetenv("KERNELKIT_W8A8");
+  ASSERT_EQ(w8a8_failure, "");
+  ASSERT_EQ(capture_on_new_thread([&](cudaStream_t s) { return dense(dy, s); }, &dense_graph), "");
+  // Both capturing threads (and their default handles) are gone: replay, then the eager calls on this thread.
+  ASSERT_TRUE(dy.poison().ok());
+  ASSERT_TRUE(dq.poison().ok());
+  ASSERT_TRUE(kernelkit::testing::device_synchronize().ok());  // the memsets and uploads, before a non-blocking stream
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(w8a8_graph, s), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(dense_graph, s), cudaSuccess);
+  EXPECT_TRUE(dense(ey, s).ok());
+  EXPECT_TRUE(w8a8(eq, s).ok());
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraphExecDestroy(w8a8_graph);
+  cudaGraphExecDestroy(dense_graph);
+  cudaStreamDestroy(s);
   for (auto [graph_out, eager_out, what] : {std::tuple{&dy, &ey, "linear"}, {&dq, &eq, "linear_w8a8"}}) {
     HostBuffer got(DType::f16, m * n), want(DType::f16, m * n);
     ASSERT_TRUE(graph_out->download(&got).ok());
@@ -126,7 +149,7 @@ TEST(Linear, FirstCallOfAThreadInsideGraphCapture) {
     double biggest = 0.0;
     for (int64_t i = 0; i < m * n; ++i) {
       biggest = std::max(biggest, std::abs(want.get(i)));
-      // The same algorithm on the same inputs: equal up to a rounding of the f16 output, and never a poisoned NaN.
+      // The same computation on the same inputs: equal up to a rounding of the f16 output, never a poisoned NaN.
       if (!(std::abs(got.get(i) - want.get(i)) <= 1e-3 * (1.0 + std::abs(want.get(i))))) ++bad;
     }
     EXPECT_EQ(bad, 0) << what << ": replayed outputs differ from the eager call's";

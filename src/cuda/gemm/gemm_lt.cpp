@@ -12,6 +12,7 @@
 
 #include "core/gemm.hpp"
 #include "core/row_args.hpp"
+#include "cuda/common/check.cuh"
 #include "cuda/runtime_internal.hpp"
 
 namespace kernelkit {
@@ -97,7 +98,8 @@ Status GemmHandle::init(int device, size_t workspace_bytes) {
 namespace {
 
 // The caller's handle, or this thread's default one for `device` (created on first use, which may be inside a CUDA
-// graph capture: the handle and its workspace outlive the graph, like memory PyTorch's allocator sets aside).
+// graph capture). A default handle ends with its thread, so nothing captured may point at its workspace: captured
+// calls take theirs from the graph (linear_cuda).
 Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** out) {
   thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
   if (!handle) {
@@ -189,8 +191,19 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
     return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                        " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
   const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
-  KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, algo,
-                              h->workspace, h->workspace_bytes, reinterpret_cast<cudaStream_t>(stream)));
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  // Inside a CUDA graph capture the workspace is the graph's own (a stream-ordered allocation the graph records), not
+  // the handle's: a graph outlives a default handle (freed when its thread ends), and replays of it must not share a
+  // workspace with eager calls on other streams. Eagerly, the handle's workspace (no allocation per call).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
+  void* workspace = h->workspace;
+  if (capturing == cudaStreamCaptureStatusActive && h->workspace_bytes > 0)
+    KK_CUDA_RETURN(cudaMallocAsync(&workspace, h->workspace_bytes, s));
+  const cublasStatus_t st = cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h,
+                                           algo, workspace, h->workspace_bytes, s);
+  if (workspace != h->workspace) KK_CUDA_RETURN(cudaFreeAsync(workspace, s));
+  KK_LT_RETURN(st);
   return Status::Ok();
 }
 
