@@ -166,9 +166,9 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed);
 //   bits 8: qweight i8 [n, k], scales f32 [n], group 0 (per output channel), k % 16 == 0.
 //   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 64 or 128, k % group == 0.
 // accumulate: out += ... (out is read first; the decoder layer's residual add).
-// CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split over the grid when the tiles are
-// few, the partial sums in stream-ordered scratch). Rows of x and qweight must be 16-byte aligned. The CPU backend is the fp64
-// reference.
+// CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split
+// over the grid when the tiles are few, the partial sums in stream-ordered scratch). Rows of x and qweight must be
+// 16-byte aligned. The CPU backend is the fp64 reference.
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
                           Stream stream = nullptr, bool accumulate = false);

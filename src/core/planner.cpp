@@ -406,7 +406,8 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
     planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
     KK_RETURN_IF_ERROR(tune_value("attn_mw", &mw));
-    if (mw != 1 && mw != 2) return invalid_argument("KERNELKIT_TUNE: attn_mw must be 1 or 2, got " + std::to_string(mw));
+    if (mw != 1 && mw != 2)
+      return invalid_argument("KERNELKIT_TUNE: attn_mw must be 1 or 2, got " + std::to_string(mw));
     // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
     // spill (ptxas, sm_80 and sm_90: ~260 bytes a thread), with 32-key tiles they fit (254 registers).
     if (mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);

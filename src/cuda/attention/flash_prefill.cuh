@@ -6,9 +6,9 @@
 //   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
 //   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
 // Warps: BM / (16 MW), each owning 16 MW query rows for the whole kernel (its rows of Q, S, P and O never leave the
-// warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks XOR-swizzled by
-// (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows are 128, 256 or 512
-// bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] + s_q d [o] + 2 s_k d [k,
+// warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks
+// XOR-swizzled by (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows
+// are 128, 256 or 512 bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] + s_q d [o] + 2 s_k d [k,
 // v]) + 4 s_q [lse]; FLOPs = 4 d x visible pairs.
 #pragma once
 
@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    static_assert(BM % (16 * MW) == 0 && BN % 16 == 0 && D % 16 == 0 && D >= 64, "tile shapes are multiples of the MMA");
+    static_assert(BM % (16 * MW) == 0 && BN % 16 == 0 && D % 16 == 0 && D >= 64,
+                  "tile shapes are multiples of the MMA");
     constexpr int kRowsPerWarp = 16 * MW;
     constexpr int kThreads = BM / kRowsPerWarp * 32;
     extern __shared__ __align__(128) unsigned char smem_raw[];
