@@ -82,14 +82,15 @@ int run_info(const InfoOptions& o) {
     text << "  attention d" << std::setw(4) << d << "      " << (s.ok() ? t.to_string() : s.to_string()) << "\n";
     if (s.ok())
       j["tiles"]["attention_d" + std::to_string(d)] = {{"block_m", t.block_m}, {"block_n", t.block_n},
-                                                       {"stages", t.stages}, {"smem_bytes", t.smem_bytes}};
+                                                       {"warps", t.warps}, {"stages", t.stages},
+                                                       {"smem_bytes", t.smem_bytes}};
   }
   // Decode: one sequence of 32768 cached keys, 32 query heads on 8 KV heads (a Llama-3-8B step).
   DecodePlan dp;
   if (plan_decode(*prof, 128, 1, 8, 4, 32, 32768, &dp).ok()) {
     text << "  decode d128 (1 x 32768 keys, 32/8 heads)  " << dp.to_string() << "\n";
     j["tiles"]["decode_d128"] = {{"splits", dp.splits}, {"chunk", dp.chunk}, {"block_n", dp.block_n},
-                                 {"grid", dp.grid}, {"smem_bytes", dp.smem_bytes}};
+                                 {"grid", dp.grid}, {"stages", dp.stages}, {"smem_bytes", dp.smem_bytes}};
   }
   TilePlan mm;
   if (plan_tile(*prof, TileFamily::matmul, dtype, 0, &mm).ok()) {
