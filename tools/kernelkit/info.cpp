@@ -1,11 +1,14 @@
 // `kernelkit info`: the GPU's properties, the matched profile and the planner's launch configuration for every op.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "kernelkit/model_plan.hpp"
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
@@ -18,7 +21,57 @@ struct InfoOptions {
   int device = 0;
   int64_t rows = 4096, hidden = 4096;
   bool json = false;
+  bool roofline = false;
 };
+
+// Roofline bounds of the attention and quantized-linear benchmark shapes (bench/op_baselines.py) on a profile: the
+// minimal bytes over the datasheet bandwidth and the FLOPs over the tensor-core peak, each derated to what is
+// achievable (the same factors as `kernelkit plan`). For a GPU we cannot run on (the T4), this is what a kernel could
+// at best do there. Dense fp16 linear (F.linear) is listed as the weight-only rows' reference.
+void roofline_section(const DeviceProfile& prof, std::ostringstream& text, nlohmann::json& j) {
+  const DType dt = prof.recommended_half_dtype();
+  const double bw = prof.hbm_gbps * 1e9 * kAchievableBandwidth;
+  auto bound_us = [&](double bytes, double flops, double tflops) {
+    return 1e6 * std::max(bytes / bw, flops / (tflops * 1e12 * kAchievableTensor));
+  };
+  text << "\nRoofline bounds (" << dtype_name(dt) << "; bandwidth " << prof.hbm_gbps << " GB/s x "
+       << kAchievableBandwidth << ", tensor peak " << prof.fp16_tc_tflops << " TFLOP/s (int8 " << prof.int8_tc_tops
+       << " TOPS) x " << kAchievableTensor << "):\n";
+  auto row = [&](const std::string& op, const std::string& shape, double bytes, double flops, double tflops) {
+    const double us = bound_us(bytes, flops, tflops);
+    text << "  " << std::left << std::setw(20) << op << std::setw(26) << shape << std::right << std::fixed
+         << std::setprecision(1) << std::setw(10) << us << " us  " << std::setprecision(2) << std::setw(8)
+         << bytes / 1e6 << " MB  " << std::setw(9) << flops / 1e9 << " GFLOP\n";
+    text.unsetf(std::ios::fixed);
+    j["roofline"].push_back({{"op", op}, {"shape", shape}, {"bytes", bytes}, {"flops", flops}, {"bound_us", us}});
+  };
+  for (const auto& [b, s, hk, d, causal] : {std::tuple{1, 4096, 32, 128, true}, {4, 2048, 32, 128, false}}) {
+    const AttentionShape a{b, s, s, 32, hk, d, causal};
+    row("attention", "b" + std::to_string(b) + " h32/" + std::to_string(hk) + " s" + std::to_string(s) + " d" +
+                         std::to_string(d) + (causal ? " causal" : ""),
+        static_cast<double>(attention_bytes(OpId::attention, a, dt)), attention_flops(OpId::attention, a),
+        prof.fp16_tc_tflops);
+  }
+  for (int64_t b : {1, 32}) {
+    const AttentionShape a{b, 1, 4096, 32, 8, 128, false};
+    row("decode_attention", "b" + std::to_string(b) + " h32/8 s4096 d128",
+        static_cast<double>(attention_bytes(OpId::decode_attention, a, dt)),
+        attention_flops(OpId::decode_attention, a), prof.fp16_tc_tflops);
+  }
+  for (int64_t m : {1, 16, 64, 256}) {
+    const int64_t n = 11008, k = 4096;
+    const std::string shape = "m" + std::to_string(m) + " n11008 k4096";
+    row("F.linear (dense)", shape, 2.0 * static_cast<double>(n * k + m * k + m * n), 2.0 * m * n * k,
+        prof.fp16_tc_tflops);
+    for (OpId id : {OpId::linear_w8a16, OpId::linear_w4a16, OpId::linear_w8a8}) {
+      OpShape q{m, k, 1, 16};
+      q.out_features = n;
+      q.group = id == OpId::linear_w4a16 ? 128 : 0;
+      row(std::string(op_info(id).name), shape, static_cast<double>(op_bytes(id, q, dt)), op_flops(id, q),
+          id == OpId::linear_w8a8 ? prof.int8_tc_tops : prof.fp16_tc_tflops);
+    }
+  }
+}
 
 nlohmann::json profile_json(const DeviceProfile& p) {
   return {{"key", p.key},
@@ -99,6 +152,7 @@ int run_info(const InfoOptions& o) {
                             {"stages", mm.stages}, {"smem_bytes", mm.smem_bytes}};
   }
   if (!prof->bf16) text << "bf16: unsupported on this profile; kernelkit refuses bf16 here (use f16).\n";
+  if (o.roofline) roofline_section(*prof, text, j);
   if (o.json) std::cout << j.dump(2) << "\n";
   else std::cout << text.str();
   return 0;
@@ -114,6 +168,8 @@ std::function<int()> add_info(CLI::App& app) {
   cmd->add_option("--rows", o->rows, "Rows of the example shape for the plans")->check(CLI::PositiveNumber);
   cmd->add_option("--hidden", o->hidden, "Hidden size of the example shape for the plans")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Machine-readable output");
+  cmd->add_flag("--roofline", o->roofline,
+                "Also the roofline bounds of the attention and quantized-linear benchmark shapes on this profile");
   return [o] { return run_info(*o); };
 }
 
