@@ -199,6 +199,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       __syncwarp();  // every lane done reading this buffer before the next iteration refills it
     }
     cp_async_wait<0>();
+    allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
 
     // Sum the key slots: afterwards the lanes of slot 0 hold the warp's sum and O for their 8 dims.
 #pragma unroll
@@ -276,6 +277,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
     __shared__ float row_lse;
     const int64_t row = blockIdx.x;
     const int tid = threadIdx.x;
+    wait_for_prior_grid();  // the split kernel's partials (launched as its programmatic dependent)
     if (tid < kWarpSize) {
       float l[kPerLane], m = -INFINITY;
 #pragma unroll
@@ -395,8 +397,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
       const auto merge = a.head_dim == 64    ? decode_merge_kernel<T, 64>
                          : a.head_dim == 128 ? decode_merge_kernel<T, 128>
                                              : decode_merge_kernel<T, 256>;
-      merge<<<static_cast<unsigned>(rows_all), kDecodeThreads, 0, stream>>>(p, rows_all);
-      KK_CUDA_RETURN(cudaGetLastError());
+      KK_RETURN_IF_ERROR(launch_dependent(merge, dim3(static_cast<unsigned>(rows_all)), dim3(kDecodeThreads), 0,
+                                          stream, p, rows_all));
     }
     return Status::Ok();
   });

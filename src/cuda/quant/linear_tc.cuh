@@ -148,6 +148,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
       }
     });
 
+    allow_dependent_launch();  // the split-K reduction (if any) may be placed now; it waits for this grid to complete
     // Epilogue: INT8's per-channel scale on the fp32 sum; then either this part's sums to the split-K workspace, or the
     // bias, the residual (accumulate) and one rounding.
     const int c0 = bn + wn;
@@ -176,6 +177,7 @@ __global__ void __launch_bounds__(kElementwiseThreads) linear_splitk_reduce_kern
     const int64_t mn = static_cast<int64_t>(p.m) * p.n;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= mn) return;
+    wait_for_prior_grid();  // the parts' partials (launched as the tile kernel's programmatic dependent)
     const int64_t row = i / p.n, col = i % p.n;
     float y = 0.0f;
     for (int z = 0; z < k_splits; ++z) y += p.partial[z * mn + i];
@@ -221,9 +223,8 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaSt
     kernel<<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.k_splits > 1) {
-      linear_splitk_reduce_kernel<T>
-          <<<one_thread_each(a.rows * a.n), kElementwiseThreads, 0, stream>>>(p, plan.k_splits);
-      KK_CUDA_RETURN(cudaGetLastError());
+      KK_RETURN_IF_ERROR(launch_dependent(linear_splitk_reduce_kernel<T>, one_thread_each(a.rows * a.n),
+                                          dim3(kElementwiseThreads), 0, stream, p, plan.k_splits));
     }
     return Status::Ok();
   });
