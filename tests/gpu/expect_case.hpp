@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "kernelkit/profile.hpp"
@@ -25,5 +26,17 @@ inline void expect_case(const CaseResult& r, DType dtype, const std::string& nam
   EXPECT_GT(r.checked, 0);
   EXPECT_EQ(r.mismatches, 0) << name << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
 }
+
+// An environment variable set for a scope (KERNELKIT_TUNE, KERNELKIT_W8A8: read at every call), then unset.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
 
 }  // namespace kernelkit::testing

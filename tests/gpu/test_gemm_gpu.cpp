@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -122,10 +121,10 @@ TEST(Linear, FirstCallOfAThreadInsideGraphCaptureOutlivesTheThread) {
     return failure;
   };
   cudaGraphExec_t dense_graph = nullptr, w8a8_graph = nullptr;
-  setenv("KERNELKIT_W8A8", "cublaslt", 1);  // not the tiles: this is about cuBLASLt's handle
-  const std::string w8a8_failure = capture_on_new_thread([&](cudaStream_t s) { return w8a8(dq, s); }, &w8a8_graph);
-  unsetenv("KERNELKIT_W8A8");
-  ASSERT_EQ(w8a8_failure, "");
+  {
+    const kernelkit::testing::ScopedEnv lt("KERNELKIT_W8A8", "cublaslt");  // not the tiles: cuBLASLt's handle
+    ASSERT_EQ(capture_on_new_thread([&](cudaStream_t s) { return w8a8(dq, s); }, &w8a8_graph), "");
+  }
   ASSERT_EQ(capture_on_new_thread([&](cudaStream_t s) { return dense(dy, s); }, &dense_graph), "");
   // Both capturing threads (and their default handles) are gone: replay, then the eager calls on this thread.
   ASSERT_TRUE(dy.poison().ok());
