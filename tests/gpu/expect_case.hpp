@@ -27,16 +27,24 @@ inline void expect_case(const CaseResult& r, DType dtype, const std::string& nam
   EXPECT_EQ(r.mismatches, 0) << name << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
 }
 
-// An environment variable set for a scope (KERNELKIT_TUNE, KERNELKIT_W8A8: read at every call), then unset.
+// An environment variable set for a scope (KERNELKIT_TUNE, KERNELKIT_W8A8: read at every call), then restored.
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() { unsetenv(name_); }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
 
  private:
   const char* name_;
+  std::string old_;
+  bool had_ = false;
 };
 
 }  // namespace kernelkit::testing

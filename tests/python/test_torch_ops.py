@@ -248,6 +248,34 @@ def test_cuda_graph_and_side_stream():
     close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_of_split_kernel_pairs():
+    """The ops that launch a second kernel over stream-ordered scratch (decode's split-KV merge; the tensor-core
+    weight-only linear's split-K reduction), on sm_90 as a programmatic dependent launch: captured in a CUDA graph
+    (torch's default global mode), replayed into outputs poisoned with NaN, equal to the eager calls."""
+    torch.manual_seed(5)
+    q = torch.randn(1, 1, 32, 128, device="cuda", dtype=torch.float16)
+    kc, vc = (torch.randn(1, 4096, 8, 128, device="cuda", dtype=torch.float16) for _ in range(2))  # a split cache
+    w = torch.randn(64, 8192, device="cuda", dtype=torch.float16) * 0.02  # n 64, long k: split over the grid
+    qw, s = kernelkit.quantize_weight(w, 8)
+    x = torch.randn(16, 8192, device="cuda", dtype=torch.float16)
+    want_decode, want_linear = kernelkit.decode_attention(q, kc, vc), kernelkit.linear_weight_only(x, qw, s, 8)
+    close(want_decode, torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2).double(), kc.transpose(1, 2).double().repeat_interleave(4, 1),
+        vc.transpose(1, 2).double().repeat_interleave(4, 1)).transpose(1, 2), torch.float16)
+    out_decode, out_linear = torch.empty_like(want_decode), torch.empty_like(want_linear)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out_decode.copy_(kernelkit.decode_attention(q, kc, vc))
+        out_linear.copy_(kernelkit.linear_weight_only(x, qw, s, 8))
+    out_decode.fill_(float("nan"))
+    out_linear.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out_decode, want_decode)
+    assert torch.equal(out_linear, want_linear)
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
 def test_ops_on_the_second_gpu():
     """Tensors on cuda:1 while cuda:0 is current: the op runs on their device (device guard) and on cuda:1's current

@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "cuda/common/check.cuh"
-#include "cuda/runtime_internal.hpp"
 #include "kernelkit/planner.hpp"
 
 namespace kernelkit::cuda {
@@ -51,8 +51,9 @@ Status resident_blocks(Kernel kernel, int threads, size_t smem, int* out) {
 // launched while the first is still running, and its threads wait in wait_for_prior_grid() until the first grid has
 // completed and its writes are visible, instead of behind the stream's launch gap (a few microseconds, against a
 // ~5 us merge). The first kernel's blocks call allow_dependent_launch() when their main loop is done, so the second
-// grid's blocks can be placed while the first grid's last blocks finish. Only when the running code is sm_90+
-// (code_arch): older code has no wait, so its pairs are launched plainly (the attribute off).
+// grid's blocks can be placed while the first grid's last blocks finish. Only when the second kernel's own code is
+// sm_90+ (its PTX version, from cudaFuncGetAttributes, cached): older code has no wait, so its pairs are launched
+// plainly (the attribute off).
 __device__ __forceinline__ void wait_for_prior_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -76,7 +77,15 @@ Status launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   programmatic.val.programmaticStreamSerializationAllowed = 1;
   int device = 0;
   KK_CUDA_RETURN(cudaGetDevice(&device));
-  if (code_arch(device) >= 90) config.attrs = &programmatic, config.numAttrs = 1;
+  thread_local std::map<std::pair<const void*, int>, int> ptx_version;  // per kernel and device
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  auto it = ptx_version.find(key);
+  if (it == ptx_version.end()) {
+    cudaFuncAttributes attr{};
+    KK_CUDA_RETURN(cudaFuncGetAttributes(&attr, kernel));
+    it = ptx_version.emplace(key, attr.ptxVersion).first;
+  }
+  if (it->second >= 90) config.attrs = &programmatic, config.numAttrs = 1;
   KK_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, args...));
   return Status::Ok();
 }
