@@ -6,7 +6,6 @@
 #include <map>
 #include <string>
 #include <tuple>
-#include <utility>
 
 #include "cuda/common/check.cuh"
 #include "kernelkit/planner.hpp"
@@ -29,22 +28,33 @@ inline dim3 one_thread_each(int64_t outputs) {
   return dim3(static_cast<unsigned>((outputs + kElementwiseThreads - 1) / kElementwiseThreads));
 }
 
-// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory on the current
-// device (cudaOccupancyMaxActiveBlocksPerMultiprocessor, cached per thread: the eager decode path calls it per launch).
-template <typename Kernel>
-Status resident_blocks(Kernel kernel, int threads, size_t smem, int* out) {
+// A fact about `kernel` on the current device (its occupancy at a block size, its PTX version), asked of the runtime
+// once per thread and then cached: the eager launch paths need it on every call. `what` and `size` tell one kernel's
+// facts apart; query(int*) -> Status asks the runtime.
+template <typename Query>
+Status kernel_fact(const void* kernel, int what, size_t size, Query&& query, int* out) {
   int device = 0;
   KK_CUDA_RETURN(cudaGetDevice(&device));
   thread_local std::map<std::tuple<const void*, int, int, size_t>, int> cache;
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), device, threads, smem);
+  const auto key = std::make_tuple(kernel, device, what, size);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    int n = 0;
-    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-    it = cache.emplace(key, n).first;
+    int v = 0;
+    KK_RETURN_IF_ERROR(query(&v));
+    it = cache.emplace(key, v).first;
   }
   *out = it->second;
   return Status::Ok();
+}
+
+// Resident blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory on the current
+// device (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+template <typename Kernel>
+Status resident_blocks(Kernel kernel, int threads, size_t smem, int* out) {
+  return kernel_fact(reinterpret_cast<const void*>(kernel), threads, smem, [&](int* n) -> Status {
+    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, threads, smem));
+    return Status::Ok();
+  }, out);
 }
 
 // Programmatic dependent launch (sm_90): the second kernel of a pair (the decode merge, the split-K reduction) is
@@ -75,17 +85,14 @@ Status launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   cudaLaunchAttribute programmatic{};
   programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   programmatic.val.programmaticStreamSerializationAllowed = 1;
-  int device = 0;
-  KK_CUDA_RETURN(cudaGetDevice(&device));
-  thread_local std::map<std::pair<const void*, int>, int> ptx_version;  // per kernel and device
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  auto it = ptx_version.find(key);
-  if (it == ptx_version.end()) {
+  int ptx_version = 0;  // (what = 0: no block size)
+  KK_RETURN_IF_ERROR(kernel_fact(reinterpret_cast<const void*>(kernel), 0, 0, [&](int* v) -> Status {
     cudaFuncAttributes attr{};
     KK_CUDA_RETURN(cudaFuncGetAttributes(&attr, kernel));
-    it = ptx_version.emplace(key, attr.ptxVersion).first;
-  }
-  if (it->second >= 90) config.attrs = &programmatic, config.numAttrs = 1;
+    *v = attr.ptxVersion;
+    return Status::Ok();
+  }, &ptx_version));
+  if (ptx_version >= 90) config.attrs = &programmatic, config.numAttrs = 1;
   KK_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, args...));
   return Status::Ok();
 }
