@@ -162,14 +162,13 @@ int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_par
 //  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
-//    4 rows per block. Split-K
-//    (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048 threads / 32 blocks on
-//    sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be resident (kLinearWarpsPerSm,
-//    the thread and the register limits) and every warp still gets a full warp-wide step of 16-byte chunks. (Always
-//    splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us against 22.3 us with this rule. A
-//    warp-per-row kernel without split-K, each warp walking whole rows with the next chunks in flight, was slower at
-//    every m = 1 shape measured on the H200 in session 5, e.g. W4A16 n11008 k4096 18.5 us against 14.2, n28672 k8192
-//    71.0 against 48.1 us, and was removed.)
+//    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
+//    threads / 32 blocks on sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be
+//    resident (kLinearWarpsPerSm, the thread and the register limits) and every warp still gets a full warp-wide step
+//    of 16-byte chunks. (Always splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us
+//    against 22.3 us with this rule. A warp-per-row kernel without split-K, each warp walking whole rows with the next
+//    chunks in flight, was slower at every m = 1 shape measured on the H200 in session 5, e.g. W4A16 n11008 k4096
+//    18.5 us against 14.2, n28672 k8192 71.0 against 48.1 us, and was removed.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
@@ -344,7 +343,8 @@ std::string LaunchPlan::to_string() const {
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
        << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
-       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
+       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows
+       << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
        << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
        << "%";
     return os.str();

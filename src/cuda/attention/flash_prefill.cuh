@@ -8,8 +8,8 @@
 // Warps: BM / (16 MW), each owning 16 MW query rows for the whole kernel (its rows of Q, S, P and O never leave the
 // warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks
 // XOR-swizzled by (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows
-// are 128, 256 or 512 bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] + s_q d [o] + 2 s_k d [k,
-// v]) + 4 s_q [lse]; FLOPs = 4 d x visible pairs.
+// are 128, 256 or 512 bytes: without the swizzle an 8-way conflict). Per (sequence, head): bytes = E (s_q d [q] +
+// s_q d [o] + 2 s_k d [k, v]) + 4 s_q [lse]; FLOPs = 4 d x visible pairs.
 #pragma once
 
 #include <cuda_runtime.h>
