@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "cuda/common/check.cuh"
+#include "cuda/common/scratch.hpp"
 #include "kernelkit/planner.hpp"
 
 namespace kernelkit::cuda {
@@ -95,21 +96,6 @@ Status launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   if (ptx_version >= 90) config.attrs = &programmatic, config.numAttrs = 1;
   KK_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, args...));
   return Status::Ok();
-}
-
-// Runs launch(scratch) with `bytes` of stream-ordered scratch memory (pool-backed: no device synchronization, and
-// capturable in a CUDA graph; null when bytes is 0), freed after it on the same stream even when a launch failed.
-template <typename F>
-Status with_stream_scratch(size_t bytes, cudaStream_t stream, F&& launch) {
-  void* scratch = nullptr;
-  if (bytes > 0) KK_CUDA_RETURN(cudaMallocAsync(&scratch, bytes, stream));
-  const Status s = launch(scratch);
-  if (scratch) {
-    const cudaError_t e = cudaFreeAsync(scratch, stream);
-    if (s.ok() && e != cudaSuccess)
-      return Status(StatusCode::cuda_error, std::string("cudaFreeAsync failed: ") + cudaGetErrorString(e));
-  }
-  return s;
 }
 
 }  // namespace kernelkit::cuda

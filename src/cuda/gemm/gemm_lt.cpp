@@ -13,6 +13,7 @@
 #include "core/gemm.hpp"
 #include "core/row_args.hpp"
 #include "cuda/common/check.cuh"
+#include "cuda/common/scratch.hpp"
 #include "cuda/runtime_internal.hpp"
 
 namespace kernelkit {
@@ -197,14 +198,12 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
   // workspace with eager calls on other streams. Eagerly, the handle's workspace (no allocation per call).
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
-  void* workspace = h->workspace;
-  if (capturing == cudaStreamCaptureStatusActive && h->workspace_bytes > 0)
-    KK_CUDA_RETURN(cudaMallocAsync(&workspace, h->workspace_bytes, s));
-  const cublasStatus_t st = cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h,
-                                           algo, workspace, h->workspace_bytes, s);
-  if (workspace != h->workspace) KK_CUDA_RETURN(cudaFreeAsync(workspace, s));
-  KK_LT_RETURN(st);
-  return Status::Ok();
+  const size_t graph_bytes = capturing == cudaStreamCaptureStatusActive ? h->workspace_bytes : 0;
+  return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
+    KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, algo,
+                                scratch ? scratch : h->workspace, h->workspace_bytes, s));
+    return Status::Ok();
+  });
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
