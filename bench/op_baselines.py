@@ -62,28 +62,34 @@ def check(name, got, want, tol):
     return err
 
 
-# The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp), one per op.
-TUNED = {"attention": "attn_mw=1", "decode": "decode_stages=2", "linear": "gemv_stages=0"}
+# The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp): the kernels
+# the defaults replaced, and sweeps of the split counts the planner's cost model picks (decode: 43 splits at b1
+# h32/8 s4096 d128 on the H200; the GEMV: 2 warps along k at m1 n11008 k4096).
+TUNED = {"attention": ["attn_mw=1"],
+         "decode": ["decode_stages=4", "decode_splits=8", "decode_splits=16", "decode_splits=32", "decode_splits=64",
+                    "decode_splits=128"],
+         "linear": ["gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
 
 
 def tuned(op, fn):
-    """(row name suffix, fn run with KERNELKIT_TUNE set to the op's alternative) or None without --tuned. The planner
-    reads the variable at each call, so a CUDA graph captures the kernel chosen under it."""
+    """[(row name suffix, fn run with KERNELKIT_TUNE set to one of the op's alternatives)], empty without --tuned. The
+    planner reads the variable at each call, so a CUDA graph captures the kernel chosen under it."""
     if not args.tuned:
-        return None
-    setting = TUNED[op]
+        return []
 
-    def call():
-        old = os.environ.get("KERNELKIT_TUNE")
-        os.environ["KERNELKIT_TUNE"] = setting
-        try:
-            return fn()
-        finally:
-            if old is None:
-                os.environ.pop("KERNELKIT_TUNE", None)
-            else:
-                os.environ["KERNELKIT_TUNE"] = old
-    return setting, call
+    def with_setting(setting):
+        def call():
+            old = os.environ.get("KERNELKIT_TUNE")
+            os.environ["KERNELKIT_TUNE"] = setting
+            try:
+                return fn()
+            finally:
+                if old is None:
+                    os.environ.pop("KERNELKIT_TUNE", None)
+                else:
+                    os.environ["KERNELKIT_TUNE"] = old
+        return setting, call
+    return [with_setting(s) for s in TUNED[op]]
 
 
 def attention_cases(quick):
@@ -103,9 +109,9 @@ def run_attention(dtype, runs, device):
                "max_err": check("attention", kernelkit.attention(q, k, v, causal=causal), want, 2e-2)}
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
-        if alt := tuned("attention", impls["kernelkit"]):
-            check("attention " + alt[0], alt[1](), want, 2e-2)
-            impls["kernelkit " + alt[0]] = alt[1]
+        for setting, call in tuned("attention", impls["kernelkit"]):
+            check("attention " + setting, call(), want, 2e-2)
+            impls["kernelkit " + setting] = call
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
@@ -124,9 +130,9 @@ def run_decode(dtype, runs, device):
                "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
         kv_bytes = 2 * kc.numel() * kc.element_size()
         impls = {"kernelkit": lambda: kernelkit.decode_attention(q, kc, vc)}
-        if alt := tuned("decode", impls["kernelkit"]):
-            check("decode " + alt[0], alt[1](), want, 2e-2)
-            impls["kernelkit " + alt[0]] = alt[1]
+        for setting, call in tuned("decode", impls["kernelkit"]):
+            check("decode " + setting, call(), want, 2e-2)
+            impls["kernelkit " + setting] = call
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, kc, vc, False, be))
         row.update(time_all(impls, runs, lambda us: kv_bytes / us / 1e6, "TB/s (KV)"))
@@ -158,9 +164,9 @@ def run_linear(dtype, runs, device, peak_gbps):
                 else:
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = run
-                if m <= 2 and (alt := tuned("linear", run)):  # the GEMV's alternative: the same sums, any order
-                    check(f"w{bits}a16 " + alt[0], alt[1](), got, 1e-2)
-                    impls[f"kernelkit w{bits}a16 {alt[0]}"] = alt[1]
+                for setting, call in tuned("linear", run) if m <= 2 else []:  # the GEMV's: same sums, any order
+                    check(f"w{bits}a16 " + setting, call(), got, 1e-2)
+                    impls[f"kernelkit w{bits}a16 {setting}"] = call
             weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,
                             4: packs[4][0].numel() + packs[4][1].numel() * 4}
             res = time_all(impls, runs, None, None)
@@ -288,8 +294,9 @@ def check_cpu():
           s8.double(), 1e-2)
     before = os.environ.get("KERNELKIT_TUNE")  # the alternatives' wrapper sets the variable for the call only
     args.tuned = True
-    setting, call = tuned("linear", lambda: os.environ.get("KERNELKIT_TUNE"))
-    assert call() == setting == TUNED["linear"] and os.environ.get("KERNELKIT_TUNE") == before
+    alternatives = tuned("linear", lambda: os.environ.get("KERNELKIT_TUNE"))
+    assert [call() for _, call in alternatives] == [s for s, _ in alternatives] == TUNED["linear"]
+    assert os.environ.get("KERNELKIT_TUNE") == before
     print("op_baselines: CPU check ok")
     return 0
 
@@ -302,7 +309,7 @@ def main(argv=None):
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--tuned", action="store_true",
-                   help="also time the planner's alternatives (KERNELKIT_TUNE): " + ", ".join(TUNED.values()))
+                   help="also time the planner's alternatives (KERNELKIT_TUNE): " + ", ".join(sum(TUNED.values(), [])))
     p.add_argument("--out")
     p.add_argument("--commit", default="")
     p.add_argument("--check-cpu", action="store_true")

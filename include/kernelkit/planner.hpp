@@ -38,8 +38,10 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// The GEMV's cp.async ring (sm_80+): kLinearGemvStages slots of 4 rows x 16 bytes per thread (16 KB for a 64-thread
-// block), one fewer where the block's ring would pass the 48 KB default shared memory (256 threads: 3, 48 KB).
+// The GEMV's weights: register prefetch by default. The cp.async ring of up to kLinearGemvStages slots of 4 rows x
+// 16 bytes per thread (within the 48 KB default shared memory: 3 for a 256-thread block) is a tuned-in alternative
+// (KERNELKIT_TUNE=gemv_stages=N): on the H200 (bf16, m1, commit 7a86326) it lost to the prefetch at n11008 k4096 and
+// n4096 k11008 by 6-12%, and with INT4 by 11-16% at n28672 k8192; it won only W8A16 n28672 k8192 (63.9 vs 66.4 us).
 constexpr int kLinearGemvStages = 4;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
@@ -100,7 +102,9 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp
-// owns), decode_stages (2 to kDecodeMaxStages), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages). Read
+// owns), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to
+// kDecodeMaxSplits), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy
+// below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read
 // at every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
 // invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
 
@@ -132,9 +136,10 @@ Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, i
 // query rows (the query heads x tokens of one KV head's group); each of their warps walks its own K/V tiles of
 // kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB of V in f16/bf16) through a private pipeline of `stages`
 // buffers (stages - 1 tiles in flight while one is computed), so a block step covers block_n = kDecodeTileElems /
-// head_dim keys. Stages: the most of kDecodeMaxStages (4: 64 KB a block, opt-in) that keeps the blocks per SM shared
-// memory allows at min(3, what 2 stages allow), i.e. 4 on H100/H200, 3 on A100 (48 KB), 2 on T4 / A10G / L4. The keys
-// of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
+// head_dim keys. Stages: 2 (32 KB a block); up to kDecodeMaxStages (64 KB, opt-in) through KERNELKIT_TUNE, which on
+// the H200 (bf16 h32/8 s4096 d128, commit 7a86326) measured no faster: 19.0 vs 18.8 us at b1, 255 vs 252 us at b32
+// (4 vs 2 stages). The keys of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone
+// would not fill the GPU.
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;

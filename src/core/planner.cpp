@@ -23,6 +23,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one, and stays the
 // planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan that
 // reads it instead of being ignored.
+constexpr std::string_view kTuneKeys[] = {"attn_mw", "decode_stages", "decode_splits", "gemv_stages", "gemv_kwarps"};
+
 Status tune_value(std::string_view key, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
   if (!env) return Status::Ok();
@@ -34,15 +36,17 @@ Status tune_value(std::string_view key, int* value) {
     const size_t eq = item.find('=');
     const std::string_view k = item.substr(0, eq);
     int v = 0;
-    bool ok = (k == "attn_mw" || k == "decode_stages" || k == "gemv_stages") && eq != std::string_view::npos &&
-              eq + 1 < item.size();
+    bool ok = std::find(std::begin(kTuneKeys), std::end(kTuneKeys), k) != std::end(kTuneKeys) &&
+              eq != std::string_view::npos && eq + 1 < item.size();
     if (ok) {  // the whole value, and within int (from_chars leaves v alone when it overflows)
       const auto [end, error] = std::from_chars(item.data() + eq + 1, item.data() + item.size(), v);
       ok = end == item.data() + item.size() && error == std::errc();
     }
-    if (!ok)
-      return invalid_argument("KERNELKIT_TUNE: '" + std::string(item) +
-                              "' is not key=integer with key attn_mw, decode_stages or gemv_stages");
+    if (!ok) {
+      std::string keys;
+      for (std::string_view name : kTuneKeys) keys += (keys.empty() ? "" : ", ") + std::string(name);
+      return invalid_argument("KERNELKIT_TUNE: '" + std::string(item) + "' is not key=integer with key one of " + keys);
+    }
     if (k == key) *value = v;
   }
   return Status::Ok();
@@ -251,16 +255,18 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
          int64_t{p->k_warps} * 2 * kWarp <= chunks)
     p->k_warps *= 2;
+  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", &p->k_warps));
+  if (p->k_warps < 1 || p->k_warps * kWarp > kLinearMaxThreads)
+    return invalid_argument("KERNELKIT_TUNE: gemv_kwarps " + std::to_string(p->k_warps) + " is not 1 to " +
+                            std::to_string(kLinearMaxThreads / kWarp));
   p->threads_per_row = kWarp;
   p->rows_per_block = p->k_warps;
   p->block_threads = kWarp * p->k_warps;
   p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
-  // Shared memory: the weight ring (sm_80+, see kLinearGemvStages), whose bytes the warps' partial sums reuse.
+  // Weights: register prefetch (stages 0), the measured choice over the cp.async ring of kLinearGemvStages (see
+  // there); the ring's shared memory, when tuned in, is what the warps' partial sums reuse.
   const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
   p->stages = 0;
-  if (prof.sm >= 80)
-    for (int s = kLinearGemvStages; s >= 2 && p->stages == 0; --s)
-      if (s * slot_bytes <= prof.smem_per_block_default) p->stages = s;
   KK_RETURN_IF_ERROR(tune_value("gemv_stages", &p->stages));
   if (p->stages == 1 || p->stages < 0 || p->stages > kLinearGemvStages ||
       p->stages * slot_bytes > prof.smem_per_block_default)
@@ -449,20 +455,13 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
   p->row_groups = ceil_div(r, p->rows_per_block);
   // Shared memory: `stages` K and V tiles per warp (2-byte elements), reused after the loop for the warps' merge
-  // (fp32 O, max and sum per row). More stages keep more of the cache in flight (the kernel is latency-bound: 2 stages
-  // read 0.9 TB/s at b1 h32/8 s4096 d128 and 2.2 TB/s at b32 on the H200), as long as they cost no resident blocks.
+  // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages).
   const int64_t warps = kDecodeThreads / 32;
   const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
   auto smem_for = [&](int stages) { return std::max(warps * stages * 2 * kDecodeWarpTileElems * 2, merge); };
-  const int base_blocks = blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0);
-  if (base_blocks == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
+  if (blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0) == 0)
+    return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   p->stages = 2;
-  for (int s = kDecodeMaxStages; s > 2; --s)
-    if (smem_for(s) <= prof.smem_per_block_optin &&
-        blocks_per_sm(prof, kDecodeThreads, smem_for(s), 0) >= std::min(3, base_blocks)) {
-      p->stages = s;
-      break;
-    }
   KK_RETURN_IF_ERROR(tune_value("decode_stages", &p->stages));
   if (p->stages < 2 || p->stages > kDecodeMaxStages || smem_for(p->stages) > prof.smem_per_block_optin)
     return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " is not 2 to " +
@@ -475,8 +474,16 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   constexpr int64_t kDecodeBlockOverheadTiles = 2;
   const int64_t blocks = batch * kv_heads * p->row_groups;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
-  const int64_t chunk_tiles = split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
-                                          kDecodeMaxSplits, kDecodeBlockOverheadTiles);
+  int64_t chunk_tiles = split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
+                                    kDecodeMaxSplits, kDecodeBlockOverheadTiles);
+  int splits = -1;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
+  KK_RETURN_IF_ERROR(tune_value("decode_splits", &splits));
+  if (splits != -1) {
+    if (splits < 1 || splits > kDecodeMaxSplits)
+      return invalid_argument("KERNELKIT_TUNE: decode_splits " + std::to_string(splits) + " is not 1 to " +
+                              std::to_string(kDecodeMaxSplits));
+    chunk_tiles = ceil_div(tiles, splits);
+  }
   p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
   p->chunk = chunk_tiles * p->block_n;
   p->grid = p->splits * blocks;

@@ -263,11 +263,8 @@ TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
     for (int d : {64, 128, 256}) {
       // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
       ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
-      // Stages: as many as keep 3 blocks an SM (or what 2 stages keep, if fewer): 4 x 16 KB on H100 / H200 (228 KB
-      // an SM), 3 on A100 (164 KB), 2 on T4 (64 KB), A10G and L4 (100 KB).
-      const int stages = prof.smem_per_sm >= 3 * 64 * 1024 ? 4 : prof.smem_per_sm >= 3 * 48 * 1024 ? 3 : 2;
-      EXPECT_EQ(p.stages, stages) << prof.key;
-      EXPECT_EQ(p.smem_bytes, 4 * stages * 2 * 1024 * 2) << prof.key;  // warps x stages x (K, V) x 1024 x 2 B
+      EXPECT_EQ(p.stages, 2) << prof.key;  // the deeper rings are KERNELKIT_TUNE alternatives
+      EXPECT_EQ(p.smem_bytes, 4 * 2 * 2 * 1024 * 2) << prof.key;  // warps x stages x (K, V) x 1024 x 2 B
       EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin) << prof.key;
       EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default) << prof.key;
       EXPECT_EQ(p.rows_per_block, 4);  // GQA 4, one token: no padded rows
@@ -330,23 +327,26 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   OpShape gemv{1, 4096, 1, 16};
   gemv.out_features = 11008;
   {
-    Env e("attn_mw=1,decode_stages=2,gemv_stages=0");
+    Env e("attn_mw=1,decode_stages=4,gemv_stages=3");
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_EQ(t.warps, 8);  // one row tile a warp: the 128x64 tile of before
     EXPECT_EQ(t.block_n, 64);
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
-    EXPECT_EQ(d.stages, 2);
-    EXPECT_EQ(d.smem_bytes, 32 * 1024);
-    EXPECT_FALSE(d.smem_optin);
+    EXPECT_EQ(d.stages, 4);
+    EXPECT_EQ(d.smem_bytes, 64 * 1024);
+    EXPECT_TRUE(d.smem_optin);
     ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
-    EXPECT_EQ(l.stages, 0);
+    EXPECT_EQ(l.stages, 3);
+    EXPECT_EQ(l.smem_bytes, 3 * 4 * l.block_threads * 16);  // the ring: 3 x 4 rows x 16 bytes a thread
   }
   {
     Env e("gemv_stages=2");  // the other keys keep the planner's choice
     ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
     EXPECT_EQ(l.stages, 2);
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
-    EXPECT_EQ(d.stages, 4);
+    EXPECT_EQ(d.stages, 2);
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.warps, 4);  // two row tiles a warp (128x32)
   }
   for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2", "attn_mw=1x",
                           "attn_mw=99999999999"}) {
@@ -378,5 +378,37 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   {
     Env e("gemv_stages=1");
     EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_splits=16,gemv_kwarps=8");  // 128 tiles of 32 keys: 16 splits of 8 tiles; 256-thread GEMV blocks
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 16);
+    EXPECT_EQ(d.chunk, 256);
+    EXPECT_EQ(d.grid, 16 * 8);
+    EXPECT_EQ(d.workspace_bytes, 16 * 32 * 129 * 4);
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.k_warps, 8);
+    EXPECT_EQ(l.block_threads, 256);
+  }
+  {
+    Env e("decode_splits=1");  // one split: no workspace, no merge
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 1);
+    EXPECT_EQ(d.workspace_bytes, 0);
+  }
+  {
+    Env e("decode_splits=100");  // at most 100: 128 tiles in chunks of 2 make 64 splits
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 64);
+    EXPECT_EQ(d.chunk, 64);
+  }
+  for (const char* bad : {"decode_splits=0", "decode_splits=129", "gemv_kwarps=0", "gemv_kwarps=9"}) {
+    Env e(bad);
+    const Status sd = plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d);
+    const Status sl = plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l);
+    EXPECT_EQ((bad[0] == 'd' ? sd : sl).code(), StatusCode::invalid_argument) << bad;
+    EXPECT_NE((bad[0] == 'd' ? sd : sl).message().find(std::string(bad).substr(0, std::string(bad).find('='))),
+              std::string::npos)
+        << bad;
   }
 }

@@ -156,17 +156,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,
                                                               std::pair<int64_t, int64_t>{256, 1040},
                                                               std::pair<int64_t, int64_t>{1031, 4096})));
 
-// The GEMV's alternatives (KERNELKIT_TUNE): the register prefetch, and a 2-deep cp.async ring (a synchronous copy on
-// sm_75 code), for 1 and 2 tokens, INT8 and INT4, with a k that is no multiple of a warp step and a partial last block.
+// The GEMV's alternatives (KERNELKIT_TUNE): 2- and 3-deep cp.async rings instead of the register prefetch (a
+// synchronous copy on sm_75 code) and forced warps along k (1; 8 with the ring: 256 threads), for 1 and 2 tokens, INT8
+// and INT4, with a k that is no multiple of a warp step and a partial last block.
 TEST(PlannerAlternatives, TunedGemvMatchesReference) {
   uint64_t seed = 81;
-  for (const char* stages : {"gemv_stages=0", "gemv_stages=2"}) {
-    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", stages);
+  for (const char* setting : {"gemv_stages=2", "gemv_stages=3,gemv_kwarps=8", "gemv_kwarps=1"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (const auto& [bits, group] : {std::pair{8, 0}, {4, 128}})
       for (int64_t m : {1, 2}) {
         const WeightOnlyCase c{DType::f16, bits, group, m, 4101, 8320, true, m == 2 ? 8 : 0, seed++};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), c.dtype,
-                                        c.name() + " " + stages);
+                                        c.name() + " " + setting);
       }
   }
 }
