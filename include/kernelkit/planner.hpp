@@ -103,7 +103,7 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp
 // owns), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to
-// kDecodeMaxSplits), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy
+// kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy
 // below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read
 // at every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
 // invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
@@ -146,7 +146,13 @@ constexpr int kDecodeTileElems = 4096;
 constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
 constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
 constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 pending groups
+// The tensor-core variant (KERNELKIT_TUNE decode_tc=1, head_dim 64 and 128; not yet measured): the same blocks,
+// splits and merges, but a warp's tile is kDecodeTcTileKeys keys (one 16-key MMA step for P V) and its rows are one
+// 16-row MMA tile (the block's 1 to 8 rows, the rest zeros): S = Q K^T and O += P V on mma.sync instead of 8-dim
+// dot products and shuffles per key. 16 keys x 128 dims of K and V: 8 KB a stage, 64 KB a block at 2 stages (opt-in).
+constexpr int kDecodeTcTileKeys = 16;
 struct DecodePlan {
+  bool tensor_cores = false;  // the tensor-core variant (see kDecodeTcTileKeys)
   int block_n = 0;           // keys per block step (its warps' tiles together)
   int rows_per_block = 0;    // 1, 4 or 8: the smallest that holds the rows of one KV head, else 8
   int64_t row_groups = 0;    // blocks along the query rows of one KV head

@@ -23,7 +23,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one, and stays the
 // planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan that
 // reads it instead of being ignored.
-constexpr std::string_view kTuneKeys[] = {"attn_mw", "decode_stages", "decode_splits", "gemv_stages", "gemv_kwarps"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",     "decode_stages", "decode_splits",
+                                          "decode_tc",   "gemv_stages",   "gemv_kwarps"};
 
 Status tune_value(std::string_view key, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -450,7 +451,15 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   *p = DecodePlan{};
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-  p->block_n = kDecodeTileElems / head_dim;
+  int tc = 0;
+  KK_RETURN_IF_ERROR(tune_value("decode_tc", &tc));
+  if (tc != 0 && tc != 1) return invalid_argument("KERNELKIT_TUNE: decode_tc must be 0 or 1, got " + std::to_string(tc));
+  if (tc && head_dim > 128)
+    return unsupported("decode plan: the tensor-core variant (decode_tc) has head_dim 64 and 128 only, got " +
+                       std::to_string(head_dim));
+  p->tensor_cores = tc == 1;
+  const int warp_tile_keys = p->tensor_cores ? kDecodeTcTileKeys : kDecodeWarpTileElems / head_dim;
+  p->block_n = warp_tile_keys * (kDecodeThreads / 32);
   const int64_t r = std::max<int64_t>(rows, 1);
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
   p->row_groups = ceil_div(r, p->rows_per_block);
@@ -458,7 +467,7 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages).
   const int64_t warps = kDecodeThreads / 32;
   const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
-  auto smem_for = [&](int stages) { return std::max(warps * stages * 2 * kDecodeWarpTileElems * 2, merge); };
+  auto smem_for = [&](int stages) { return std::max(warps * stages * 2 * warp_tile_keys * head_dim * 2, merge); };
   if (blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0) == 0)
     return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   p->stages = 2;
@@ -493,7 +502,8 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
 
 std::string DecodePlan::to_string() const {
   std::ostringstream os;
-  os << "decode: " << splits << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of "
+  os << "decode" << (tensor_cores ? " (tensor cores)" : "") << ": " << splits << " split" << (splits == 1 ? "" : "s")
+     << " of " << chunk << " keys, tiles of "
      << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of "
      << rows_per_block << " row" << (rows_per_block == 1 ? "" : "s") << ", grid " << grid
      << ", " << stages << " stages, smem " << smem_bytes << " B" << (smem_optin ? " (opt-in)" : "") << ", "

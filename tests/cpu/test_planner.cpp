@@ -402,7 +402,23 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.splits, 64);
     EXPECT_EQ(d.chunk, 64);
   }
-  for (const char* bad : {"decode_splits=0", "decode_splits=129", "gemv_kwarps=0", "gemv_kwarps=9"}) {
+  {
+    Env e("decode_tc=1");  // the tensor-core decode: 16-key warp tiles, 8 KB of K and V a stage at head_dim 128
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_TRUE(d.tensor_cores);
+    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
+    EXPECT_EQ(d.chunk % d.block_n, 0);
+    EXPECT_EQ(d.smem_bytes, 4 * 2 * 2 * 16 * 128 * 2);  // warps x stages x (K, V) x keys x dims x 2 B: 64 KB, opt-in
+    EXPECT_TRUE(d.smem_optin);
+    EXPECT_NE(d.to_string().find("tensor cores"), std::string::npos) << d.to_string();
+    ASSERT_TRUE(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).ok());  // exactly the T4's 64 KB opt-in
+    ASSERT_TRUE(plan_decode(h200, 64, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.smem_bytes, 32 * 1024);
+    EXPECT_EQ(plan_decode(h200, 256, 1, 8, 4, 32, 4096, &d).code(), StatusCode::unsupported);
+  }
+  ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+  EXPECT_FALSE(d.tensor_cores);  // the default
+  for (const char* bad : {"decode_splits=0", "decode_splits=129", "decode_tc=2", "gemv_kwarps=0", "gemv_kwarps=9"}) {
     Env e(bad);
     const Status sd = plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d);
     const Status sl = plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l);

@@ -75,14 +75,19 @@ TEST(AttentionFp16, LargeMagnitudeLogits) {
     for (bool causal : {false, true}) {
       expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
       expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 22});
+      const kernelkit::testing::ScopedEnv tc("KERNELKIT_TUNE", "decode_tc=1");  // the tensor-core decode too
+      expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 23});
     }
 }
 
-using DecodeParam = std::tuple<DType, bool>;  // dtype, paged
+// Every shape with the CUDA-core decode (the planner's default) and the tensor-core variant (KERNELKIT_TUNE
+// decode_tc=1: head_dim 64 and 128 only, so the head_dim-256 shape is skipped there).
+using DecodeParam = std::tuple<DType, bool, bool>;  // dtype, paged, tensor cores
 class DecodeGrid : public ::testing::TestWithParam<DecodeParam> {};
 
 TEST_P(DecodeGrid, MatchesReference) {
-  const auto [dt, paged] = GetParam();
+  const auto [dt, paged, tc] = GetParam();
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : nullptr);
   struct DecodeShape {
     int64_t batch, s_q, s_k, heads, kv_heads, d;
     bool causal;
@@ -98,12 +103,14 @@ TEST_P(DecodeGrid, MatchesReference) {
   };
   uint64_t seed = 31;
   for (const DecodeShape& s : shapes)
-    expect_attention({OpId::decode_attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, s.d, s.causal, false,
-                      false, paged, 1.0, seed++});
+    if (!tc || s.d <= 128)
+      expect_attention({OpId::decode_attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, s.d, s.causal, false,
+                        false, paged, 1.0, seed++});
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
+                                            ::testing::Bool()));
 
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.

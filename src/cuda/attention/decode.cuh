@@ -11,6 +11,7 @@
 //   The four warps' (max, sum, O) merge through shared memory; with one split the block writes out and lse, with more
 //   fp32 partials (O / l, lse) go to a workspace and decode_merge_kernel combines them:
 //   lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
+//   decode_tc_kernel (KERNELKIT_TUNE decode_tc=1) does a warp's tile on tensor cores instead (see there).
 // Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split; FLOPs: 4 d per (query row, key).
 #pragma once
 
@@ -23,6 +24,7 @@
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/launch.cuh"
+#include "cuda/common/mma.cuh"
 #include "cuda/common/reduce.cuh"
 #include "cuda/common/vec.cuh"
 #include "kernelkit/planner.hpp"
@@ -59,13 +61,83 @@ struct DecodeSmem {
   };
 };
 
+// Element offset of `key` of sequence b in a K or V cache (head 0): contiguous [b, capacity, h_kv, d], or page
+// key / 16 of the block table ([pages, 16, h_kv, d]).
+template <bool kPaged, typename T>
+__device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b, const detail::HeadStrides& st,
+                                                int key) {
+  if constexpr (kPaged)
+    return static_cast<int64_t>(p.block_table[b * p.bt_stride + key / 16]) * st.batch + (key % 16) * st.token;
+  else
+    return b * st.batch + static_cast<int64_t>(key) * st.token;
+}
+
+// The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...
+template <int TK>
+struct WarpTiles {
+  static constexpr int kWarps = kDecodeThreads / 32;
+  int kbeg, kend, warp;
+  __device__ __forceinline__ int count() const {
+    const int n = kend > kbeg ? (kend - kbeg + TK - 1) / TK : 0;
+    return n > warp ? (n - warp + kWarps - 1) / kWarps : 0;
+  }
+  __device__ __forceinline__ int key0(int i) const { return kbeg + (warp + kWarps * i) * TK; }
+};
+
+// The end of a split block: its warps' states in `merge` (O unnormalized and the running max in the log2 domain, the
+// sum) merged as M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L, and stored: the output and
+// lse with one split, else the split's fp32 partials for decode_merge_kernel. Row r of the block is query token
+// (r0 + r) / group of head kvh * group + (r0 + r) % group.
+template <typename T, int D, int R>
+__device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
+                                                 const typename DecodeSmem<T, D, R>::Merge& merge, int b, int kvh,
+                                                 int r0, int split) {
+  constexpr int kWarps = DecodeSmem<T, D, R>::kWarps;
+  const int rows_total = p.group * p.s_q, tid = threadIdx.x;
+  auto row_token = [&](int r) { return (r0 + r) / p.group; };
+  auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
+  for (int pair = tid; pair < R * (D / 8); pair += kDecodeThreads) {
+    const int r = pair / (D / 8), ch = pair % (D / 8);
+    if (r0 + r >= rows_total) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, merge.m[w][r]);
+    float l = 0.0f, y[8] = {};
+    if (mx != -INFINITY)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
+        l = fmaf(merge.l[w][r], f, l);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) y[e] = fmaf(merge.o[w][r][ch * 8 + e], f, y[e]);
+      }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] *= inv;
+    const int token = row_token(r), head = row_head(r);
+    if (p.splits == 1) {
+      store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
+      if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
+    } else {
+      const int64_t row = (static_cast<int64_t>(b) * p.s_q + token) * p.heads + head;
+      const int64_t rows_all = static_cast<int64_t>(gridDim.y / p.kv_heads) * p.s_q * p.heads;
+      float* dst = p.part_o + (split * rows_all + row) * D + ch * 8;
+#pragma unroll
+      for (int e = 0; e < 8; e += 4)
+        *reinterpret_cast<float4*>(dst + e) = make_float4(y[e], y[e + 1], y[e + 2], y[e + 3]);
+      if (ch == 0) p.part_lse[split * rows_all + row] = lse;
+    }
+  }
+}
+
 template <typename T, int D, int R, bool kPaged>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     using Smem = DecodeSmem<T, D, R>;
-    constexpr int kWarps = Smem::kWarps, TK = Smem::TK;
+    constexpr int TK = Smem::TK;
     constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
     constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
     static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * 8 == TK * D, "decode warp tile");
@@ -94,16 +166,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
       for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.scale_log2 : 0.0f;
     }
-    auto key_offset = [&](const detail::HeadStrides& st, int key) -> int64_t {
-      if constexpr (kPaged)
-        return static_cast<int64_t>(p.block_table[b * p.bt_stride + key / 16]) * st.batch + (key % 16) * st.token;
-      else
-        return b * st.batch + static_cast<int64_t>(key) * st.token;
-    };
-    // Warp tile i of this warp: keys kbeg + (warp + kWarps i) TK ...
-    const int n_tiles = kend > kbeg ? (kend - kbeg + TK - 1) / TK : 0;
-    const int my_tiles = n_tiles > warp ? (n_tiles - warp + kWarps - 1) / kWarps : 0;
-    auto tile_key0 = [&](int i) { return kbeg + (warp + kWarps * i) * TK; };
+    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
+    const WarpTiles<TK> tiles{kbeg, kend, warp};
+    const int my_tiles = tiles.count();
+    auto tile_key0 = [&](int i) { return tiles.key0(i); };
     auto load_tile = [&](int i, typename Smem::Stage& st) {
       const int key0 = tile_key0(i);
 #pragma unroll
@@ -222,40 +289,175 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       }
     __syncthreads();
 
-    // The warps' states merged: M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L.
-    for (int pair = tid; pair < R * (D / 8); pair += kDecodeThreads) {
-      const int r = pair / (D / 8), ch = pair % (D / 8);
-      if (r0 + r >= rows_total) continue;
-      float mx = -INFINITY;
+    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+  }
+}
+
+// The tensor-core variant (plan.tensor_cores, KERNELKIT_TUNE decode_tc=1): the same grid, splits, stages and block
+// merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the prefill) and
+// the block's R rows are rows 0..R-1 of one 16-row MMA tile (the rest zeros, never stored): per tile, S = Q K^T is
+// D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of O += P V (D / 8
+// MMAs, V via ldmatrix.trans). The softmax is the prefill's (rows g and g + 8 of the quad's lanes).
+template <typename T, int D>
+struct DecodeTcStage {
+  T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
+  T v[kDecodeTcTileKeys * D];
+};
+
+template <typename T, int D, int R, bool kPaged>
+__global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    static_assert(R <= 8 && D % 16 == 0, "decode_tc: the block's rows are rows 0..R-1 of the 16-row tile");
+    using Stage = DecodeTcStage<T, D>;
+    constexpr int TK = kDecodeTcTileKeys;
+    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kCopies * 32 * 8 == TK * D, "decode_tc warp tile");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+
+    const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
+    const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
+    auto& merge = *reinterpret_cast<typename DecodeSmem<T, D, R>::Merge*>(smem_raw);
+    const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
+    const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
+    auto row_token = [&](int r) { return (r0 + r) / p.group; };
+    auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
+
+    // Q as A fragments (a[0] = row g, dims 2t..; a[1] = row g + 8; a[2], a[3]: dims + 8), zeros for tile rows the
+    // block does not own. This lane's rows: g and g + 8 (rr = 0, 1).
+    unsigned qa[D / 16][4];
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, merge.m[w][r]);
-      float l = 0.0f, y[8] = {};
-      if (mx != -INFINITY)
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      const bool own = r < R && r0 + r < rows_total;
+      const T* qrow = own ? p.t.q + b * p.t.qs.batch + static_cast<int64_t>(row_token(r)) * p.t.qs.token +
+                                static_cast<int64_t>(row_head(r)) * p.t.qs.head
+                          : nullptr;
 #pragma unroll
-        for (int w = 0; w < kWarps; ++w) {
-          const float f = exp2f(merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
-          l = fmaf(merge.l[w][r], f, l);
+      for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-          for (int e = 0; e < 8; ++e) y[e] = fmaf(merge.o[w][r][ch * 8 + e], f, y[e]);
-        }
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) y[e] *= inv;
-      const int token = row_token(r), head = row_head(r);
-      if (p.splits == 1) {
-        store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
-        if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
-      } else {
-        const int64_t row = (static_cast<int64_t>(b) * p.s_q + token) * p.heads + head;
-        const int64_t rows_all = static_cast<int64_t>(gridDim.y / p.kv_heads) * p.s_q * p.heads;
-        float* dst = p.part_o + (split * rows_all + row) * D + ch * 8;
-#pragma unroll
-        for (int e = 0; e < 8; e += 4)
-          *reinterpret_cast<float4*>(dst + e) = make_float4(y[e], y[e + 1], y[e + 2], y[e + 3]);
-        if (ch == 0) p.part_lse[split * rows_all + row] = lse;
-      }
+        for (int half = 0; half < 2; ++half)
+          qa[kk][2 * half + rr] = own ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t) : 0u;
     }
+
+    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    const WarpTiles<TK> tiles{kbeg, kend, warp};
+    const int my_tiles = tiles.count();
+    auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    auto load_tile = [&](int i, Stage& st) {
+      const int key0 = tile_key0(i);
+#pragma unroll
+      for (int cp = 0; cp < kCopies; ++cp) {
+        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
+        T* const dk = st.k + swz<D>(j, ch * 8);
+        T* const dv = st.v + swz<D>(j, ch * 8);
+        if (key < kend) {
+          copy_async<16>(dk, p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
+          copy_async<16>(dv, p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+        } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
+          *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    };
+
+    float acc[D / 8][4];  // O: 16 rows x D in C fragments
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
+
+    // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
+    for (int i = 0; i < p.stages - 1; ++i) {
+      if (i < my_tiles) load_tile(i, ring[i]);
+      cp_async_commit();
+    }
+    for (int i = 0; i < my_tiles; ++i) {
+      const Stage& st = ring[i % p.stages];
+      const int ahead = i + p.stages - 1;
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      cp_async_commit();
+      cp_async_wait_dynamic(p.stages - 1);
+      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
+
+      // S = Q K^T: keys 0..7 of the tile in s[0], 8..15 in s[1].
+      float s[2][4] = {};
+      const int q8 = lane >> 3;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned bk[4];
+        ldmatrix_x4<false>(bk, st.k + swz<D>((lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
+        mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
+        mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
+      }
+      // Scale into the log2 domain and mask: keys past this split or sequence, causal (the s_q queries are the
+      // sequence's last positions: query i sees keys <= len - s_q + i). Then the online softmax of the prefill.
+      const int key0 = tile_key0(i);
+      float tile_max[2] = {m_run[0], m_run[1]};
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + nb * 8 + 2 * t + (e & 1), r = g + 8 * (e / 2);
+          const bool masked = key >= kend || (p.causal && key > len - p.s_q + row_token(r));
+          s[nb][e] = masked ? -INFINITY : s[nb][e] * p.scale_log2;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
+        }
+      float m_use[2];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
+        tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
+        m_use[rr] = tile_max[rr] == -INFINITY ? 0.0f : tile_max[rr];  // nothing visible yet: never -inf - -inf
+        const float corr = exp2f(m_run[rr] - m_use[rr]);
+        m_run[rr] = tile_max[rr];
+        l_run[rr] *= corr;
+#pragma unroll
+        for (int d8 = 0; d8 < D / 8; ++d8) acc[d8][2 * rr] *= corr, acc[d8][2 * rr + 1] *= corr;
+      }
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nb][e] = exp2f(s[nb][e] - m_use[e / 2]);
+          l_run[e / 2] += s[nb][e];
+        }
+      // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
+      const unsigned pa[4] = {pack_rounded<T>(s[0][0], s[0][1]), pack_rounded<T>(s[0][2], s[0][3]),
+                              pack_rounded<T>(s[1][0], s[1][1]), pack_rounded<T>(s[1][2], s[1][3])};
+#pragma unroll
+      for (int db = 0; db < D / 16; ++db) {
+        unsigned bv[4];  // keys 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
+        ldmatrix_x4<true>(bv, st.v + swz<D>((lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
+        mma_16x8x16<T>(acc[2 * db], pa, bv[0], bv[1]);
+        mma_16x8x16<T>(acc[2 * db + 1], pa, bv[2], bv[3]);
+      }
+      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
+    }
+    cp_async_wait<0>();
+    allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
+
+    // The quad's column sums; then the warp's rows 0..R-1 into the merge area (over the ring: after the barrier).
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      if (r >= R) continue;
+#pragma unroll
+      for (int d8 = 0; d8 < D / 8; ++d8)
+        *reinterpret_cast<float2*>(&merge.o[warp][r][d8 * 8 + 2 * t]) =
+            make_float2(acc[d8][2 * rr], acc[d8][2 * rr + 1]);
+      if (t == 0) merge.m[warp][r] = m_run[rr], merge.l[warp][r] = l_run[rr];
+    }
+    __syncthreads();
+    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
   }
 }
 
@@ -324,15 +526,21 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
   }
 }
 
-// The instantiated kernel of (head_dim, rows per block, paged); null for a head_dim without one.
+// The instantiated kernel of (head_dim, rows per block, paged, tensor cores); null for a head_dim without one.
 template <typename T>
-void (*decode_kernel_for(int64_t head_dim, int rows, bool paged))(DecodeParams<T>) {
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores))(DecodeParams<T>) {
   auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
     constexpr int D = decltype(d)::value;
+    auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
+      constexpr int R = decltype(r)::value;
+      if constexpr (D <= 128)
+        if (tensor_cores) return paged ? decode_tc_kernel<T, D, R, true> : decode_tc_kernel<T, D, R, false>;
+      return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true> : decode_kernel<T, D, R, false>;
+    };
     switch (rows) {
-      case 1: return paged ? decode_kernel<T, D, 1, true> : decode_kernel<T, D, 1, false>;
-      case 4: return paged ? decode_kernel<T, D, 4, true> : decode_kernel<T, D, 4, false>;
-      default: return paged ? decode_kernel<T, D, 8, true> : decode_kernel<T, D, 8, false>;
+      case 1: return pick(std::integral_constant<int, 1>{});
+      case 4: return pick(std::integral_constant<int, 4>{});
+      default: return pick(std::integral_constant<int, 8>{});
     }
   };
   switch (head_dim) {
@@ -352,7 +560,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   DecodePlan plan;
   KK_RETURN_IF_ERROR(
       plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, a.capacity, &plan));
-  const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged);
+  const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged, plan.tensor_cores);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
