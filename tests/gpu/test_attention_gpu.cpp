@@ -100,6 +100,8 @@ TEST_P(DecodeGrid, MatchesReference) {
       {1, 1, 4097, 32, 1, 128, false},  // MQA: 32 query heads on one KV head, a long cache split over many blocks
       {3, 1, 4097, 4, 4, 256, false},   // head_dim 256
       {4, 2, 1000, 16, 2, 64, true},
+      {2, 3, 300, 8, 2, 128, true},     // 12 rows per KV head: blocks of 8 rows, the second half empty
+      {2, 1, 300, 6, 2, 64, false},     // GQA 3: blocks of 4 rows, one of them padding
   };
   uint64_t seed = 31;
   for (const DecodeShape& s : shapes)
