@@ -116,7 +116,9 @@ __device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t r
   p.out[token * p.out_stride + row] = from_float<T>(y);
 }
 
-template <typename T, int kBits, int kTokens, int kRows>
+// kRing: the cp.async ring (p.stages deep) or the register prefetch, chosen at compile time: with one run-time branch
+// holding both, ptxas moved the INT8 prefetch loads below the math of the chunk they should overlap (sm_90 SASS).
+template <typename T, int kBits, int kTokens, int kRows, bool kRing>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -153,7 +155,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       for (int r = 0; r < kRows; ++r) scale[r] = kBits == 4 ? chunk_scale(p, row[r], c) : 1.0f;
       accumulate_chunk<T, kBits, kTokens, kRows>(w, scale, xrow, c, acc);
     };
-    if (p.stages > 0) {
+    if constexpr (kRing) {
       // The cp.async ring: this thread's chunks land in its own 16-byte slots of shared memory ([stage][row][thread]),
       // so stages - 1 chunks of kRows rows are in flight without holding registers. A thread reads back only its own
       // copies, so waiting for its own groups is enough (no barrier in the loop).
@@ -243,8 +245,9 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
       return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
                                               std::to_string(plan.tokens) + " tokens has no kernel");
     // One-dimensional grid (token tiles fastest, see above); block 32 x k_warps.
-    linear_gemv_kernel<T, kBits, kTokens, kRows>
-        <<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true>
+                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false>;
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   };
