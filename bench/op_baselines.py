@@ -219,7 +219,8 @@ def run_w8a8(dtype, runs, device):
             xq, sx = kernelkit.quantize_per_token(x)
             exact = (xq.double() @ qw.double().T) * sx.double()[:, None] * sw.double()  # integer sums exact in fp64
             nsets, cold = cold_sets(qw.numel() + xq.numel() + m * n * 2)  # INT8 weights and x, the output
-            sets = [(x, w, xq, sx, qw, sw)] + [tuple(t.clone() for t in (x, w, xq, sx, qw, sw)) for _ in range(nsets - 1)]
+            sets = [(x, w, xq, sx, qw, sw)]
+            sets += [tuple(t.clone() for t in sets[0]) for _ in range(nsets - 1)]
             row = {"op": "linear_w8a8", "shape": f"m{m} n{n} k{k}", "l2": "cold" if cold else "warm",
                    "buffer_sets": nsets,
                    "max_err": check("w8a8", kernelkit.linear_w8a8(xq, sx, qw, sw, out_dtype=dtype), exact, 1e-2)}

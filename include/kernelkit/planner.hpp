@@ -103,10 +103,11 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp
 // owns), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to
-// kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy
-// below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read
-// at every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
-// invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
+// kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch,
+// or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1
+// to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory
+// allows, fails the plan with invalid_argument / unsupported naming it. Not for production use: the defaults are the
+// measured choices.
 
 // A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
 // (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.

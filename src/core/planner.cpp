@@ -453,7 +453,8 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
   int tc = 0;
   KK_RETURN_IF_ERROR(tune_value("decode_tc", &tc));
-  if (tc != 0 && tc != 1) return invalid_argument("KERNELKIT_TUNE: decode_tc must be 0 or 1, got " + std::to_string(tc));
+  if (tc != 0 && tc != 1)
+    return invalid_argument("KERNELKIT_TUNE: decode_tc must be 0 or 1, got " + std::to_string(tc));
   if (tc && head_dim > 128)
     return unsupported("decode plan: the tensor-core variant (decode_tc) has head_dim 64 and 128 only, got " +
                        std::to_string(head_dim));

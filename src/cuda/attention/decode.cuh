@@ -296,8 +296,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 // The tensor-core variant (plan.tensor_cores, KERNELKIT_TUNE decode_tc=1): the same grid, splits, stages and block
 // merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the prefill) and
 // the block's R rows are rows 0..R-1 of one 16-row MMA tile (the rest zeros, never stored): per tile, S = Q K^T is
-// D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of O += P V (D / 8
-// MMAs, V via ldmatrix.trans). The softmax is the prefill's (rows g and g + 8 of the quad's lanes).
+// D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of O += P V
+// (D / 8 MMAs, V via ldmatrix.trans). The softmax is the prefill's (rows g and g + 8 of the quad's lanes). Rows 8-15
+// of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (not needed while the
+// loads bound it).
 template <typename T, int D>
 struct DecodeTcStage {
   T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
