@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Nsight Compute on the decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM throughput,
-# occupancy, warp stall reasons), for the shapes of the benchmark table. Needs a GPU, ncu, and the kernelkit package
+# Nsight Compute on the prefill, decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM and
+# tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
+# tensor-core decode (KERNELKIT_TUNE decode_tc=1) next to the default. Needs a GPU, ncu, and the kernelkit package
 # installed in the Python environment (scripts/gpu-check --python does that).
 #   bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
@@ -8,17 +9,25 @@ out=${1:-build/ncu}
 mkdir -p "$out"
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 cat >"$out/ncu_ops.py" <<'PY'
+import os
+
 import torch
 import kernelkit
 
 dev, dt = "cuda", torch.bfloat16
 torch.manual_seed(0)
-for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128
+q, k, v = (torch.randn(1, 4096, 32, 128, device=dev, dtype=dt) for _ in range(3))  # prefill b1 h32 s4096 d128
+kernelkit.attention(q, k, v, causal=True)
+for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128; CUDA cores (default), then tensor cores
     q = torch.randn(b, 1, 32, 128, device=dev, dtype=dt)
     kc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
     vc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
-    for _ in range(2):
-        kernelkit.decode_attention(q, kc, vc)
+    for tune in (None, "decode_tc=1"):
+        if tune:
+            os.environ["KERNELKIT_TUNE"] = tune
+        for _ in range(2):
+            kernelkit.decode_attention(q, kc, vc)
+        os.environ.pop("KERNELKIT_TUNE", None)
 for n, k in ((11008, 4096), (4096, 11008)):  # weight-only linear, m 1 (GEMV) and 16 (tensor cores, split-K)
     w = torch.randn(n, k, device=dev, dtype=dt) * 0.02
     for bits in (8, 4):
@@ -31,10 +40,12 @@ torch.cuda.synchronize()
 print("ncu_ops.py done")
 PY
 # Every launch of the matching kernels (the second of each pair is warm); the sections that say where time goes.
-"$NCU" --target-processes all -k 'regex:decode_kernel|decode_merge|linear_gemv|linear_tc|splitk_reduce' \
+kernels='flash_prefill|decode_kernel|decode_tc_kernel|decode_merge|linear_gemv|linear_tc|splitk_reduce'
+"$NCU" --target-processes all -k "regex:$kernels" \
   --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-  --section MemoryWorkloadAnalysis python3 "$out/ncu_ops.py" >"$out/ncu_ops.txt" 2>&1
+  --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis python3 "$out/ncu_ops.py" >"$out/ncu_ops.txt" 2>&1
 rc=$?
-grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Stall|ncu_ops.py done|==ERROR==" \
-  "$out/ncu_ops.txt" | head -300
+keep='^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit'
+keep+='|Registers Per|Grid Size|Block Size|Stall|Issue Slots Busy|ncu_ops.py done|==ERROR=='
+grep -E "$keep" "$out/ncu_ops.txt" | head -400
 exit $rc

@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 // D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of O += P V
 // (D / 8 MMAs, V via ldmatrix.trans). The softmax is the prefill's (rows g and g + 8 of the quad's lanes). Rows 8-15
 // of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (not needed while the
-// loads bound it).
+// loads bound it; to be measured).
 template <typename T, int D>
 struct DecodeTcStage {
   T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
