@@ -66,7 +66,7 @@ def check(name, got, want, tol):
 # the defaults replaced, the tensor-core decode (decode_tc=1, not yet a default), and sweeps of the split counts the
 # planner's cost model picks (decode: 43 splits at b1 h32/8 s4096 d128 on the H200; the GEMV: 2 warps along k at m1
 # n11008 k4096).
-TUNED = {"attention": ["attn_mw=1"],
+TUNED = {"attention": ["attn_mw=1", "attn_stages=3"],
          "decode": ["decode_stages=4", "decode_tc=1", "decode_tc=1,decode_splits=16", "decode_splits=8",
                     "decode_splits=16", "decode_splits=32", "decode_splits=64", "decode_splits=128"],
          "linear": ["gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}

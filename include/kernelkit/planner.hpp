@@ -101,13 +101,13 @@ struct LaunchPlan {
 Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
 
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
-// benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp
-// owns), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to
-// kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch,
-// or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1
-// to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory
-// allows, fails the plan with invalid_argument / unsupported naming it. Not for production use: the defaults are the
-// measured choices.
+// benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp owns),
+// attn_stages (1 to kAttnMaxStages), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of
+// the keys, 1 to kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 =
+// register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k
+// in a GEMV block, 1 to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no
+// shared memory allows, fails the plan with invalid_argument / unsupported naming it. Not for production use: the
+// defaults are the measured choices.
 
 // A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
 // (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.
@@ -130,6 +130,10 @@ struct TilePlan {
   bool smem_optin = false;
   std::string to_string() const;
 };
+// Prefill attention's K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through
+// KERNELKIT_TUNE attn_stages (not yet measured: at head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200
+// SM, about one global-memory round trip, so 2 buffers may leave the loads exposed).
+constexpr int kAttnMaxStages = 3;
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 

@@ -23,8 +23,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one, and stays the
 // planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan that
 // reads it instead of being ignored.
-constexpr std::string_view kTuneKeys[] = {"attn_mw",     "decode_stages", "decode_splits",
-                                          "decode_tc",   "gemv_stages",   "gemv_kwarps"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",   "attn_stages", "decode_stages", "decode_splits",
+                                          "decode_tc", "gemv_stages", "gemv_kwarps"};
 
 Status tune_value(std::string_view key, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -433,6 +433,16 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   }
   if (smem(*t) > prof.smem_per_block_optin)
     return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
+  if (family == TileFamily::attention) {
+    KK_RETURN_IF_ERROR(tune_value("attn_stages", &t->stages));
+    if (t->stages < 1 || t->stages > kAttnMaxStages)
+      return invalid_argument("KERNELKIT_TUNE: attn_stages must be 1 to " + std::to_string(kAttnMaxStages) + ", got " +
+                              std::to_string(t->stages));
+    if (smem(*t) > prof.smem_per_block_optin)
+      return unsupported("tile plan: " + std::to_string(t->stages) + " K/V stages of a " + std::to_string(t->block_m) +
+                         "x" + std::to_string(t->block_n) + " tile need " + std::to_string(smem(*t)) +
+                         " bytes, more than profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
+  }
   // Attention: one warp per mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two
   // tiles a warp exist for 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
   if (family == TileFamily::attention) {

@@ -403,6 +403,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.chunk, 64);
   }
   {
+    Env e("attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 (two row tiles a warp)
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.stages, 3);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
+    ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
+    EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
+  }
+  for (const char* bad : {"attn_stages=0", "attn_stages=4"}) {
+    Env e(bad);
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+        << bad;
+  }
+  {
     Env e("decode_tc=1");  // the tensor-core decode: 16-key warp tiles, 8 KB of K and V a stage at head_dim 128
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_TRUE(d.tensor_cores);

@@ -150,14 +150,18 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
 // defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
-// warp (the 128x64 tiles of before at head_dim 64 and 128), 3 or 4 decode stages (64 KB: the T4 profile's opt-in
-// maximum) with forced split counts (one split: no merge; 7: uneven chunks). f16: valid on every profile.
+// warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
+// its opt-in maximum), 3 or 4 decode stages (64 KB) with forced split counts (one split: no merge; 7: uneven chunks).
+// f16: valid on every profile.
 TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_mw=1");
   uint64_t seed = 71;
-  for (int64_t d : {64, 128})
-    for (bool causal : {false, true})
-      expect_attention({OpId::attention, DType::f16, 2, 127, 1000, 8, 2, d, causal, false, false, false, 1.0, seed++});
+  for (const char* setting : {"attn_mw=1", "attn_stages=3"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        expect_attention(
+            {OpId::attention, DType::f16, 2, 127, 1000, 8, 2, d, causal, false, false, false, 1.0, seed++});
+  }
   for (const char* setting : {"decode_stages=3,decode_splits=1", "decode_stages=4,decode_splits=7"}) {
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
     expect_attention({OpId::decode_attention, DType::f16, 2, 1, 4097, 32, 8, 128, false, false, false, false, 1.0,
