@@ -36,7 +36,7 @@ struct FlashParams {
   int group;         // heads / kv_heads
   float scale_log2;  // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
   bool causal;
-  int stages;  // K/V buffers: 1 or 2
+  int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
 };
 
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
