@@ -161,6 +161,9 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
       for (bool causal : {false, true})
         expect_attention(
             {OpId::attention, DType::f16, 2, 127, 1000, 8, 2, d, causal, false, false, false, 1.0, seed++});
+    // Fewer K/V tiles than the ring has buffers: one key, and 40 keys (two 32-key tiles).
+    expect_attention({OpId::attention, DType::f16, 1, 1, 1, 4, 4, 64, false, false, false, false, 1.0, seed++});
+    expect_attention({OpId::attention, DType::f16, 2, 7, 40, 8, 2, 128, true, false, false, false, 1.0, seed++});
   }
   for (const char* setting : {"decode_stages=3,decode_splits=1", "decode_stages=4,decode_splits=7"}) {
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
