@@ -21,6 +21,7 @@
 
 #include "core/attention.hpp"
 #include "cuda/attention/common.cuh"
+#include "cuda/attention/mma_softmax.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/launch.cuh"
@@ -407,28 +408,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
           s[nb][e] = masked ? -INFINITY : s[nb][e] * p.scale_log2;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
-      float m_use[2];
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
-        tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
-        m_use[rr] = tile_max[rr] == -INFINITY ? 0.0f : tile_max[rr];  // nothing visible yet: never -inf - -inf
-        const float corr = exp2f(m_run[rr] - m_use[rr]);
-        m_run[rr] = tile_max[rr];
-        l_run[rr] *= corr;
-#pragma unroll
-        for (int d8 = 0; d8 < D / 8; ++d8) acc[d8][2 * rr] *= corr, acc[d8][2 * rr + 1] *= corr;
-      }
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[nb][e] = exp2f(s[nb][e] - m_use[e / 2]);
-          l_run[e / 2] += s[nb][e];
-        }
+      online_softmax_step(s, tile_max, m_run, l_run, acc);
       // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
-      const unsigned pa[4] = {pack_rounded<T>(s[0][0], s[0][1]), pack_rounded<T>(s[0][2], s[0][3]),
-                              pack_rounded<T>(s[1][0], s[1][1]), pack_rounded<T>(s[1][2], s[1][3])};
+      unsigned pa[4];
+      p_fragment<T>(s, 0, pa);
 #pragma unroll
       for (int db = 0; db < D / 16; ++db) {
         unsigned bv[4];  // keys 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed

@@ -18,6 +18,7 @@
 
 #include "core/attention.hpp"
 #include "cuda/attention/common.cuh"
+#include "cuda/attention/mma_softmax.cuh"
 #include "cuda/common/async_copy.cuh"
 #include "cuda/common/check.cuh"
 #include "cuda/common/mma.cuh"
@@ -197,30 +198,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
             s[mi][nb][e] = x;
             tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
           }
-        // Online softmax: the quad (4 lanes) shares each row; rescale O and l by exp2(m_old - m_new).
-        float m_use[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-          tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-          // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
-          m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
-          const float corr = exp2f(m_run[mi][r] - m_use[r]);
-          m_run[mi][r] = tile_max[r];
-          l_run[mi][r] *= corr;
-#pragma unroll
-          for (int i = 0; i < D / 8; ++i) {
-            acc[mi][i][2 * r] *= corr;
-            acc[mi][i][2 * r + 1] *= corr;
-          }
-        }
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[mi][nb][e] = exp2f(s[mi][nb][e] - m_use[e / 2]);
-            l_run[mi][e / 2] += s[mi][nb][e];  // fp32 P: the sum is not rounded to T (only the P V operand is)
-          }
+        online_softmax_step(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
 
       // O += P V: P's C fragments of keys 16kk..16kk+15 are exactly the A fragment of that k-step; each V fragment
@@ -229,12 +207,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
       for (int kk = 0; kk < BN / 16; ++kk) {
         unsigned a[MW][4];
 #pragma unroll
-        for (int mi = 0; mi < MW; ++mi) {
-          a[mi][0] = pack_rounded<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-          a[mi][1] = pack_rounded<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-          a[mi][2] = pack_rounded<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-          a[mi][3] = pack_rounded<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-        }
+        for (int mi = 0; mi < MW; ++mi) p_fragment<T>(s[mi], kk, a[mi]);
 #pragma unroll
         for (int db = 0; db < D / 16; ++db) {
           unsigned bv[4];  // keys kk*16 + 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed

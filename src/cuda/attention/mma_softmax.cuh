@@ -1,0 +1,51 @@
+// The online-softmax step and the P fragment shared by the tensor-core attention kernels (flash_prefill_kernel,
+// decode_tc_kernel): one 16-row MMA tile whose scores sit in C fragments (mma.cuh), rows g and g + 8 of the lane's
+// quad.
+#pragma once
+
+#include "cuda/common/mma.cuh"
+
+namespace kernelkit::cuda {
+
+// s: the tile's NB x 8 scores of this lane, already scaled into the log2 domain and masked to -inf; tile_max: the
+// running max of rows g, g + 8 combined with this lane's scores. The quad (4 lanes) shares each row: the new max is
+// reduced over it, O (acc) and this lane's part of the sum l are rescaled by exp2(m_old - m_new), and s becomes P
+// (fp32: l adds the unrounded values, only the P V operand is rounded to T).
+template <int NB, int D8>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
+                                                    float (&l_run)[2], float (&acc)[D8][4]) {
+  float m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
+    m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
+    const float corr = exp2f(m_run[r] - m_use[r]);
+    m_run[r] = tile_max[r];
+    l_run[r] *= corr;
+#pragma unroll
+    for (int i = 0; i < D8; ++i) {
+      acc[i][2 * r] *= corr;
+      acc[i][2 * r + 1] *= corr;
+    }
+  }
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nb][e] = exp2f(s[nb][e] - m_use[e / 2]);
+      l_run[e / 2] += s[nb][e];
+    }
+}
+
+// P's C fragments of keys 16 kk .. 16 kk + 15 rounded to T: exactly the A fragment of that P V k-step.
+template <typename T, int NB>
+__device__ __forceinline__ void p_fragment(const float (&s)[NB][4], int kk, unsigned (&a)[4]) {
+  a[0] = pack_rounded<T>(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack_rounded<T>(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack_rounded<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack_rounded<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+}  // namespace kernelkit::cuda
