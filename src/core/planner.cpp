@@ -20,13 +20,13 @@ constexpr int kMaxBlockThreads = kRowNormMaxThreads;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one, and stays the
-// planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan that
-// reads it instead of being ignored.
+// KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one (which must lie
+// in [lo, hi]), and stays the planner's choice otherwise. The whole variable is parsed on each call, so a malformed
+// one fails every plan that reads it instead of being ignored.
 constexpr std::string_view kTuneKeys[] = {"attn_mw",   "attn_stages", "decode_stages", "decode_splits",
                                           "decode_tc", "gemv_stages", "gemv_kwarps"};
 
-Status tune_value(std::string_view key, int* value) {
+Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
   if (!env) return Status::Ok();
   std::string_view rest(env);
@@ -48,7 +48,11 @@ Status tune_value(std::string_view key, int* value) {
       for (std::string_view name : kTuneKeys) keys += (keys.empty() ? "" : ", ") + std::string(name);
       return invalid_argument("KERNELKIT_TUNE: '" + std::string(item) + "' is not key=integer with key one of " + keys);
     }
-    if (k == key) *value = v;
+    if (k != key) continue;
+    if (v < lo || v > hi)
+      return invalid_argument("KERNELKIT_TUNE: " + std::string(item) + " is out of range (" + std::string(key) + " " +
+                              std::to_string(lo) + " to " + std::to_string(hi) + ")");
+    *value = v;
   }
   return Status::Ok();
 }
@@ -256,10 +260,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
          int64_t{p->k_warps} * 2 * kWarp <= chunks)
     p->k_warps *= 2;
-  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", &p->k_warps));
-  if (p->k_warps < 1 || p->k_warps * kWarp > kLinearMaxThreads)
-    return invalid_argument("KERNELKIT_TUNE: gemv_kwarps " + std::to_string(p->k_warps) + " is not 1 to " +
-                            std::to_string(kLinearMaxThreads / kWarp));
+  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", 1, kLinearMaxThreads / kWarp, &p->k_warps));
   p->threads_per_row = kWarp;
   p->rows_per_block = p->k_warps;
   p->block_threads = kWarp * p->k_warps;
@@ -268,9 +269,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   // there); the ring's shared memory, when tuned in, is what the warps' partial sums reuse.
   const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
   p->stages = 0;
-  KK_RETURN_IF_ERROR(tune_value("gemv_stages", &p->stages));
-  if (p->stages == 1 || p->stages < 0 || p->stages > kLinearGemvStages ||
-      p->stages * slot_bytes > prof.smem_per_block_default)
+  KK_RETURN_IF_ERROR(tune_value("gemv_stages", 0, kLinearGemvStages, &p->stages));
+  if (p->stages == 1 || p->stages * slot_bytes > prof.smem_per_block_default)
     return invalid_argument("KERNELKIT_TUNE: gemv_stages " + std::to_string(p->stages) + " is not 0 or 2 to " +
                             std::to_string(kLinearGemvStages) + " within 48 KB for a " +
                             std::to_string(p->block_threads) + "-thread block");
@@ -412,9 +412,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
     planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
-    KK_RETURN_IF_ERROR(tune_value("attn_mw", &mw));
-    if (mw != 1 && mw != 2)
-      return invalid_argument("KERNELKIT_TUNE: attn_mw must be 1 or 2, got " + std::to_string(mw));
+    KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &mw));
     // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
     // spill (ptxas, sm_80 and sm_90: ~260 bytes a thread), with 32-key tiles they fit (254 registers).
     if (mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);
@@ -433,19 +431,15 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   }
   if (smem(*t) > prof.smem_per_block_optin)
     return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
+  // Attention: a forced K/V depth must fit as is (the shrinking above is the planner's own); one warp per mw x 16
+  // query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two tiles a warp exist for 128-row
+  // blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
   if (family == TileFamily::attention) {
-    KK_RETURN_IF_ERROR(tune_value("attn_stages", &t->stages));
-    if (t->stages < 1 || t->stages > kAttnMaxStages)
-      return invalid_argument("KERNELKIT_TUNE: attn_stages must be 1 to " + std::to_string(kAttnMaxStages) + ", got " +
-                              std::to_string(t->stages));
+    KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &t->stages));
     if (smem(*t) > prof.smem_per_block_optin)
       return unsupported("tile plan: " + std::to_string(t->stages) + " K/V stages of a " + std::to_string(t->block_m) +
                          "x" + std::to_string(t->block_n) + " tile need " + std::to_string(smem(*t)) +
                          " bytes, more than profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
-  }
-  // Attention: one warp per mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two
-  // tiles a warp exist for 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
-  if (family == TileFamily::attention) {
     if (mw == 2 && t->block_m != 128 && planned_mw == 2) mw = 1;  // the planner's choice, for a tile shrunk below it
     if (mw == 2 && (t->block_m != 128 || !(head_dim == 64 || (head_dim == 128 && t->block_n == 32))))
       return unsupported("tile plan: no kernel with 2 row tiles a warp for head_dim " + std::to_string(head_dim));
@@ -462,9 +456,7 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
   int tc = 0;
-  KK_RETURN_IF_ERROR(tune_value("decode_tc", &tc));
-  if (tc != 0 && tc != 1)
-    return invalid_argument("KERNELKIT_TUNE: decode_tc must be 0 or 1, got " + std::to_string(tc));
+  KK_RETURN_IF_ERROR(tune_value("decode_tc", 0, 1, &tc));
   if (tc && head_dim > 128)
     return unsupported("decode plan: the tensor-core variant (decode_tc) has head_dim 64 and 128 only, got " +
                        std::to_string(head_dim));
@@ -482,10 +474,11 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   if (blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0) == 0)
     return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   p->stages = 2;
-  KK_RETURN_IF_ERROR(tune_value("decode_stages", &p->stages));
-  if (p->stages < 2 || p->stages > kDecodeMaxStages || smem_for(p->stages) > prof.smem_per_block_optin)
-    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " is not 2 to " +
-                            std::to_string(kDecodeMaxStages) + " within the profile's shared memory");
+  KK_RETURN_IF_ERROR(tune_value("decode_stages", 2, kDecodeMaxStages, &p->stages));
+  if (smem_for(p->stages) > prof.smem_per_block_optin)
+    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " needs " +
+                            std::to_string(smem_for(p->stages)) + " bytes, more than profile " + prof.key + "'s " +
+                            std::to_string(prof.smem_per_block_optin));
   p->smem_bytes = smem_for(p->stages);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
   p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
@@ -496,14 +489,9 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
   int64_t chunk_tiles = split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
                                     kDecodeMaxSplits, kDecodeBlockOverheadTiles);
-  int splits = -1;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
-  KK_RETURN_IF_ERROR(tune_value("decode_splits", &splits));
-  if (splits != -1) {
-    if (splits < 1 || splits > kDecodeMaxSplits)
-      return invalid_argument("KERNELKIT_TUNE: decode_splits " + std::to_string(splits) + " is not 1 to " +
-                              std::to_string(kDecodeMaxSplits));
-    chunk_tiles = ceil_div(tiles, splits);
-  }
+  int splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
+  KK_RETURN_IF_ERROR(tune_value("decode_splits", 1, kDecodeMaxSplits, &splits));
+  if (splits > 0) chunk_tiles = ceil_div(tiles, splits);
   p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
   p->chunk = chunk_tiles * p->block_n;
   p->grid = p->splits * blocks;

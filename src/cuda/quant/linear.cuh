@@ -12,10 +12,10 @@
 // the same time, so the second read of a row is an L2 hit and HBM sees the weights about once per call.
 // Per chunk and row: 16 bytes of weights (16 INT8 or 32 INT4 values), dequantized exactly to fp32 (quant_common.cuh)
 // once and used for all kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass
-// L1). The weights stream through a per-thread cp.async ring in shared memory (plan.stages, sm_80+ profiles: up to 3
-// chunks x kRows rows in flight a thread without holding registers), else through registers (the next chunk loaded
-// before this one is computed). Why: with the register prefetch alone the kernel was latency-bound, e.g. 19.2 us
-// (2.35 TB/s, 55% of the copy ceiling) for W8A16 m1 n11008 k4096 on the H200, whose blocks run 4 chunks a thread.
+// L1). The weights come through registers (the next chunk loaded before this one is computed); a per-thread cp.async
+// ring in shared memory (plan.stages > 0, KERNELKIT_TUNE gemv_stages: up to 3 chunks x kRows rows in flight a thread
+// without holding registers) is the alternative, which measured slower at 5 of 6 m1 shapes on the H200 (planner.hpp,
+// kLinearGemvStages).
 // INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
 // INT8: one scale per row, applied to the final sum.
 #pragma once
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       cp_async_wait<0>();
       __syncthreads();  // every thread is done with the ring: the partials below reuse its bytes
     } else {
-      // Registers (profiles without cp.async): the next chunk's weights are in flight while this one is computed.
+      // Registers (the default): the next chunk's weights are in flight while this one is computed.
       int64_t c = c_first;
       uint4 wcur[kRows];
       if (c < chunks)
