@@ -74,8 +74,8 @@ TUNED = {"attention": ["attn_mw=1", "attn_stages=3"],
 
 def tuned(op, fns):
     """[(row name suffix, fns run with KERNELKIT_TUNE set to one of the op's alternatives)], empty without --tuned;
-    `fns` is one callable or a list (one per buffer set, see cold_sets). The planner reads the variable at each call,
-    so a CUDA graph captures the kernel chosen under it."""
+    `fns`: one call per buffer set (see cold_sets). The planner reads the variable at each call, so a CUDA graph
+    captures the kernel chosen under it."""
     if not args.tuned:
         return []
 
@@ -91,21 +91,16 @@ def tuned(op, fns):
                 else:
                     os.environ["KERNELKIT_TUNE"] = old
         return call
-    if callable(fns):
-        return [(s, with_setting(s, fns)) for s in TUNED[op]]
     return [(s, [with_setting(s, f) for f in fns]) for s in TUNED[op]]
 
 
-def cold_sets(set_bytes):
-    """How many copies of an input set one timed CUDA graph cycles through so that they exceed 2x L2 (as kernelkit
-    bench and torch_baselines.py do): a memory-bound op then reads DRAM, not what the previous replay left in L2 (a
-    24 MB INT4 weight fits the H200's L2, the 90 MB bf16 weight F.linear reads does not). Returns (sets, cold)."""
-    return tb.buffer_sets(set_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
-
-
-def first(fns):
-    """The call of buffer set 0 (what the correctness checks run)."""
-    return fns[0] if isinstance(fns, list) else fns
+def cold_sets(tensors, set_bytes):
+    """(sets, cold): the tensors, then copies of them, so that one timed CUDA graph cycling through the sets exceeds
+    2x L2 (as kernelkit bench and torch_baselines.py do): a memory-bound op then reads DRAM, not what the previous
+    replay left in L2 (a 24 MB INT4 weight fits the H200's L2, the 90 MB bf16 weight F.linear reads does not).
+    `set_bytes`: what the smallest implementation reads of one set, so every implementation gets the same count."""
+    n, cold = tb.buffer_sets(set_bytes, torch.cuda.get_device_properties(0).L2_cache_size)
+    return [tuple(tensors)] + [tuple(t.clone() for t in tensors) for _ in range(n - 1)], cold
 
 
 def attention_cases(quick):
@@ -125,9 +120,9 @@ def run_attention(dtype, runs, device):
                "max_err": check("attention", kernelkit.attention(q, k, v, causal=causal), want, 2e-2)}
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
-        for setting, call in tuned("attention", impls["kernelkit"]):
-            check("attention " + setting, call(), want, 2e-2)
-            impls["kernelkit " + setting] = call
+        for setting, calls in tuned("attention", [impls["kernelkit"]]):
+            check("attention " + setting, calls[0](), want, 2e-2)
+            impls["kernelkit " + setting] = calls
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
@@ -143,13 +138,12 @@ def run_decode(dtype, runs, device):
         kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
         want = sdpa(q.float(), kc.float(), vc.float(), False)
         kv_bytes = 2 * kc.numel() * kc.element_size()
-        nsets, cold = cold_sets(kv_bytes)
-        caches = [(kc, vc)] + [(kc.clone(), vc.clone()) for _ in range(nsets - 1)]
+        caches, cold = cold_sets((kc, vc), kv_bytes)
         row = {"op": "decode_attention", "shape": f"b{b} h{h}/{hk} s{s} d{d}", "l2": "cold" if cold else "warm",
-               "buffer_sets": nsets, "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
+               "buffer_sets": len(caches), "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
         impls = {"kernelkit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in caches]}
         for setting, calls in tuned("decode", impls["kernelkit"]):
-            check("decode " + setting, first(calls)(), want, 2e-2)
+            check("decode " + setting, calls[0](), want, 2e-2)
             impls["kernelkit " + setting] = calls
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = [lambda be=be, c=c: sdpa(q, c[0], c[1], False, be)
@@ -168,13 +162,11 @@ def run_linear(dtype, runs, device, peak_gbps):
         packs = {bits: kernelkit.quantize_weight(w, bits, 128) for bits in (8, 4)}
         for m in ms:
             x = torch.randn(m, k, device=device, dtype=dtype)
-            # Buffer sets sized by the smallest working set (INT4 weights + scales + x), the same count for every
-            # implementation: each then reads its weights from DRAM.
-            nsets, cold = cold_sets(packs[4][0].numel() + packs[4][1].numel() * 4 + x.numel() * x.element_size())
-            sets = [(x, w, packs)] + [(x.clone(), w.clone(), {b: (q.clone(), s.clone()) for b, (q, s) in packs.items()})
-                                      for _ in range(nsets - 1)]
+            # Sets of (x, w, INT8 q and s, INT4 q and s), counted by the INT4 working set (the smallest).
+            sets, cold = cold_sets((x, w, *packs[8], *packs[4]),
+                                   packs[4][0].numel() + packs[4][1].numel() * 4 + x.numel() * x.element_size())
             row = {"op": "linear_weight_only", "shape": f"m{m} n{n} k{k}", "l2": "cold" if cold else "warm",
-                   "buffer_sets": nsets}
+                   "buffer_sets": len(sets)}
             impls = {"F.linear " + str(dtype).split(".")[-1]: [lambda st=st: F.linear(st[0], st[1]) for st in sets]}
             for bits, (q, s) in packs.items():
                 # Check against F.linear on the dequantized weights (float32).
@@ -182,8 +174,9 @@ def run_linear(dtype, runs, device, peak_gbps):
                     deq = q.float() * s[:, None]
                 else:
                     deq = None  # the int4 layout is checked by the C++ tests; here the quantization error bound
-                runs_ = [lambda st=st, bits=bits: kernelkit.linear_weight_only(st[0], *st[2][bits], bits,
-                                                                                128 if bits == 4 else 0)
+                qs = slice(2, 4) if bits == 8 else slice(4, 6)  # the set's (q, s) of this width
+                runs_ = [lambda st=st, bits=bits, qs=qs: kernelkit.linear_weight_only(st[0], *st[qs], bits,
+                                                                                       128 if bits == 4 else 0)
                          for st in sets]
                 got = runs_[0]()
                 if deq is not None:
@@ -192,7 +185,7 @@ def run_linear(dtype, runs, device, peak_gbps):
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = runs_
                 for setting, calls in tuned("linear", runs_) if m <= 2 else []:  # the GEMV's: same sums, any order
-                    check(f"w{bits}a16 " + setting, first(calls)(), got, 1e-2)
+                    check(f"w{bits}a16 " + setting, calls[0](), got, 1e-2)
                     impls[f"kernelkit w{bits}a16 {setting}"] = calls
             weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,
                             4: packs[4][0].numel() + packs[4][1].numel() * 4}
@@ -218,11 +211,10 @@ def run_w8a8(dtype, runs, device):
             x = torch.randn(m, k, device=device, dtype=dtype)
             xq, sx = kernelkit.quantize_per_token(x)
             exact = (xq.double() @ qw.double().T) * sx.double()[:, None] * sw.double()  # integer sums exact in fp64
-            nsets, cold = cold_sets(qw.numel() + xq.numel() + m * n * 2)  # INT8 weights and x, the output
-            sets = [(x, w, xq, sx, qw, sw)]
-            sets += [tuple(t.clone() for t in sets[0]) for _ in range(nsets - 1)]
+            # Sized by INT8 weights, x and the output.
+            sets, cold = cold_sets((x, w, xq, sx, qw, sw), qw.numel() + xq.numel() + m * n * 2)
             row = {"op": "linear_w8a8", "shape": f"m{m} n{n} k{k}", "l2": "cold" if cold else "warm",
-                   "buffer_sets": nsets,
+                   "buffer_sets": len(sets),
                    "max_err": check("w8a8", kernelkit.linear_w8a8(xq, sx, qw, sw, out_dtype=dtype), exact, 1e-2)}
             # st[4].t(): the [k, n] column-major view of a set's weights that torch._int_mm (cuBLASLt) takes
             impls = {"kernelkit w8a8": [lambda st=st: kernelkit.linear_w8a8(*st[2:], out_dtype=dtype) for st in sets],
@@ -329,8 +321,6 @@ def check_cpu():
           s8.double(), 1e-2)
     before = os.environ.get("KERNELKIT_TUNE")  # the alternatives' wrapper sets the variable for the call only
     args.tuned = True
-    alternatives = tuned("linear", lambda: os.environ.get("KERNELKIT_TUNE"))
-    assert [call() for _, call in alternatives] == [s for s, _ in alternatives] == TUNED["linear"]
     per_set = tuned("decode", [lambda: os.environ.get("KERNELKIT_TUNE")] * 2)
     assert [[c() for c in calls] for _, calls in per_set] == [[s, s] for s in TUNED["decode"]]
     assert os.environ.get("KERNELKIT_TUNE") == before

@@ -198,8 +198,9 @@ Status launch_w8a8_cublaslt(const detail::W8A8Args& a, W8A8Params<T> p, cudaStre
       q.sx += r0;
       q.out += r0 * a.out_stride;
       q.m = static_cast<int>(rows);
-      // A programmatic dependent of cuBLASLt's last kernel (sm_90 code): placed behind it without the stream's launch
-      // gap, about as long as the scaling itself at m 256 (26.2 us in all against _int_mm's 19.9, session 6).
+      // A programmatic dependent of cuBLASLt's last kernel (sm_90 code), as the decode merge is: launched ahead, it
+      // waits in wait_for_prior_grid instead of behind the stream's launch gap (cuBLASLt does not trigger early, so
+      // that gap is all it can save; at m 256 the whole call took 26.2 us against _int_mm's 19.9, session 6).
       KK_RETURN_IF_ERROR(launch_dependent(w8a8_scale_kernel<T>, dim3(one_thread_each(rows * a.n)),
                                           dim3(kElementwiseThreads), 0, stream, q, sums));
     }
