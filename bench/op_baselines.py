@@ -140,7 +140,8 @@ def run_decode(dtype, runs, device):
         kv_bytes = 2 * kc.numel() * kc.element_size()
         caches, cold = cold_sets((kc, vc), kv_bytes)
         row = {"op": "decode_attention", "shape": f"b{b} h{h}/{hk} s{s} d{d}", "l2": "cold" if cold else "warm",
-               "buffer_sets": len(caches), "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
+               "buffer_sets": len(caches),
+               "max_err": check("decode", kernelkit.decode_attention(q, kc, vc), want, 2e-2)}
         impls = {"kernelkit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in caches]}
         for setting, calls in tuned("decode", impls["kernelkit"]):
             check("decode " + setting, calls[0](), want, 2e-2)
