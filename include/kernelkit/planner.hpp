@@ -38,10 +38,15 @@ constexpr int kLinearMaxTokens = 2;
 // weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
 // (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
 constexpr int kLinearWarpsPerSm = 32;
-// The GEMV's weights: register prefetch by default. The cp.async ring of up to kLinearGemvStages slots of 4 rows x
-// 16 bytes per thread (within the 48 KB default shared memory: 3 for a 256-thread block) is a tuned-in alternative
-// (KERNELKIT_TUNE=gemv_stages=N): on the H200 (bf16, m1, commit 7a86326) it lost to the prefetch at n11008 k4096 and
-// n4096 k11008 by 6-12%, and with INT4 by 11-16% at n28672 k8192; it won only W8A16 n28672 k8192 (63.9 vs 66.4 us).
+// The GEMV's weights: register prefetch, or a cp.async ring of up to kLinearGemvStages slots of 4 rows x 16 bytes per
+// thread (within the 48 KB default shared memory: 3 for a 256-thread block; KERNELKIT_TUNE=gemv_stages=N forces
+// either). The ring pays a prologue of stages - 1 slots before its first math, so it wins only on long per-thread
+// loops: on the H200 (bf16, m1, cold L2, commit 0e9051e) 3 stages took W8A16 n28672 k8192 (8 chunks a thread) from
+// 70.0 to 61.2 us (90% of the copy ceiling) and lost at 4 to 6 chunks a thread (W8A16 n11008 k4096 17.4 -> 17.3,
+// n4096 k11008 17.0 -> 18.5; every INT4 row, 12.0 -> 14.6, 11.9 -> 15.3, 46.5 -> 53.1). Hence the ring from
+// kLinearGemvRingMinVecs chunks a thread on sm_80+ (below sm_80 the ring is a synchronous copy: never the default).
+constexpr int kLinearGemvRingMinVecs = 8;
+constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
@@ -131,30 +136,34 @@ struct TilePlan {
   std::string to_string() const;
 };
 // Prefill attention's K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through
-// KERNELKIT_TUNE attn_stages (not yet measured: at head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200
-// SM, about one global-memory round trip, so 2 buffers may leave the loads exposed).
+// KERNELKIT_TUNE attn_stages (at head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200 SM, about one
+// global-memory round trip, so 2 buffers might leave the loads exposed; measured, bf16 commit 0e9051e, they do not:
+// 3 buffers took b1 h32 s4096 causal from 781.6 to 769.6 us, b4 s2048 from 1250.1 to 1242.1, head_dim 64 from 429.7
+// to 433.0: within 1.5%, not worth the ring's 28-byte spill on sm_90 and the T4's whole 64 KB).
 constexpr int kAttnMaxStages = 3;
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 
-// Decode attention (CUDA cores, memory-bound): blocks of kDecodeThreads threads own `rows_per_block` (1, 4 or 8)
-// query rows (the query heads x tokens of one KV head's group); each of their warps walks its own K/V tiles of
-// kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB of V in f16/bf16) through a private pipeline of `stages`
-// buffers (stages - 1 tiles in flight while one is computed), so a block step covers block_n = kDecodeTileElems /
-// head_dim keys. Stages: 2 (32 KB a block); up to kDecodeMaxStages (64 KB, opt-in) through KERNELKIT_TUNE, which on
-// the H200 (bf16 h32/8 s4096 d128, commit 7a86326) measured no faster: 19.0 vs 18.8 us at b1, 255 vs 252 us at b32
-// (4 vs 2 stages). The keys of a sequence are split over `splits` blocks when (batch x kv_heads x row groups) alone
-// would not fill the GPU.
+// Decode attention (memory-bound; first the CUDA-core kernel, then the tensor-core one, the default): blocks of
+// kDecodeThreads threads own `rows_per_block` (1, 4 or 8) query rows (the query heads x tokens of one KV head's
+// group); each of their warps walks its own K/V tiles of kDecodeWarpTileElems / head_dim keys (2 KB of K and 2 KB
+// of V in f16/bf16) through a private pipeline of `stages` buffers (stages - 1 tiles in flight while one is
+// computed), so a block step covers block_n = kDecodeTileElems / head_dim keys. Stages: 2 (32 KB a block); up to
+// kDecodeMaxStages (64 KB, opt-in) through KERNELKIT_TUNE, which on the H200 (bf16 h32/8 s4096 d128, commit
+// 7a86326) measured no faster: 19.0 vs 18.8 us at b1, 255 vs 252 us at b32 (4 vs 2 stages). The keys of a sequence
+// are split over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;
 constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
 constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
 constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 pending groups
-// The tensor-core variant (KERNELKIT_TUNE decode_tc=1, head_dim 64 and 128; not yet measured): the same blocks,
-// splits and merges, but a warp's tile is kDecodeTcTileKeys keys (one 16-key MMA step for P V) and its rows are one
-// 16-row MMA tile (the block's 1 to 8 rows, the rest zeros): S = Q K^T and O += P V on mma.sync instead of 8-dim
-// dot products and shuffles per key. 16 keys x 128 dims of K and V: 8 KB a stage, 64 KB a block at 2 stages (opt-in).
+// The tensor-core variant, the default for head_dim 64 and 128 (KERNELKIT_TUNE decode_tc=0 forces the CUDA-core
+// kernel): the same blocks, splits and merges, but a warp's tile is kDecodeTcTileKeys keys (one 16-key MMA step for
+// P V) and its rows are one 16-row MMA tile (the block's 1 to 8 rows, the rest zeros): S = Q K^T and O += P V on
+// mma.sync instead of 8-dim dot products and shuffles per key. 16 keys x 128 dims of K and V: 8 KB a stage, 64 KB a
+// block at 2 stages (opt-in). On the H200 (bf16 h32/8 s4096 d128, cold L2, commit 0e9051e): b1 10.5 us against the
+// CUDA-core kernel's 17.4 (cuDNN 11.9), b32 131.9 against 251.3 us (4.07 TB/s of K/V; cuDNN 123.7).
 constexpr int kDecodeTcTileKeys = 16;
 struct DecodePlan {
   bool tensor_cores = false;  // the tensor-core variant (see kDecodeTcTileKeys)

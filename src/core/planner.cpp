@@ -265,10 +265,10 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->rows_per_block = p->k_warps;
   p->block_threads = kWarp * p->k_warps;
   p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
-  // Weights: register prefetch (stages 0), the measured choice over the cp.async ring of kLinearGemvStages (see
-  // there); the ring's shared memory, when tuned in, is what the warps' partial sums reuse.
+  // Weights: register prefetch (stages 0), or from kLinearGemvRingMinVecs chunks a thread on sm_80+ the cp.async ring
+  // of kLinearGemvRingStages (see there); the ring's shared memory is what the warps' partial sums reuse.
   const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
-  p->stages = 0;
+  p->stages = prof.sm >= 80 && p->vecs_per_thread >= kLinearGemvRingMinVecs ? kLinearGemvRingStages : 0;
   KK_RETURN_IF_ERROR(tune_value("gemv_stages", 0, kLinearGemvStages, &p->stages));
   if (p->stages == 1 || p->stages * slot_bytes > prof.smem_per_block_default)
     return invalid_argument("KERNELKIT_TUNE: gemv_stages " + std::to_string(p->stages) + " is not 0 or 2 to " +
@@ -455,10 +455,11 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   *p = DecodePlan{};
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-  int tc = 0;
+  // Tensor cores wherever the variant has a kernel (head_dim 64 and 128): see kDecodeTcTileKeys for the measurement.
+  int tc = head_dim <= 128 ? 1 : 0;
   KK_RETURN_IF_ERROR(tune_value("decode_tc", 0, 1, &tc));
   if (tc && head_dim > 128)
-    return unsupported("decode plan: the tensor-core variant (decode_tc) has head_dim 64 and 128 only, got " +
+    return unsupported("decode plan: the tensor-core variant (decode_tc=1) has head_dim 64 and 128 only, got " +
                        std::to_string(head_dim));
   p->tensor_cores = tc == 1;
   const int warp_tile_keys = p->tensor_cores ? kDecodeTcTileKeys : kDecodeWarpTileElems / head_dim;

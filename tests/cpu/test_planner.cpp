@@ -257,14 +257,21 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
     }
 }
 
+struct Env {  // sets KERNELKIT_TUNE for a scope
+  explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
+  ~Env() { unsetenv("KERNELKIT_TUNE"); }
+};
+
 TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
   DecodePlan p;
   for (const auto& prof : profile_table())
     for (int d : {64, 128, 256}) {
       // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
       ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
+      EXPECT_EQ(p.tensor_cores, d <= 128) << prof.key;  // the tensor-core kernel wherever it has one
       EXPECT_EQ(p.stages, 2) << prof.key;  // the deeper rings are KERNELKIT_TUNE alternatives
-      EXPECT_EQ(p.smem_bytes, 4 * 2 * 2 * 1024 * 2) << prof.key;  // warps x stages x (K, V) x 1024 x 2 B
+      // warps x stages x (K, V) x (16-key tiles, or 1024 elements a warp tile on CUDA cores) x 2 B
+      EXPECT_EQ(p.smem_bytes, 4 * 2 * 2 * (p.tensor_cores ? 16 * d : 1024) * 2) << prof.key;
       EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin) << prof.key;
       EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default) << prof.key;
       EXPECT_EQ(p.rows_per_block, 4);  // GQA 4, one token: no padded rows
@@ -289,12 +296,21 @@ TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
   EXPECT_EQ(capped.blocks_per_sm, 2);
   EXPECT_LT(capped.splits, wide.splits);
   EXPECT_LE(capped.grid, 2 * profile("h200").sms);
-  // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (the R = 4 kernel's registers): 256 blocks against waves of
-  // 396. Two splits would leave a second wave 30% full; three fill two waves (768 blocks of 43 tiles).
+  // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (both kernels' R = 4 registers, and 64 KB of shared memory
+  // for the tensor-core one): 256 blocks against waves of 396. Two splits would leave a second wave 30% full; three
+  // fill two waves: 768 blocks of 22 tiles of 64 keys (tensor cores) or 43 tiles of 32 (CUDA cores).
   DecodePlan b32;
   ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
   EXPECT_EQ(b32.splits, 3);
   EXPECT_EQ(b32.grid, 768);
+  EXPECT_EQ(b32.block_n, 64);
+  EXPECT_EQ(b32.chunk, 22 * b32.block_n);
+  Env cuda_cores("decode_tc=0");
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+  EXPECT_FALSE(b32.tensor_cores);
+  EXPECT_EQ(b32.splits, 3);
+  EXPECT_EQ(b32.grid, 768);
+  EXPECT_EQ(b32.block_n, 32);
   EXPECT_EQ(b32.chunk, 43 * b32.block_n);
 }
 
@@ -316,10 +332,6 @@ TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
 
 // KERNELKIT_TUNE forces the choices that have a compiled alternative, and refuses what has none.
 TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
-  struct Env {  // sets KERNELKIT_TUNE for a scope
-    explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
-    ~Env() { unsetenv("KERNELKIT_TUNE"); }
-  };
   const auto h200 = profile("h200");
   TilePlan t;
   DecodePlan d;
@@ -327,7 +339,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   OpShape gemv{1, 4096, 1, 16};
   gemv.out_features = 11008;
   {
-    Env e("attn_mw=1,decode_stages=4,gemv_stages=3");
+    Env e("attn_mw=1,decode_tc=0,decode_stages=4,gemv_stages=3");
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_EQ(t.warps, 8);  // one row tile a warp: the 128x64 tile of before
     EXPECT_EQ(t.block_n, 64);
@@ -372,15 +384,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
   }
   {
-    Env e("decode_stages=4");  // 64 KB: exactly the T4 profile's opt-in maximum
+    Env e("decode_tc=0,decode_stages=4");  // 64 KB: exactly the T4 profile's opt-in maximum
     EXPECT_TRUE(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).ok());
+  }
+  {
+    Env e("decode_stages=3");  // the tensor-core tiles: 96 KB at head_dim 128, more than the T4's 64 KB
+    EXPECT_EQ(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
+    EXPECT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
   }
   {
     Env e("gemv_stages=1");
     EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).code(), StatusCode::invalid_argument);
   }
   {
-    Env e("decode_splits=16,gemv_kwarps=8");  // 128 tiles of 32 keys: 16 splits of 8 tiles; 256-thread GEMV blocks
+    // CUDA cores: 128 tiles of 32 keys, 16 splits of 8 tiles; 256-thread GEMV blocks
+    Env e("decode_tc=0,decode_splits=16,gemv_kwarps=8");
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.splits, 16);
     EXPECT_EQ(d.chunk, 256);
@@ -397,7 +415,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.workspace_bytes, 0);
   }
   {
-    Env e("decode_splits=100");  // at most 100: 128 tiles in chunks of 2 make 64 splits
+    Env e("decode_tc=0,decode_splits=100");  // at most 100: 128 tiles in chunks of 2 make 64 splits
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.splits, 64);
     EXPECT_EQ(d.chunk, 64);
@@ -431,7 +449,13 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_decode(h200, 256, 1, 8, 4, 32, 4096, &d).code(), StatusCode::unsupported);
   }
   ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
-  EXPECT_FALSE(d.tensor_cores);  // the default
+  EXPECT_TRUE(d.tensor_cores);  // the default
+  {
+    Env e("decode_tc=0");
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_FALSE(d.tensor_cores);
+    EXPECT_EQ(d.to_string().find("tensor cores"), std::string::npos) << d.to_string();
+  }
   for (const char* bad : {"decode_splits=0", "decode_splits=129", "decode_tc=2", "gemv_kwarps=0", "gemv_kwarps=9"}) {
     Env e(bad);
     const Status sd = plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d);

@@ -386,9 +386,13 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
               EXPECT_LT(blocks * (p.k_warps / 2), want);
               EXPECT_LE(int64_t{p.k_warps} * 32, chunks);
             }
-            // Register prefetch (no weight ring): shared memory holds the warps' partial sums only.
-            EXPECT_EQ(p.stages, 0);
-            EXPECT_EQ(p.smem_bytes, int64_t{p.k_warps} * p.out_rows * p.tokens * 4);
+            // Register prefetch, or on sm_80+ for long per-thread loops the cp.async ring, whose slots (4 rows x
+            // 16 bytes a thread) the warps' partial sums reuse.
+            const bool ring = prof.sm >= 80 && p.vecs_per_thread >= kLinearGemvRingMinVecs;
+            EXPECT_EQ(p.vecs_per_thread, (chunks + 32 * p.k_warps - 1) / (32 * p.k_warps));
+            EXPECT_EQ(p.stages, ring ? kLinearGemvRingStages : 0);
+            EXPECT_EQ(p.smem_bytes, std::max(int64_t{p.stages} * 4 * p.block_threads * 16,
+                                             int64_t{p.k_warps} * p.out_rows * p.tokens * 4));
             EXPECT_LE(p.smem_bytes, 48 * 1024);
             EXPECT_FALSE(p.smem_optin);
             EXPECT_GE(p.blocks_per_sm, 1);
@@ -410,6 +414,20 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);
   EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
+  EXPECT_EQ(p.stages, 0);  // 1 chunk a thread: register prefetch
+  // m1 n28672 k8192: INT8 weights, 8 chunks a thread: the ring (measured 61.2 vs 70.0 us); INT4, 4 chunks: prefetch.
+  s = OpShape{1, 8192, 1, 16};
+  s.out_features = 28672;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.vecs_per_thread, 8);
+  EXPECT_EQ(p.stages, kLinearGemvRingStages);
+  EXPECT_NE(p.to_string().find("cp.async ring of 3"), std::string::npos) << p.to_string();
+  ASSERT_TRUE(plan_op(*find_profile("t4"), OpId::linear_w8a16, s, DType::f16, &p).ok());
+  EXPECT_EQ(p.stages, 0);  // no cp.async on sm_75
+  s.group = 128;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.vecs_per_thread, 4);
+  EXPECT_EQ(p.stages, 0);
   // Tensor cores from 3 tokens. m16 n4096 k11008 (W8A16, 3 resident blocks an SM): 32 tiles would idle 100 of the 132
   // SMs, so k (172 tiles of 64) is split 12 ways, 15 tiles a part, 384 blocks, one wave.
   s = OpShape{16, 11008, 1, 16};

@@ -75,19 +75,19 @@ TEST(AttentionFp16, LargeMagnitudeLogits) {
     for (bool causal : {false, true}) {
       expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
       expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 22});
-      const kernelkit::testing::ScopedEnv tc("KERNELKIT_TUNE", "decode_tc=1");  // the tensor-core decode too
+      const kernelkit::testing::ScopedEnv cc("KERNELKIT_TUNE", "decode_tc=0");  // the CUDA-core decode too
       expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 23});
     }
 }
 
-// Every shape with the CUDA-core decode (the planner's default) and the tensor-core variant (KERNELKIT_TUNE
-// decode_tc=1: head_dim 64 and 128 only, so the head_dim-256 shape is skipped there).
+// Every shape with the tensor-core decode (the planner's choice up to head_dim 128; the head_dim-256 shape is skipped
+// there) and with the CUDA-core kernel (KERNELKIT_TUNE decode_tc=0; the planner's choice at head_dim 256).
 using DecodeParam = std::tuple<DType, bool, bool>;  // dtype, paged, tensor cores
 class DecodeGrid : public ::testing::TestWithParam<DecodeParam> {};
 
 TEST_P(DecodeGrid, MatchesReference) {
   const auto [dt, paged, tc] = GetParam();
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : nullptr);
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
   struct DecodeShape {
     int64_t batch, s_q, s_k, heads, kv_heads, d;
     bool causal;
@@ -151,7 +151,8 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
 // defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
 // warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
-// its opt-in maximum), 3 or 4 decode stages (64 KB) with forced split counts (one split: no merge; 7: uneven chunks).
+// its opt-in maximum), 3 or 4 CUDA-core decode stages (64 KB) with forced split counts (one split: no merge; 7:
+// uneven chunks), and the tensor-core decode with the same split counts.
 // f16: valid on every profile.
 TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
@@ -165,7 +166,8 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
     expect_attention({OpId::attention, DType::f16, 1, 1, 1, 4, 4, 64, false, false, false, false, 1.0, seed++});
     expect_attention({OpId::attention, DType::f16, 2, 7, 40, 8, 2, 128, true, false, false, false, 1.0, seed++});
   }
-  for (const char* setting : {"decode_stages=3,decode_splits=1", "decode_stages=4,decode_splits=7"}) {
+  for (const char* setting : {"decode_tc=0,decode_stages=3,decode_splits=1",
+                              "decode_tc=0,decode_stages=4,decode_splits=7", "decode_splits=1", "decode_splits=7"}) {
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
     expect_attention({OpId::decode_attention, DType::f16, 2, 1, 4097, 32, 8, 128, false, false, false, false, 1.0,
                       seed++});

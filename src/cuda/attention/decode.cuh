@@ -11,7 +11,8 @@
 //   The four warps' (max, sum, O) merge through shared memory; with one split the block writes out and lse, with more
 //   fp32 partials (O / l, lse) go to a workspace and decode_merge_kernel combines them:
 //   lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
-//   decode_tc_kernel (KERNELKIT_TUNE decode_tc=1) does a warp's tile on tensor cores instead (see there).
+//   decode_tc_kernel, the planner's choice at head_dim 64 and 128, does a warp's tile on tensor cores instead (see
+//   there); the CUDA-core decode_kernel described above is then the head_dim-256 path and decode_tc=0's.
 // Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split; FLOPs: 4 d per (query row, key).
 #pragma once
 
@@ -294,13 +295,13 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
   }
 }
 
-// The tensor-core variant (plan.tensor_cores, KERNELKIT_TUNE decode_tc=1): the same grid, splits, stages and block
-// merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the prefill) and
+// The tensor-core variant (plan.tensor_cores; the default at head_dim 64 and 128): the same grid, splits, stages and
+// block merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the prefill) and
 // the block's R rows are rows 0..R-1 of one 16-row MMA tile (the rest zeros, never stored): per tile, S = Q K^T is
 // D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of O += P V
 // (D / 8 MMAs, V via ldmatrix.trans). The softmax is the prefill's (rows g and g + 8 of the quad's lanes). Rows 8-15
-// of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (not needed while the
-// loads bound it; to be measured).
+// of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (to be tried: at b32
+// it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
 template <typename T, int D>
 struct DecodeTcStage {
   T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
