@@ -2,11 +2,14 @@
 // tiles of BN keys that those rows can see.
 //   S = Q K^T on tensor cores (Q fragments from shared memory, K via ldmatrix), scaled into the log2 domain,
 //   masked to -inf (keys past the sequence; causal: key j > query i + s_k - s_q), online softmax in fp32 registers
-//   (running max m and sum l per row; exp2f), P rounded to T, O += P V on tensor cores (V via ldmatrix.trans).
+//   (running max m and sum l per row; exp2_ftz; O rescaled only when a row's max moved, see online_softmax_step), P
+//   rounded to T, O += P V on tensor cores (V via ldmatrix.trans, every ldmatrix address a per-lane register plus an
+//   immediate: swz_lane_offsets).
 //   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
 //   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
-//   kRing = 3 (KERNELKIT_TUNE attn_stages=3, not yet measured): a ring of 3 buffers, 2 tiles in flight, with its depth
-//   fixed at compile time (a run-time depth cost the 128x32 head_dim-128 kernel 16-20 bytes of spills on sm_80/90).
+//   kRing = 3 (KERNELKIT_TUNE attn_stages=3, within 1.5% of 2 buffers on the H200, see kAttnMaxStages): a ring of 3
+//   buffers, 2 tiles in flight, its depth fixed at compile time (a run-time depth made the 128x32 head_dim-128 kernel
+//   spill on sm_80/90).
 // Warps: BM / (16 MW), each owning 16 MW query rows for the whole kernel (its rows of Q, S, P and O never leave the
 // warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks
 // XOR-swizzled by (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows
@@ -41,13 +44,17 @@ struct FlashParams {
 };
 
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
-// `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN).
+// `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN). A thread keeps
+// one 16-byte chunk column and steps kRowStep rows: a fixed trip count, so the loop unrolls into straight-line copies
+// with constant offsets (a loop from threadIdx.x compiled to a counted loop with remainder branches, every tile).
 template <int ROWS, int D, int THREADS, typename T>
 __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid) {
-  constexpr int kChunks = D / 8;
+  constexpr int kChunks = D / 8, kRowStep = THREADS / kChunks;
+  static_assert(THREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile copy: whole rows a pass, whole passes");
+  const int ch = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
 #pragma unroll
-  for (int c = threadIdx.x; c < ROWS * kChunks; c += THREADS) {
-    const int r = c / kChunks, ch = c % kChunks;
+  for (int i = 0; i < ROWS / kRowStep; ++i) {
+    const int r = r0 + i * kRowStep;
     T* dst = s + swz<D>(r, ch * 8);
     if (r < valid)
       copy_async<16>(dst, g + r * stride + ch * 8);
@@ -100,6 +107,14 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wr = warp * kRowsPerWarp;  // the warp's first row in the tile
+    // The lane's ldmatrix chunks (swz_lane_offsets): Q as A (rows wr + 16 mi + lane % 16, column half lane / 16), K as
+    // B (rows 16 nb + lane % 8 + 8 (lane / 16), half lane / 8 % 2), V transposed (rows 16 kk + lane % 8 + 8 (lane / 8
+    // % 2), half lane / 16); the 16-row steps are immediates.
+    unsigned q_off[4], k_off[4], v_off[4];
+    swz_lane_offsets<D>(wr + (lane & 15), lane >> 4, q_off);
+    swz_lane_offsets<D>((lane & 7) + (lane >> 4) * 8, (lane >> 3) & 1, k_off);
+    swz_lane_offsets<D>((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4, v_off);
+    const unsigned sQa = static_cast<unsigned>(__cvta_generic_to_shared(sQ));
     // This lane's query rows (positions in the sequence): row_of(mi, 0) = row a, row_of(mi, 1) = row b = a + 8.
     auto row_of = [&](int mi, int r) { return m0 + wr + 16 * mi + g + 8 * r; };
 
@@ -152,8 +167,8 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
         cp_async_wait<0>();
       }
       __syncthreads();  // ... and for every thread
-      const T* sKb = sK + buf * BN * D;
-      const T* sVb = sV + buf * BN * D;
+      const unsigned sKb = static_cast<unsigned>(__cvta_generic_to_shared(sK + buf * BN * D));
+      const unsigned sVb = static_cast<unsigned>(__cvta_generic_to_shared(sV + buf * BN * D));
 
       // S = Q K^T for the warp's rows x BN keys: each K fragment serves the warp's MW row tiles.
       float s[MW][BN / 8][4];
@@ -165,13 +180,11 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
       for (int kk = 0; kk < D / 16; ++kk) {
         unsigned a[MW][4];
 #pragma unroll
-        for (int mi = 0; mi < MW; ++mi)
-          ldmatrix_x4<false>(a[mi], sQ + swz<D>(wr + 16 * mi + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        for (int mi = 0; mi < MW; ++mi) ldmatrix_x4<false>(a[mi], sQa + swz_kstep<D>(q_off, kk) + 2 * 16 * mi * D);
 #pragma unroll
         for (int nb = 0; nb < BN / 16; ++nb) {
           unsigned bk[4];  // keys nb*16 + 0..7 and + 8..15, dims kk*16 + 0..7 and + 8..15
-          const int q8 = lane >> 3;
-          ldmatrix_x4<false>(bk, sKb + swz<D>(nb * 16 + (lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
+          ldmatrix_x4<false>(bk, sKb + swz_kstep<D>(k_off, kk) + 2 * 16 * nb * D);
 #pragma unroll
           for (int mi = 0; mi < MW; ++mi) {
             mma_16x8x16<T>(s[mi][2 * nb], a[mi], bk[0], bk[1]);
@@ -211,8 +224,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 #pragma unroll
         for (int db = 0; db < D / 16; ++db) {
           unsigned bv[4];  // keys kk*16 + 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
-          const int q8 = lane >> 3;
-          ldmatrix_x4<true>(bv, sVb + swz<D>(kk * 16 + (lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
+          ldmatrix_x4<true>(bv, sVb + swz_kstep<D>(v_off, db) + 2 * 16 * kk * D);
 #pragma unroll
           for (int mi = 0; mi < MW; ++mi) {
             mma_16x8x16<T>(acc[mi][2 * db], a[mi], bv[0], bv[1]);

@@ -22,8 +22,7 @@ namespace kernelkit::cuda {
 // Four 8x8 b16 matrices from shared memory; lane l supplies the address of row l % 8 of matrix l / 8, and r[i] receives
 // this lane's pair (row g, columns 2t, 2t+1) of matrix i (with kTrans: the pair (rows 2t, 2t+1, column g)).
 template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {  // addr: a shared-space address
   if constexpr (kTrans)
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -32,6 +31,10 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_r
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
+  ldmatrix_x4<kTrans>(r, static_cast<unsigned>(__cvta_generic_to_shared(smem_row)));
 }
 
 // d += a * b for one 16x8x16 step, fp32 accumulation.
@@ -67,8 +70,22 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4
 // element (row, col) of a [rows][D] tile of 2-byte values, 16-byte chunks swizzled by row % 8 (col % 8 stays in its
 // chunk) ...
 template <int D>
-__device__ __forceinline__ int swz(int row, int col) {
+__host__ __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+// ... and, for a lane that reads row `row` at column 16 kk + 8 h of such a tile in k-step kk, the byte offset of that
+// chunk is off[kk % 4] + 128 (kk / 4) with off[j] = 2 D row + ((2 j + h) ^ (row % 8)) 16: the XOR touches the low 3
+// bits of the chunk index only, so the kk / 4 part (and any multiple of 8 rows added to `row`) is a constant offset.
+// Computed once, the four offsets leave every ldmatrix of an unrolled loop a register + immediate address (swz per
+// ldmatrix cost 3-4 integer instructions each, about as many as the MMAs issued in the prefill's loop).
+template <int D>
+__host__ __device__ __forceinline__ void swz_lane_offsets(int row, int h, unsigned (&off)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) off[j] = 2 * (row * D + (((2 * j + h) ^ (row & 7)) << 3));
+}
+template <int D>
+__host__ __device__ __forceinline__ unsigned swz_kstep(const unsigned (&off)[4], int kk) {  // kk: unrolled, constant
+  return off[kk % 4] + 128 * (kk / 4);
 }
 // ... and the byte offset of 16-byte chunk `chunk` (0..3) of row `row` in a [rows][64-byte] int8 tile: the chunk is
 // swizzled by (row / 2) % 4, so 8 rows of 64 bytes fall in 8 different bank groups instead of 2.
