@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
           s[nb][e] = masked ? -INFINITY : s[nb][e] * p.scale_log2;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
-      online_softmax_step(s, tile_max, m_run, l_run, acc);
+      online_softmax_step<false>(s, tile_max, m_run, l_run, acc);
       // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
       unsigned pa[4];
       p_fragment<T>(s, 0, pa);

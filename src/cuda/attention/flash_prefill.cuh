@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
             s[mi][nb][e] = x;
             tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
           }
-        online_softmax_step(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
+        online_softmax_step<true>(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
 
       // O += P V: P's C fragments of keys 16kk..16kk+15 are exactly the A fragment of that k-step; each V fragment
