@@ -107,12 +107,13 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp owns),
-// attn_stages (1 to kAttnMaxStages), decode_stages (2 to kDecodeMaxStages), decode_splits (at most that many splits of
-// the keys, 1 to kDecodeMaxSplits), decode_tc (1: the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 =
-// register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k
-// in a GEMV block, 1 to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no
-// shared memory allows, fails the plan with invalid_argument / unsupported naming it. Not for production use: the
-// defaults are the measured choices.
+// attn_stages (1 to kAttnMaxStages), attn_bn (32 or 64: keys a prefill K/V tile, see kAttnWideKeys), decode_stages (2
+// to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or
+// 1: the CUDA-core or the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to
+// kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to
+// kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory allows,
+// fails the plan with invalid_argument / unsupported naming it. Not for production use: the defaults are the measured
+// choices.
 
 // A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
 // (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.
@@ -141,6 +142,12 @@ struct TilePlan {
 // 3 buffers took b1 h32 s4096 causal from 781.6 to 769.6 us, b4 s2048 from 1250.1 to 1242.1, head_dim 64 from 429.7
 // to 433.0: within 1.5%, not worth the ring's 28-byte spill on sm_90 and the T4's whole 64 KB).
 constexpr int kAttnMaxStages = 3;
+// A candidate, not yet measured (KERNELKIT_TUNE attn_bn=64): FlashAttention-2's 128x64 tile with two row tiles a warp
+// at head_dim 128. The planner takes 32-key tiles there because 64 spilled (~260 bytes a thread); since the prefill's
+// loop lost half its integer work (5d66259) it compiles with 255 registers and 4-16 bytes of spill outside the loop on
+// sm_90 (12-32 on sm_80), and it would halve each key's share of the per-tile work (barriers, row max and sum
+// shuffles, the O rescale, the copy issue) at 96 KB of shared memory a block (2 blocks an SM, as now).
+constexpr int kAttnWideKeys = 64;
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 

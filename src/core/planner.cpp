@@ -23,8 +23,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one (which must lie
 // in [lo, hi]), and stays the planner's choice otherwise. The whole variable is parsed on each call, so a malformed
 // one fails every plan that reads it instead of being ignored.
-constexpr std::string_view kTuneKeys[] = {"attn_mw",   "attn_stages", "decode_stages", "decode_splits",
-                                          "decode_tc", "gemv_stages", "gemv_kwarps"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",   "attn_stages", "attn_bn",     "decode_stages",
+                                          "decode_splits", "decode_tc", "gemv_stages", "gemv_kwarps"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -431,17 +431,22 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   }
   if (smem(*t) > prof.smem_per_block_optin)
     return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
-  // Attention: a forced K/V depth must fit as is (the shrinking above is the planner's own); one warp per mw x 16
-  // query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two tiles a warp exist for 128-row
-  // blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above).
+  // Attention: a forced K/V depth or key tile must fit as is (the shrinking above is the planner's own); one warp per
+  // mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two tiles a warp exist for
+  // 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above) or 64 (kAttnWideKeys).
   if (family == TileFamily::attention) {
     KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &t->stages));
+    KK_RETURN_IF_ERROR(tune_value("attn_bn", 32, 64, &t->block_n));
+    if (t->block_n != 32 && t->block_n != 64)
+      return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(t->block_n) + " is not 32 or 64");
+    if (t->block_m == 64 && t->block_n == 64)
+      return unsupported("tile plan: no 64x64 attention kernel (profile " + prof.key + "'s 64-row tiles take 32 keys)");
     if (smem(*t) > prof.smem_per_block_optin)
       return unsupported("tile plan: " + std::to_string(t->stages) + " K/V stages of a " + std::to_string(t->block_m) +
                          "x" + std::to_string(t->block_n) + " tile need " + std::to_string(smem(*t)) +
                          " bytes, more than profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
     if (mw == 2 && t->block_m != 128 && planned_mw == 2) mw = 1;  // the planner's choice, for a tile shrunk below it
-    if (mw == 2 && (t->block_m != 128 || !(head_dim == 64 || (head_dim == 128 && t->block_n == 32))))
+    if (mw == 2 && (t->block_m != 128 || head_dim > 128))
       return unsupported("tile plan: no kernel with 2 row tiles a warp for head_dim " + std::to_string(head_dim));
     t->warps = t->block_m / (16 * mw);
   }

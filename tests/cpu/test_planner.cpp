@@ -429,7 +429,15 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
     EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
   }
-  for (const char* bad : {"attn_stages=0", "attn_stages=4"}) {
+  {
+    Env e("attn_bn=64");  // FlashAttention-2's 128x64 tile with two row tiles a warp at head_dim 128 (kAttnWideKeys)
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.block_n, kAttnWideKeys);
+    EXPECT_EQ(t.warps, 4);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 2 * 64 * 128));  // Q + 2 x (K, V): 96 KB
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
+  }
+  for (const char* bad : {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

@@ -4,10 +4,12 @@
 // MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; bad inputs.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
+#include "kernelkit/planner.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::AttentionCase;
@@ -151,13 +153,20 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
 // defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
 // warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
-// its opt-in maximum), 3 or 4 CUDA-core decode stages (64 KB) with forced split counts (one split: no merge; 7:
+// its opt-in maximum), 64-key tiles with two row tiles a warp at head_dim 128 (not on the T4 profile), 3 or 4 CUDA-core
+// decode stages (64 KB) with forced split counts (one split: no merge; 7:
 // uneven chunks), and the tensor-core decode with the same split counts.
 // f16: valid on every profile.
 TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
-  for (const char* setting : {"attn_mw=1", "attn_stages=3"}) {
+  DeviceProfile prof;
+  ASSERT_TRUE(active_profile(0, &prof).ok());
+  for (const char* setting : {"attn_mw=1", "attn_stages=3", "attn_bn=64"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    TilePlan tile;  // 64-key tiles have no kernel for the T4 profile's 64-row blocks (refused by the planner)
+    if (std::string(setting) == "attn_bn=64" &&
+        plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile).code() == StatusCode::unsupported)
+      continue;
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expect_attention(

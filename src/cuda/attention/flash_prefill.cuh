@@ -325,9 +325,9 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
     return dispatch_attention_tile(tile.block_m, tile.block_n, tile.warps, [&](auto bm, auto bn, auto mw) -> Status {
       constexpr int D = decltype(d)::value, BM = decltype(bm)::value, BN = decltype(bn)::value;
       constexpr int MW = decltype(mw)::value;
-      // Two row tiles a warp only where O and S fit in registers (ptxas, sm_80 and sm_90: head_dim 64, and 128 with
-      // 32-key tiles; 128 x 64 spills); the planner asks for no other (a CPU test checks every profile).
-      if constexpr (MW > 1 && !(D == 64 || (D == 128 && BN == 32))) {
+      // Two row tiles a warp only where O and S fit in registers (ptxas: head_dim 64 and 128; at 128 with 64-key
+      // tiles only through KERNELKIT_TUNE, see kAttnWideKeys); the planner asks for no other (a CPU test checks).
+      if constexpr (MW > 1 && D > 128) {
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
       } else {
