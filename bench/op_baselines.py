@@ -65,8 +65,9 @@ def check(name, got, want, tol):
 # The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp): the kernels
 # the defaults replaced (the CUDA-core decode, decode_tc=0, and its 4-stage ring; one row tile a prefill warp; the
 # GEMV's register prefetch and cp.async ring, each the default on some shapes), candidates (the 3-buffer prefill
-# ring; 64-key prefill tiles with two row tiles a warp at head_dim 128, kAttnWideKeys), and sweeps of the split counts the planner's cost model picks (decode: 32 splits at b1 h32/8 s4096 d128 on
-# the H200; the GEMV: 2 warps along k at m1 n11008 k4096).
+# ring; 64-key prefill tiles with two row tiles a warp at head_dim 128, kAttnWideKeys), and sweeps of the split
+# counts the planner's cost model picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200; the GEMV: 2 warps along
+# k at m1 n11008 k4096).
 TUNED = {"attention": ["attn_mw=1", "attn_stages=3", "attn_bn=64"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=4", "decode_splits=8",
                     "decode_splits=16", "decode_splits=64", "decode_splits=128"],
