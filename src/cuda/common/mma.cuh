@@ -80,8 +80,7 @@ __host__ __device__ __forceinline__ int swz(int row, int col) {
 // ldmatrix cost 3-4 integer instructions each, about as many as the MMAs issued in the prefill's loop).
 template <int D>
 __host__ __device__ __forceinline__ void swz_lane_offsets(int row, int h, unsigned (&off)[4]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j) off[j] = 2 * (row * D + (((2 * j + h) ^ (row & 7)) << 3));
+  for (int j = 0; j < 4; ++j) off[j] = 2 * (row * D + (((2 * j + h) ^ (row & 7)) << 3));  // 4 trips: unrolled
 }
 template <int D>
 __host__ __device__ __forceinline__ unsigned swz_kstep(const unsigned (&off)[4], int kk) {  // kk: unrolled, constant

@@ -1,0 +1,89 @@
+// Hopper warpgroup MMA (wgmma.mma_async, sm_90a only): the shared-memory matrix descriptor and one m64n64k16 step with
+// bf16 / f16 inputs and fp32 accumulators, as building blocks for the sm_90a attention path (docs/attention-sm90.md).
+//   A warpgroup is 4 consecutive warps (128 threads). D (64 x 64 fp32) is spread like mma.sync's C fragments: warp w
+//   of the group holds rows 16 w .. 16 w + 15, and its lane (g = lane / 4, t = lane % 4) holds, for each 8-column
+//   block j, d[4 j + 0..1] = (row g, columns 8 j + 2 t, + 1) and d[4 j + 2..3] = (row g + 8, the same columns).
+//   Operands come from shared memory through 64-bit descriptors (PTX ISA, "matrix descriptor"): bits 0-13 the start
+//   address >> 4, 16-29 the leading-dimension byte offset >> 4, 32-45 the stride-dimension byte offset >> 4, 49-51 the
+//   base offset (0: every swizzle atom 1024-byte aligned), 62-63 the swizzle (1 = 128-byte).
+//   Layout used here: tiles whose rows are 64 two-byte elements (128 bytes) in the 128-byte swizzle, which is swz<64>
+//   of mma.cuh (16-byte chunk c of row r stored at chunk c ^ (r % 8)): 8-row atoms of 1024 bytes, atoms stacked along
+//   the rows. K-major operand (A, or B stored [n][k]): rows are M / N, the 16-element k step advances the start
+//   address 32 bytes inside the atom, the stride offset is the atom (1024 bytes), the leading offset unused.
+//   MN-major B (stored [k][n], transposed by the instruction's trans-b bit): rows are k, a 16-row k step advances
+//   2048 bytes; with n = 64 (one atom wide) only the 8-row stride (1024 bytes) is used.
+// The caller orders the smem writes before the MMA with __syncthreads() and wgmma_fence_smem() (generic-proxy stores
+// made visible to the async proxy), calls wgmma_fence() before the first MMA that touches the accumulators, and waits
+// with wgmma_commit() + wgmma_wait<0>() before reading them.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/common/arch.cuh"
+
+namespace kernelkit::cuda {
+
+// Descriptor of a 128-byte-swizzled tile at shared address `smem_addr` (1024-byte aligned atoms): offsets in bytes.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
+                                                     uint32_t stride_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
+         static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_fence_smem() {  // st.shared before this, wgmma operand reads after it
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// d (+)= A B for one 64 x 64 x 16 step: A from desc_a (K-major), B from desc_b (K-major, or MN-major with kTransB);
+// accumulate = false overwrites d. T: __nv_bfloat16 or __half.
+template <typename T, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_M64N64K16(TYPE)                                                                                      \
+  asm volatile(                                                                                                       \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                                \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                                  \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                        \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                              \
+      "%32, %33, acc, 1, 1, 0, %35;\n}\n"                                                                              \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),    \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),         \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),        \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                      \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB ? 1 : 0))
+  if constexpr (std::is_same_v<T, __half>)
+    KK_WGMMA_M64N64K16("f16");
+  else
+    KK_WGMMA_M64N64K16("bf16");
+#undef KK_WGMMA_M64N64K16
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  __trap();  // never launched: the host dispatches here only for builds with sm_90a code on a 9.0 device
+#endif
+}
+
+}  // namespace kernelkit::cuda
