@@ -12,9 +12,12 @@
 //   address 32 bytes inside the atom, the stride offset is the atom (1024 bytes), the leading offset unused.
 //   MN-major B (stored [k][n], transposed by the instruction's trans-b bit): rows are k, a 16-row k step advances
 //   2048 bytes; with n = 64 (one atom wide) only the 8-row stride (1024 bytes) is used.
-// The caller orders the smem writes before the MMA with __syncthreads() and wgmma_fence_smem() (generic-proxy stores
-// made visible to the async proxy), calls wgmma_fence() before the first MMA that touches the accumulators, and waits
-// with wgmma_commit() + wgmma_wait<0>() before reading them.
+// The caller orders smem writes before the MMA by wgmma_fence_smem() in every writing thread (its generic-proxy stores
+// made visible to the async proxy) and then __syncthreads(), calls wgmma_fence() before the first MMA that touches
+// the accumulators, and waits with wgmma_commit() + wgmma_wait<0>() before reading them.
+// For an MN-major B wider than one atom (n = 128: two 64-column blocks), the leading offset is the stride between
+// the blocks and the stride offset the 8-row k stride (canonical layout ((8 el, 8, m), (8, k)) : ((1, 8 el, LBO),
+// (64 el, SBO))); the probe's n = 64 uses only the latter.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -33,12 +33,12 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const uint4* a, const 
   unsigned char* sb = sa + kTileBytes;
   stage_tile(sa, a);
   stage_tile(sb, b);  // K-major: rows are n; MN-major: rows are k
+  wgmma_fence_smem();  // each writer's stores to the async proxy first, then the barrier: any warp may read any tile
   __syncthreads();
-  wgmma_fence_smem();
 
   const uint32_t a0 = static_cast<uint32_t>(__cvta_generic_to_shared(sa));
   const uint32_t b0 = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
-  float d[32];
+  float d[32] = {};
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
