@@ -134,8 +134,10 @@ def run_attention(dtype, runs, device):
 
 def run_decode(dtype, runs, device):
     rows = []
-    for b in (1, 32):
-        h, hk, s, d = 32, 8, 4096, 128
+    # GQA 4 at batch 1 and 32 (issue 6's shapes), and LLaMA-7B's MHA (one query row per KV head: the tensor-core
+    # decode's 16-row MMA tile is then 1/16 used, so this row says whether decode_tc should stay on at GQA 1).
+    for b, hk in ((1, 8), (32, 8), (1, 32)):
+        h, s, d = 32, 4096, 128
         q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
         kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
         want = sdpa(q.float(), kc.float(), vc.float(), False)
