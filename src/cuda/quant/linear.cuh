@@ -12,10 +12,10 @@
 // the same time, so the second read of a row is an L2 hit and HBM sees the weights about once per call.
 // Per chunk and row: 16 bytes of weights (16 INT8 or 32 INT4 values), dequantized exactly to fp32 (quant_common.cuh)
 // once and used for all kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass
-// L1). The weights come through registers (the next chunk loaded before this one is computed); a per-thread cp.async
-// ring in shared memory (plan.stages > 0, KERNELKIT_TUNE gemv_stages: up to 3 chunks x kRows rows in flight a thread
-// without holding registers) is the alternative, which measured slower at 5 of 6 m1 shapes on the H200 (planner.hpp,
-// kLinearGemvStages).
+// L1). The weights come through registers (the next chunk loaded before this one is computed) or, for long per-thread
+// loops on sm_80+ (plan.stages > 0: the planner's choice from kLinearGemvRingMinVecs chunks a thread, or KERNELKIT_TUNE
+// gemv_stages), through a per-thread cp.async ring in shared memory, up to 3 chunks x kRows rows in flight a thread
+// without holding registers; planner.hpp (kLinearGemvStages) has the H200 measurements behind that rule.
 // INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
 // INT8: one scale per row, applied to the final sum.
 #pragma once
