@@ -107,7 +107,8 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp owns),
-// attn_stages (1 to kAttnMaxStages), attn_bn (32 or 64: keys a prefill K/V tile, see kAttnWideKeys), decode_stages (2
+// attn_stages (1 to kAttnMaxStages), attn_bn (32 or 64: keys a prefill K/V tile, see kAttnWideKeys), attn_wgmma (1:
+// the sm_90a prefill, see kAttnWgmmaRows), decode_stages (2
 // to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or
 // 1: the CUDA-core or the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to
 // kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to
@@ -134,6 +135,7 @@ struct TilePlan {
   int warps = 0;
   int64_t smem_bytes = 0;
   bool smem_optin = false;
+  bool wgmma = false;  // attention: the sm_90a warpgroup-MMA kernel (kAttnWgmmaRows) instead of the mma.sync one
   std::string to_string() const;
 };
 // Prefill attention's K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through
@@ -142,12 +144,21 @@ struct TilePlan {
 // 3 buffers took b1 h32 s4096 causal from 781.6 to 769.6 us, b4 s2048 from 1250.1 to 1242.1, head_dim 64 from 429.7
 // to 433.0: within 1.5%, not worth the ring's 28-byte spill on sm_90 and the T4's whole 64 KB).
 constexpr int kAttnMaxStages = 3;
-// A candidate, not yet measured (KERNELKIT_TUNE attn_bn=64): FlashAttention-2's 128x64 tile with two row tiles a warp
-// at head_dim 128. The planner takes 32-key tiles there because 64 spilled (~260 bytes a thread); since the prefill's
-// loop lost half its integer work (5d66259) it compiles with 255 registers and 4-16 bytes of spill outside the loop on
-// sm_90 (12-32 on sm_80), and it would halve each key's share of the per-tile work (barriers, row max and sum
-// shuffles, the O rescale, the copy issue) at 96 KB of shared memory a block (2 blocks an SM, as now).
+// Keys a prefill K/V tile at head_dim 128 with two row tiles a warp: FlashAttention-2's 128x64 tile on sm_90 profiles,
+// 32 keys elsewhere (KERNELKIT_TUNE attn_bn=32 / 64 forces either). The 64-key tile compiles with 255 registers and
+// 4-16 bytes of spill outside the loop on sm_90 (12-32 on sm_80; ~260 bytes before 5d66259 cut the loop's integer
+// work) and halves each key's share of the per-tile work (barriers, row max and sum shuffles, the O rescale, the copy
+// issue) at 96 KB of shared memory a block (2 blocks an SM, as with 32 keys). On the H200 (bf16, commit df946b8) it
+// took b1 h32 s4096 causal from 628.3 to 591.9 us and b4 s2048 from 1017.9 to 948.4 (head_dim 64, where it is
+// already the tile: 362.8 vs 361.0). Not measured on an A100, whose sm_80 build spills more: it keeps 32.
 constexpr int kAttnWideKeys = 64;
+// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1; head_dim 64 and 128 on sm_90 profiles, run only where the build
+// holds sm_90a code and the GPU is compute capability 9.0): blocks of two warpgroups, each owning kAttnWgmmaRows / 2
+// query rows (wgmma's M = 64), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
+// (src/cuda/sm90a/flash_prefill_wgmma.cu), kAttnWgmmaKeys-key K/V tiles in two cp.async buffers. A first version
+// behind the tune key until bench/op_baselines.py --tuned shows it ahead of the mma.sync kernel.
+constexpr int kAttnWgmmaRows = 128;
+constexpr int kAttnWgmmaKeys = 64;
 enum class TileFamily : uint8_t { attention, matmul };
 Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
 

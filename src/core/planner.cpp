@@ -23,8 +23,9 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // KERNELKIT_TUNE (see planner.hpp): *value becomes the variable's setting for `key` when it names one (which must lie
 // in [lo, hi]), and stays the planner's choice otherwise. The whole variable is parsed on each call, so a malformed
 // one fails every plan that reads it instead of being ignored.
-constexpr std::string_view kTuneKeys[] = {"attn_mw",   "attn_stages", "attn_bn",     "decode_stages",
-                                          "decode_splits", "decode_tc", "gemv_stages", "gemv_kwarps"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages", "attn_bn",     "attn_wgmma",
+                                          "decode_stages", "decode_splits", "decode_tc", "gemv_stages",
+                                          "gemv_kwarps"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -410,12 +411,23 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (family == TileFamily::attention) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+    int wgmma = 0;
+    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 1, &wgmma));
+    if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
+      if (prof.sm != 90 || head_dim > 128)
+        return unsupported("KERNELKIT_TUNE attn_wgmma=1: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
+                           "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
+      *t = {kAttnWgmmaRows, kAttnWgmmaKeys, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true};
+      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * kAttnWgmmaKeys) * head_dim + 1024;
+      t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
+      return Status::Ok();
+    }
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
     planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
     KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &mw));
-    // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: with 64-key tiles the S registers on top
-    // spill (ptxas, sm_80 and sm_90: ~260 bytes a thread), with 32-key tiles they fit (254 registers).
-    if (mw == 2 && head_dim == 128) t->block_n = std::min(t->block_n, 32);
+    // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: kAttnWideKeys-key tiles on sm_90 (the
+    // measured choice), 32 below (S for 64 keys on top spills more there).
+    if (mw == 2 && head_dim == 128 && prof.sm < 90) t->block_n = std::min(t->block_n, 32);
   } else {
     *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
   }
@@ -520,7 +532,8 @@ std::string DecodePlan::to_string() const {
 std::string TilePlan::to_string() const {
   std::ostringstream os;
   os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
-     << ", " << warps << " warps, smem " << smem_bytes / 1024 << " KB" << (smem_optin ? " (opt-in)" : "");
+     << ", " << warps << " warps" << (wgmma ? " (wgmma)" : "") << ", smem " << smem_bytes / 1024 << " KB"
+     << (smem_optin ? " (opt-in)" : "");
   return os.str();
 }
 

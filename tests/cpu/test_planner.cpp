@@ -214,8 +214,9 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   TilePlan t;
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
-  EXPECT_EQ(t.block_n, 32);  // two 16-row tiles a warp: 32-key tiles keep S and O in registers
+  EXPECT_EQ(t.block_n, kAttnWideKeys);  // two 16-row tiles a warp with 64-key tiles: the measured choice on sm_90
   EXPECT_EQ(t.warps, 4);
+  EXPECT_FALSE(t.wgmma);  // the wgmma prefill only through KERNELKIT_TUNE attn_wgmma=1
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t).ok());
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 4);
@@ -224,7 +225,7 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   EXPECT_EQ(t.warps, 8);  // one row tile a warp at head_dim 256
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
-  EXPECT_EQ(t.block_n, 32);
+  EXPECT_EQ(t.block_n, 32);  // sm_80: 32-key tiles keep S and O in registers with less spill
   EXPECT_TRUE(t.smem_optin);  // 64 KB: above the 48 KB default
   ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 64);
@@ -251,7 +252,8 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_EQ(t.warps, t.block_m / (16 * mw)) << prof.key << " d" << d;
       const bool has_kernel = (t.block_m == 128 && (t.block_n == 64 || t.block_n == 32)) ||
                               (t.block_m == 64 && t.block_n == 32 && mw == 1);
-      const bool fits_registers = mw == 1 || d == 64 || (d == 128 && t.block_n == 32);  // see launch_flash_prefill
+      // see launch_flash_prefill and kAttnWideKeys: 64-key tiles at head_dim 128 on sm_90 profiles only
+      const bool fits_registers = mw == 1 || d == 64 || (d == 128 && (t.block_n == 32 || prof.sm >= 90));
       EXPECT_TRUE(fits_registers) << prof.key << " d" << d << ": " << t.to_string();
       EXPECT_TRUE(has_kernel) << prof.key << " d" << d << ": " << t.to_string();
     }
@@ -358,7 +360,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.stages, 2);
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
-    EXPECT_EQ(t.warps, 4);  // two row tiles a warp (128x32)
+    EXPECT_EQ(t.warps, 4);  // two row tiles a warp (128x64)
   }
   for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2", "attn_mw=1x",
                           "attn_mw=99999999999"}) {
@@ -421,23 +423,48 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.chunk, 64);
   }
   {
-    Env e("attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 (two row tiles a warp)
-    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    Env e("attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80 (two row tiles a warp)
+    ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
     EXPECT_EQ(t.stages, 3);
     EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 64 * 128));  // 128x64 on sm_90: 160 KB, one block an SM
     ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
     EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
     EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
   }
   {
     Env e("attn_bn=64");  // FlashAttention-2's 128x64 tile with two row tiles a warp at head_dim 128 (kAttnWideKeys)
-    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
     EXPECT_EQ(t.block_n, kAttnWideKeys);
     EXPECT_EQ(t.warps, 4);
     EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 2 * 64 * 128));  // Q + 2 x (K, V): 96 KB
     EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
   }
-  for (const char* bad : {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128"}) {
+  {
+    Env e("attn_bn=32");  // the sm_80 tile on sm_90
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.block_n, 32);
+    EXPECT_EQ(t.warps, 4);
+  }
+  {
+    Env e("attn_wgmma=1");  // the sm_90a prefill: two warpgroups of 64 rows, 64-key tiles, Q + 2 x (K, V) + alignment
+    for (int d : {64, 128}) {
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
+      EXPECT_TRUE(t.wgmma);
+      EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+      EXPECT_EQ(t.block_n, kAttnWgmmaKeys);
+      EXPECT_EQ(t.warps, 8);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+      EXPECT_NE(t.to_string().find("wgmma"), std::string::npos) << t.to_string();
+    }
+    for (const auto& [key, d] : {std::pair<const char*, int>{"a100", 128}, {"t4", 64}, {"h200", 256}}) {
+      const Status s = plan_tile(profile(key), TileFamily::attention, DType::f16, d, &t);
+      EXPECT_EQ(s.code(), StatusCode::unsupported) << key << " d" << d;
+      EXPECT_NE(s.message().find("attn_wgmma"), std::string::npos) << s.message();
+    }
+  }
+  for (const char* bad : {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=2"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

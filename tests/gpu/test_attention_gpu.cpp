@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/sm90a/sm90a.hpp"
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
@@ -24,13 +25,9 @@ void expect_attention(const AttentionCase& c) {
   kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(c, 0), c.dtype, c.name());
 }
 
-}  // namespace
 
-using PrefillParam = std::tuple<DType, int64_t, bool>;  // dtype, head_dim, causal
-class AttentionGrid : public ::testing::TestWithParam<PrefillParam> {};
-
-TEST_P(AttentionGrid, MatchesReference) {
-  const auto [dt, d, causal] = GetParam();
+// Lengths 1, 7, 127, 1000, 4097 with GQA 1, 4, 8, s_q < s_k and s_q > s_k, for one (dtype, head_dim, mask).
+void expect_grid(DType dt, int d, bool causal) {
   const std::vector<Shape> shapes = {
       {2, 1, 1, 8, 8},        // one token, GQA 1
       {2, 7, 7, 8, 2},        // GQA 4
@@ -49,22 +46,62 @@ TEST_P(AttentionGrid, MatchesReference) {
   }
 }
 
+// [b, h, s, d] strides and packed variable lengths.
+void expect_layouts(DType dt, bool causal) {
+  // [b, h, s, d] storage through strides.
+  expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, 128, causal, true, false, false, 1.0, 11});
+  // Packed sequences (odd ones shorter), GQA 4; with s_q = 1 the odd sequences have no queries at all.
+  expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 64, causal, false, true, false, 1.0, 12});
+  expect_attention({OpId::attention, dt, 4, 1, 33, 4, 4, 128, causal, false, true, false, 1.0, 13});
+  expect_attention({OpId::attention, dt, 3, 300, 100, 4, 1, 64, causal, false, true, false, 1.0, 14});
+}
+
+}  // namespace
+
+using PrefillParam = std::tuple<DType, int64_t, bool>;  // dtype, head_dim, causal
+class AttentionGrid : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(AttentionGrid, MatchesReference) {
+  const auto [dt, d, causal] = GetParam();
+  expect_grid(dt, static_cast<int>(d), causal);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
+                                            ::testing::Bool()));
+
+// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu) on the grid's shapes at
+// head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the build has no sm_90a
+// code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner refuses it for).
+class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(AttentionWgmma, MatchesReference) {
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  DeviceProfile prof;
+  ASSERT_TRUE(active_profile(device, &prof).ok());
+  if (!cuda::sm90a_available(device) || prof.sm != 90)
+    GTEST_SKIP() << "no sm_90a code in this build, or not a compute capability 9.0 GPU under an sm_90 profile";
+  const auto [dt, d, causal] = GetParam();
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_wgmma=1");
+  TilePlan tile;
+  ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
+  ASSERT_TRUE(tile.wgmma) << tile.to_string();
+  expect_grid(dt, static_cast<int>(d), causal);
+  if (d == 128) expect_layouts(dt, causal);
+  if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
+    for (int64_t s : {int64_t{127}, int64_t{1000}})
+      expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128),
                                             ::testing::Bool()));
 
 class AttentionLayouts : public ::testing::TestWithParam<DType> {};
 
 TEST_P(AttentionLayouts, BhsdStridesAndVarlen) {
-  const DType dt = GetParam();
-  for (bool causal : {false, true}) {
-    // [b, h, s, d] storage through strides.
-    expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, 128, causal, true, false, false, 1.0, 11});
-    // Packed sequences (odd ones shorter), GQA 4; with s_q = 1 the odd sequences have no queries at all.
-    expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 64, causal, false, true, false, 1.0, 12});
-    expect_attention({OpId::attention, dt, 4, 1, 33, 4, 4, 128, causal, false, true, false, 1.0, 13});
-    expect_attention({OpId::attention, dt, 3, 300, 100, 4, 1, 64, causal, false, true, false, 1.0, 14});
-  }
+  for (bool causal : {false, true}) expect_layouts(GetParam(), causal);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionLayouts, ::testing::Values(DType::f16, DType::bf16));
@@ -153,7 +190,8 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
 // defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
 // warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
-// its opt-in maximum), 64-key tiles with two row tiles a warp at head_dim 128 (not on the T4 profile), 3 or 4 CUDA-core
+// its opt-in maximum), 32- and 64-key tiles with two row tiles a warp at head_dim 128 (the default on sm_90 profiles and
+// below; 64 not on the T4 profile), the sm_90a wgmma prefill (where it runs), 3 or 4 CUDA-core
 // decode stages (64 KB) with forced split counts (one split: no merge; 7:
 // uneven chunks), and the tensor-core decode with the same split counts.
 // f16: valid on every profile.
@@ -161,11 +199,13 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  for (const char* setting : {"attn_mw=1", "attn_stages=3", "attn_bn=64"}) {
+  for (const char* setting : {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-    TilePlan tile;  // 64-key tiles have no kernel for the T4 profile's 64-row blocks (refused by the planner)
-    if (std::string(setting) == "attn_bn=64" &&
-        plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile).code() == StatusCode::unsupported)
+    // Refused by the planner: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90 profiles; and the
+    // wgmma kernel needs sm_90a code and a compute capability 9.0 GPU.
+    TilePlan tile;
+    if (plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile).code() == StatusCode::unsupported ||
+        (tile.wgmma && !cuda::sm90a_available(0)))
       continue;
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})

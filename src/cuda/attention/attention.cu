@@ -5,6 +5,7 @@
 #include "cuda/attention/decode.cuh"
 #include "cuda/attention/flash_prefill.cuh"
 #include "cuda/runtime_internal.hpp"
+#include "cuda/sm90a/sm90a.hpp"
 
 namespace kernelkit::cuda {
 extern template Status launch_flash_prefill<__half>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
@@ -43,6 +44,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                           &guard, &prof));
   TilePlan tile;
   KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile));
+  if (tile.wgmma) return cuda::flash_prefill_wgmma(a, tile, stream);
   return cuda::dispatch_half("attention", a.dtype,
                              [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
 }

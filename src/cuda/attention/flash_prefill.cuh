@@ -47,7 +47,9 @@ struct FlashParams {
 // `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN). A thread keeps
 // one 16-byte chunk column and steps kRowStep rows: a fixed trip count, so the loop unrolls into straight-line copies
 // with constant offsets (a loop from threadIdx.x compiled to a counted loop with remainder branches, every tile).
-template <int ROWS, int D, int THREADS, typename T>
+// Layout: [ROWS][D] in swz<D> (ldmatrix's), or with kColumnBlocks D / 64 blocks of [ROWS][64] in swz<64> one after
+// the other (wgmma's 128-byte swizzle, wgmma.cuh: every operand row 128 bytes); the same for D = 64.
+template <int ROWS, int D, int THREADS, bool kColumnBlocks = false, typename T>
 __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid) {
   constexpr int kChunks = D / 8, kRowStep = THREADS / kChunks;
   static_assert(THREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile copy: whole rows a pass, whole passes");
@@ -55,11 +57,117 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
 #pragma unroll
   for (int i = 0; i < ROWS / kRowStep; ++i) {
     const int r = r0 + i * kRowStep;
-    T* dst = s + swz<D>(r, ch * 8);
+    T* dst = kColumnBlocks ? s + (ch / 8) * ROWS * 64 + swz<64>(r, ch % 8 * 8) : s + swz<D>(r, ch * 8);
     if (r < valid)
       copy_async<16>(dst, g + r * stride + ch * 8);
     else
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// What a block of BM query rows of one (sequence, head) reads and sees: its rows' and its KV head's pointers, the
+// sequence lengths (varlen: from cu_q / cu_k) and the K/V tiles of BN keys any of its rows can see.
+template <typename T>
+struct FlashBlock {
+  const T *q, *k, *v;  // the block's first query row; the sequence's first key / value row of its KV head
+  int b, h, q_start, m0, s_q, s_k;
+  int rows;    // query rows of the block inside the sequence (the last tile may be partial)
+  int offset;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
+  int n_tiles;  // K/V tiles to walk: [0, kv_end) with kv_end the last key any row sees; tiles past it are skipped
+};
+
+// False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest).
+template <int BM, int BN, typename T>
+__device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<T>& f) {
+  // Causal: the last query tiles see the most keys, so they are scheduled first (blockIdx.x 0 is the last tile) and
+  // the tail of the grid is the short ones.
+  const int m_tile = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
+  f.b = blockIdx.z, f.h = blockIdx.y, f.m0 = m_tile * BM;
+  int k_start = 0;
+  f.q_start = 0, f.s_q = p.s_q, f.s_k = p.s_k;
+  if (p.cu_q) {
+    f.q_start = p.cu_q[f.b];
+    f.s_q = p.cu_q[f.b + 1] - f.q_start;
+    k_start = p.cu_k[f.b];
+    f.s_k = p.cu_k[f.b + 1] - k_start;
+  }
+  if (f.m0 >= f.s_q) return false;
+  const int hk = f.h / p.group;
+  f.q = p.t.q + f.b * p.t.qs.batch + static_cast<int64_t>(f.q_start + f.m0) * p.t.qs.token + f.h * p.t.qs.head;
+  f.k = p.t.k + f.b * p.t.ks.batch + static_cast<int64_t>(k_start) * p.t.ks.token + hk * p.t.ks.head;
+  f.v = p.t.v + f.b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
+  f.rows = min(BM, f.s_q - f.m0);
+  f.offset = f.s_k - f.s_q;
+  const int kv_end = p.causal ? min(f.s_k, f.m0 + f.rows + f.offset) : f.s_k;
+  f.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+  return true;
+}
+
+// One 16-row tile's scores of K/V tile `it` (keys n0 = it BN ..): scaled into the log2 domain, masked to -inf (only
+// tiles that cross the sequence end or the causal diagonal), then the online-softmax step (s becomes P, O and l
+// rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
+template <int BN, int D8, typename T>
+__device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int it, int row_a,
+                                                 float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
+                                                 float (&acc)[D8][4]) {
+  const int n0 = it * BN, t = threadIdx.x % 4;
+  const bool mask = n0 + BN > f.s_k || (p.causal && n0 + BN - 1 > f.m0 + f.offset);
+  float tile_max[2] = {m_run[0], m_run[1]};
+#pragma unroll
+  for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[nb][e] * p.scale_log2;
+      if (mask) {
+        const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_a + 8 * (e / 2);
+        if (col >= f.s_k || (p.causal && col > row + f.offset)) x = -INFINITY;
+      }
+      s[nb][e] = x;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+    }
+  online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
+}
+
+// Epilogue of a warp owning rows wr .. wr + 16 MW - 1 of the block: l over the quad, O / l (0 for a row that saw no
+// key), lse = ln(sum) = ln2 * m + ln(l) (-inf if none). The rows are staged in the warp's own rows of `stage` (a
+// [BM][D] swz<D> area no other warp touches any more), then stored 16 bytes a lane.
+template <int MW, int D, typename T>
+__device__ __forceinline__ void store_warp_rows(const FlashParams<T>& p, const FlashBlock<T>& f, int wr,
+                                                const float (&acc)[MW][D / 8][4], const float (&m_run)[MW][2],
+                                                float (&l_run)[MW][2], T* stage) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  __syncwarp();
+#pragma unroll
+  for (int mi = 0; mi < MW; ++mi) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[mi][r] += __shfl_xor_sync(0xffffffffu, l_run[mi][r], 1);
+      l_run[mi][r] += __shfl_xor_sync(0xffffffffu, l_run[mi][r], 2);
+      inv[r] = l_run[mi][r] > 0.0f ? 1.0f / l_run[mi][r] : 0.0f;
+      const int row = f.m0 + wr + 16 * mi + g + 8 * r;
+      if (p.t.lse && t == 0 && row < f.s_q)
+        p.t.lse[f.b * p.lse_sb + f.h * p.lse_sh + f.q_start + row] =
+            l_run[mi][r] > 0.0f ? m_run[mi][r] * kLn2 + logf(l_run[mi][r]) : -INFINITY;
+    }
+    const int r0 = wr + 16 * mi + g;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      *reinterpret_cast<unsigned*>(stage + swz<D>(r0, i * 8 + 2 * t)) =
+          pack_rounded<T>(acc[mi][i][0] * inv[0], acc[mi][i][1] * inv[0]);
+      *reinterpret_cast<unsigned*>(stage + swz<D>(r0 + 8, i * 8 + 2 * t)) =
+          pack_rounded<T>(acc[mi][i][2] * inv[1], acc[mi][i][3] * inv[1]);
+    }
+  }
+  __syncwarp();
+  T* og = p.t.out + f.b * p.t.os.batch + static_cast<int64_t>(f.q_start + f.m0) * p.t.os.token + f.h * p.t.os.head;
+  constexpr int kChunks = D / 8;
+#pragma unroll
+  for (int c = lane; c < 16 * MW * kChunks; c += 32) {
+    const int r = wr + c / kChunks, ch = c % kChunks;
+    if (r < f.rows)
+      *reinterpret_cast<uint4*>(og + r * p.t.os.token + ch * 8) =
+          *reinterpret_cast<const uint4*>(stage + swz<D>(r, ch * 8));
   }
 }
 
@@ -309,24 +417,29 @@ Status dispatch_head_dim(int64_t d, F&& f) {
 }
 
 template <typename T>
+FlashParams<T> flash_params(const detail::AttentionArgs& a, int stages) {
+  return {attn_tensors<T>(a),
+          a.lse_batch,
+          a.lse_head,
+          a.cu_q,
+          a.cu_k,
+          static_cast<int>(a.s_q),
+          static_cast<int>(a.s_k),
+          static_cast<int>(a.heads / a.kv_heads),
+          a.scale * kLog2e,
+          a.causal,
+          stages};
+}
+
+template <typename T>
 Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  const FlashParams<T> p{attn_tensors<T>(a),
-                         a.lse_batch,
-                         a.lse_head,
-                         a.cu_q,
-                         a.cu_k,
-                         static_cast<int>(a.s_q),
-                         static_cast<int>(a.s_k),
-                         static_cast<int>(a.heads / a.kv_heads),
-                         a.scale * kLog2e,
-                         a.causal,
-                         tile.stages};
+  const FlashParams<T> p = flash_params<T>(a, tile.stages);
   return dispatch_head_dim(a.head_dim, [&](auto d) {
     return dispatch_attention_tile(tile.block_m, tile.block_n, tile.warps, [&](auto bm, auto bn, auto mw) -> Status {
       constexpr int D = decltype(d)::value, BM = decltype(bm)::value, BN = decltype(bn)::value;
       constexpr int MW = decltype(mw)::value;
       // Two row tiles a warp only where O and S fit in registers (ptxas: head_dim 64 and 128; at 128 with 64-key
-      // tiles only through KERNELKIT_TUNE, see kAttnWideKeys); the planner asks for no other (a CPU test checks).
+      // tiles on sm_90 profiles, see kAttnWideKeys); the planner asks for no other (a CPU test checks).
       if constexpr (MW > 1 && D > 128) {
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");

@@ -2,7 +2,7 @@
 // bf16 / f16 inputs and fp32 accumulators, as building blocks for the sm_90a attention path (docs/attention-sm90.md).
 //   A warpgroup is 4 consecutive warps (128 threads). D (64 x 64 fp32) is spread like mma.sync's C fragments: warp w
 //   of the group holds rows 16 w .. 16 w + 15, and its lane (g = lane / 4, t = lane % 4) holds, for each 8-column
-//   block j, d[4 j + 0..1] = (row g, columns 8 j + 2 t, + 1) and d[4 j + 2..3] = (row g + 8, the same columns).
+//   block j, d[j][0..1] = (row g, columns 8 j + 2 t, + 1) and d[j][2..3] = (row g + 8, the same columns).
 //   Operands come from shared memory through 64-bit descriptors (PTX ISA, "matrix descriptor"): bits 0-13 the start
 //   address >> 4, 16-29 the leading-dimension byte offset >> 4, 32-45 the stride-dimension byte offset >> 4, 49-51 the
 //   base offset (0: every swizzle atom 1024-byte aligned), 62-63 the swizzle (1 = 128-byte).
@@ -61,32 +61,62 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
+// The accumulator operand list of an m64n64 step: d[j][e] is the C-fragment layout above (8-column block j).
+#define KK_WGMMA_D64                                                                                                 \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),          \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),      \
+      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),      \
+      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),      \
+      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+#define KK_WGMMA_D64_REGS                                                                                            \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
 // d (+)= A B for one 64 x 64 x 16 step: A from desc_a (K-major), B from desc_b (K-major, or MN-major with kTransB);
 // accumulate = false overwrites d. T: __nv_bfloat16 or __half.
 template <typename T, bool kTransB>
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
 #if KK_DEVICE_HAS_WGMMA
-#define KK_WGMMA_M64N64K16(TYPE)                                                                                      \
-  asm volatile(                                                                                                       \
-      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                                \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " "                                                  \
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                        \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                              \
-      "%32, %33, acc, 1, 1, 0, %35;\n}\n"                                                                              \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),    \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),         \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),        \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                      \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB ? 1 : 0))
+#define KK_WGMMA_SS(TYPE)                                                                                             \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %34, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " KK_WGMMA_D64_REGS                     \
+               ", %32, %33, acc, 1, 1, 0, %35;\n}\n"                                                                  \
+               : KK_WGMMA_D64                                                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB ? 1 : 0))
   if constexpr (std::is_same_v<T, __half>)
-    KK_WGMMA_M64N64K16("f16");
+    KK_WGMMA_SS("f16");
   else
-    KK_WGMMA_M64N64K16("bf16");
-#undef KK_WGMMA_M64N64K16
+    KK_WGMMA_SS("bf16");
+#undef KK_WGMMA_SS
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
   __trap();  // never launched: the host dispatches here only for builds with sm_90a code on a 9.0 device
 #endif
 }
+
+// d += A B for one 64 x 64 x 16 step with A from registers: each warp of the group supplies its 16 rows as the
+// mma.sync m16n8k16 A fragment (a[0]: row g, k 2t..2t+1; a[1]: row g + 8; a[2], a[3]: k + 8), which is what
+// p_fragment makes of two 8-column blocks of C fragments (attention's P). B from desc_b as above.
+template <typename T, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const unsigned (&a)[4], uint64_t desc_b) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_RS(TYPE)                                                                                             \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %38, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " KK_WGMMA_D64_REGS                     \
+               ", {%32, %33, %34, %35}, %36, acc, 1, 1, %37;\n}\n"                                                    \
+               : KK_WGMMA_D64                                                                                         \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB ? 1 : 0), "r"(1))
+  if constexpr (std::is_same_v<T, __half>)
+    KK_WGMMA_RS("f16");
+  else
+    KK_WGMMA_RS("bf16");
+#undef KK_WGMMA_RS
+#else
+  (void)d, (void)a, (void)desc_b;
+  __trap();
+#endif
+}
+#undef KK_WGMMA_D64
+#undef KK_WGMMA_D64_REGS
 
 }  // namespace kernelkit::cuda

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "core/attention.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernelkit/status.hpp"
 
 namespace kernelkit::cuda {
@@ -18,5 +20,10 @@ bool sm90a_available(int device);
 // (MN-major, the instruction's transpose: O = P V's). Device pointers on `stream`. unsupported where
 // sm90a_available is false.
 Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_major, cudaStream_t stream);
+
+// Prefill attention on wgmma (src/cuda/sm90a/flash_prefill_wgmma.cu) for a plan with tile.wgmma (KERNELKIT_TUNE
+// attn_wgmma=1): f16 / bf16, head_dim 64 and 128, every layout, mask and varlen form of the mma.sync kernel. Arguments
+// validated by the caller; unsupported where sm90a_available is false for the current device.
+Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream);
 
 }  // namespace kernelkit::cuda

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const uint4* a, const 
 
   const uint32_t a0 = static_cast<uint32_t>(__cvta_generic_to_shared(sa));
   const uint32_t b0 = static_cast<uint32_t>(__cvta_generic_to_shared(sb));
-  float d[32] = {};
+  float d[8][4] = {};
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
@@ -55,10 +55,10 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const uint4* a, const 
 #pragma unroll
   for (int j = 0; j < kTile / 8; ++j) {
     const int row = 16 * warp + g, col = 8 * j + 2 * t;
-    c[row * kTile + col] = d[4 * j];
-    c[row * kTile + col + 1] = d[4 * j + 1];
-    c[(row + 8) * kTile + col] = d[4 * j + 2];
-    c[(row + 8) * kTile + col + 1] = d[4 * j + 3];
+    c[row * kTile + col] = d[j][0];
+    c[row * kTile + col + 1] = d[j][1];
+    c[(row + 8) * kTile + col] = d[j][2];
+    c[(row + 8) * kTile + col + 1] = d[j][3];
   }
 }
 

@@ -1,0 +1,137 @@
+// Prefill attention on Hopper's warpgroup MMA (KERNELKIT_TUNE attn_wgmma=1, kAttnWgmmaRows in planner.hpp; compiled
+// for sm_90a only, see sm90a.hpp). The same blocks, masks, online softmax and epilogue as flash_prefill_kernel
+// (flash_prefill.cuh: flash_block, mask_and_softmax, store_warp_rows), with the two products on wgmma.mma_async:
+//   A block of 256 threads is two warpgroups; warpgroup w owns query rows 64 w .. 64 w + 63 of the block's 128 (wgmma's
+//   M), and its warp i rows 16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the
+//   mma.sync kernel's warps hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
+//   Shared tiles are D / 64 column blocks of [rows][64] in the 128-byte swizzle (load_tile<..., kColumnBlocks>), each
+//   block 1024-byte aligned (the descriptors' base offset 0): Q [128][D], and two buffers of K and V [64][D].
+//   S = Q K^T: D / 16 k-steps of m64n64k16 with A = the warpgroup's 64 rows of Q and B = K, both K-major descriptors
+//   (the probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes).
+//   O += P V: per 16-key k-step, P from registers (p_fragment: the m16n8k16 A fragment, which is wgmma's register A
+//   layout per warp) and B = V, MN-major through the instruction's transpose, one m64n64k16 per 64 columns of O (the
+//   probe's MN-major layout: a 16-key step is +2048 bytes, each column block its own descriptor).
+//   K/V tile it + 1 is copied (cp.async) while tile it is computed; fence.proxy.async makes the copies and the
+//   zero-filled rows visible to wgmma's reads (async proxy), and every wgmma group is waited for before the barrier
+//   that frees its buffer.
+// Not yet here (docs/attention-sm90.md, "Order"): TMA loads, a producer warp, overlap of one warpgroup's softmax with
+// the other's MMA (FlashAttention-3's ping-pong) and of S(it + 1) with the softmax of it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/attention/flash_prefill.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/runtime_internal.hpp"
+#include "cuda/sm90a/sm90a.hpp"
+
+namespace kernelkit::cuda {
+namespace {
+
+constexpr int kBM = kAttnWgmmaRows, kBN = kAttnWgmmaKeys;
+constexpr int kThreads = kBM / 64 * 128;  // a warpgroup (128 threads) per 64 query rows
+constexpr int kAtom = 1024;               // the 128-byte swizzle's 8-row atom: alignment and 8-row stride
+constexpr int kRowBytes = 128;            // a column block's row: 64 two-byte elements
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 2) flash_prefill_wgmma_kernel(const FlashParams<T> p) {
+  static_assert(D % 64 == 0, "whole 64-column blocks");
+  constexpr int kBlocks = D / 64;  // column blocks
+  extern __shared__ unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][kBM][64]
+  T* sK = sQ + kBM * D;                                                                   // [2][kBlocks][kBN][64]
+  T* sV = sK + 2 * kBN * D;                                                               // [2][kBlocks][kBN][64]
+
+  FlashBlock<T> f;
+  if (!flash_block<kBM, kBN>(p, f)) return;
+  const int warp = threadIdx.x / 32, wg = warp / 4, g = threadIdx.x % 32 / 4;
+  const int wr = 16 * warp;  // the warp's first row in the block
+
+  float acc[1][D / 8][4];  // O, one 16-row tile a warp (store_warp_rows' MW = 1)
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = 0.0f;
+  float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
+
+  auto load_kv = [&](int tile, int buf) {
+    const int valid = min(kBN, f.s_k - tile * kBN);
+    load_tile<kBN, D, kThreads, true>(sK + buf * kBN * D, f.k + static_cast<int64_t>(tile) * kBN * p.t.ks.token,
+                                      p.t.ks.token, valid);
+    load_tile<kBN, D, kThreads, true>(sV + buf * kBN * D, f.v + static_cast<int64_t>(tile) * kBN * p.t.vs.token,
+                                      p.t.vs.token, valid);
+  };
+  if (f.n_tiles > 0) {
+    load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
+    load_kv(0, 0);
+    cp_async_commit();
+  }
+  const uint32_t q_base = smem_addr(sQ) + 64 * wg * kRowBytes;  // the warpgroup's 64 rows in column block 0
+  for (int it = 0; it < f.n_tiles; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < f.n_tiles) load_kv(it + 1, buf ^ 1);  // into the buffer tile it - 1 used (freed by its barrier)
+    cp_async_commit();
+    cp_async_wait<1>();   // this tile's group (and Q's) has landed for this thread ...
+    wgmma_fence_smem();   // ... its writes visible to the async proxy ...
+    __syncthreads();      // ... and everyone's
+    const uint32_t k_base = smem_addr(sK + buf * kBN * D), v_base = smem_addr(sV + buf * kBN * D);
+
+    float s[1][kBN / 8][4];  // S for the warp's 16 rows x 64 keys
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
+      const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
+      const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * kBN * kRowBytes + step, 16, kAtom);
+      wgmma_m64n64k16<T, false>(s[0], da, db, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    mask_and_softmax<kBN>(p, f, it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
+
+    unsigned pa[kBN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<T>(s[0], kk, pa[kk]);
+    wgmma_fence();  // acc (rescaled) and P were written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+      for (int c = 0; c < kBlocks; ++c) {
+        const uint64_t dv = wgmma_desc_sw128(v_base + c * kBN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+        wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
+      }
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncthreads();  // both warpgroups are done with this buffer before a later iteration overwrites it
+  }
+  store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
+}
+
+template <typename T>
+Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  const FlashParams<T> p = flash_params<T>(a, tile.stages);
+  auto go = [&](auto kernel) -> Status {
+    const auto smem = static_cast<size_t>(tile.smem_bytes);
+    KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const dim3 grid(static_cast<unsigned>((a.s_q + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
+                    static_cast<unsigned>(a.batch));
+    kernel<<<grid, kThreads, smem, stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  if (tile.block_m != kBM || tile.block_n != kBN)
+    return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
+  if (a.head_dim == 64) return go(flash_prefill_wgmma_kernel<T, 64>);
+  if (a.head_dim == 128) return go(flash_prefill_wgmma_kernel<T, 128>);
+  return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");
+}
+
+}  // namespace
+
+Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  return dispatch_half("attention", a.dtype, [&](auto tag) { return launch<decltype(tag)>(a, tile, stream); });
+}
+
+}  // namespace kernelkit::cuda
