@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute on the prefill, decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM and
 # tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
-# CUDA-core decode (KERNELKIT_TUNE decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the
+# sm_90a wgmma prefill (KERNELKIT_TUNE attn_wgmma=1) next to the default one, the CUDA-core decode (decode_tc=0) next
+# to the default tensor-core one. Needs a GPU, ncu, and the
 # kernelkit package installed in the Python environment (scripts/gpu-check --python does that).
 #   bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
@@ -18,6 +19,12 @@ dev, dt = "cuda", torch.bfloat16
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 4096, 32, 128, device=dev, dtype=dt) for _ in range(3))  # prefill b1 h32 s4096 d128
 kernelkit.attention(q, k, v, causal=True)
+os.environ["KERNELKIT_TUNE"] = "attn_wgmma=1"  # the sm_90a prefill, where it runs (sm_90a build, compute 9.0)
+try:
+    kernelkit.attention(q, k, v, causal=True)
+except RuntimeError as e:
+    print("attn_wgmma=1:", str(e).splitlines()[0])
+os.environ.pop("KERNELKIT_TUNE", None)
 for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default), then CUDA cores
     q = torch.randn(b, 1, 32, 128, device=dev, dtype=dt)
     kc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
