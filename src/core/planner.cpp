@@ -417,8 +417,12 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (prof.sm != 90 || head_dim > 128)
         return unsupported("KERNELKIT_TUNE attn_wgmma=1: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
                            "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
-      *t = {kAttnWgmmaRows, kAttnWgmmaKeys, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true};
-      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * kAttnWgmmaKeys) * head_dim + 1024;
+      int bn = kAttnWgmmaKeys;  // or 128 (attn_bn=128: the wide-S variant, see kAttnWgmmaKeys)
+      KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
+      if (bn != 64 && bn != 128)
+        return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) + " with attn_wgmma=1 is not 64 or 128");
+      *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true};
+      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
       t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
       return Status::Ok();
     }

@@ -463,6 +463,19 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(s.code(), StatusCode::unsupported) << key << " d" << d;
       EXPECT_NE(s.message().find("attn_wgmma"), std::string::npos) << s.message();
     }
+    {
+      Env wide("attn_wgmma=1,attn_bn=128");  // 128-key tiles: 161 KB at head_dim 128
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_TRUE(t.wgmma);
+      EXPECT_EQ(t.block_n, 128);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
+      EXPECT_LE(t.smem_bytes, h200.smem_per_block_optin);
+      for (const char* bad : {"attn_wgmma=1,attn_bn=32", "attn_wgmma=1,attn_bn=96"}) {
+        Env b(bad);
+        EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+            << bad;
+      }
+    }
   }
   for (const char* bad : {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=2"}) {
     Env e(bad);

@@ -70,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
                                             ::testing::Bool()));
 
-// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu) on the grid's shapes at
-// head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the build has no sm_90a
+// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on
+// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the build has no sm_90a
 // code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner refuses it for).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
@@ -83,15 +83,18 @@ TEST_P(AttentionWgmma, MatchesReference) {
   if (!cuda::sm90a_available(device) || prof.sm != 90)
     GTEST_SKIP() << "no sm_90a code in this build, or not a compute capability 9.0 GPU under an sm_90 profile";
   const auto [dt, d, causal] = GetParam();
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_wgmma=1");
-  TilePlan tile;
-  ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
-  ASSERT_TRUE(tile.wgmma) << tile.to_string();
-  expect_grid(dt, static_cast<int>(d), causal);
-  if (d == 128) expect_layouts(dt, causal);
-  if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
-    for (int64_t s : {int64_t{127}, int64_t{1000}})
-      expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128"}) {  // 64- and 128-key tiles
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    TilePlan tile;
+    ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
+    ASSERT_TRUE(tile.wgmma) << tile.to_string();
+    expect_grid(dt, static_cast<int>(d), causal);
+    if (d == 128) expect_layouts(dt, causal);
+    if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
+      for (int64_t s : {int64_t{127}, int64_t{1000}})
+        expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
@@ -199,7 +202,8 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  for (const char* setting : {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1"}) {
+  for (const char* setting :
+       {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // Refused by the planner: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90 profiles; and the
     // wgmma kernel needs sm_90a code and a compute capability 9.0 GPU.

@@ -61,16 +61,22 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// The accumulator operand list of an m64n64 step: d[j][e] is the C-fragment layout above (8-column block j).
+// Accumulator operand lists: d[j][e] is the C-fragment layout above (8-column block j); 32 registers for n = 64,
+// 64 for n = 128, numbered from %0.
+#define KK_WGMMA_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define KK_WGMMA_D64                                                                                                 \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),          \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]),      \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]),      \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),      \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
-#define KK_WGMMA_D64_REGS                                                                                            \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                          \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+  KK_WGMMA_D4(0), KK_WGMMA_D4(1), KK_WGMMA_D4(2), KK_WGMMA_D4(3), KK_WGMMA_D4(4), KK_WGMMA_D4(5), KK_WGMMA_D4(6),   \
+      KK_WGMMA_D4(7)
+#define KK_WGMMA_D128                                                                                                \
+  KK_WGMMA_D64, KK_WGMMA_D4(8), KK_WGMMA_D4(9), KK_WGMMA_D4(10), KK_WGMMA_D4(11), KK_WGMMA_D4(12), KK_WGMMA_D4(13), \
+      KK_WGMMA_D4(14), KK_WGMMA_D4(15)
+#define KK_WGMMA_D64_LIST                                                                                            \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                            \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KK_WGMMA_D64_REGS "{" KK_WGMMA_D64_LIST "}"
+#define KK_WGMMA_D128_REGS                                                                                           \
+  "{" KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // d (+)= A B for one 64 x 64 x 16 step: A from desc_a (K-major), B from desc_b (K-major, or MN-major with kTransB);
 // accumulate = false overwrites d. T: __nv_bfloat16 or __half.
@@ -91,6 +97,28 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], uint64_t desc_
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
   __trap();  // never launched: the host dispatches here only for builds with sm_90a code on a 9.0 device
+#endif
+}
+
+// The same for 64 x 128 x 16 (B's descriptor spans 128 rows of N: 16 atoms at the 1024-byte stride): one A read from
+// shared memory serves twice the columns (attention's S over 128-key tiles).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_SS128(TYPE)                                                                                          \
+  asm volatile("{\n.reg .pred acc;\nsetp.ne.b32 acc, %66, 0;\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " KK_WGMMA_D128_REGS                   \
+               ", %64, %65, acc, 1, 1, 0, 0;\n}\n"                                                                    \
+               : KK_WGMMA_D128                                                                                        \
+               : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+  if constexpr (std::is_same_v<T, __half>)
+    KK_WGMMA_SS128("f16");
+  else
+    KK_WGMMA_SS128("bf16");
+#undef KK_WGMMA_SS128
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  __trap();
 #endif
 }
 
@@ -116,7 +144,11 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const unsig
   __trap();
 #endif
 }
+#undef KK_WGMMA_D4
 #undef KK_WGMMA_D64
+#undef KK_WGMMA_D128
+#undef KK_WGMMA_D64_LIST
 #undef KK_WGMMA_D64_REGS
+#undef KK_WGMMA_D128_REGS
 
 }  // namespace kernelkit::cuda

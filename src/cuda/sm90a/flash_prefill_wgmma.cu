@@ -5,8 +5,9 @@
 //   M), and its warp i rows 16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the
 //   mma.sync kernel's warps hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
 //   Shared tiles are D / 64 column blocks of [rows][64] in the 128-byte swizzle (load_tile<..., kColumnBlocks>), each
-//   block 1024-byte aligned (the descriptors' base offset 0): Q [128][D], and two buffers of K and V [64][D].
-//   S = Q K^T: D / 16 k-steps of m64n64k16 with A = the warpgroup's 64 rows of Q and B = K, both K-major descriptors
+//   block 1024-byte aligned (the descriptors' base offset 0): Q [128][D], and two buffers of K and V [BN][D].
+//   S = Q K^T: D / 16 k-steps of m64n64k16 (m64n128k16 for 128-key tiles) with A = the warpgroup's 64 rows of Q and
+//   B = K, both K-major descriptors
 //   (the probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes).
 //   O += P V: per 16-key k-step, P from registers (p_fragment: the m16n8k16 A fragment, which is wgmma's register A
 //   layout per warp) and B = V, MN-major through the instruction's transpose, one m64n64k16 per 64 columns of O (the
@@ -27,7 +28,7 @@
 namespace kernelkit::cuda {
 namespace {
 
-constexpr int kBM = kAttnWgmmaRows, kBN = kAttnWgmmaKeys;
+constexpr int kBM = kAttnWgmmaRows;
 constexpr int kThreads = kBM / 64 * 128;  // a warpgroup (128 threads) per 64 query rows
 constexpr int kAtom = 1024;               // the 128-byte swizzle's 8-row atom: alignment and 8-row stride
 constexpr int kRowBytes = 128;            // a column block's row: 64 two-byte elements
@@ -36,17 +37,19 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) flash_prefill_wgmma_kernel(const FlashParams<T> p) {
-  static_assert(D % 64 == 0, "whole 64-column blocks");
+// BN: keys a K/V tile, 64 (two blocks an SM: 128 registers) or 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one
+// block an SM for its 160 KB of shared memory at head_dim 128, so up to 255 registers).
+template <typename T, int D, int BN>
+__global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmma_kernel(const FlashParams<T> p) {
+  static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
   constexpr int kBlocks = D / 64;  // column blocks
   extern __shared__ unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][kBM][64]
-  T* sK = sQ + kBM * D;                                                                   // [2][kBlocks][kBN][64]
-  T* sV = sK + 2 * kBN * D;                                                               // [2][kBlocks][kBN][64]
+  T* sK = sQ + kBM * D;                                                                   // [2][kBlocks][BN][64]
+  T* sV = sK + 2 * BN * D;                                                                // [2][kBlocks][BN][64]
 
   FlashBlock<T> f;
-  if (!flash_block<kBM, kBN>(p, f)) return;
+  if (!flash_block<kBM, BN>(p, f)) return;
   const int warp = threadIdx.x / 32, wg = warp / 4, g = threadIdx.x % 32 / 4;
   const int wr = 16 * warp;  // the warp's first row in the block
 
@@ -56,11 +59,11 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_wgmma_kernel(const 
   float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
 
   auto load_kv = [&](int tile, int buf) {
-    const int valid = min(kBN, f.s_k - tile * kBN);
-    load_tile<kBN, D, kThreads, true>(sK + buf * kBN * D, f.k + static_cast<int64_t>(tile) * kBN * p.t.ks.token,
-                                      p.t.ks.token, valid);
-    load_tile<kBN, D, kThreads, true>(sV + buf * kBN * D, f.v + static_cast<int64_t>(tile) * kBN * p.t.vs.token,
-                                      p.t.vs.token, valid);
+    const int valid = min(BN, f.s_k - tile * BN);
+    load_tile<BN, D, kThreads, true>(sK + buf * BN * D, f.k + static_cast<int64_t>(tile) * BN * p.t.ks.token,
+                                     p.t.ks.token, valid);
+    load_tile<BN, D, kThreads, true>(sV + buf * BN * D, f.v + static_cast<int64_t>(tile) * BN * p.t.vs.token,
+                                     p.t.vs.token, valid);
   };
   if (f.n_tiles > 0) {
     load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
@@ -75,31 +78,34 @@ __global__ void __launch_bounds__(kThreads, 2) flash_prefill_wgmma_kernel(const 
     cp_async_wait<1>();   // this tile's group (and Q's) has landed for this thread ...
     wgmma_fence_smem();   // ... its writes visible to the async proxy ...
     __syncthreads();      // ... and everyone's
-    const uint32_t k_base = smem_addr(sK + buf * kBN * D), v_base = smem_addr(sV + buf * kBN * D);
+    const uint32_t k_base = smem_addr(sK + buf * BN * D), v_base = smem_addr(sV + buf * BN * D);
 
-    float s[1][kBN / 8][4];  // S for the warp's 16 rows x 64 keys
+    float s[1][BN / 8][4];  // S for the warp's 16 rows x BN keys
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
       const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
-      const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * kBN * kRowBytes + step, 16, kAtom);
-      wgmma_m64n64k16<T, false>(s[0], da, db, kk > 0);
+      const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
+      if constexpr (BN == 64)
+        wgmma_m64n64k16<T, false>(s[0], da, db, kk > 0);
+      else
+        wgmma_m64n128k16<T>(s[0], da, db, kk > 0);
     }
     wgmma_commit();
     wgmma_wait<0>();
 
-    mask_and_softmax<kBN>(p, f, it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
+    mask_and_softmax<BN>(p, f, it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
 
-    unsigned pa[kBN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
+    unsigned pa[BN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) p_fragment<T>(s[0], kk, pa[kk]);
+    for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T>(s[0], kk, pa[kk]);
     wgmma_fence();  // acc (rescaled) and P were written by ordinary instructions
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk)
+    for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
       for (int c = 0; c < kBlocks; ++c) {
-        const uint64_t dv = wgmma_desc_sw128(v_base + c * kBN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+        const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
         wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
       }
     wgmma_commit();
@@ -121,10 +127,12 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   };
-  if (tile.block_m != kBM || tile.block_n != kBN)
+  if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
     return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
-  if (a.head_dim == 64) return go(flash_prefill_wgmma_kernel<T, 64>);
-  if (a.head_dim == 128) return go(flash_prefill_wgmma_kernel<T, 128>);
+  const bool wide = tile.block_n == 128;
+  if (a.head_dim == 64) return wide ? go(flash_prefill_wgmma_kernel<T, 64, 128>) : go(flash_prefill_wgmma_kernel<T, 64, 64>);
+  if (a.head_dim == 128)
+    return wide ? go(flash_prefill_wgmma_kernel<T, 128, 128>) : go(flash_prefill_wgmma_kernel<T, 128, 64>);
   return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");
 }
 
