@@ -8,6 +8,7 @@ namespace kernelkit::cuda {
 #if KERNELKIT_HAS_SM90A
 Status wgmma_probe_launch(const void* a, const void* b, float* c, bool f16, bool b_mn_major, cudaStream_t stream);
 Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream);
+Status tma_probe_launch(const CUtensorMap& map, int row0, int col0, void* out, cudaStream_t stream);
 #endif
 
 namespace {
@@ -43,6 +44,51 @@ Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_m
 #else
   (void)a, (void)b, (void)c, (void)f16, (void)b_mn_major, (void)stream;
   return unsupported("wgmma_probe: not built");
+#endif
+}
+
+Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int64_t rows, int64_t cols,
+                              int64_t row_stride, int box_rows) {
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return invalid_argument("tma descriptor: base must be 16-byte aligned");
+  if (rows < 1 || cols < 1 || row_stride < cols || row_stride % 8 != 0)
+    return invalid_argument("tma descriptor: rows, cols >= 1 and row_stride >= cols, a multiple of 8 elements (16 "
+                            "bytes), got rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
+                            ", row_stride " + std::to_string(row_stride));
+  if (box_rows < 1 || box_rows > 256)
+    return invalid_argument("tma descriptor: box_rows must be 1 to 256, got " + std::to_string(box_rows));
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    (void)cudaGetLastError();
+    return unsupported("tma descriptor: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later)");
+  }
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};  // innermost first
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};                    // bytes, rows
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};                           // 128-byte rows
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = reinterpret_cast<Encode>(fn)(
+      map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
+      strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return invalid_argument("tma descriptor: cuTensorMapEncodeTiled refused it (CUresult " + std::to_string(r) + ")");
+  return Status::Ok();
+}
+
+Status tma_probe(const void* src, int64_t rows, int64_t cols, int row0, int col0, void* out, cudaStream_t stream) {
+  KK_RETURN_IF_ERROR(need_sm90a("tma_probe"));
+  CUtensorMap map;
+  KK_RETURN_IF_ERROR(make_tma_desc_2d_sw128(&map, src, false, rows, cols, cols, 64));
+#if KERNELKIT_HAS_SM90A
+  return tma_probe_launch(map, row0, col0, out, stream);
+#else
+  (void)row0, (void)col0, (void)out, (void)stream;
+  return unsupported("tma_probe: not built");
 #endif
 }
 
