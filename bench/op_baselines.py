@@ -123,16 +123,20 @@ def run_attention(dtype, runs, device):
                "max_err": check("attention", kernelkit.attention(q, k, v, causal=causal), want, 2e-2)}
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
+        untimed = {}  # alternatives that are refused here, or fail their check: a row saying so, not a time
         for setting, calls in tuned("attention", [impls["kernelkit"]]):
-            try:  # an alternative that fails its check (or is refused here) is reported, not timed
+            try:
                 check("attention " + setting, calls[0](), want, 2e-2)
                 impls["kernelkit " + setting] = calls
-            except (AssertionError, RuntimeError) as e:
-                row.setdefault("tuned_errors", {})[setting] = str(e).splitlines()[0]
-                print(f"attention {row['shape']} {setting}: {e}", flush=True)
+            except NotImplementedError as e:  # unsupported on this GPU / build (e.g. attn_wgmma off sm_90a)
+                untimed["kernelkit " + setting] = {"error": "refused: " + str(e).splitlines()[0][:200]}
+            except Exception as e:  # a wrong result or a failed launch: reported, and the run exits non-zero
+                untimed["kernelkit " + setting] = {"error": f"CHECK FAILED: {type(e).__name__}: {e}"[:300]}
+                CHECK_FAILURES.append(f"attention {row['shape']} {setting}: {e}")
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
+        row["impls"].update(untimed)
         rows.append(row)
     return rows
 
@@ -381,9 +385,12 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         (out / "op_baselines.json").write_text(json.dumps(results, indent=2))
         (out / "op_baselines.md").write_text(md)
-    return 0
+    for failure in CHECK_FAILURES:
+        print("CHECK FAILED:", failure, file=sys.stderr)
+    return 1 if CHECK_FAILURES else 0
 
 
 args = None
+CHECK_FAILURES = []  # tuned alternatives whose output failed its check (the rows say so; the exit status too)
 if __name__ == "__main__":
     sys.exit(main())

@@ -420,9 +420,19 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       int bn = kAttnWgmmaKeys;  // or 128 (attn_bn=128: the wide-S variant, see kAttnWgmmaKeys)
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
       if (bn != 64 && bn != 128)
-        return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) + " with attn_wgmma=1 is not 64 or 128");
+        return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
+                                " with attn_wgmma=1 is not 64 or 128");
+      int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
+      KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
+      KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
+      if ((stages != 0 && stages != 2) || rows_a_warp > 1)
+        return invalid_argument("KERNELKIT_TUNE: attn_wgmma=1 has 2 K/V buffers and one 16-row tile a warp; "
+                                "attn_stages / attn_mw cannot change them");
       *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
+      if (t->smem_bytes > prof.smem_per_block_optin)
+        return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
+                           " bytes exceed profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
       t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
       return Status::Ok();
     }

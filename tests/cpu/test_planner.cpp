@@ -428,7 +428,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.stages, 3);
     EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
-    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 64 * 128));  // 128x64 on sm_90: 160 KB, one block an SM
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 64 * 128));  // 128x64 on sm_90: 128 KB, one block an SM
     ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
     EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
     EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
@@ -470,14 +470,16 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(t.block_n, 128);
       EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
       EXPECT_LE(t.smem_bytes, h200.smem_per_block_optin);
-      for (const char* bad : {"attn_wgmma=1,attn_bn=32", "attn_wgmma=1,attn_bn=96"}) {
+      for (const char* bad : {"attn_wgmma=1,attn_bn=32", "attn_wgmma=1,attn_bn=96", "attn_wgmma=1,attn_stages=3",
+                              "attn_wgmma=1,attn_mw=2", "attn_wgmma=1,attn_stages=9"}) {
         Env b(bad);
         EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
             << bad;
       }
     }
   }
-  for (const char* bad : {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=2"}) {
+  for (const char* bad :
+       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=2"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

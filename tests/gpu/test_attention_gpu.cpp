@@ -70,9 +70,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
                                             ::testing::Bool()));
 
-// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on
-// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the build has no sm_90a
-// code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner refuses it for).
+// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on the
+// grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the
+// build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner
+// refuses it for).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
 TEST_P(AttentionWgmma, MatchesReference) {
@@ -193,11 +194,10 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
 // defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
 // warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
-// its opt-in maximum), 32- and 64-key tiles with two row tiles a warp at head_dim 128 (the default on sm_90 profiles and
-// below; 64 not on the T4 profile), the sm_90a wgmma prefill (where it runs), 3 or 4 CUDA-core
-// decode stages (64 KB) with forced split counts (one split: no merge; 7:
-// uneven chunks), and the tensor-core decode with the same split counts.
-// f16: valid on every profile.
+// its opt-in maximum), 32- and 64-key tiles with two row tiles a warp at head_dim 128 (the default on sm_90 profiles
+// and below; 64 not on the T4 profile), the sm_90a wgmma prefill (where it runs), 3 or 4 CUDA-core decode stages (64
+// KB) with forced split counts (one split: no merge; 7: uneven chunks), and the tensor-core decode with the same split
+// counts. f16: valid on every profile.
 TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
   DeviceProfile prof;
@@ -205,12 +205,19 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   for (const char* setting :
        {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-    // Refused by the planner: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90 profiles; and the
-    // wgmma kernel needs sm_90a code and a compute capability 9.0 GPU.
+    // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
+    // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a
+    // code and a compute capability 9.0 GPU.
+    const bool wgmma = std::string(setting).rfind("attn_wgmma", 0) == 0;
+    const bool refused = (std::string(setting) == "attn_bn=64" && prof.sm < 80) || (wgmma && prof.sm != 90);
     TilePlan tile;
-    if (plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile).code() == StatusCode::unsupported ||
-        (tile.wgmma && !cuda::sm90a_available(0)))
+    const Status planned = plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile);
+    if (refused) {
+      EXPECT_EQ(planned.code(), StatusCode::unsupported) << setting << " on profile " << prof.key;
       continue;
+    }
+    ASSERT_TRUE(planned.ok()) << setting << ": " << planned.to_string();
+    if (wgmma && !cuda::sm90a_available(0)) continue;
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expect_attention(

@@ -1,7 +1,8 @@
 // The sm_90a building blocks on the GPU before a kernel relies on them: TMA (below) and wgmma
-// (src/cuda/common/wgmma.cuh: descriptors, the 128-byte swizzle, wgmma m64n64k16, the accumulator layout): one warpgroup's 64 x 64 x 64 product against the fp64
-// reference, bf16 and f16, with B K-major (as K in S = Q K^T) and MN-major (as V in O = P V). Skipped where the build
-// has no sm_90a code or the device is not compute capability 9.0 (the A100 / T4 paths, other GPUs).
+// (src/cuda/common/wgmma.cuh: descriptors, the 128-byte swizzle, wgmma m64n64k16, the accumulator layout): one
+// warpgroup's 64 x 64 x 64 product against the fp64 reference, bf16 and f16, with B K-major (as K in S = Q K^T) and
+// MN-major (as V in O = P V). Skipped where the build has no sm_90a code or the device is not compute capability 9.0
+// (the A100 / T4 paths, other GPUs).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,8 +62,8 @@ TEST(WgmmaProbe, TileProductMatchesReference) {
 }
 
 // The TMA building block (src/cuda/sm90a/tma_probe.cu): a 64 x 64 box of a [100][96] bf16 tensor through
-// cp.async.bulk.tensor and an mbarrier, the shared bytes as they lie. Element (r, c) of the box must sit at swz<64>(r, c)
-// (16-byte chunk c / 8 of row r stored at chunk (c / 8) ^ (r % 8): the layout the wgmma descriptors read), and the
+// cp.async.bulk.tensor and an mbarrier, the shared bytes as they lie. Element (r, c) of the box must sit at swz<64>(r,
+// c) (16-byte chunk c / 8 of row r stored at chunk (c / 8) ^ (r % 8): the layout the wgmma descriptors read), and the
 // parts of a box outside the tensor must arrive as zeros (a sequence's tail tile). Boxes inside, touching both far
 // edges exactly, and half outside in both dimensions; the output poisoned first.
 TEST(TmaProbe, SwizzledBoxMatchesSwz64AndZeroFillsOutside) {
@@ -95,7 +96,8 @@ TEST(TmaProbe, SwizzledBoxMatchesSwz64AndZeroFillsOutside) {
         const int at = r * box + (((c / 8) ^ (r % 8)) * 8) + c % 8;  // swz<64>(r, c)
         const bool inside = row0 + r < rows && col0 + c < cols;
         const double want = inside ? src.get(static_cast<int64_t>(row0 + r) * cols + col0 + c) : 0.0;
-        if (!(got.get(at) == want) && bad++ < 8) first << " (" << r << ", " << c << "): " << got.get(at) << " vs " << want;
+        if (!(got.get(at) == want) && bad++ < 8)
+          first << " (" << r << ", " << c << "): " << got.get(at) << " vs " << want;
       }
     EXPECT_EQ(bad, 0) << "box elements misplaced or not zero-filled:" << first.str();
   }

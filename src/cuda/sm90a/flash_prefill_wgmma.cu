@@ -37,8 +37,9 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// BN: keys a K/V tile, 64 (two blocks an SM: 128 registers) or 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one
-// block an SM for its 160 KB of shared memory at head_dim 128, so up to 255 registers).
+// BN: keys a K/V tile, 64 (two blocks an SM: 128 registers; at head_dim 128 ptxas spills 32 bytes, as measured) or
+// 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one block an SM for its 161 KB of shared memory at head_dim 128,
+// so up to 255 registers).
 template <typename T, int D, int BN>
 __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmma_kernel(const FlashParams<T> p) {
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
@@ -130,7 +131,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
     return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
   const bool wide = tile.block_n == 128;
-  if (a.head_dim == 64) return wide ? go(flash_prefill_wgmma_kernel<T, 64, 128>) : go(flash_prefill_wgmma_kernel<T, 64, 64>);
+  if (a.head_dim == 64)
+    return wide ? go(flash_prefill_wgmma_kernel<T, 64, 128>) : go(flash_prefill_wgmma_kernel<T, 64, 64>);
   if (a.head_dim == 128)
     return wide ? go(flash_prefill_wgmma_kernel<T, 128, 128>) : go(flash_prefill_wgmma_kernel<T, 128, 64>);
   return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");

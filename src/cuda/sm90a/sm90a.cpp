@@ -49,7 +49,8 @@ Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_m
 
 Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int64_t rows, int64_t cols,
                               int64_t row_stride, int box_rows) {
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return invalid_argument("tma descriptor: base must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
+    return invalid_argument("tma descriptor: base must be 16-byte aligned");
   if (rows < 1 || cols < 1 || row_stride < cols || row_stride % 8 != 0)
     return invalid_argument("tma descriptor: rows, cols >= 1 and row_stride >= cols, a multiple of 8 elements (16 "
                             "bytes), got rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
@@ -58,9 +59,13 @@ Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int6
     return invalid_argument("tma descriptor: box_rows must be 1 to 256, got " + std::to_string(box_rows));
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+#if CUDART_VERSION >= 12050
+  const cudaError_t got =
+      cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t got = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &found);
+#endif
+  if (got != cudaSuccess || found != cudaDriverEntryPointSuccess || fn == nullptr) {
     (void)cudaGetLastError();
     return unsupported("tma descriptor: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later)");
   }

@@ -12,9 +12,11 @@
 namespace kernelkit::cuda {
 namespace {
 
-constexpr int kBox = 64;                       // rows and columns of the box
-constexpr int kBoxBytes = kBox * kBox * 2;     // 8 KB
-constexpr int kAlign = 1024;                   // the 128-byte swizzle's atom: TMA's destination alignment for it
+namespace ptx = ::cuda::ptx;  // libcu++'s PTX wrappers (kernelkit::cuda would shadow ::cuda)
+
+constexpr int kBox = 64;                    // rows and columns of the box
+constexpr int kBoxBytes = kBox * kBox * 2;  // 8 KB
+constexpr int kAlign = 1024;                // the 128-byte swizzle's atom: TMA's destination alignment for it
 
 __global__ void __launch_bounds__(128) tma_probe_kernel(const __grid_constant__ CUtensorMap map, int row0, int col0,
                                                         uint4* out) {
@@ -23,18 +25,17 @@ __global__ void __launch_bounds__(128) tma_probe_kernel(const __grid_constant__ 
   const auto raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   unsigned char* tile = smem_raw + (kAlign - raw % kAlign) % kAlign;
   if (threadIdx.x == 0) {
-    ::cuda::ptx::mbarrier_init(&bar, 1);
-    ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);  // visible to the async proxy
+    ptx::mbarrier_init(&bar, 1);
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);  // the init visible to the async proxy
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     // The transaction count is the whole box: out-of-bounds elements are written (as zeros) and counted too.
-    ::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared, &bar,
-                                         kBoxBytes);
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, &bar, kBoxBytes);
     const int32_t coords[2] = {col0, row0};  // innermost dimension first
-    ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, tile, &map, coords, &bar);
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, tile, &map, coords, &bar);
   }
-  while (!::cuda::ptx::mbarrier_try_wait_parity(&bar, 0)) {
+  while (!ptx::mbarrier_try_wait_parity(&bar, 0)) {
   }
   for (int i = threadIdx.x; i < kBoxBytes / 16; i += blockDim.x) out[i] = reinterpret_cast<const uint4*>(tile)[i];
 }
