@@ -69,7 +69,7 @@ def check(name, got, want, tol):
 # counts the planner's cost model picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8
 # measured faster at df946b8; the GEMV: 2 warps along k at m1 n11008 k4096).
 TUNED = {"attention": ["attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1",
-                       "attn_wgmma=1,attn_bn=128"],
+                       "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=4", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}

@@ -108,7 +108,7 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
 // benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp owns),
 // attn_stages (1 to kAttnMaxStages), attn_bn (32 or 64: keys a prefill K/V tile, see kAttnWideKeys; 64 or 128 with
-// attn_wgmma), attn_wgmma (1: the sm_90a prefill, see kAttnWgmmaRows), decode_stages (2
+// attn_wgmma), attn_wgmma (1: the sm_90a prefill, 2: the same fed by TMA, see kAttnWgmmaRows), decode_stages (2
 // to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or
 // 1: the CUDA-core or the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to
 // kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to
@@ -136,6 +136,7 @@ struct TilePlan {
   int64_t smem_bytes = 0;
   bool smem_optin = false;
   bool wgmma = false;  // attention: the sm_90a warpgroup-MMA kernel (kAttnWgmmaRows) instead of the mma.sync one
+  bool tma = false;    // ... with Q, K and V through TMA (attn_wgmma=2) instead of cp.async
   std::string to_string() const;
 };
 // Prefill attention's K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through
@@ -160,8 +161,10 @@ constexpr int kAttnWideKeys = 64;
 // kernel's 593.3, b4 s2048 870.2 against 953.5, head_dim 64 360.0 against 360.3; SDPA flash 503.6 / 784.0 / 296.4,
 // cuDNN 258.2 / 420.3 / 181.7. Behind the tune key until it is ahead of SDPA flash too and has passed racecheck (its
 // memcheck and native tests pass; docs/attention-sm90.md has what it lacks).
-// attn_bn=128 with attn_wgmma=1: 128-key tiles, S on m64n128k16 (one Q read from shared memory for twice the keys,
+// attn_bn=128 with attn_wgmma: 128-key tiles, S on m64n128k16 (one Q read from shared memory for twice the keys,
 // half the barriers and softmax reductions a key) at 160 KB of shared memory and one block an SM (not yet run).
+// attn_wgmma=2: the same kernel fed by TMA (one thread issues a tile's boxes, mbarriers say when they landed; packed
+// varlen batches keep cp.async: their tail rows must be zeros, not the next sequence's) (not yet run).
 constexpr int kAttnWgmmaRows = 128;
 constexpr int kAttnWgmmaKeys = 64;
 enum class TileFamily : uint8_t { attention, matmul };

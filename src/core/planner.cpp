@@ -412,10 +412,10 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     int wgmma = 0;
-    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 1, &wgmma));
+    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 2, &wgmma));
     if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
       if (prof.sm != 90 || head_dim > 128)
-        return unsupported("KERNELKIT_TUNE attn_wgmma=1: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
+        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
                            "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
       int bn = kAttnWgmmaKeys;  // or 128 (attn_bn=128: the wide-S variant, see kAttnWgmmaKeys)
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
@@ -426,9 +426,9 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
       KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
       if ((stages != 0 && stages != 2) || rows_a_warp > 1)
-        return invalid_argument("KERNELKIT_TUNE: attn_wgmma=1 has 2 K/V buffers and one 16-row tile a warp; "
+        return invalid_argument("KERNELKIT_TUNE: attn_wgmma has 2 K/V buffers and one 16-row tile a warp; "
                                 "attn_stages / attn_mw cannot change them");
-      *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true};
+      *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true, wgmma == 2};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
@@ -546,7 +546,7 @@ std::string DecodePlan::to_string() const {
 std::string TilePlan::to_string() const {
   std::ostringstream os;
   os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
-     << ", " << warps << " warps" << (wgmma ? " (wgmma)" : "") << ", smem " << smem_bytes / 1024 << " KB"
+     << ", " << warps << " warps" << (wgmma ? tma ? " (wgmma, TMA)" : " (wgmma)" : "") << ", smem " << smem_bytes / 1024 << " KB"
      << (smem_optin ? " (opt-in)" : "");
   return os.str();
 }

@@ -456,6 +456,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(t.block_n, kAttnWgmmaKeys);
       EXPECT_EQ(t.warps, 8);
       EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+      EXPECT_FALSE(t.tma);
       EXPECT_NE(t.to_string().find("wgmma"), std::string::npos) << t.to_string();
     }
     for (const auto& [key, d] : {std::pair<const char*, int>{"a100", 128}, {"t4", 64}, {"h200", 256}}) {
@@ -478,8 +479,17 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       }
     }
   }
+  {
+    Env e("attn_wgmma=2");  // the same kernel fed by TMA: the same tile and shared memory
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_TRUE(t.tma);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 128 + 1024);
+    EXPECT_NE(t.to_string().find("TMA"), std::string::npos) << t.to_string();
+    EXPECT_EQ(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).code(), StatusCode::unsupported);
+  }
   for (const char* bad :
-       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=2"}) {
+       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=3"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

@@ -70,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
                                             ::testing::Bool()));
 
-// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on the
-// grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the
+// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1 / 2, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on
+// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the
 // build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner
 // refuses it for).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
@@ -84,12 +84,16 @@ TEST_P(AttentionWgmma, MatchesReference) {
   if (!cuda::sm90a_available(device) || prof.sm != 90)
     GTEST_SKIP() << "no sm_90a code in this build, or not a compute capability 9.0 GPU under an sm_90 profile";
   const auto [dt, d, causal] = GetParam();
-  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128"}) {  // 64- and 128-key tiles
+  // 64- and 128-key tiles, loaded by cp.async or (attn_wgmma=2) by TMA: every dense case then goes through TMA
+  // descriptors (the [b, h, s, d] layout with its dimensions reordered by stride), packed varlen ones through cp.async.
+  for (const char* setting :
+       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
     ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
     ASSERT_TRUE(tile.wgmma) << tile.to_string();
+    ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0) << tile.to_string();
     expect_grid(dt, static_cast<int>(d), causal);
     if (d == 128) expect_layouts(dt, causal);
     if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
@@ -203,7 +207,8 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   for (const char* setting :
-       {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128"}) {
+       {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128",
+        "attn_wgmma=2"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a

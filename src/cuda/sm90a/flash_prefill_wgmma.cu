@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/attention/flash_prefill.cuh"
+#include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/runtime_internal.hpp"
 #include "cuda/sm90a/sm90a.hpp"
@@ -37,11 +38,19 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// kTma: the TMA descriptors of q, k and v ([b, s, h, d] through their strides; dense batches only).
+struct WgmmaTma {
+  TmaOperand q, k, v;
+};
+
 // BN: keys a K/V tile, 64 (two blocks an SM: 128 registers; at head_dim 128 ptxas spills 32 bytes, as measured) or
 // 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one block an SM for its 161 KB of shared memory at head_dim 128,
-// so up to 255 registers).
-template <typename T, int D, int BN>
-__global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmma_kernel(const FlashParams<T> p) {
+// so up to 255 registers). kTma (attn_wgmma=2): Q and the K/V tiles arrive by TMA (one thread issues a tile's boxes,
+// everyone waits on that buffer's mbarrier; zeros past the sequence from the descriptor) instead of every thread's
+// cp.async, and the barrier at the top of the loop goes.
+template <typename T, int D, int BN, bool kTma>
+__global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
+    flash_prefill_wgmma_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
   constexpr int kBlocks = D / 64;  // column blocks
   extern __shared__ unsigned char smem_raw[];
@@ -49,8 +58,13 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmm
   T* sK = sQ + kBM * D;                                                                   // [2][kBlocks][BN][64]
   T* sV = sK + 2 * BN * D;                                                                // [2][kBlocks][BN][64]
 
+  __shared__ uint64_t bars[3];  // kTma: the two K/V buffers' and Q's mbarriers
   FlashBlock<T> f;
   if (!flash_block<kBM, BN>(p, f)) return;
+  if constexpr (kTma) {
+    if (threadIdx.x == 0) tma::init(bars, 3);
+    __syncthreads();
+  }
   const int warp = threadIdx.x / 32, wg = warp / 4, g = threadIdx.x % 32 / 4;
   const int wr = 16 * warp;  // the warp's first row in the block
 
@@ -60,6 +74,16 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmm
   float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
 
   auto load_kv = [&](int tile, int buf) {
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        tma::expect(&bars[buf], 2 * BN * D * static_cast<uint32_t>(sizeof(T)));
+        for (int c = 0; c < kBlocks; ++c) {
+          tma::load(tma_ops.k, sK + (buf * kBlocks + c) * BN * 64, &bars[buf], 64 * c, tile * BN, f.h / p.group, f.b);
+          tma::load(tma_ops.v, sV + (buf * kBlocks + c) * BN * 64, &bars[buf], 64 * c, tile * BN, f.h / p.group, f.b);
+        }
+      }
+      return;
+    }
     const int valid = min(BN, f.s_k - tile * BN);
     load_tile<BN, D, kThreads, true>(sK + buf * BN * D, f.k + static_cast<int64_t>(tile) * BN * p.t.ks.token,
                                      p.t.ks.token, valid);
@@ -67,18 +91,31 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmm
                                      p.t.vs.token, valid);
   };
   if (f.n_tiles > 0) {
-    load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        tma::expect(&bars[2], kBM * D * static_cast<uint32_t>(sizeof(T)));
+        for (int c = 0; c < kBlocks; ++c)
+          tma::load(tma_ops.q, sQ + c * kBM * 64, &bars[2], 64 * c, f.m0, f.h, f.b);
+      }
+    } else {
+      load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
+    }
     load_kv(0, 0);
-    cp_async_commit();
+    if constexpr (!kTma) cp_async_commit();
   }
   const uint32_t q_base = smem_addr(sQ) + 64 * wg * kRowBytes;  // the warpgroup's 64 rows in column block 0
   for (int it = 0; it < f.n_tiles; ++it) {
     const int buf = it & 1;
     if (it + 1 < f.n_tiles) load_kv(it + 1, buf ^ 1);  // into the buffer tile it - 1 used (freed by its barrier)
-    cp_async_commit();
-    cp_async_wait<1>();   // this tile's group (and Q's) has landed for this thread ...
-    wgmma_fence_smem();   // ... its writes visible to the async proxy ...
-    __syncthreads();      // ... and everyone's
+    if constexpr (kTma) {
+      if (it == 0) tma::wait_or_trap(&bars[2], 0);  // Q
+      tma::wait_or_trap(&bars[buf], (it >> 1) & 1);   // the buffer's (it / 2)-th fill
+    } else {
+      cp_async_commit();
+      cp_async_wait<1>();   // this tile's group (and Q's) has landed for this thread ...
+      wgmma_fence_smem();   // ... its writes visible to the async proxy ...
+      __syncthreads();      // ... and everyone's
+    }
     const uint32_t k_base = smem_addr(sK + buf * BN * D), v_base = smem_addr(sV + buf * BN * D);
 
     float s[1][BN / 8][4];  // S for the warp's 16 rows x BN keys
@@ -116,25 +153,52 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1) flash_prefill_wgmm
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
 }
 
+// The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of kBM rows, k and v [b, s_k, h_kv, d] in boxes of
+// BN rows, each through its strides (elements); 64 columns a box.
+template <typename T>
+Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) {
+  const bool f16 = std::is_same_v<T, __half>;
+  auto one = [&](TmaOperand* op, const void* base, const detail::HeadStrides& st, int64_t tokens, int64_t heads,
+                 int box) {
+    return make_tma_operand(op, base, f16, a.head_dim,
+                            {TmaDim{tokens, st.token, box}, TmaDim{heads, st.head, 1}, TmaDim{a.batch, st.batch, 1}});
+  };
+  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, a.s_q, a.heads, kBM));
+  KK_RETURN_IF_ERROR(one(&ops->k, a.k, a.k_st, a.s_k, a.kv_heads, block_n));
+  return one(&ops->v, a.v, a.v_st, a.s_k, a.kv_heads, block_n);
+}
+
 template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
   const FlashParams<T> p = flash_params<T>(a, tile.stages);
+  // TMA for dense batches only: a varlen batch's tail rows would be the next sequence's, not zeros (the cp.async
+  // copy zero-fills them), so packed sequences take the cp.async kernel.
+  const bool use_tma = tile.tma && a.cu_q == nullptr;
+  WgmmaTma ops{};
+  if (use_tma) KK_RETURN_IF_ERROR(tma_operands<T>(a, tile.block_n, &ops));
   auto go = [&](auto kernel) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>((a.s_q + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
                     static_cast<unsigned>(a.batch));
-    kernel<<<grid, kThreads, smem, stream>>>(p);
+    kernel<<<grid, kThreads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   };
+  auto with_tile = [&](auto d, auto bn) -> Status {
+    constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
+    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true>) : go(flash_prefill_wgmma_kernel<T, D, BN, false>);
+  };
+  using std::integral_constant;
   if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
     return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
   const bool wide = tile.block_n == 128;
   if (a.head_dim == 64)
-    return wide ? go(flash_prefill_wgmma_kernel<T, 64, 128>) : go(flash_prefill_wgmma_kernel<T, 64, 64>);
+    return wide ? with_tile(integral_constant<int, 64>{}, integral_constant<int, 128>{})
+                : with_tile(integral_constant<int, 64>{}, integral_constant<int, 64>{});
   if (a.head_dim == 128)
-    return wide ? go(flash_prefill_wgmma_kernel<T, 128, 128>) : go(flash_prefill_wgmma_kernel<T, 128, 64>);
+    return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
+                : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
   return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");
 }
 

@@ -2,13 +2,14 @@
 #include "cuda/sm90a/sm90a.hpp"
 
 #include <string>
+#include <utility>
 
 namespace kernelkit::cuda {
 
 #if KERNELKIT_HAS_SM90A
 Status wgmma_probe_launch(const void* a, const void* b, float* c, bool f16, bool b_mn_major, cudaStream_t stream);
 Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream);
-Status tma_probe_launch(const CUtensorMap& map, int row0, int col0, void* out, cudaStream_t stream);
+Status tma_probe_launch(const TmaOperand& map, int row0, int col0, void* out, cudaStream_t stream);
 #endif
 
 namespace {
@@ -47,16 +48,35 @@ Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_m
 #endif
 }
 
-Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int64_t rows, int64_t cols,
-                              int64_t row_stride, int box_rows) {
+Status make_tma_operand(TmaOperand* op, const void* base, bool f16, int64_t cols, const TmaDim (&outer)[3]) {
   if (reinterpret_cast<uintptr_t>(base) % 16 != 0)
-    return invalid_argument("tma descriptor: base must be 16-byte aligned");
-  if (rows < 1 || cols < 1 || row_stride < cols || row_stride % 8 != 0)
-    return invalid_argument("tma descriptor: rows, cols >= 1 and row_stride >= cols, a multiple of 8 elements (16 "
-                            "bytes), got rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
-                            ", row_stride " + std::to_string(row_stride));
-  if (box_rows < 1 || box_rows > 256)
-    return invalid_argument("tma descriptor: box_rows must be 1 to 256, got " + std::to_string(box_rows));
+    return invalid_argument("tma descriptor: the tensor's address must be 16-byte aligned");
+  if (cols < 1) return invalid_argument("tma descriptor: cols must be >= 1, got " + std::to_string(cols));
+  // The kept outer dimensions (the token's always), by stride: TMA takes them innermost first.
+  int kept[3], n = 0;
+  for (int role = 0; role < 3; ++role) {
+    const TmaDim& d = outer[role];
+    if (d.extent < 1 || d.box < 1 || d.box > 256)
+      return invalid_argument("tma descriptor: dimension " + std::to_string(role + 1) + " needs extent >= 1 and a box of 1 "
+                              "to 256, got extent " + std::to_string(d.extent) + ", box " + std::to_string(d.box));
+    if (role == 0 || d.extent > 1) kept[n++] = role;
+  }
+  for (int i = 1; i < n; ++i)  // insertion sort of at most 3
+    for (int j = i; j > 0 && outer[kept[j]].stride < outer[kept[j - 1]].stride; --j) std::swap(kept[j], kept[j - 1]);
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(cols)}, strides[3] = {};
+  cuuint32_t box[4] = {64}, element_strides[4] = {1, 1, 1, 1};
+  *op = TmaOperand{};
+  op->rank = n + 1;
+  for (int i = 0; i < n; ++i) {
+    const TmaDim& d = outer[kept[i]];
+    if (d.stride < 1 || d.stride % 8 != 0)
+      return invalid_argument("tma descriptor: dimension " + std::to_string(kept[i] + 1) + "'s stride must be a "
+                              "positive multiple of 8 elements (16 bytes), got " + std::to_string(d.stride));
+    dims[i + 1] = static_cast<cuuint64_t>(d.extent);
+    strides[i] = static_cast<cuuint64_t>(d.stride) * 2;  // bytes
+    box[i + 1] = static_cast<cuuint32_t>(d.box);
+    op->pos[kept[i]] = static_cast<int8_t>(i + 1);
+  }
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
 #if CUDART_VERSION >= 12050
@@ -72,14 +92,11 @@ Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int6
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};  // innermost first
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_stride) * 2};                    // bytes, rows
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};                           // 128-byte rows
-  const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = reinterpret_cast<Encode>(fn)(
-      map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims,
-      strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      &op->map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+      static_cast<cuuint32_t>(op->rank), const_cast<void*>(base), dims, strides, box, element_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return invalid_argument("tma descriptor: cuTensorMapEncodeTiled refused it (CUresult " + std::to_string(r) + ")");
   return Status::Ok();
@@ -87,8 +104,8 @@ Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int6
 
 Status tma_probe(const void* src, int64_t rows, int64_t cols, int row0, int col0, void* out, cudaStream_t stream) {
   KK_RETURN_IF_ERROR(need_sm90a("tma_probe"));
-  CUtensorMap map;
-  KK_RETURN_IF_ERROR(make_tma_desc_2d_sw128(&map, src, false, rows, cols, cols, 64));
+  TmaOperand map;  // [rows][cols]: rows are the token role, boxes of 64 rows
+  KK_RETURN_IF_ERROR(make_tma_operand(&map, src, false, cols, {TmaDim{rows, cols, 64}, TmaDim{}, TmaDim{}}));
 #if KERNELKIT_HAS_SM90A
   return tma_probe_launch(map, row0, col0, out, stream);
 #else

@@ -3,12 +3,12 @@
 // an sm_90a build of one kernel; KERNELKIT_HAS_SM90A says whether this build has them.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap and its enums only: the driver library is reached through the runtime
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "core/attention.hpp"
+#include "cuda/sm90a/tma_desc.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/status.hpp"
 
@@ -24,16 +24,8 @@ bool sm90a_available(int device);
 // sm90a_available is false.
 Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_major, cudaStream_t stream);
 
-// A 2-D TMA descriptor for a row-major [rows][cols] tensor of 2-byte elements (row stride `row_stride` elements, a
-// multiple of 8; `base` 16-byte aligned): boxes of box_rows x 64 elements (128-byte rows) in the 128-byte swizzle,
-// which is swz<64> (mma.cuh), the layout the wgmma descriptors read; out-of-bounds elements arrive as zeros.
-// cuTensorMapEncodeTiled is reached through cudaGetDriverEntryPointByVersion, so nothing links the driver library.
-// invalid_argument names the argument the driver or these checks refuse.
-Status make_tma_desc_2d_sw128(CUtensorMap* map, const void* base, bool f16, int64_t rows, int64_t cols,
-                              int64_t row_stride, int box_rows);
-
 // The TMA probe (src/cuda/sm90a/tma_probe.cu): the 64 x 64 box at (row0, col0) of `src` ([rows][cols] bf16, row
-// stride cols) loaded by cp.async.bulk.tensor through an mbarrier into shared memory, and those 8 KB copied to `out`
+// stride cols; make_tma_operand) loaded by cp.async.bulk.tensor through an mbarrier into shared memory, and those 8 KB copied to `out`
 // as they lie there (element (r, c) of the box at swz<64>(r, c), zeros outside the tensor). Device pointers on
 // `stream`; unsupported where sm90a_available is false.
 Status tma_probe(const void* src, int64_t rows, int64_t cols, int row0, int col0, void* out, cudaStream_t stream);
