@@ -164,7 +164,8 @@ constexpr int kAttnWideKeys = 64;
 // attn_bn=128 with attn_wgmma: 128-key tiles, S on m64n128k16 (one Q read from shared memory for twice the keys,
 // half the barriers and softmax reductions a key) at 160 KB of shared memory and one block an SM (not yet run).
 // attn_wgmma=2: the same kernel fed by TMA (one thread issues a tile's boxes, mbarriers say when they landed; packed
-// varlen batches keep cp.async: their tail rows must be zeros, not the next sequence's) (not yet run).
+// varlen batches keep cp.async, their tail rows must be zeros, not the next sequence's, as do calls without keys and
+// strides a descriptor cannot express) (not yet run).
 constexpr int kAttnWgmmaRows = 128;
 constexpr int kAttnWgmmaKeys = 64;
 enum class TileFamily : uint8_t { attention, matmul };

@@ -421,7 +421,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
       if (bn != 64 && bn != 128)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
-                                " with attn_wgmma=1 is not 64 or 128");
+                                " with attn_wgmma is not 64 or 128");
       int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
       KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));

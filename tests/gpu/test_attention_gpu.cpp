@@ -96,6 +96,9 @@ TEST_P(AttentionWgmma, MatchesReference) {
     ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0) << tile.to_string();
     expect_grid(dt, static_cast<int>(d), causal);
     if (d == 128) expect_layouts(dt, causal);
+    // One query head (Q's descriptor without its head dimension) over 300 keys, and batch 3 of MQA.
+    expect_attention({OpId::attention, dt, 1, 200, 300, 1, 1, d, causal, false, false, false, 1.0, 31});
+    expect_attention({OpId::attention, dt, 3, 65, 130, 1, 1, d, causal, true, false, false, 1.0, 32});
     if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
       for (int64_t s : {int64_t{127}, int64_t{1000}})
         expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});

@@ -16,7 +16,7 @@ namespace ptx = ::cuda::ptx;
 
 // Waits for phase `parity` of an mbarrier, trapping after 10 s of wall time (%globaltimer, ns) instead of hanging: a
 // wrong transaction count or a copy that never lands would otherwise hang the process (and a device call with it); a
-// trap is a launch error the caller reports.
+// trap is a launch error the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.)
 __device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
   auto now = [] {
     uint64_t t;

@@ -171,11 +171,11 @@ Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) 
 template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
   const FlashParams<T> p = flash_params<T>(a, tile.stages);
-  // TMA for dense batches only: a varlen batch's tail rows would be the next sequence's, not zeros (the cp.async
-  // copy zero-fills them), so packed sequences take the cp.async kernel.
-  const bool use_tma = tile.tma && a.cu_q == nullptr;
+  // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
+  // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
+  // take the cp.async kernel.
   WgmmaTma ops{};
-  if (use_tma) KK_RETURN_IF_ERROR(tma_operands<T>(a, tile.block_n, &ops));
+  const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
   auto go = [&](auto kernel) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
