@@ -28,6 +28,7 @@ std::string AttentionCase::name() const {
   if (varlen) os << " varlen";
   if (paged) os << " paged";
   if (magnitude > 1) os << " |x|~" << magnitude;
+  if (kv_pad) os << " kv_pad " << kv_pad;
   return os.str();
 }
 
@@ -86,7 +87,7 @@ AttnData make_attention_inputs(const AttentionCase& c) {
     d.cu_k = i32_buffer(ck);
   } else {
     d.total_q = c.batch * c.s_q;
-    k_rows = c.batch * c.s_k;
+    k_rows = c.batch * (c.s_k + c.kv_pad);
   }
   d.total_k = k_rows;
   std::uniform_real_distribution<double> u(-c.magnitude, c.magnitude);
@@ -99,6 +100,12 @@ AttnData make_attention_inputs(const AttentionCase& c) {
   fill(d.v, k_rows * hk * dim);
   if (c.magnitude > 1)  // large logits, ordinary values: only q and k are scaled up
     for (int64_t i = 0; i < d.v.size(); ++i) d.v.set(i, d.v.get(i) / c.magnitude);
+  if (c.kv_pad > 0)  // the padding rows of every sequence: never part of the op's view
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = (b * (c.s_k + c.kv_pad) + c.s_k) * hk * dim; i < (b + 1) * (c.s_k + c.kv_pad) * hk * dim; ++i) {
+        d.k.set(i, NAN);
+        d.v.set(i, NAN);
+      }
   d.out = HostBuffer(c.dtype, d.total_q * h * dim);
   d.lse = HostBuffer(DType::f32, d.total_q * h);
   return d;
@@ -135,13 +142,15 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
                      TensorView::contiguous(p.k, t, {d.total_k, hk, D}, dev),
                      TensorView::contiguous(p.v, t, {d.total_k, hk, D}, dev), o);
   }
-  // [b, s, heads, d], or stored [b, heads, s, d] and seen through strides.
-  auto view = [&](void* ptr, int64_t s, int64_t heads) {
+  // [b, s, heads, d], or stored [b, heads, s, d] and seen through strides; k / v stored with `pad` rows more a
+  // sequence (kv_pad) are seen through their batch stride.
+  auto view = [&](void* ptr, int64_t s, int64_t heads, int64_t pad = 0) {
     if (c.bhsd) return TensorView::strided(ptr, t, {B, s, heads, D}, {heads * s * D, D, s * D, 1}, dev);
+    if (pad) return TensorView::strided(ptr, t, {B, s, heads, D}, {(s + pad) * heads * D, heads * D, D, 1}, dev);
     return TensorView::contiguous(ptr, t, {B, s, heads, D}, dev);
   };
   return attention(view(p.out, c.s_q, h), TensorView::contiguous(p.lse, DType::f32, {B, h, c.s_q}, dev),
-                   view(p.q, c.s_q, h), view(p.k, c.s_k, hk), view(p.v, c.s_k, hk), o);
+                   view(p.q, c.s_q, h), view(p.k, c.s_k, hk, c.kv_pad), view(p.v, c.s_k, hk, c.kv_pad), o);
 }
 
 }  // namespace

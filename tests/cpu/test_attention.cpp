@@ -182,6 +182,19 @@ TEST(Attention, BhsdLayoutThroughStrides) {
   for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(back.get(i), out2.get(i)) << i;
 }
 
+TEST(Attention, PaddedKvViewsReadNoPadding) {
+  // The harness's kv_pad layout (k / v as views into storage with NaN rows after every sequence's keys), through the
+  // CPU reference: every output finite and within [min v, max v], so the GPU cases built on it compare real values.
+  for (bool causal : {false, true}) {
+    const kernelkit::testing::AttentionCase c{OpId::attention, DType::f16, 2, 9, 13, 4, 2, 64, causal, false, false,
+                                              false, 1.0, 3, 5};
+    const kernelkit::testing::CaseResult r = kernelkit::testing::check_attention_properties(c);
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    EXPECT_GT(r.checked, 0);
+    EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+  }
+}
+
 TEST(Attention, VarlenEqualsPerSequenceCalls) {
   // Sequences of (s_q, s_k) = (3, 3), (0, 4), (5, 9), (4, 2) packed; each equals a dense causal call on its own.
   const std::vector<int32_t> cq = {0, 3, 3, 8, 12}, ck = {0, 3, 7, 16, 18};

@@ -54,6 +54,9 @@ void expect_layouts(DType dt, bool causal) {
   expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 64, causal, false, true, false, 1.0, 12});
   expect_attention({OpId::attention, dt, 4, 1, 33, 4, 4, 128, causal, false, true, false, 1.0, 13});
   expect_attention({OpId::attention, dt, 3, 300, 100, 4, 1, 64, causal, false, true, false, 1.0, 14});
+  // K / V as views into storage with 40 NaN rows after each sequence's 130 keys (partial last tiles): a kernel that
+  // reads past s_k into the output (a wrong TMA extent, a missing zero fill) turns rows NaN.
+  expect_attention({OpId::attention, dt, 2, 100, 130, 8, 2, 128, causal, false, false, false, 1.0, 15, 40});
 }
 
 }  // namespace
