@@ -7,8 +7,19 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda/sm90a/sm90a.hpp"
 #include "kernelkit/profile.hpp"
 #include "testing/harness.hpp"
+
+// Skips the calling test where the sm_90a kernels cannot run: a build without sm_90a code (arch list without 90 /
+// native: the A100 / T4 paths) or a GPU other than compute capability 9.0. Sets `device` to the current device.
+#define KK_SKIP_WITHOUT_SM90A(device)                                                                                \
+  do {                                                                                                               \
+    ASSERT_EQ(cudaGetDevice(&(device)), cudaSuccess);                                                                \
+    if (!kernelkit::cuda::sm90a_available(device))                                                                   \
+      GTEST_SKIP() << "no sm_90a code in this build (arch list without 90 / native) or not a compute capability 9.0 " \
+                      "GPU";                                                                                         \
+  } while (0)
 
 namespace kernelkit::testing {
 

@@ -81,11 +81,10 @@ class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
 TEST_P(AttentionWgmma, MatchesReference) {
   int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  KK_SKIP_WITHOUT_SM90A(device);
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(device, &prof).ok());
-  if (!cuda::sm90a_available(device) || prof.sm != 90)
-    GTEST_SKIP() << "no sm_90a code in this build, or not a compute capability 9.0 GPU under an sm_90 profile";
+  if (prof.sm != 90) GTEST_SKIP() << "profile " << prof.key << " is not an sm_90 one (the planner refuses wgmma)";
   const auto [dt, d, causal] = GetParam();
   // 64- and 128-key tiles, loaded by cp.async or (attn_wgmma=2) by TMA: every dense case then goes through TMA
   // descriptors (the [b, h, s, d] layout with its dimensions reordered by stride), packed varlen ones through cp.async.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cuda/sm90a/sm90a.hpp"
+#include "expect_case.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -22,9 +23,7 @@ using kernelkit::testing::HostBuffer;
 
 TEST(WgmmaProbe, TileProductMatchesReference) {
   int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  if (!cuda::sm90a_available(device))
-    GTEST_SKIP() << "no sm_90a code in this build (arch list without 90 / native) or not a compute capability 9.0 GPU";
+  KK_SKIP_WITHOUT_SM90A(device);
   constexpr int n = 64;
   std::mt19937 rng(97);
   std::uniform_real_distribution<double> u(-2.0, 2.0);
@@ -68,9 +67,7 @@ TEST(WgmmaProbe, TileProductMatchesReference) {
 // edges exactly, and half outside in both dimensions; the output poisoned first.
 TEST(TmaProbe, SwizzledBoxMatchesSwz64AndZeroFillsOutside) {
   int device = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  if (!cuda::sm90a_available(device))
-    GTEST_SKIP() << "no sm_90a code in this build (arch list without 90 / native) or not a compute capability 9.0 GPU";
+  KK_SKIP_WITHOUT_SM90A(device);
   constexpr int rows = 100, cols = 96, box = 64;
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(-4.0, 4.0);

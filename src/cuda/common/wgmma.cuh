@@ -12,9 +12,10 @@
 //   address 32 bytes inside the atom, the stride offset is the atom (1024 bytes), the leading offset unused.
 //   MN-major B (stored [k][n], transposed by the instruction's trans-b bit): rows are k, a 16-row k step advances
 //   2048 bytes; with n = 64 (one atom wide) only the 8-row stride (1024 bytes) is used.
-// The caller orders smem writes before the MMA by wgmma_fence_smem() in every writing thread (its generic-proxy stores
-// made visible to the async proxy) and then __syncthreads(), calls wgmma_fence() before the first MMA that touches
-// the accumulators, and waits with wgmma_commit() + wgmma_wait<0>() before reading them.
+// The caller orders smem writes before the MMA by cuda::ptx::fence_proxy_async(space_shared) (libcu++) in every
+// writing thread (its generic-proxy stores made visible to the async proxy) and then __syncthreads(), calls
+// wgmma_fence() before the first MMA that touches the accumulators, and waits with wgmma_commit() + wgmma_wait<0>()
+// before reading them.
 // For an MN-major B wider than one atom (n = 128: two 64-column blocks), the leading offset is the stride between
 // the blocks and the stride offset the 8-row k stride (canonical layout ((8 el, 8, m), (8, k)) : ((1, 8 el, LBO),
 // (64 el, SBO))); the probe's n = 64 uses only the latter.
@@ -23,6 +24,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cuda/ptx>
 
 #include <cstdint>
 #include <type_traits>
@@ -42,11 +45,6 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
 __device__ __forceinline__ void wgmma_fence() {
 #if KK_DEVICE_HAS_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_fence_smem() {  // st.shared before this, wgmma operand reads after it
-#if KK_DEVICE_HAS_WGMMA
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void wgmma_commit() {
@@ -78,6 +76,13 @@ __device__ __forceinline__ void wgmma_wait() {
   "{" KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
+// One wgmma form's asm with T's PTX type name, a literal inside the instruction string ("f16" or "bf16").
+#define KK_WGMMA_FOR_TYPE(T, FORM)          \
+  if constexpr (std::is_same_v<T, __half>) \
+    FORM("f16");                           \
+  else                                     \
+    FORM("bf16")
+
 // d (+)= A B for one 64 x 64 x 16 step: A from desc_a (K-major), B from desc_b (K-major, or MN-major with kTransB);
 // accumulate = false overwrites d. T: __nv_bfloat16 or __half.
 template <typename T, bool kTransB>
@@ -89,10 +94,7 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[8][4], uint64_t desc_
                ", %32, %33, acc, 1, 1, 0, %35;\n}\n"                                                                  \
                : KK_WGMMA_D64                                                                                         \
                : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB ? 1 : 0))
-  if constexpr (std::is_same_v<T, __half>)
-    KK_WGMMA_SS("f16");
-  else
-    KK_WGMMA_SS("bf16");
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_SS);
 #undef KK_WGMMA_SS
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
@@ -111,10 +113,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], uint64_t des
                ", %64, %65, acc, 1, 1, 0, 0;\n}\n"                                                                    \
                : KK_WGMMA_D128                                                                                        \
                : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
-  if constexpr (std::is_same_v<T, __half>)
-    KK_WGMMA_SS128("f16");
-  else
-    KK_WGMMA_SS128("bf16");
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_SS128);
 #undef KK_WGMMA_SS128
 #else
   (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
@@ -134,16 +133,14 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const unsig
                ", {%32, %33, %34, %35}, %36, acc, 1, 1, %37;\n}\n"                                                    \
                : KK_WGMMA_D64                                                                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB ? 1 : 0), "r"(1))
-  if constexpr (std::is_same_v<T, __half>)
-    KK_WGMMA_RS("f16");
-  else
-    KK_WGMMA_RS("bf16");
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_RS);
 #undef KK_WGMMA_RS
 #else
   (void)d, (void)a, (void)desc_b;
   __trap();
 #endif
 }
+#undef KK_WGMMA_FOR_TYPE
 #undef KK_WGMMA_D4
 #undef KK_WGMMA_D64
 #undef KK_WGMMA_D128

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(128) wgmma_probe_kernel(const uint4* a, const 
   unsigned char* sb = sa + kTileBytes;
   stage_tile(sa, a);
   stage_tile(sb, b);  // K-major: rows are n; MN-major: rows are k
-  wgmma_fence_smem();  // each writer's stores to the async proxy first, then the barrier: any warp may read any tile
+  // each writer's stores made visible to the async proxy first, then the barrier: any warp may read any tile
+  ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);
   __syncthreads();
 
   const uint32_t a0 = static_cast<uint32_t>(__cvta_generic_to_shared(sa));
