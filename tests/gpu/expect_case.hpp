@@ -13,12 +13,23 @@
 
 // Skips the calling test where the sm_90a kernels cannot run: a build without sm_90a code (arch list without 90 /
 // native: the A100 / T4 paths) or a GPU other than compute capability 9.0. Sets `device` to the current device.
-#define KK_SKIP_WITHOUT_SM90A(device)                                                                                \
-  do {                                                                                                               \
-    ASSERT_EQ(cudaGetDevice(&(device)), cudaSuccess);                                                                \
-    if (!kernelkit::cuda::sm90a_available(device))                                                                   \
+#define KK_SKIP_WITHOUT_SM90A(device)                                                                                 \
+  do {                                                                                                                \
+    ASSERT_EQ(cudaGetDevice(&(device)), cudaSuccess);                                                                 \
+    if (!kernelkit::cuda::sm90a_available(device))                                                                    \
       GTEST_SKIP() << "no sm_90a code in this build (arch list without 90 / native) or not a compute capability 9.0 " \
-                      "GPU";                                                                                         \
+                      "GPU";                                                                                          \
+  } while (0)
+
+// As above, and also skips where the active profile is not an sm_90 one (KERNELKIT_PROFILE=a100 / t4 on the H200: the
+// planner refuses wgmma for those). Sets `prof` to the active profile.
+#define KK_SKIP_WITHOUT_WGMMA_PROFILE(prof)                                                           \
+  do {                                                                                                \
+    int device_ = 0;                                                                                  \
+    KK_SKIP_WITHOUT_SM90A(device_);                                                                   \
+    ASSERT_TRUE(kernelkit::active_profile(device_, &(prof)).ok());                                    \
+    if ((prof).sm != 90)                                                                              \
+      GTEST_SKIP() << "profile " << (prof).key << " is not an sm_90 one (the planner refuses wgmma)"; \
   } while (0)
 
 namespace kernelkit::testing {
