@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Nsight Compute on the prefill, decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM and
 # tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
-# sm_90a wgmma prefill (KERNELKIT_TUNE attn_wgmma=1 / 2: cp.async / TMA loads, 64- and 128-key tiles) next to the
-# default one, the CUDA-core decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the
-# kernelkit package installed in the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill
-# stops after the prefill kernels.
+# prefill's default (on sm_90a the TMA-fed wgmma kernel) next to its KERNELKIT_TUNE alternatives, the CUDA-core
+# decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the kernelkit package installed in
+# the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill stops after the prefill kernels.
 #   [KK_NCU_ONLY=prefill] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
 out=${1:-build/ncu}
@@ -19,9 +18,9 @@ import kernelkit
 dev, dt = "cuda", torch.bfloat16
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 4096, 32, 128, device=dev, dtype=dt) for _ in range(3))  # prefill b1 h32 s4096 d128
-kernelkit.attention(q, k, v, causal=True)
-# The sm_90a prefill, where it runs (sm_90a build, compute 9.0): cp.async- and TMA-fed, 64- and 128-key tiles.
-for tune in ("attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"):
+kernelkit.attention(q, k, v, causal=True)  # the default: on sm_90a the TMA-fed wgmma kernel, 128-key tiles
+# Its alternatives: the mma.sync kernel; the wgmma one fed by cp.async (64- and 128-key tiles) or TMA with 64 keys.
+for tune in ("attn_wgmma=0", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"):
     os.environ["KERNELKIT_TUNE"] = tune
     try:
         kernelkit.attention(q, k, v, causal=True)

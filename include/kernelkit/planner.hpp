@@ -106,13 +106,13 @@ struct LaunchPlan {
 Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
 
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
-// benchmark run can time both (bench/op_baselines.py --tuned): attn_mw (1 or 2: 16-row MMA tiles a prefill warp owns),
-// attn_stages (1 to kAttnMaxStages), attn_bn (32 or 64: keys a prefill K/V tile, see kAttnWideKeys; 64 or 128 with
-// attn_wgmma), attn_wgmma (1: the sm_90a prefill, 2: the same fed by TMA, see kAttnWgmmaRows), decode_stages (2
-// to kDecodeMaxStages), decode_splits (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or
-// 1: the CUDA-core or the tensor-core decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to
-// kLinearGemvStages, sm_80+ code; a synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to
-// kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory allows,
+// benchmark run can time both (bench/op_baselines.py --tuned): attn_wgmma (0: the mma.sync prefill, 1: the sm_90a
+// one fed by cp.async, 2: by TMA, see kAttnWgmmaRows), attn_bn (keys a prefill K/V tile: 64 or 128 for the wgmma
+// prefill, 32 or 64 for the mma.sync one, see kAttnWideKeys), and for the mma.sync prefill attn_mw (1 or 2: 16-row
+// MMA tiles a warp owns) and attn_stages (1 to kAttnMaxStages); decode_stages (2 to kDecodeMaxStages), decode_splits
+// (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or 1: the CUDA-core or the tensor-core
+// decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a
+// synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory allows,
 // fails the plan with invalid_argument / unsupported naming it. Not for production use: the defaults are the measured
 // choices.
 
@@ -153,23 +153,27 @@ constexpr int kAttnMaxStages = 3;
 // took b1 h32 s4096 causal from 628.3 to 591.9 us and b4 s2048 from 1017.9 to 948.4 (head_dim 64, where it is
 // already the tile: 362.8 vs 361.0). Not measured on an A100, whose sm_80 build spills more: it keeps 32.
 constexpr int kAttnWideKeys = 64;
-// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1; head_dim 64 and 128 on sm_90 profiles, run only where the build
-// holds sm_90a code and the GPU is compute capability 9.0): blocks of two warpgroups, each owning kAttnWgmmaRows / 2
+// The sm_90a prefill, the default on sm_90 profiles at head_dim 64 and 128 where it can run (a build with sm_90a code,
+// a compute capability 9.0 GPU; plan_tile's sm90a_code): blocks of two warpgroups, each owning kAttnWgmmaRows / 2
 // query rows (wgmma's M = 64), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
-// (src/cuda/sm90a/flash_prefill_wgmma.cu), kAttnWgmmaKeys-key K/V tiles in two cp.async buffers, two blocks an SM.
-// On the H200 (bf16, commit 9283dc0, same run): b1 h32 s4096 d128 causal 545.7 us (252 TFLOP/s) against the mma.sync
-// kernel's 593.3, b4 s2048 870.2 against 953.5, head_dim 64 360.0 against 360.3; SDPA flash 503.6 / 784.0 / 296.4,
-// cuDNN 258.2 / 420.3 / 181.7. Behind the tune key until it is ahead of SDPA flash too and has passed racecheck (its
-// memcheck and native tests pass; docs/attention-sm90.md has what it lacks).
-// attn_bn=128 with attn_wgmma: 128-key tiles, S on m64n128k16 (one Q read from shared memory for twice the keys,
-// half the barriers and softmax reductions a key) at 160 KB of shared memory and one block an SM (not yet run).
-// attn_wgmma=2: the same kernel fed by TMA (one thread issues a tile's boxes, mbarriers say when they landed; packed
-// varlen batches keep cp.async, their tail rows must be zeros, not the next sequence's, as do calls without keys and
-// strides a descriptor cannot express) (not yet run).
+// (src/cuda/sm90a/flash_prefill_wgmma.cu), K/V tiles in two buffers. Fed by TMA (KERNELKIT_TUNE attn_wgmma=2, the
+// default: one thread issues a tile's boxes, mbarriers say when they landed) with kAttnWgmmaTmaKeys-key tiles, or by
+// every thread's cp.async (attn_wgmma=1) with kAttnWgmmaKeys-key tiles; attn_bn=64 / 128 forces either tile (128:
+// S on m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM). Packed varlen batches, calls without
+// keys and strides a TMA descriptor cannot express take the cp.async loads (a varlen batch's tail rows must be
+// zeros, not the next sequence's). attn_wgmma=0 forces the mma.sync kernel.
+// On the H200 (bf16, commit 2da9a78, one run, CUDA-graph medians): b1 h32 s4096 d128 causal: TMA 128 keys 417.5 us
+// (329 TFLOP/s), TMA 64 keys 484.0, cp.async 64 keys 548.8, the mma.sync kernel 591.7; b4 s2048 d128: 728.7 / 772.0 /
+// 874.6 / 953.0; head_dim 64 causal: 317.2 / 327.4 / 358.9 / 358.3. SDPA flash 506.9 / 789.9 / 295.8, cuDNN 258.7 /
+// 421.4 / 182.0 (docs/attention-sm90.md).
 constexpr int kAttnWgmmaRows = 128;
 constexpr int kAttnWgmmaKeys = 64;
+constexpr int kAttnWgmmaTmaKeys = 128;
 enum class TileFamily : uint8_t { attention, matmul };
-Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out);
+// sm90a_code: whether the sm_90a kernels can run where the plan is used (cuda::sm90a_available for the device); false
+// plans the mma.sync prefill on sm_90 profiles and refuses KERNELKIT_TUNE attn_wgmma.
+Status plan_tile(const DeviceProfile& profile, TileFamily family, DType dtype, int head_dim, TilePlan* out,
+                 bool sm90a_code = true);
 
 // Decode attention (memory-bound; first the CUDA-core kernel, then the tensor-core one, the default): blocks of
 // kDecodeThreads threads own `rows_per_block` (1, 4 or 8) query rows (the query heads x tokens of one KV head's

@@ -388,7 +388,8 @@ constexpr TileSeed kTileSeeds[] = {
 };
 }  // namespace
 
-Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int head_dim, TilePlan* t) {
+Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int head_dim, TilePlan* t,
+                 bool sm90a_code) {
   *t = TilePlan{};
   if (dtype != DType::f16 && dtype != DType::bf16)
     return invalid_argument("tile plan: dtype must be f16 or bf16, got " + std::string(dtype_name(dtype)));
@@ -411,23 +412,30 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (family == TileFamily::attention) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-    int wgmma = 0;
+    // The wgmma prefill fed by TMA is the default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64
+    // and 128, sm_90a code for the device. attn_wgmma=0 / 1 / 2 forces the mma.sync kernel, the cp.async-fed or
+    // the TMA-fed wgmma one.
+    const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
+    int wgmma = wgmma_here && sm90a_code ? 2 : 0;
     KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 2, &wgmma));
     if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
-      if (prof.sm != 90 || head_dim > 128)
+      if (!wgmma_here)
         return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
                            "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
-      int bn = kAttnWgmmaKeys;  // or 128 (attn_bn=128: the wide-S variant, see kAttnWgmmaKeys)
+      if (!sm90a_code)
+        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill needs a build with sm_90a code (arch list "
+                           "with 90 or native) on a compute capability 9.0 device");
+      int bn = wgmma == 2 ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
       if (bn != 64 && bn != 128)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
-                                " with attn_wgmma is not 64 or 128");
+                                " is not 64 or 128, the wgmma prefill's tiles (attn_wgmma=0: the mma.sync kernel's)");
       int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
       KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
       if ((stages != 0 && stages != 2) || rows_a_warp > 1)
-        return invalid_argument("KERNELKIT_TUNE: attn_wgmma has 2 K/V buffers and one 16-row tile a warp; "
-                                "attn_stages / attn_mw cannot change them");
+        return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers and one 16-row tile a warp; "
+                                "attn_stages / attn_mw cannot change them (attn_wgmma=0: the mma.sync kernel)");
       *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true, wgmma == 2};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)

@@ -212,17 +212,30 @@ TEST(Planner, RejectsWhatItCannotPlan) {
 
 TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   TilePlan t;
-  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t).ok());
+  // sm_90 profiles: the TMA-fed wgmma prefill at head_dim 64 and 128 where sm_90a code runs, 128-key tiles.
+  for (int d : {64, 128}) {
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_TRUE(t.tma);
+    EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+    EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
+    EXPECT_EQ(t.warps, 8);  // two warpgroups
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * d + 1024);  // Q + 2 x (K, V) + the 1024-byte alignment
+  }
+  // Without sm_90a code (a build for other archs, another GPU): the mma.sync kernel, two 16-row tiles a warp with
+  // 64-key tiles (the measured choice on sm_90).
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t, false).ok());
+  EXPECT_FALSE(t.wgmma);
   EXPECT_EQ(t.block_m, 128);
-  EXPECT_EQ(t.block_n, kAttnWideKeys);  // two 16-row tiles a warp with 64-key tiles: the measured choice on sm_90
+  EXPECT_EQ(t.block_n, kAttnWideKeys);
   EXPECT_EQ(t.warps, 4);
-  EXPECT_FALSE(t.wgmma);  // the wgmma prefill only through KERNELKIT_TUNE attn_wgmma=1
-  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t).ok());
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t, false).ok());
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 4);
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
+  EXPECT_FALSE(t.wgmma);  // head_dim 256: the mma.sync kernel, one row tile a warp
   EXPECT_EQ(t.block_n, 64);
-  EXPECT_EQ(t.warps, 8);  // one row tile a warp at head_dim 256
+  EXPECT_EQ(t.warps, 8);
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
   EXPECT_EQ(t.block_n, 32);  // sm_80: 32-key tiles keep S and O in registers with less spill
@@ -239,10 +252,10 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(plan_tile(profile("h200"), TileFamily::attention, DType::f16, 96, &t).code(),
             StatusCode::invalid_argument);
-  // Every tile of every profile fits its opt-in maximum, and asks for the opt-in exactly when above 48 KB.
+  // Every mma.sync tile of every profile fits its opt-in maximum, and asks for the opt-in exactly when above 48 KB.
   for (const auto& prof : profile_table())
     for (int d : {64, 128, 256}) {
-      ASSERT_TRUE(plan_tile(prof, TileFamily::attention, DType::f16, d, &t).ok()) << prof.key << " d" << d;
+      ASSERT_TRUE(plan_tile(prof, TileFamily::attention, DType::f16, d, &t, false).ok()) << prof.key << " d" << d;
       EXPECT_LE(t.smem_bytes, prof.smem_per_block_optin) << prof.key << " d" << d;
       EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
       EXPECT_GE(t.stages, 1);
@@ -341,7 +354,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   OpShape gemv{1, 4096, 1, 16};
   gemv.out_features = 11008;
   {
-    Env e("attn_mw=1,decode_tc=0,decode_stages=4,gemv_stages=3");
+    Env e("attn_wgmma=0,attn_mw=1,decode_tc=0,decode_stages=4,gemv_stages=3");
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_EQ(t.warps, 8);  // one row tile a warp: the 128x64 tile of before
     EXPECT_EQ(t.block_n, 64);
@@ -360,7 +373,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.stages, 2);
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
-    EXPECT_EQ(t.warps, 4);  // two row tiles a warp (128x64)
+    EXPECT_TRUE(t.tma);  // the TMA-fed wgmma prefill
   }
   for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2", "attn_mw=1x",
                           "attn_mw=99999999999"}) {
@@ -423,7 +436,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.chunk, 64);
   }
   {
-    Env e("attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80 (two row tiles a warp)
+    Env e("attn_wgmma=0,attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80
     ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
     EXPECT_EQ(t.stages, 3);
     EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
@@ -442,7 +455,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
   }
   {
-    Env e("attn_bn=32");  // the sm_80 tile on sm_90
+    Env e("attn_wgmma=0,attn_bn=32");  // the sm_80 tile on sm_90
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_EQ(t.block_n, 32);
     EXPECT_EQ(t.warps, 4);
@@ -480,16 +493,34 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     }
   }
   {
-    Env e("attn_wgmma=2");  // the same kernel fed by TMA: the same tile and shared memory
+    Env e("attn_wgmma=2");  // the same kernel fed by TMA (the default): 128-key tiles
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_TRUE(t.wgmma);
     EXPECT_TRUE(t.tma);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 128 + 1024);
+    EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
     EXPECT_NE(t.to_string().find("TMA"), std::string::npos) << t.to_string();
     EXPECT_EQ(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).code(), StatusCode::unsupported);
+    // Forced where no sm_90a code runs: refused, naming what it needs.
+    const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t, false);
+    EXPECT_EQ(s.code(), StatusCode::unsupported);
+    EXPECT_NE(s.message().find("sm_90a"), std::string::npos) << s.message();
+    Env narrow("attn_wgmma=2,attn_bn=64");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
+    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 64 + 1024);
+  }
+  {
+    Env e("attn_wgmma=0");  // the mma.sync kernel on sm_90: its 128x64 tile
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_FALSE(t.wgmma);
+    EXPECT_EQ(t.block_n, kAttnWideKeys);
+    EXPECT_EQ(t.warps, 4);
   }
   for (const char* bad :
-       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_bn=128", "attn_wgmma=3"}) {
+       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_wgmma=0,attn_bn=128", "attn_wgmma=3",
+        // the mma.sync kernel's keys with the wgmma prefill (the sm_90 default): attn_wgmma=0 must come with them
+        "attn_stages=3", "attn_mw=2", "attn_bn=32"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

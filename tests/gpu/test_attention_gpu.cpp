@@ -73,25 +73,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
                                             ::testing::Bool()));
 
-// The sm_90a prefill (KERNELKIT_TUNE attn_wgmma=1 / 2, src/cuda/sm90a/flash_prefill_wgmma.cu; 64- and 128-key tiles) on
-// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once). Skipped where the
-// build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4 paths, whose profiles the planner
-// refuses it for).
+// The sm_90 prefills other than the default (AttentionGrid runs that: the TMA-fed wgmma kernel with 128-key tiles) on
+// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once): the wgmma kernel
+// fed by cp.async (KERNELKIT_TUNE attn_wgmma=1, src/cuda/sm90a/flash_prefill_wgmma.cu) with 64- and 128-key tiles, fed
+// by TMA with 64-key tiles, and the mma.sync kernel (attn_wgmma=0: its 128x64 tile, the sm_90 choice where no sm_90a
+// code runs). Skipped where the build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4
+// paths: AttentionGrid runs the mma.sync kernel there).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
 TEST_P(AttentionWgmma, MatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   const auto [dt, d, causal] = GetParam();
-  // 64- and 128-key tiles, loaded by cp.async or (attn_wgmma=2) by TMA: every dense case then goes through TMA
-  // descriptors (the [b, h, s, d] layout with its dimensions reordered by stride), packed varlen ones through cp.async.
-  for (const char* setting :
-       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"}) {
+  // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
+  // dimensions reordered by stride), packed varlen ones through cp.async.
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
     ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
-    ASSERT_TRUE(tile.wgmma) << tile.to_string();
+    ASSERT_EQ(tile.wgmma, std::string(setting) != "attn_wgmma=0") << tile.to_string();
     ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0) << tile.to_string();
     expect_grid(dt, static_cast<int>(d), causal);
     if (d == 128) expect_layouts(dt, causal);
@@ -215,24 +216,24 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
 }
 
 // The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
-// defaults) stay correct on every path, so a default can be flipped back on a measurement: one 16-row tile a prefill
-// warp (the 128x64 tiles of before at head_dim 64 and 128), the 3-buffer prefill K/V ring (64 KB on the T4 profile:
-// its opt-in maximum), 32- and 64-key tiles with two row tiles a warp at head_dim 128 (the default on sm_90 profiles
-// and below; 64 not on the T4 profile), the sm_90a wgmma prefill (where it runs), 3 or 4 CUDA-core decode stages (64
-// KB) with forced split counts (one split: no merge; 7: uneven chunks), and the tensor-core decode with the same split
-// counts. f16: valid on every profile.
+// defaults) stay correct on every path, so a default can be flipped back on a measurement: the mma.sync prefill
+// (attn_wgmma=0: the default below sm_90a) with its profile's tile, one 16-row tile a warp, the 3-buffer K/V ring
+// (64 KB on the T4 profile: its opt-in maximum) and 32-key tiles at head_dim 128; 64-key tiles (the wgmma kernel's on
+// sm_90a, the mma.sync kernel's elsewhere; not on the T4 profile); the wgmma prefill fed by cp.async and by TMA
+// (where it runs); 3 or 4 CUDA-core decode stages (64 KB) with forced split counts (one split: no merge; 7: uneven
+// chunks), and the tensor-core decode with the same split counts. f16: valid on every profile.
 TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   uint64_t seed = 71;
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   for (const char* setting :
-       {"attn_mw=1", "attn_stages=3", "attn_bn=32", "attn_bn=64", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128",
-        "attn_wgmma=2"}) {
+       {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=3", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
+        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a
-    // code and a compute capability 9.0 GPU.
-    const bool wgmma = std::string(setting).rfind("attn_wgmma", 0) == 0;
+    // code and a compute capability 9.0 GPU (attn_bn=64 is the wgmma kernel's 64-key tile where that is the default).
+    const bool wgmma = std::string(setting).rfind("attn_wgmma=1", 0) == 0 || std::string(setting) == "attn_wgmma=2";
     const bool refused = (std::string(setting) == "attn_bn=64" && prof.sm < 80) || (wgmma && prof.sm != 90);
     TilePlan tile;
     const Status planned = plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile);

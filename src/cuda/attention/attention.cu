@@ -43,7 +43,8 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                            {a.cu_k, "options.cu_seqlens_k"}},
                                           &guard, &prof));
   TilePlan tile;
-  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile));
+  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile,
+                               cuda::sm90a_available(a.device.index)));
   if (tile.wgmma) return cuda::flash_prefill_wgmma(a, tile, stream);
   return cuda::dispatch_half("attention", a.dtype,
                              [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
