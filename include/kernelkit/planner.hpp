@@ -112,9 +112,9 @@ Status plan_op(const DeviceProfile& profile, OpId op, const OpShape& shape, DTyp
 // MMA tiles a warp owns) and attn_stages (1 to kAttnMaxStages); decode_stages (2 to kDecodeMaxStages), decode_splits
 // (at most that many splits of the keys, 1 to kDecodeMaxSplits), decode_tc (0 or 1: the CUDA-core or the tensor-core
 // decode, see kDecodeTcTileKeys), gemv_stages (0 = register prefetch, or 2 to kLinearGemvStages, sm_80+ code; a
-// synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read at every plan; a malformed variable, or a value no kernel or no shared memory allows,
-// fails the plan with invalid_argument / unsupported naming it. Not for production use: the defaults are the measured
-// choices.
+// synchronous copy below), gemv_kwarps (warps splitting k in a GEMV block, 1 to kLinearMaxThreads / 32). Read at
+// every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
+// invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
 
 // A tensor-core weight-only plan re-split for the resident blocks per SM the runtime reports for the compiled kernel
 // (its registers may hold fewer than shared memory alone): m x n outputs, k inputs.

@@ -554,8 +554,8 @@ std::string DecodePlan::to_string() const {
 std::string TilePlan::to_string() const {
   std::ostringstream os;
   os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
-     << ", " << warps << " warps" << (wgmma ? tma ? " (wgmma, TMA)" : " (wgmma)" : "") << ", smem " << smem_bytes / 1024 << " KB"
-     << (smem_optin ? " (opt-in)" : "");
+     << ", " << warps << " warps" << (wgmma ? tma ? " (wgmma, TMA)" : " (wgmma)" : "") << ", smem " << smem_bytes / 1024
+     << " KB" << (smem_optin ? " (opt-in)" : "");
   return os.str();
 }
 

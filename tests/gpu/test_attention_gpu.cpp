@@ -109,19 +109,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128),
                                             ::testing::Bool()));
 
-// A few small cases of each wgmma setting, for the racecheck run (the grid above is too slow under a sanitizer): partial
-// tiles both ways, GQA, causal and not, both head_dims, and the NaN-padded K/V views (the TMA extents).
+// A few small cases of each wgmma setting, for the racecheck run (the grid above is too slow under a sanitizer):
+// partial tiles both ways, GQA, causal and not, both head_dims, and the NaN-padded K/V views (the TMA extents).
 TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   uint64_t seed = 41;
-  for (const char* setting :
-       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"}) {
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
-        expect_attention({OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
+        expect_attention(
+            {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
     expect_attention({OpId::attention, DType::f16, 2, 100, 130, 4, 2, 128, true, false, false, false, 1.0, seed++, 40});
   }
 }

@@ -1,6 +1,7 @@
 // Prefill attention on Hopper's warpgroup MMA (the sm_90 default where sm_90a code runs, kAttnWgmmaRows in
-// planner.hpp; compiled for sm_90a only, see sm90a.hpp). The same blocks, masks, online softmax and epilogue as flash_prefill_kernel
-// (flash_prefill.cuh: flash_block, mask_and_softmax, store_warp_rows), with the two products on wgmma.mma_async:
+// planner.hpp; compiled for sm_90a only, see sm90a.hpp). The same blocks, masks, online softmax and epilogue as
+// flash_prefill_kernel (flash_prefill.cuh: flash_block, mask_and_softmax, store_warp_rows), with the two products on
+// wgmma.mma_async:
 //   A block of 256 threads is two warpgroups; warpgroup w owns query rows 64 w .. 64 w + 63 of the block's 128 (wgmma's
 //   M), and its warp i rows 16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the
 //   mma.sync kernel's warps hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
