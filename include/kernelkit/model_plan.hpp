@@ -82,7 +82,7 @@ SpeedBound speed_bound(const ModelSpec& m, Precision p, const DeviceProfile& g, 
 // attention slicing and VAE tiling for diffusion; the kernelkit ops that apply).
 std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile& g, const Workload& w);
 
-// Cloud instances (data with source and date: src/core/instances.cpp).
+// Cloud instances (data with source and date: src/deploy/instances.cpp).
 struct Instance {
   std::string_view provider, name, gpu;  // gpu: profile key
   int gpus;

@@ -156,7 +156,7 @@ constexpr int kAttnWideKeys = 64;
 // The sm_90a prefill, the default on sm_90 profiles at head_dim 64 and 128 where it can run (a build with sm_90a code,
 // a compute capability 9.0 GPU; plan_tile's sm90a_code): blocks of two warpgroups, each owning kAttnWgmmaRows / 2
 // query rows (wgmma's M = 64), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
-// (src/cuda/sm90a/flash_prefill_wgmma.cu), K/V tiles in two buffers. Fed by TMA (KERNELKIT_TUNE attn_wgmma=2, the
+// (src/ops/attention/flash_prefill_sm90a.cu), K/V tiles in two buffers. Fed by TMA (KERNELKIT_TUNE attn_wgmma=2, the
 // default: one thread issues a tile's boxes, mbarriers say when they landed) with kAttnWgmmaTmaKeys-key tiles, or by
 // every thread's cp.async (attn_wgmma=1) with kAttnWgmmaKeys-key tiles; attn_bn=64 / 128 forces either tile (128:
 // S on m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM). Packed varlen batches, calls without

@@ -1,6 +1,6 @@
 // Device profiles: the facts about each GPU kernelkit targets, as data.
 //
-// The table (src/core/profile.cpp) is the fallback and the source for `--profile`: at run time the properties the driver
+// The table (src/runtime/profile.cpp) is the fallback and the source for `--profile`: at run time the properties the driver
 // reports (SM count, shared memory, L2, memory size) win, and the matched profile supplies what the driver does not report
 // (bandwidth, feature support as kernelkit uses it). KERNELKIT_PROFILE=t4|a100|h100|h200|... overrides detection, which is
 // how the T4 and A100 code paths are exercised on an H200.

@@ -14,7 +14,7 @@
 #ifdef KERNELKIT_HAS_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda/common/check.cuh"
+#include "kernels/common/check.cuh"
 #endif
 
 namespace kernelkit::testing {

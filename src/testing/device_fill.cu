@@ -3,7 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda/common/check.cuh"
+#include "kernels/common/check.cuh"
 #include "testing/bench.hpp"
 
 namespace kernelkit::testing {

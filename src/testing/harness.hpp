@@ -155,7 +155,7 @@ CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);
 // reference through the plain dense layout, element for element.
 CaseResult check_attention_properties(const AttentionCase& c);
 
-// ---- Quantization (src/testing/quant_harness.cpp)
+// ---- Quantization (src/ops/quant/quant_cases.cpp)
 
 // Weight-only linear cases: w [n, k] uniform in [-0.1, 0.1], quantized by the CPU quantizers (bits 8: per channel;
 // bits 4: group-wise, kernel layout); x [m, k] uniform in [-1, 1] with rows `x_pad` elements apart; bias uniform in

@@ -23,7 +23,7 @@ def close(got, want, dtype, scale=1.0):
 
 
 def close_attention(got, q, k, v, dtype):
-    """Attention's derived bound (src/testing/attention_cases.cpp): the tensor-core kernels round P to the dtype for
+    """Attention's derived bound (src/ops/attention/attention_cases.cpp): the tensor-core kernels round P to the dtype for
     the P V product, so each element may be off by rtol (|want| + m / 2) with m = sum_j p_j |v_j| / l, the float64
     attention over |v|. q [b, s, h, d], k / v [b, s_k, h_kv, d]."""
     def sdpa(vv):

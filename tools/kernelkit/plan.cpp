@@ -171,7 +171,7 @@ int run_plan(const PlanOptions& o) {
   }
 
   // Cost: the cheapest instance that fits (one replica, tensor-parallel over the instance's GPUs), per precision.
-  t << "\nCost (on-demand list prices, src/core/instances.cpp; $ per 1M decoded tokens at the decode bound)\n";
+  t << "\nCost (on-demand list prices, src/deploy/instances.cpp; $ per 1M decoded tokens at the decode bound)\n";
   for (Precision p : precisions) {
     const MemoryPlan mp = plan_memory(m, p, w);
     const Instance* best = nullptr;

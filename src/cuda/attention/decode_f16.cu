@@ -1,6 +1,0 @@
-// Instantiation of the decode attention kernels for __half (one file per dtype so the builds compile in parallel).
-#include "cuda/attention/decode.cuh"
-
-namespace kernelkit::cuda {
-template Status launch_decode<__half>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
-}  // namespace kernelkit::cuda

@@ -1,6 +1,0 @@
-// Instantiation of the activation family for __nv_bfloat16 (one file per dtype so the builds compile in parallel).
-#include "cuda/elementwise/activation.cuh"
-
-namespace kernelkit::cuda {
-template Status launch_activation<__nv_bfloat16>(const detail::ElementwiseArgs&, const LaunchPlan&, cudaStream_t);
-}  // namespace kernelkit::cuda

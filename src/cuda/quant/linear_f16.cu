@@ -1,6 +1,0 @@
-// Instantiation of the weight-only linear layer for __half (one file per dtype so the builds compile in parallel).
-#include "cuda/quant/linear.cuh"
-
-namespace kernelkit::cuda {
-template Status launch_linear<__half>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
-}  // namespace kernelkit::cuda

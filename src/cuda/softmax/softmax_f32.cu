@@ -1,6 +1,0 @@
-// Instantiation of softmax for float (one file per dtype so the builds compile in parallel).
-#include "cuda/softmax/softmax.cuh"
-
-namespace kernelkit::cuda {
-template Status launch_softmax<float>(const detail::SoftmaxArgs&, const LaunchPlan&, cudaStream_t);
-}  // namespace kernelkit::cuda

@@ -1,0 +1,23 @@
+// Architecture features as named macros, in one place (device code asks for a feature, never for a number).
+//   KK_DEVICE_HAS_BF16   bf16 arithmetic/conversions in hardware (sm_80+). The sm_75 build carries no bf16 code.
+//   KK_DEVICE_HAS_CP_ASYNC   cp.async global->shared copies (sm_80+).
+//   KK_DEVICE_HAS_TMA    bulk tensor copies and mbarrier transactions (sm_90+).
+//   KK_DEVICE_HAS_WGMMA  warpgroup MMA (wgmma.mma_async): only code built for the arch-specific target sm_90a, which
+//                        nvcc marks with __CUDA_ARCH_FEAT_SM90_ALL (the SM90A sources: their own library, see CMakeLists).
+// On the host pass (no __CUDA_ARCH__) every feature reads as available: host code decides from the profile instead.
+#pragma once
+
+#if defined(__CUDA_ARCH__)
+#define KK_DEVICE_ARCH __CUDA_ARCH__
+#else
+#define KK_DEVICE_ARCH 9999
+#endif
+
+#define KK_DEVICE_HAS_BF16 (KK_DEVICE_ARCH >= 800)
+#define KK_DEVICE_HAS_CP_ASYNC (KK_DEVICE_ARCH >= 800)
+#define KK_DEVICE_HAS_TMA (KK_DEVICE_ARCH >= 900)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KK_DEVICE_HAS_WGMMA 1
+#else
+#define KK_DEVICE_HAS_WGMMA 0
+#endif

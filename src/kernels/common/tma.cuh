@@ -1,0 +1,62 @@
+// Hopper's tensor memory accelerator (sm_90+): box loads from a TMA descriptor into shared memory, completed through
+// an mbarrier's transaction count, on libcu++'s cuda::ptx wrappers. Used by the sm_90a kernels (the families' SM90A sources); the
+// host encodes the descriptors (src/kernels/common/tma_desc.hpp: TmaOperand, make_tma_operand).
+#pragma once
+
+#include <cuda/ptx>
+
+#include <cstdint>
+
+#include "kernels/common/tma_desc.hpp"
+
+namespace kernelkit::cuda {
+
+namespace tma {
+namespace ptx = ::cuda::ptx;
+
+// Waits for phase `parity` of an mbarrier, trapping after 10 s of wall time (%globaltimer, ns) instead of hanging: a
+// wrong transaction count or a copy that never lands would otherwise hang the process (and a device call with it); a
+// trap is a launch error the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.)
+__device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
+  auto now = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  const uint64_t start = now();
+  while (!ptx::mbarrier_try_wait_parity(bar, parity))
+    if (now() - start > 10'000'000'000ull) __trap();
+}
+
+// One thread: mbarriers initialised with one arrival each, made visible to the async proxy (then a block barrier).
+__device__ __forceinline__ void init(uint64_t* bars, int n) {
+  for (int i = 0; i < n; ++i) ptx::mbarrier_init(&bars[i], 1);
+  ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+}
+
+// One thread: the barrier's phase completes when `bytes` have landed (whole boxes: out-of-bounds parts count too).
+__device__ __forceinline__ void expect(uint64_t* bar, uint32_t bytes) {
+  ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, bytes);
+}
+
+// One thread: the box at (column, token, head, batch) of `op` into `dst` (1024-byte aligned), completing on `bar`.
+__device__ __forceinline__ void load(const TmaOperand& op, void* dst, uint64_t* bar, int col, int token, int head,
+                                     int batch) {
+  int32_t c[4] = {col, 0, 0, 0};
+  const int32_t role[3] = {token, head, batch};
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+    if (op.pos[i] > 0) c[op.pos[i]] = role[i];
+  if (op.rank == 2) {
+    const int32_t c2[2] = {c[0], c[1]};
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &op.map, c2, bar);
+  } else if (op.rank == 3) {
+    const int32_t c3[3] = {c[0], c[1], c[2]};
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &op.map, c3, bar);
+  } else {
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &op.map, c, bar);
+  }
+}
+
+}  // namespace tma
+}  // namespace kernelkit::cuda

@@ -1,0 +1,87 @@
+// The activation family: gelu, gelu_tanh, silu and their gated forms (act(a) * b) as one kernel template over
+// (storage type, vector width, activation functor, gated).
+//
+// Per output element (E = sizeof(T)): bytes = E x (1 or 2 reads + 1 write), FLOPs ~4-11 (op_info.cpp): memory-bound on
+// every GPU, so the kernel is a streaming loop: 16-byte accesses, each thread issuing kElementwiseVecsPerThread loads
+// (per input) before using any, over a grid of about one wave of resident blocks.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ops/activation/activation.hpp"
+#include "kernels/common/activations.cuh"
+#include "kernels/common/check.cuh"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/vec.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct ActivationParams {
+  T* out;          // [rows, d], row stride out_stride
+  const T* a;      // [rows, d] activated input
+  const T* b;      // [rows, d] multiplier (gated)
+  int64_t rows, d;
+  int64_t out_stride, a_stride, b_stride;
+};
+
+template <typename T, int VEC, typename Act, bool kGated>
+__global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
+    activation_kernel(const ActivationParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    using V = Vec<T, VEC>;
+    // Rows per step: gated forms load two inputs per row, so they take half as many rows and keep the same number of
+    // 16-byte loads in flight (and within the 64-register budget: twice as many spilled to local memory).
+    constexpr int K = kGated ? kElementwiseVecsPerThread / 2 : kElementwiseVecsPerThread;
+    // 2-D grid (planner): this thread owns one column vector of every row it visits, so no index division; rows
+    // advance by row_step, K rows per step with all loads issued before any use.
+    const int64_t col = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * VEC;
+    if (col >= p.d) return;
+    const int64_t row_step = static_cast<int64_t>(gridDim.y) * blockDim.y;
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r0 < p.rows; r0 += K * row_step) {
+      V a[K], b[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t r = r0 + k * row_step;
+        if (r < p.rows) {
+          a[k] = V::load(p.a + r * p.a_stride + col);
+          if constexpr (kGated) b[k] = V::load(p.b + r * p.b_stride + col);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t r = r0 + k * row_step;
+        if (r >= p.rows) break;
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          y[j] = Act::apply(to_float(a[k].v[j]));
+          if constexpr (kGated) y[j] *= to_float(b[k].v[j]);
+        }
+        store_rounded<T, VEC>(p.out + r * p.out_stride + col, y);
+      }
+    }
+  }
+}
+
+template <typename T>
+Status launch_activation(const detail::ElementwiseArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  const ActivationParams<T> p{static_cast<T*>(a.out), static_cast<const T*>(a.a), static_cast<const T*>(a.b),
+                              a.rows, a.hidden, a.out_stride, a.a_stride, a.b_stride};
+  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
+    constexpr int V = decltype(vec)::value;
+    return dispatch_activation(a.act, [&](auto act) -> Status {
+      using Act = decltype(act);
+      auto kernel = a.gated ? activation_kernel<T, V, Act, true> : activation_kernel<T, V, Act, false>;
+      kernel<<<grid_of(plan), block_of(plan), 0, stream>>>(p);
+      KK_CUDA_RETURN(cudaGetLastError());
+      return Status::Ok();
+    });
+  });
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,358 @@
+// attention / decode_attention: TensorViews -> AttentionArgs / DecodeArgs with every check naming the argument and the
+// expectation, then the CPU reference or the CUDA launcher (through run_row_op: CPU tensors never need a device).
+#include "ops/attention/attention.hpp"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "runtime/op_args.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit {
+namespace detail {
+namespace {
+
+struct Dim {
+  const char* name;
+  int64_t size;
+};
+
+std::string dims_string(std::initializer_list<Dim> dims) {
+  std::string s = "[";
+  for (const Dim& d : dims) s += (s.size() > 1 ? ", " : "") + std::string(d.name) + "=" + std::to_string(d.size);
+  return s + "]";
+}
+
+// Checks of one call's tensors; `q` fixes the dtype and device every other tensor must share.
+class Checker {
+ public:
+  Checker(OpId op, const TensorView& q) : name_(op_info(op).name), dtype_(q.dtype), device_(q.device) {}
+
+  Status err(const char* arg, const std::string& what) const {
+    return invalid_argument(std::string(name_) + ": " + arg + " " + what);
+  }
+
+  // dtype (the activation dtype unless `dtype` is given) and device, the expected shape, a non-null pointer when
+  // non-empty and, for head tensors, a contiguous last dim.
+  Status tensor(const TensorView& t, const char* arg, std::initializer_list<Dim> want,
+                std::optional<DType> dtype = std::nullopt) const {
+    const DType expect = dtype.value_or(dtype_);
+    if (t.dtype != expect)
+      return err(arg,
+                 "dtype " + dt(t.dtype) + (dtype ? " must be " + dt(expect) : " does not match q dtype " + dt(expect)));
+    if (!(t.device == device_))
+      return err(arg, "is on " + to_string(t.device) + " but q is on " + to_string(device_) +
+                          " (all tensors of one call must be on one device)");
+    bool same = t.ndim == static_cast<int>(want.size());
+    int i = 0;
+    for (const Dim& d : want) same = same && t.shape[i++] == d.size;
+    if (!same) return err(arg, "shape " + t.shape_string() + " must be " + dims_string(want));
+    if (t.ndim > 0 && t.size(-1) > 1 && t.stride(-1) != 1)
+      return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
+    if (t.data == nullptr && t.numel() > 0) return err(arg, "is a null pointer");
+    return Status::Ok();
+  }
+
+  // A tensor whose strides must be exactly row-major (lse, cu_seqlens, seqlens).
+  Status contiguous(const TensorView& t, const char* arg) const {
+    if (!t.is_contiguous()) return err(arg, "must be contiguous, got strides of a view of shape " + t.shape_string());
+    return Status::Ok();
+  }
+
+ private:
+  std::string_view name_;
+  DType dtype_;
+  Device device_;
+};
+
+HeadStrides head_strides(const TensorView& t) {
+  if (t.ndim == 3) return {0, t.strides[0], t.strides[1]};  // varlen [tokens, heads, d]
+  return {t.strides[0], t.strides[1], t.strides[2]};        // [b, s, heads, d]
+}
+
+Status check_head_dim(const std::string& name, int64_t d) {
+  if (d != 64 && d != 128 && d != 256)
+    return unsupported(name + ": head_dim (q last dim) " + std::to_string(d) +
+                       " is not supported (expected 64, 128 or 256)");
+  return Status::Ok();
+}
+
+Status check_heads(const std::string& name, int64_t heads, int64_t kv_heads) {
+  if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
+    return invalid_argument(name + ": q heads (" + std::to_string(heads) +
+                            ") must be a positive multiple of k/v heads (" + std::to_string(kv_heads) +
+                            ") for grouped-query attention");
+  return Status::Ok();
+}
+
+Status resolve_scale(const std::string& name, float scale, int64_t head_dim, float* out) {
+  if (!std::isfinite(scale))
+    return invalid_argument(name + ": options.scale must be finite (0 for 1/sqrt(head_dim)), got " +
+                            std::to_string(scale));
+  *out = scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  return Status::Ok();
+}
+
+// Checks the values of cu_seqlens (host copy): starts at 0, non-decreasing, ends at `total`. Returns the longest.
+Status check_cu_seqlens(const std::string& name, const char* arg, const std::vector<int32_t>& cu, int64_t total,
+                        const char* total_name, int64_t* longest) {
+  const std::string a(arg);
+  if (cu[0] != 0) return invalid_argument(name + ": " + a + "[0] must be 0, got " + std::to_string(cu[0]));
+  *longest = 0;
+  for (size_t i = 1; i < cu.size(); ++i) {
+    if (cu[i] < cu[i - 1])
+      return invalid_argument(name + ": " + a + " must be non-decreasing, got " + a + "[" + std::to_string(i) +
+                              "] = " + std::to_string(cu[i]) + " < " + a + "[" + std::to_string(i - 1) +
+                              "] = " + std::to_string(cu[i - 1]));
+    *longest = std::max<int64_t>(*longest, cu[i] - cu[i - 1]);
+  }
+  if (cu.back() != total)
+    return invalid_argument(name + ": " + a + "[batch] must equal " + total_name + " = " + std::to_string(total) +
+                            ", got " + std::to_string(cu.back()));
+  return Status::Ok();
+}
+
+// Reads a small i32 tensor (cu_seqlens) to the host: directly on the CPU, one copy on the stream on CUDA.
+Status read_i32(const TensorView& t, Stream stream, std::vector<int32_t>* out) {
+  out->resize(static_cast<size_t>(t.numel()));
+  if (t.device.type == DeviceType::cpu) {
+    const auto* p = static_cast<const int32_t*>(t.data);
+    out->assign(p, p + t.numel());
+    return Status::Ok();
+  }
+  return copy_to_host(out->data(), t.data, out->size() * sizeof(int32_t), t.device.index, stream);
+}
+
+// The checks prefill and decode share: dtypes the kernels have, the profile's dtypes, and (CUDA) 16-byte rows.
+Status check_common(const std::string& name, DType dtype, Device device, const DeviceProfile* profile,
+                    std::initializer_list<std::pair<const char*, std::pair<const void*, HeadStrides>>> tensors) {
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    return invalid_argument(name + ": q dtype " + dt(dtype) + " is not supported (expected f16 or bf16)");
+  if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
+    return unsupported(name + ": q dtype " + dt(dtype) + " is not supported on profile " + profile->key + " (sm_" +
+                       std::to_string(profile->sm) + " has no bf16); use f16");
+  if (device.type == DeviceType::cuda)
+    for (const auto& [arg, t] : tensors) {
+      const auto& [ptr, st] = t;
+      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
+        return unsupported(name + ": " + arg + " must be 16-byte aligned on CUDA (the kernels copy 16-byte rows)");
+      for (int64_t s : {st.batch, st.token, st.head})
+        if (s % 8 != 0)
+          return unsupported(name + ": " + arg +
+                             " strides must be multiples of 8 elements on CUDA (16-byte rows), got " +
+                             std::to_string(s));
+    }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  KK_RETURN_IF_ERROR(
+      check_common(name, a.dtype, a.device, profile,
+                   {{"q", {a.q, a.q_st}}, {"k", {a.k, a.k_st}}, {"v", {a.v, a.v_st}}, {"out", {a.out, a.o_st}}}));
+  KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
+  return check_heads(name, a.heads, a.kv_heads);
+}
+
+Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  KK_RETURN_IF_ERROR(check_common(
+      name, a.dtype, a.device, profile,
+      {{"q", {a.q, a.q_st}}, {"cache.k", {a.k, a.k_st}}, {"cache.v", {a.v, a.v_st}}, {"out", {a.out, a.o_st}}}));
+  KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
+  return check_heads(name, a.heads, a.kv_heads);
+}
+
+}  // namespace detail
+
+Status attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const AttentionOptions& o, Stream stream) {
+  using detail::Dim;
+  detail::AttentionArgs a;
+  const std::string name = "attention";
+  detail::Checker c(OpId::attention, q);
+  a.dtype = q.dtype;
+  a.device = q.device;
+  a.varlen = o.cu_seqlens_q.has_value() || o.cu_seqlens_k.has_value();
+  if (o.cu_seqlens_q.has_value() != o.cu_seqlens_k.has_value())
+    return c.err(o.cu_seqlens_q ? "options.cu_seqlens_k" : "options.cu_seqlens_q",
+                 "is missing: varlen needs both cu_seqlens_q and cu_seqlens_k");
+  const int want_ndim = a.varlen ? 3 : 4;
+  if (q.ndim != want_ndim)
+    return c.err("q", "must have " + std::to_string(want_ndim) + " dims " +
+                          (a.varlen ? "[total_q, heads, head_dim]" : "[batch, s_q, heads, head_dim]") + ", got " +
+                          q.shape_string());
+  if (k.ndim != want_ndim)
+    return c.err("k", "must have " + std::to_string(want_ndim) + " dims " +
+                          (a.varlen ? "[total_k, kv_heads, head_dim]" : "[batch, s_k, kv_heads, head_dim]") + ", got " +
+                          k.shape_string());
+  a.head_dim = q.size(-1);
+  a.heads = q.size(-2);
+  a.kv_heads = k.size(-2);
+  KK_RETURN_IF_ERROR(detail::check_head_dim(name, a.head_dim));
+  KK_RETURN_IF_ERROR(detail::check_heads(name, a.heads, a.kv_heads));
+  const Dim h{"heads", a.heads}, hk{"kv_heads", a.kv_heads}, d{"head_dim", a.head_dim};
+  if (a.varlen) {
+    const int64_t total_q = q.size(0), total_k = k.size(0);
+    const TensorView& cq = *o.cu_seqlens_q;
+    const TensorView& ck = *o.cu_seqlens_k;
+    if (cq.ndim != 1 || cq.size(0) < 1)
+      return c.err("options.cu_seqlens_q", "must have shape [batch + 1], got " + cq.shape_string());
+    a.batch = cq.size(0) - 1;
+    const Dim b1{"batch + 1", a.batch + 1};
+    KK_RETURN_IF_ERROR(c.tensor(q, "q", {{"total_q", total_q}, h, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "k", {{"total_k", total_k}, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(v, "v", {{"total_k", total_k}, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(out, "out", {{"total_q", total_q}, h, d}));
+    KK_RETURN_IF_ERROR(c.tensor(cq, "options.cu_seqlens_q", {b1}, DType::i32));
+    KK_RETURN_IF_ERROR(c.tensor(ck, "options.cu_seqlens_k", {b1}, DType::i32));
+    if (lse) {
+      KK_RETURN_IF_ERROR(c.tensor(*lse, "lse", {h, {"total_q", total_q}}, DType::f32));
+      KK_RETURN_IF_ERROR(c.contiguous(*lse, "lse"));
+    }
+    std::vector<int32_t> hq, hk2;
+    KK_RETURN_IF_ERROR(detail::read_i32(cq, stream, &hq));
+    KK_RETURN_IF_ERROR(detail::read_i32(ck, stream, &hk2));
+    KK_RETURN_IF_ERROR(
+        detail::check_cu_seqlens(name, "options.cu_seqlens_q", hq, total_q, "total_q (q dim 0)", &a.s_q));
+    KK_RETURN_IF_ERROR(
+        detail::check_cu_seqlens(name, "options.cu_seqlens_k", hk2, total_k, "total_k (k dim 0)", &a.s_k));
+    a.cu_q = static_cast<const int32_t*>(cq.data);
+    a.cu_k = static_cast<const int32_t*>(ck.data);
+    a.rows = total_q;
+    a.lse_batch = 0;
+    a.lse_head = total_q;
+  } else {
+    a.batch = q.size(0);
+    a.s_q = q.size(1);
+    a.s_k = k.size(1);
+    const Dim b{"batch", a.batch}, sq{"s_q", a.s_q}, sk{"s_k", a.s_k};
+    KK_RETURN_IF_ERROR(c.tensor(q, "q", {b, sq, h, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "k", {b, sk, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(v, "v", {b, sk, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(out, "out", {b, sq, h, d}));
+    if (lse) {
+      KK_RETURN_IF_ERROR(c.tensor(*lse, "lse", {b, h, sq}, DType::f32));
+      KK_RETURN_IF_ERROR(c.contiguous(*lse, "lse"));
+    }
+    a.rows = a.batch * a.s_q;
+    a.lse_batch = a.heads * a.s_q;
+    a.lse_head = a.s_q;
+  }
+  a.q = q.data;
+  a.k = k.data;
+  a.v = v.data;
+  a.out = out.data;
+  a.lse = lse ? static_cast<float*>(lse->data) : nullptr;
+  a.q_st = detail::head_strides(q);
+  a.k_st = detail::head_strides(k);
+  a.v_st = detail::head_strides(v);
+  a.o_st = detail::head_strides(out);
+  a.causal = o.causal;
+  KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  return detail::run_row_op(
+      a, detail::validate_attention, detail::attention_reference,
+      [stream](const detail::AttentionArgs& args) { return detail::attention_cuda(args, stream); });
+}
+
+Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
+                        const KvCache& cache, const AttentionOptions& o, Stream stream) {
+  using detail::Dim;
+  detail::DecodeArgs a;
+  const std::string name = "decode_attention";
+  detail::Checker c(OpId::decode_attention, q);
+  if (o.cu_seqlens_q || o.cu_seqlens_k)
+    return c.err("options.cu_seqlens_q/k", "are not used by decode; give each sequence's length in cache.seqlens_k");
+  if (q.ndim != 4) return c.err("q", "must have 4 dims [batch, s_q, heads, head_dim], got " + q.shape_string());
+  const TensorView& k = cache.k;
+  if (k.ndim != 4)
+    return c.err("cache.k", std::string("must have 4 dims ") +
+                                (cache.block_table ? "[num_pages, page_size, kv_heads, head_dim]"
+                                                   : "[batch, capacity, kv_heads, head_dim]") +
+                                ", got " + k.shape_string());
+  a.dtype = q.dtype;
+  a.device = q.device;
+  a.batch = q.size(0);
+  a.s_q = q.size(1);
+  a.heads = q.size(2);
+  a.head_dim = q.size(3);
+  a.kv_heads = k.size(2);
+  KK_RETURN_IF_ERROR(detail::check_head_dim(name, a.head_dim));
+  KK_RETURN_IF_ERROR(detail::check_heads(name, a.heads, a.kv_heads));
+  const Dim b{"batch", a.batch}, sq{"s_q", a.s_q}, h{"heads", a.heads}, hk{"kv_heads", a.kv_heads},
+      d{"head_dim", a.head_dim};
+  KK_RETURN_IF_ERROR(c.tensor(q, "q", {b, sq, h, d}));
+  KK_RETURN_IF_ERROR(c.tensor(out, "out", {b, sq, h, d}));
+  a.paged = cache.block_table.has_value();
+  if (a.paged) {
+    const TensorView& bt = *cache.block_table;
+    a.num_pages = k.size(0);
+    a.page_size = k.size(1);
+    if (a.page_size != KvCache::kPageSize)
+      return unsupported(name + ": cache.k page size (dim 1) must be " + std::to_string(KvCache::kPageSize) + ", got " +
+                         std::to_string(a.page_size));
+    if (bt.ndim != 2) return c.err("cache.block_table", "must have shape [batch, max_pages], got " + bt.shape_string());
+    a.max_pages = bt.size(1);
+    KK_RETURN_IF_ERROR(c.tensor(bt, "cache.block_table", {b, {"max_pages", a.max_pages}}, DType::i32));
+    a.block_table = static_cast<const int32_t*>(bt.data);
+    a.block_table_stride = bt.strides[0];
+    a.capacity = a.max_pages * a.page_size;
+    const Dim np{"num_pages", a.num_pages}, ps{"page_size", a.page_size};
+    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {np, ps, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {np, ps, hk, d}));
+  } else {
+    a.capacity = k.size(1);
+    const Dim cap{"capacity", a.capacity};
+    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {b, cap, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {b, cap, hk, d}));
+  }
+  if (cache.seqlens_k) {
+    KK_RETURN_IF_ERROR(c.tensor(*cache.seqlens_k, "cache.seqlens_k", {b}, DType::i32));
+    KK_RETURN_IF_ERROR(c.contiguous(*cache.seqlens_k, "cache.seqlens_k"));
+    a.seqlens = static_cast<const int32_t*>(cache.seqlens_k->data);
+  } else if (a.paged) {
+    return c.err("cache.seqlens_k", "is required with a paged cache (block_table)");
+  }
+  if (lse) {
+    KK_RETURN_IF_ERROR(c.tensor(*lse, "lse", {b, h, sq}, DType::f32));
+    KK_RETURN_IF_ERROR(c.contiguous(*lse, "lse"));
+    a.lse = static_cast<float*>(lse->data);
+  }
+  // The CPU backend can afford to check every length and page it will read; the CUDA kernels clamp lengths to the
+  // capacity and trust the block table (reading it back would cost a synchronization per decode step).
+  if (a.device.type == DeviceType::cpu) {
+    for (int64_t i = 0; i < a.batch && a.seqlens; ++i) {
+      const int64_t len = a.seqlens[i];
+      if (len < 0 || len > a.capacity)
+        return c.err("cache.seqlens_k", "[" + std::to_string(i) + "] = " + std::to_string(len) + " must be in [0, " +
+                                            std::to_string(a.capacity) + "] (the cache capacity)");
+      for (int64_t p = 0; a.paged && p * a.page_size < len; ++p) {
+        const int64_t page = a.block_table[i * a.block_table_stride + p];
+        if (page < 0 || page >= a.num_pages)
+          return c.err("cache.block_table", "[" + std::to_string(i) + ", " + std::to_string(p) +
+                                                "] = " + std::to_string(page) + " must be a page in [0, " +
+                                                std::to_string(a.num_pages) + ")");
+      }
+    }
+  }
+  a.rows = a.batch * a.s_q;
+  a.q = q.data;
+  a.k = k.data;
+  a.v = cache.v.data;
+  a.out = out.data;
+  a.q_st = detail::head_strides(q);
+  a.k_st = detail::head_strides(k);
+  a.v_st = detail::head_strides(cache.v);
+  a.o_st = detail::head_strides(out);
+  a.causal = o.causal;
+  KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  return detail::run_row_op(
+      a, detail::validate_decode, detail::decode_reference,
+      [stream](const detail::DecodeArgs& args) { return detail::decode_attention_cuda(args, stream); });
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,73 @@
+// Host entries of attention and decode_attention on CUDA: device checks, the tile / decode plan of the active profile,
+// dtype dispatch (f16 and bf16; the kernels for each dtype are compiled in their own files).
+#include <limits>
+
+#include "ops/attention/decode.cuh"
+#include "ops/attention/flash_prefill.cuh"
+#include "runtime/runtime_internal.hpp"
+#include "runtime/sm90a.hpp"
+
+namespace kernelkit::cuda {
+extern template Status launch_flash_prefill<__half>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
+extern template Status launch_flash_prefill<__nv_bfloat16>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
+extern template Status launch_decode<__half>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+
+namespace {
+// The kernels index tokens and grid dimensions in 32 bits.
+Status check_limits(const char* op, std::initializer_list<std::pair<const char*, int64_t>> sizes) {
+  for (const auto& [what, v] : sizes)
+    if (v > std::numeric_limits<int32_t>::max() || v < 0)
+      return unsupported(std::string(op) + ": " + what + " = " + std::to_string(v) + " is above the kernel's limit");
+  return Status::Ok();
+}
+}  // namespace
+}  // namespace kernelkit::cuda
+
+namespace kernelkit::detail {
+
+Status attention_cuda(const AttentionArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(cuda::check_limits("attention", {{"s_q", a.s_q}, {"s_k", a.s_k}}));
+  if (a.batch > 65535 || a.heads > 65535)
+    return unsupported("attention: batch (" + std::to_string(a.batch) + ") and heads (" + std::to_string(a.heads) +
+                       ") must be <= 65535 (grid dimensions)");
+  cuda::DeviceGuard guard;
+  DeviceProfile prof;
+  KK_RETURN_IF_ERROR(cuda::prepare_device(a.op, a.dtype, a.device.index,
+                                          {{a.q, "q"},
+                                           {a.k, "k"},
+                                           {a.v, "v"},
+                                           {a.out, "out"},
+                                           {a.lse, "lse"},
+                                           {a.cu_q, "options.cu_seqlens_q"},
+                                           {a.cu_k, "options.cu_seqlens_k"}},
+                                          &guard, &prof));
+  TilePlan tile;
+  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile,
+                               cuda::sm90a_available(a.device.index)));
+  if (tile.wgmma) return cuda::flash_prefill_wgmma(a, tile, stream);
+  return cuda::dispatch_half("attention", a.dtype,
+                             [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
+}
+
+Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
+  if (a.batch * a.kv_heads > 65535)
+    return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
+                       " must be <= 65535 (grid dimension)");
+  cuda::DeviceGuard guard;
+  DeviceProfile prof;
+  KK_RETURN_IF_ERROR(cuda::prepare_device(a.op, a.dtype, a.device.index,
+                                          {{a.q, "q"},
+                                           {a.k, "cache.k"},
+                                           {a.v, "cache.v"},
+                                           {a.out, "out"},
+                                           {a.lse, "lse"},
+                                           {a.block_table, "cache.block_table"},
+                                           {a.seqlens, "cache.seqlens_k"}},
+                                          &guard, &prof));
+  return cuda::dispatch_half("decode_attention", a.dtype,
+                             [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, prof, stream); });
+}
+
+}  // namespace kernelkit::detail

@@ -1,0 +1,602 @@
+// Decode attention: a few query tokens per sequence against a long KV cache, split across blocks along the keys.
+//   Block (split, (b, kv_head), row group) of kDecodeThreads threads: R query rows (R = 1, 4 or 8 from the planner:
+//   the query heads of the KV head's GQA group x the query tokens, in groups of R) over the keys [split * chunk,
+//   (split + 1) * chunk) of that sequence, so each KV head's cache is read once for all of its query heads.
+//   Each warp walks its own K/V tiles of TK = kDecodeWarpTileElems / D keys (2 KB of K and 2 KB of V), staged by
+//   cp.async into a private ring of `stages` buffers (stages - 1 tiles in flight while one is computed): only
+//   __syncwarp inside the loop, never a block-wide barrier. In a warp,
+//   D / 8 lanes share a key, each holding 8 dims of it, of q (fp32, pre-scaled into the log2 domain) and of the
+//   output; 32 / (D / 8) keys are in flight per step. A score is 8 FMAs per lane and a butterfly over the key's lanes;
+//   the running max is warp-uniform, sums and O stay per lane (their key slot's keys) until the end.
+//   The four warps' (max, sum, O) merge through shared memory; with one split the block writes out and lse, with more
+//   fp32 partials (O / l, lse) go to a workspace and decode_merge_kernel combines them:
+//   lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
+//   decode_tc_kernel, the planner's choice at head_dim 64 and 128, does a warp's tile on tensor cores instead (see
+//   there); the CUDA-core decode_kernel described above is then the head_dim-256 path and decode_tc=0's.
+// Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split; FLOPs: 4 d per (query row, key).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "ops/attention/attention.hpp"
+#include "ops/attention/attention_common.cuh"
+#include "ops/attention/mma_softmax.cuh"
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/check.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/common/vec.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct DecodeParams {
+  AttnTensors<T> t;  // q, out [b, s_q, h, d]; k, v contiguous [b, capacity, h_kv, d] or paged [pages, 16, h_kv, d]
+  const int* block_table;  // paged: [b, max_pages], row stride bt_stride
+  int64_t bt_stride;
+  const int* seqlens;  // [b] or null (every sequence holds `capacity` keys)
+  int capacity, s_q, heads, kv_heads, group;
+  int chunk;  // keys per split (a multiple of the block's keys per step)
+  int splits;
+  float scale_log2;
+  bool causal;
+  float* part_o;    // splits > 1: [splits, b * s_q * h, d], rows ordered as out's (b, token, head)
+  float* part_lse;  // splits > 1: [splits, b * s_q * h]
+  int stages;       // K/V buffers per warp, 2 to kDecodeMaxStages
+};
+
+// Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes.
+template <typename T, int D, int R>
+struct DecodeSmem {
+  static constexpr int kWarps = kDecodeThreads / 32, TK = kDecodeWarpTileElems / D;
+  struct Stage {
+    T k[TK][D];
+    T v[TK][D];
+  };
+  struct Merge {
+    float o[kWarps][R][D];
+    float m[kWarps][R], l[kWarps][R];
+  };
+};
+
+// Element offset of `key` of sequence b in a K or V cache (head 0): contiguous [b, capacity, h_kv, d], or page
+// key / 16 of the block table ([pages, 16, h_kv, d]).
+template <bool kPaged, typename T>
+__device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b, const detail::HeadStrides& st,
+                                                int key) {
+  if constexpr (kPaged)
+    return static_cast<int64_t>(p.block_table[b * p.bt_stride + key / 16]) * st.batch + (key % 16) * st.token;
+  else
+    return b * st.batch + static_cast<int64_t>(key) * st.token;
+}
+
+// The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...
+template <int TK>
+struct WarpTiles {
+  static constexpr int kWarps = kDecodeThreads / 32;
+  int kbeg, kend, warp;
+  __device__ __forceinline__ int count() const {
+    const int n = kend > kbeg ? (kend - kbeg + TK - 1) / TK : 0;
+    return n > warp ? (n - warp + kWarps - 1) / kWarps : 0;
+  }
+  __device__ __forceinline__ int key0(int i) const { return kbeg + (warp + kWarps * i) * TK; }
+};
+
+// The end of a split block: its warps' states in `merge` (O unnormalized and the running max in the log2 domain, the
+// sum) merged as M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L, and stored: the output and
+// lse with one split, else the split's fp32 partials for decode_merge_kernel. Row r of the block is query token
+// (r0 + r) / group of head kvh * group + (r0 + r) % group.
+template <typename T, int D, int R>
+__device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
+                                                 const typename DecodeSmem<T, D, R>::Merge& merge, int b, int kvh,
+                                                 int r0, int split) {
+  constexpr int kWarps = DecodeSmem<T, D, R>::kWarps;
+  const int rows_total = p.group * p.s_q, tid = threadIdx.x;
+  auto row_token = [&](int r) { return (r0 + r) / p.group; };
+  auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
+  for (int pair = tid; pair < R * (D / 8); pair += kDecodeThreads) {
+    const int r = pair / (D / 8), ch = pair % (D / 8);
+    if (r0 + r >= rows_total) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, merge.m[w][r]);
+    float l = 0.0f, y[8] = {};
+    if (mx != -INFINITY)
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(merge.m[w][r] - mx);  // 0 for a warp that saw nothing (m_w = -inf)
+        l = fmaf(merge.l[w][r], f, l);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) y[e] = fmaf(merge.o[w][r][ch * 8 + e], f, y[e]);
+      }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] *= inv;
+    const int token = row_token(r), head = row_head(r);
+    if (p.splits == 1) {
+      store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
+      if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
+    } else {
+      const int64_t row = (static_cast<int64_t>(b) * p.s_q + token) * p.heads + head;
+      const int64_t rows_all = static_cast<int64_t>(gridDim.y / p.kv_heads) * p.s_q * p.heads;
+      float* dst = p.part_o + (split * rows_all + row) * D + ch * 8;
+#pragma unroll
+      for (int e = 0; e < 8; e += 4)
+        *reinterpret_cast<float4*>(dst + e) = make_float4(y[e], y[e + 1], y[e + 2], y[e + 3]);
+      if (ch == 0) p.part_lse[split * rows_all + row] = lse;
+    }
+  }
+}
+
+template <typename T, int D, int R, bool kPaged>
+__global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    using Smem = DecodeSmem<T, D, R>;
+    constexpr int TK = Smem::TK;
+    constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
+    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * 8 == TK * D, "decode warp tile");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+
+    const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
+    const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    // This warp's ring of stages (the K/V loop), then the block's merge area over the same bytes.
+    typename Smem::Stage* const ring = reinterpret_cast<typename Smem::Stage*>(smem_raw) + warp * p.stages;
+    typename Smem::Merge& merge = *reinterpret_cast<typename Smem::Merge*>(smem_raw);
+    const int slot = lane / kLanesPerKey, c = lane % kLanesPerKey;  // this lane's key slot and 8-dim chunk
+    const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
+    const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
+    // Row r of the block: query token i = r / group of head kvh * group + r % group.
+    auto row_token = [&](int r) { return (r0 + r) / p.group; };
+    auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
+
+    float q[R][8];  // this lane's 8 dims of each row, times scale * log2(e): scores come out in exp2's domain
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      Vec<T, 8> qv{};
+      if (r0 + r < rows_total)
+        qv = Vec<T, 8>::load(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token + row_head(r) * p.t.qs.head +
+                             c * 8);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.scale_log2 : 0.0f;
+    }
+    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
+    const WarpTiles<TK> tiles{kbeg, kend, warp};
+    const int my_tiles = tiles.count();
+    auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    auto load_tile = [&](int i, typename Smem::Stage& st) {
+      const int key0 = tile_key0(i);
+#pragma unroll
+      for (int cp = 0; cp < kCopies; ++cp) {
+        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
+        if (key < kend) {
+          copy_async<16>(&st.k[j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
+          copy_async<16>(&st.v[j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+        } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
+          *reinterpret_cast<uint4*>(&st.k[j][ch * 8]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&st.v[j][ch * 8]) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    };
+
+    float acc[R][8], m_run[R], l_part[R];  // m_run: warp-uniform; l_part, acc: this lane's key slot only
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      m_run[r] = -INFINITY, l_part[r] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+    }
+
+    // Tiles 0 .. stages - 2 in flight (one commit group each, possibly empty: group counts stay uniform); then each
+    // iteration issues tile i + stages - 1 into the buffer tile i - 1 used (freed by that iteration's last
+    // __syncwarp) and waits for tile i, with stages - 1 groups still in flight.
+    for (int i = 0; i < p.stages - 1; ++i) {
+      if (i < my_tiles) load_tile(i, ring[i]);
+      cp_async_commit();
+    }
+    for (int i = 0; i < my_tiles; ++i) {
+      typename Smem::Stage& st = ring[i % p.stages];
+      const int ahead = i + p.stages - 1;
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      cp_async_commit();
+      cp_async_wait_dynamic(p.stages - 1);
+      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
+
+      // Scores, masked: keys past this split or sequence, padding rows, causal (the s_q queries are the sequence's
+      // last positions: query i sees keys <= len - s_q + i).
+      const int key0 = tile_key0(i);
+      float sc[kSteps][R];
+#pragma unroll
+      for (int stp = 0; stp < kSteps; ++stp) {
+        const int j = stp * kKeysPerStep + slot, key = key0 + j;
+        const Vec<T, 8> kv = Vec<T, 8>::load(&st.k[j][c * 8]);
+        float kf[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kf[e] = to_float(kv.v[e]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot = fmaf(q[r][e], kf[e], dot);
+#pragma unroll
+          for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+          const bool masked =
+              key >= kend || r0 + r >= rows_total || (p.causal && key > len - p.s_q + row_token(r));
+          sc[stp][r] = masked ? -INFINITY : dot;
+        }
+      }
+      // Online softmax over the tile: the new running max (across the key slots), then P and O = O corr + P V.
+      float corr[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float mx = m_run[r];
+#pragma unroll
+        for (int stp = 0; stp < kSteps; ++stp) mx = fmaxf(mx, sc[stp][r]);
+#pragma unroll
+        for (int o = kLanesPerKey; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float m_use = mx == -INFINITY ? 0.0f : mx;  // nothing visible yet: never -inf - -inf
+        corr[r] = exp2f(m_run[r] - m_use);
+        m_run[r] = mx;
+        l_part[r] *= corr[r];
+#pragma unroll
+        for (int stp = 0; stp < kSteps; ++stp) {
+          sc[stp][r] = exp2f(sc[stp][r] - m_use);
+          l_part[r] += sc[stp][r];
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] *= corr[r];
+      }
+#pragma unroll
+      for (int stp = 0; stp < kSteps; ++stp) {
+        const Vec<T, 8> vv = Vec<T, 8>::load(&st.v[stp * kKeysPerStep + slot][c * 8]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float ve = to_float(vv.v[e]);
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[r][e] = fmaf(sc[stp][r], ve, acc[r][e]);
+        }
+      }
+      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
+    }
+    cp_async_wait<0>();
+    allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
+
+    // Sum the key slots: afterwards the lanes of slot 0 hold the warp's sum and O for their 8 dims.
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int o = kLanesPerKey; o < 32; o <<= 1) {
+        l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], o);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], o);
+      }
+    __syncthreads();  // every warp is out of its stages: the shared memory becomes the merge area
+    if (slot == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int e = 0; e < 8; e += 4)
+          *reinterpret_cast<float4*>(&merge.o[warp][r][c * 8 + e]) =
+              make_float4(acc[r][e], acc[r][e + 1], acc[r][e + 2], acc[r][e + 3]);
+        if (lane == 0) merge.m[warp][r] = m_run[r], merge.l[warp][r] = l_part[r];
+      }
+    __syncthreads();
+
+    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+  }
+}
+
+// The tensor-core variant (plan.tensor_cores; the default at head_dim 64 and 128): the same grid, splits, stages and
+// block merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the
+// prefill) and the block's R rows are rows 0..R-1 of one 16-row MMA tile (the rest zeros, never stored): per tile,
+// S = Q K^T is D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of
+// O += P V (D / 8 MMAs, V via ldmatrix.trans). The softmax step is the prefill's (rows g and g + 8 of the quad's
+// lanes) in its non-lean form (see online_softmax_step: the lean one measured slower here). Rows 8-15
+// of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (to be tried: at b32
+// it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
+template <typename T, int D>
+struct DecodeTcStage {
+  T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
+  T v[kDecodeTcTileKeys * D];
+};
+
+template <typename T, int D, int R, bool kPaged>
+__global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    static_assert(R <= 8 && D % 16 == 0, "decode_tc: the block's rows are rows 0..R-1 of the 16-row tile");
+    using Stage = DecodeTcStage<T, D>;
+    constexpr int TK = kDecodeTcTileKeys;
+    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kCopies * 32 * 8 == TK * D, "decode_tc warp tile");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+
+    const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
+    const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
+    auto& merge = *reinterpret_cast<typename DecodeSmem<T, D, R>::Merge*>(smem_raw);
+    const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
+    const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
+    auto row_token = [&](int r) { return (r0 + r) / p.group; };
+    auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
+
+    // Q as A fragments (a[0] = row g, dims 2t..; a[1] = row g + 8; a[2], a[3]: dims + 8), zeros for tile rows the
+    // block does not own. This lane's rows: g and g + 8 (rr = 0, 1).
+    unsigned qa[D / 16][4];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      const bool own = r < R && r0 + r < rows_total;
+      const T* qrow = own ? p.t.q + b * p.t.qs.batch + static_cast<int64_t>(row_token(r)) * p.t.qs.token +
+                                static_cast<int64_t>(row_head(r)) * p.t.qs.head
+                          : nullptr;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          qa[kk][2 * half + rr] = own ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t) : 0u;
+    }
+
+    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    const WarpTiles<TK> tiles{kbeg, kend, warp};
+    const int my_tiles = tiles.count();
+    auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    auto load_tile = [&](int i, Stage& st) {
+      const int key0 = tile_key0(i);
+#pragma unroll
+      for (int cp = 0; cp < kCopies; ++cp) {
+        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
+        T* const dk = st.k + swz<D>(j, ch * 8);
+        T* const dv = st.v + swz<D>(j, ch * 8);
+        if (key < kend) {
+          copy_async<16>(dk, p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
+          copy_async<16>(dv, p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+        } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
+          *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    };
+
+    float acc[D / 8][4];  // O: 16 rows x D in C fragments
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
+
+    // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
+    for (int i = 0; i < p.stages - 1; ++i) {
+      if (i < my_tiles) load_tile(i, ring[i]);
+      cp_async_commit();
+    }
+    for (int i = 0; i < my_tiles; ++i) {
+      const Stage& st = ring[i % p.stages];
+      const int ahead = i + p.stages - 1;
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      cp_async_commit();
+      cp_async_wait_dynamic(p.stages - 1);
+      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
+
+      // S = Q K^T: keys 0..7 of the tile in s[0], 8..15 in s[1].
+      float s[2][4] = {};
+      const int q8 = lane >> 3;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned bk[4];
+        ldmatrix_x4<false>(bk, st.k + swz<D>((lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
+        mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
+        mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
+      }
+      // Scale into the log2 domain and mask: keys past this split or sequence, causal (the s_q queries are the
+      // sequence's last positions: query i sees keys <= len - s_q + i). Then the online softmax of the prefill.
+      const int key0 = tile_key0(i);
+      float tile_max[2] = {m_run[0], m_run[1]};
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + nb * 8 + 2 * t + (e & 1), r = g + 8 * (e / 2);
+          const bool masked = key >= kend || (p.causal && key > len - p.s_q + row_token(r));
+          s[nb][e] = masked ? -INFINITY : s[nb][e] * p.scale_log2;
+          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
+        }
+      online_softmax_step<false>(s, tile_max, m_run, l_run, acc);
+      // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
+      unsigned pa[4];
+      p_fragment<T>(s, 0, pa);
+#pragma unroll
+      for (int db = 0; db < D / 16; ++db) {
+        unsigned bv[4];  // keys 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
+        ldmatrix_x4<true>(bv, st.v + swz<D>((lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
+        mma_16x8x16<T>(acc[2 * db], pa, bv[0], bv[1]);
+        mma_16x8x16<T>(acc[2 * db + 1], pa, bv[2], bv[3]);
+      }
+      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
+    }
+    cp_async_wait<0>();
+    allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
+
+    // The quad's column sums; then the warp's rows 0..R-1 into the merge area (over the ring: after the barrier).
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 1);
+      l_run[rr] += __shfl_xor_sync(0xffffffffu, l_run[rr], 2);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      if (r >= R) continue;
+#pragma unroll
+      for (int d8 = 0; d8 < D / 8; ++d8)
+        *reinterpret_cast<float2*>(&merge.o[warp][r][d8 * 8 + 2 * t]) =
+            make_float2(acc[d8][2 * rr], acc[d8][2 * rr + 1]);
+      if (t == 0) merge.m[warp][r] = m_run[rr], merge.l[warp][r] = l_run[rr];
+    }
+    __syncthreads();
+    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+  }
+}
+
+// One block per output row (b, token, head) merges the splits' partials by their lse. Warp 0 turns the lse_s into
+// weights w_s = exp(lse_s - lse) in shared memory, its lanes sharing the splits; then thread t owns 4 output dims
+// (t % (D / 4)) of every G-th split (G = kDecodeThreads / (D / 4) split groups), so a thread walks at most
+// ceil(splits / G) splits with independent 16-byte loads, and the G partial sums meet in shared memory. (One warp a
+// row walking every split serially, once per 32 dims, was latency-bound: 62 us at b1 h32/8 s4096, 43 splits, H200.)
+// A row no split saw (every lse -inf) gets zeros and lse -inf.
+template <typename T, int D>
+__global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const DecodeParams<T> p, int64_t rows_all) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();
+  } else {
+    constexpr int kVecs = D / 4, kGroups = kDecodeThreads / kVecs, kPerLane = kDecodeMaxSplits / kWarpSize;
+    static_assert(kDecodeMaxSplits % kWarpSize == 0 && kGroups * kVecs == kDecodeThreads, "decode merge");
+    __shared__ float w[kDecodeMaxSplits];
+    __shared__ __align__(16) float part[kGroups][D];
+    __shared__ float row_lse;
+    const int64_t row = blockIdx.x;
+    const int tid = threadIdx.x;
+    wait_for_prior_grid();  // the split kernel's partials (launched as its programmatic dependent)
+    if (tid < kWarpSize) {
+      float l[kPerLane], m = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int s = tid + kWarpSize * j;
+        l[j] = s < p.splits ? p.part_lse[s * rows_all + row] : -INFINITY;
+        m = fmaxf(m, l[j]);
+      }
+      m = group_max(m, kWarpSize, nullptr);
+      float total = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) total += l[j] == -INFINITY ? 0.0f : expf(l[j] - m);
+      total = group_sum(total, kWarpSize, nullptr);
+      const float lse = total > 0.0f ? m + logf(total) : -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) {
+        const int s = tid + kWarpSize * j;
+        if (s < p.splits) w[s] = l[j] == -INFINITY ? 0.0f : expf(l[j] - lse);  // 0 for an empty split
+      }
+      if (tid == 0) row_lse = lse;
+    }
+    __syncthreads();
+    const int v = tid % kVecs, g = tid / kVecs;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = g; s < p.splits; s += kGroups) {
+      const float ws = w[s];
+      const float4 x = *reinterpret_cast<const float4*>(p.part_o + (s * rows_all + row) * D + v * 4);
+      o = make_float4(fmaf(ws, x.x, o.x), fmaf(ws, x.y, o.y), fmaf(ws, x.z, o.z), fmaf(ws, x.w, o.w));
+    }
+    *reinterpret_cast<float4*>(&part[g][v * 4]) = o;
+    __syncthreads();
+    if (tid < kVecs) {
+      float y[4] = {};
+#pragma unroll
+      for (int gg = 0; gg < kGroups; ++gg)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) y[e] += part[gg][v * 4 + e];
+      const int head = static_cast<int>(row % p.heads), token = static_cast<int>((row / p.heads) % p.s_q);
+      const int b = static_cast<int>(row / (static_cast<int64_t>(p.heads) * p.s_q));
+      store_rounded<T, 4>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + v * 4, y);
+      if (p.t.lse && tid == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = row_lse;
+    }
+  }
+}
+
+// The instantiated kernel of (head_dim, rows per block, paged, tensor cores); null for a head_dim without one.
+template <typename T>
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores))(DecodeParams<T>) {
+  auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
+    constexpr int D = decltype(d)::value;
+    auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
+      constexpr int R = decltype(r)::value;
+      if constexpr (D <= 128)
+        if (tensor_cores) return paged ? decode_tc_kernel<T, D, R, true> : decode_tc_kernel<T, D, R, false>;
+      return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true> : decode_kernel<T, D, R, false>;
+    };
+    switch (rows) {
+      case 1: return pick(std::integral_constant<int, 1>{});
+      case 4: return pick(std::integral_constant<int, 4>{});
+      default: return pick(std::integral_constant<int, 8>{});
+    }
+  };
+  switch (head_dim) {
+    case 64: return with_rows(std::integral_constant<int, 64>{});
+    case 128: return with_rows(std::integral_constant<int, 128>{});
+    case 256: return with_rows(std::integral_constant<int, 256>{});
+    default: return nullptr;
+  }
+}
+
+// Plans (plan_decode, with the residency the occupancy API reports for the chosen kernel: its registers, up to 233 a
+// thread at 8 rows, can hold fewer blocks per SM than shared memory alone would, and splits sized for more would
+// leave a second, partial wave), then launches the split kernel and, with several splits, the merge.
+template <typename T>
+Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cudaStream_t stream) {
+  const int64_t rows = a.heads / a.kv_heads * a.s_q, rows_all = a.batch * a.s_q * a.heads;
+  DecodePlan plan;
+  KK_RETURN_IF_ERROR(
+      plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, a.capacity, &plan));
+  const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged, plan.tensor_cores);
+  if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
+  if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
+    KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(plan.smem_bytes)));
+  int resident = 0;
+  KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), &resident));
+  if (resident > 0 && resident < plan.blocks_per_sm)  // (the same stages: they depend on the profile alone)
+    KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
+                                   a.capacity, &plan, resident));
+  if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
+  if (a.batch * a.kv_heads > 65535)  // grid.y
+    return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
+                       " is more than the grid's 65535");
+  if (rows_all > INT32_MAX) return unsupported("decode_attention: more than 2^31 - 1 query rows in all");
+
+  DecodeParams<T> p{attn_tensors<T>(a),
+                    a.block_table,
+                    a.block_table_stride,
+                    a.seqlens,
+                    static_cast<int>(a.capacity),
+                    static_cast<int>(a.s_q),
+                    static_cast<int>(a.heads),
+                    static_cast<int>(a.kv_heads),
+                    static_cast<int>(a.heads / a.kv_heads),
+                    static_cast<int>(plan.chunk),
+                    plan.splits,
+                    a.scale * kLog2e,
+                    a.causal,
+                    nullptr,
+                    nullptr,
+                    plan.stages};
+  const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
+                  static_cast<unsigned>(plan.row_groups));
+  return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
+    if (workspace) {  // the partials: o [splits, rows_all, d], then lse [splits, rows_all]
+      p.part_o = static_cast<float*>(workspace);
+      p.part_lse = p.part_o + plan.splits * rows_all * a.head_dim;
+    }
+    kernel<<<grid, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    if (plan.splits > 1) {  // one block a row (rows_all < 2^31: checked above)
+      const auto merge = a.head_dim == 64    ? decode_merge_kernel<T, 64>
+                         : a.head_dim == 128 ? decode_merge_kernel<T, 128>
+                                             : decode_merge_kernel<T, 256>;
+      KK_RETURN_IF_ERROR(launch_dependent(merge, dim3(static_cast<unsigned>(rows_all)), dim3(kDecodeThreads), 0,
+                                          stream, p, rows_all));
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace kernelkit::cuda

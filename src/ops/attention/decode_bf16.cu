@@ -1,0 +1,7 @@
+// Instantiation of the decode attention kernels for __nv_bfloat16 (one file per dtype so the builds compile in
+// parallel).
+#include "ops/attention/decode.cuh"
+
+namespace kernelkit::cuda {
+template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+}  // namespace kernelkit::cuda

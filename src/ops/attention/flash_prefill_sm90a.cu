@@ -1,0 +1,212 @@
+// Prefill attention on Hopper's warpgroup MMA (the sm_90 default where sm_90a code runs, kAttnWgmmaRows in
+// planner.hpp; compiled for sm_90a only, see sm90a.hpp). The same blocks, masks, online softmax and epilogue as
+// flash_prefill_kernel (flash_prefill.cuh: flash_block, mask_and_softmax, store_warp_rows), with the two products on
+// wgmma.mma_async:
+//   A block of 256 threads is two warpgroups; warpgroup w owns query rows 64 w .. 64 w + 63 of the block's 128 (wgmma's
+//   M), and its warp i rows 16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the
+//   mma.sync kernel's warps hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
+//   Shared tiles are D / 64 column blocks of [rows][64] in the 128-byte swizzle (load_tile<..., kColumnBlocks>), each
+//   block 1024-byte aligned (the descriptors' base offset 0): Q [128][D], and two buffers of K and V [BN][D].
+//   S = Q K^T: D / 16 k-steps of m64n64k16 (m64n128k16 for 128-key tiles) with A = the warpgroup's 64 rows of Q and
+//   B = K, both K-major descriptors
+//   (the probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes).
+//   O += P V: per 16-key k-step, P from registers (p_fragment: the m16n8k16 A fragment, which is wgmma's register A
+//   layout per warp) and B = V, MN-major through the instruction's transpose, one m64n64k16 per 64 columns of O (the
+//   probe's MN-major layout: a 16-key step is +2048 bytes, each column block its own descriptor).
+//   K/V tile it + 1 is loaded (TMA, or cp.async) while tile it is computed; with cp.async, fence.proxy.async makes the
+//   copies and the zero-filled rows visible to wgmma's reads (async proxy); every wgmma group is waited for before the
+//   barrier that frees its buffer.
+// Not yet here (docs/attention-sm90.md, "What it lacks"): a producer warp, overlap of one warpgroup's softmax with
+// the other's MMA (FlashAttention-3's ping-pong) and of S(it + 1) with the softmax of it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "ops/attention/flash_prefill.cuh"
+#include "kernels/common/tma.cuh"
+#include "kernels/common/wgmma.cuh"
+#include "runtime/runtime_internal.hpp"
+#include "runtime/sm90a.hpp"
+
+namespace kernelkit::cuda {
+namespace {
+
+constexpr int kBM = kAttnWgmmaRows;
+constexpr int kThreads = kBM / 64 * 128;  // a warpgroup (128 threads) per 64 query rows
+constexpr int kAtom = 1024;               // the 128-byte swizzle's 8-row atom: alignment and 8-row stride
+constexpr int kRowBytes = 128;            // a column block's row: 64 two-byte elements
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// kTma: the TMA descriptors of q, k and v ([b, s, h, d] through their strides; dense batches only).
+struct WgmmaTma {
+  TmaOperand q, k, v;
+};
+
+// BN: keys a K/V tile, 64 (two blocks an SM: 128 registers; at head_dim 128 ptxas spills 32 bytes, as measured) or
+// 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one block an SM for its 161 KB of shared memory at head_dim 128,
+// so up to 255 registers). kTma (attn_wgmma=2): Q and the K/V tiles arrive by TMA (one thread issues a tile's boxes,
+// everyone waits on that buffer's mbarrier; zeros past the sequence from the descriptor) instead of every thread's
+// cp.async, and the barrier at the top of the loop goes.
+template <typename T, int D, int BN, bool kTma>
+__global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
+    flash_prefill_wgmma_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
+  static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
+  constexpr int kBlocks = D / 64;  // column blocks
+  extern __shared__ unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][kBM][64]
+  T* sK = sQ + kBM * D;                                                                   // [2][kBlocks][BN][64]
+  T* sV = sK + 2 * BN * D;                                                                // [2][kBlocks][BN][64]
+
+  __shared__ uint64_t bars[3];  // kTma: the two K/V buffers' and Q's mbarriers
+  FlashBlock<T> f;
+  if (!flash_block<kBM, BN>(p, f)) return;
+  if constexpr (kTma) {
+    if (threadIdx.x == 0) tma::init(bars, 3);
+    __syncthreads();
+  }
+  const int warp = threadIdx.x / 32, wg = warp / 4, g = threadIdx.x % 32 / 4;
+  const int wr = 16 * warp;  // the warp's first row in the block
+
+  float acc[1][D / 8][4];  // O, one 16-row tile a warp (store_warp_rows' MW = 1)
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = 0.0f;
+  float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
+
+  auto load_kv = [&](int tile, int buf) {
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        tma::expect(&bars[buf], 2 * BN * D * static_cast<uint32_t>(sizeof(T)));
+        for (int c = 0; c < kBlocks; ++c) {
+          tma::load(tma_ops.k, sK + (buf * kBlocks + c) * BN * 64, &bars[buf], 64 * c, tile * BN, f.h / p.group, f.b);
+          tma::load(tma_ops.v, sV + (buf * kBlocks + c) * BN * 64, &bars[buf], 64 * c, tile * BN, f.h / p.group, f.b);
+        }
+      }
+      return;
+    }
+    const int valid = min(BN, f.s_k - tile * BN);
+    load_tile<BN, D, kThreads, true>(sK + buf * BN * D, f.k + static_cast<int64_t>(tile) * BN * p.t.ks.token,
+                                     p.t.ks.token, valid);
+    load_tile<BN, D, kThreads, true>(sV + buf * BN * D, f.v + static_cast<int64_t>(tile) * BN * p.t.vs.token,
+                                     p.t.vs.token, valid);
+  };
+  if (f.n_tiles > 0) {
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        tma::expect(&bars[2], kBM * D * static_cast<uint32_t>(sizeof(T)));
+        for (int c = 0; c < kBlocks; ++c)
+          tma::load(tma_ops.q, sQ + c * kBM * 64, &bars[2], 64 * c, f.m0, f.h, f.b);
+      }
+    } else {
+      load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
+    }
+    load_kv(0, 0);
+    if constexpr (!kTma) cp_async_commit();
+  }
+  const uint32_t q_base = smem_addr(sQ) + 64 * wg * kRowBytes;  // the warpgroup's 64 rows in column block 0
+  for (int it = 0; it < f.n_tiles; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < f.n_tiles) load_kv(it + 1, buf ^ 1);  // into the buffer tile it - 1 used (freed by its barrier)
+    if constexpr (kTma) {
+      if (it == 0) tma::wait_or_trap(&bars[2], 0);  // Q
+      tma::wait_or_trap(&bars[buf], (it >> 1) & 1);   // the buffer's (it / 2)-th fill
+    } else {
+      cp_async_commit();
+      cp_async_wait<1>();   // this tile's group (and Q's) has landed for this thread ...
+      ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);  // ... visible to the async proxy (wgmma) ...
+      __syncthreads();      // ... and everyone's
+    }
+    const uint32_t k_base = smem_addr(sK + buf * BN * D), v_base = smem_addr(sV + buf * BN * D);
+
+    float s[1][BN / 8][4];  // S for the warp's 16 rows x BN keys
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
+      const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
+      const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
+      if constexpr (BN == 64)
+        wgmma_m64n64k16<T, false>(s[0], da, db, kk > 0);
+      else
+        wgmma_m64n128k16<T>(s[0], da, db, kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    mask_and_softmax<BN>(p, f, it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
+
+    unsigned pa[BN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T>(s[0], kk, pa[kk]);
+    wgmma_fence();  // acc (rescaled) and P were written by ordinary instructions
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int c = 0; c < kBlocks; ++c) {
+        const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+        wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
+      }
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncthreads();  // both warpgroups are done with this buffer before a later iteration overwrites it
+  }
+  store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
+}
+
+// The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of kBM rows, k and v [b, s_k, h_kv, d] in boxes of
+// BN rows, each through its strides (elements); 64 columns a box.
+template <typename T>
+Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) {
+  const bool f16 = std::is_same_v<T, __half>;
+  auto one = [&](TmaOperand* op, const void* base, const detail::HeadStrides& st, int64_t tokens, int64_t heads,
+                 int box) {
+    return make_tma_operand(op, base, f16, a.head_dim,
+                            {TmaDim{tokens, st.token, box}, TmaDim{heads, st.head, 1}, TmaDim{a.batch, st.batch, 1}});
+  };
+  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, a.s_q, a.heads, kBM));
+  KK_RETURN_IF_ERROR(one(&ops->k, a.k, a.k_st, a.s_k, a.kv_heads, block_n));
+  return one(&ops->v, a.v, a.v_st, a.s_k, a.kv_heads, block_n);
+}
+
+template <typename T>
+Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  const FlashParams<T> p = flash_params<T>(a, tile.stages);
+  // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
+  // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
+  // take the cp.async kernel.
+  WgmmaTma ops{};
+  const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
+  auto go = [&](auto kernel) -> Status {
+    const auto smem = static_cast<size_t>(tile.smem_bytes);
+    KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const dim3 grid(static_cast<unsigned>((a.s_q + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
+                    static_cast<unsigned>(a.batch));
+    kernel<<<grid, kThreads, smem, stream>>>(p, ops);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  auto with_tile = [&](auto d, auto bn) -> Status {
+    constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
+    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true>) : go(flash_prefill_wgmma_kernel<T, D, BN, false>);
+  };
+  using std::integral_constant;
+  if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
+    return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
+  const bool wide = tile.block_n == 128;
+  if (a.head_dim == 64)
+    return wide ? with_tile(integral_constant<int, 64>{}, integral_constant<int, 128>{})
+                : with_tile(integral_constant<int, 64>{}, integral_constant<int, 64>{});
+  if (a.head_dim == 128)
+    return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
+                : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
+  return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");
+}
+
+}  // namespace
+
+Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  return dispatch_half("attention", a.dtype, [&](auto tag) { return launch<decltype(tag)>(a, tile, stream); });
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,80 @@
+// The online-softmax step and the P fragment shared by the tensor-core attention kernels (flash_prefill_kernel,
+// decode_tc_kernel): one 16-row MMA tile whose scores sit in C fragments (mma.cuh), rows g and g + 8 of the lane's
+// quad.
+#pragma once
+
+#include "kernels/common/mma.cuh"
+
+namespace kernelkit::cuda {
+
+// 2^x for x <= 0 as one MUFU.EX2: exp2f adds a range test and two predicated multiplies around it to keep results
+// below 2^-126 (denormals), which here are terms under 2^-126 of a sum holding at least 1; flushed to 0 instead.
+// 2^-inf = +0 (masked scores, an empty row's first correction).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// s: the tile's NB x 8 scores of this lane, already scaled into the log2 domain and masked to -inf; tile_max: the
+// running max of rows g, g + 8 combined with this lane's scores. The quad (4 lanes) shares each row: the new max is
+// reduced over it, O (acc) and this lane's part of the sum l are rescaled by exp2(m_old - m_new), and s becomes P
+// (fp32: l adds the unrounded values, only the P V operand is rounded to T).
+// kLean (the prefill): exp2 as exp2_ftz, and O's rescale (D8 x 4 multiplies, as many as the tile's P V MMAs issue
+// instructions) skipped when no row of the warp has a new max (the factor is then exactly 1; past the first tiles a
+// row's max rarely moves, so most tiles skip it, a warp-uniform branch). Measured on the H200 (bf16, commit 5d66259):
+// with it the instruction-bound prefill went from 781.6 to 628.7 us (b1 h32 s4096 d128 causal), but the tensor-core
+// decode, bound by memory, went from 131.9 to 148.8 us at b32 h32/8 s4096 (10.5 -> 10.6 at b1), so the decode keeps
+// exp2f and the unconditional rescale (kLean = false: the code measured and tested at 0e9051e).
+template <bool kLean, int NB, int D8>
+__device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
+                                                    float (&l_run)[2], float (&acc)[D8][4]) {
+  auto exp2 = [](float x) { return kLean ? exp2_ftz(x) : exp2f(x); };
+  float m_use[2], corr[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
+    m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];
+    corr[r] = kLean && m_run[r] == m_use[r] ? 1.0f : exp2(m_run[r] - m_use[r]);
+    m_run[r] = tile_max[r];
+    l_run[r] *= corr[r];
+    if constexpr (!kLean) {
+#pragma unroll
+      for (int i = 0; i < D8; ++i) {
+        acc[i][2 * r] *= corr[r];
+        acc[i][2 * r + 1] *= corr[r];
+      }
+    }
+  }
+  if constexpr (kLean) {
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < D8; ++i) {
+        acc[i][0] *= corr[0];
+        acc[i][1] *= corr[0];
+        acc[i][2] *= corr[1];
+        acc[i][3] *= corr[1];
+      }
+    }
+  }
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nb][e] = exp2(s[nb][e] - m_use[e / 2]);
+      l_run[e / 2] += s[nb][e];
+    }
+}
+
+// P's C fragments of keys 16 kk .. 16 kk + 15 rounded to T: exactly the A fragment of that P V k-step.
+template <typename T, int NB>
+__device__ __forceinline__ void p_fragment(const float (&s)[NB][4], int kk, unsigned (&a)[4]) {
+  a[0] = pack_rounded<T>(s[2 * kk][0], s[2 * kk][1]);
+  a[1] = pack_rounded<T>(s[2 * kk][2], s[2 * kk][3]);
+  a[2] = pack_rounded<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+  a[3] = pack_rounded<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,244 @@
+// linear on CUDA through cuBLASLt. Row-major y[m, n] = x[m, k] w[n, k]^T is, in cuBLASLt's column-major terms,
+// D[n, m] = op(A) B with A = w seen as [k, n] (ld = w's row stride) transposed, B = x seen as [k, m] (ld = x's row
+// stride) and D = y seen as [n, m] (ld = y's row stride); the bias epilogue adds bias[n] along D's rows.
+// Compute in fp32 (CUBLAS_COMPUTE_32F; 32F_FAST_TF32 when TF32 is allowed for f32), scale type fp32.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "ops/gemm/gemm.hpp"
+#include "runtime/op_args.hpp"
+#include "kernels/common/check.cuh"
+#include "kernels/common/scratch.hpp"
+#include "runtime/runtime_internal.hpp"
+
+namespace kernelkit {
+namespace {
+
+Status lt_error(const char* what, cublasStatus_t s) {
+  return Status(StatusCode::cuda_error, std::string("linear: ") + what + " failed: cuBLAS status " +
+                                            std::to_string(static_cast<int>(s)));
+}
+#define KK_LT_RETURN(call)                                   \
+  do {                                                       \
+    const cublasStatus_t kk_s_ = (call);                     \
+    if (kk_s_ != CUBLAS_STATUS_SUCCESS) return lt_error(#call, kk_s_); \
+  } while (0)
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+// The problem an algorithm is chosen for: shape, dtype, strides and pointer alignment (cuBLASLt's kernels depend on
+// them), epilogue and compute type.
+using AlgoKey = std::tuple<int64_t, int64_t, int64_t, int, int64_t, int64_t, int64_t, int, int, bool>;
+
+// A pointer's alignment in bytes, up to 256 (what cuBLASLt assumes when not told).
+int alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+// Owns a cuBLASLt descriptor of type H through its destroy function.
+template <typename H, cublasStatus_t (*Destroy)(H)>
+struct Desc {
+  H h = nullptr;
+  ~Desc() {
+    if (h) Destroy(h);
+  }
+};
+
+}  // namespace
+
+struct GemmHandle::Impl {
+  int device = -1;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+  ~Impl() {
+    if (workspace) cudaFree(workspace);
+    if (lt) cublasLtDestroy(lt);
+  }
+};
+
+GemmHandle::GemmHandle() = default;
+GemmHandle::~GemmHandle() = default;
+GemmHandle::GemmHandle(GemmHandle&&) noexcept = default;
+GemmHandle& GemmHandle::operator=(GemmHandle&&) noexcept = default;
+int GemmHandle::device() const { return impl_ ? impl_->device : -1; }
+size_t GemmHandle::cached_algorithms() const { return impl_ ? impl_->algos.size() : 0; }
+
+Status GemmHandle::init(int device, size_t workspace_bytes) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  KK_LT_RETURN(cublasLtCreate(&impl->lt));
+  if (workspace_bytes > 0 && cudaMalloc(&impl->workspace, workspace_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status(StatusCode::cuda_error, "linear: cannot allocate a cuBLASLt workspace of " +
+                                              std::to_string(workspace_bytes) + " bytes on cuda:" +
+                                              std::to_string(device));
+  }
+  impl->workspace_bytes = workspace_bytes;
+  impl_ = std::move(impl);
+  return Status::Ok();
+}
+
+namespace {
+
+// The caller's handle, or this thread's default one for `device` (created on first use, which may be inside a CUDA
+// graph capture). A default handle ends with its thread, so nothing captured may point at its workspace: captured
+// calls take theirs from the graph (linear_cuda).
+Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** out) {
+  thread_local std::map<int, GemmHandle> defaults;  // per device, for calls without a handle
+  if (!handle) {
+    handle = &defaults[device.index];
+    if (!handle->impl()) {
+      const cuda::RelaxedCaptureMode relaxed;
+      KK_RETURN_IF_ERROR(handle->init(device.index));
+    }
+  }
+  GemmHandle::Impl* h = handle->impl();
+  if (!h) return invalid_argument("linear: the GemmHandle is not initialized (call init(device) first)");
+  if (h->device != device.index)
+    return invalid_argument("linear: the GemmHandle is for cuda:" + std::to_string(h->device) +
+                            " but the tensors are on " + to_string(device));
+  *out = h;
+  return Status::Ok();
+}
+
+// The cached algorithm for `key`, or cuBLASLt's first heuristic choice for matrices aligned to `align` bytes (the
+// smallest of the A, B, C / D pointers' alignments: unless told, cuBLASLt assumes 256 and may pick a kernel that fails
+// on a less aligned view) within `workspace_bytes` of workspace; null when it has none.
+Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                     cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, uint32_t align, size_t workspace_bytes,
+                     const cublasLtMatmulAlgo_t** out) {
+  auto it = h->algos.find(key);
+  if (it == h->algos.end()) {
+    Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
+    KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
+    KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace_bytes, sizeof workspace_bytes));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof align));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      *out = nullptr;
+      return Status::Ok();
+    }
+    KK_LT_RETURN(st);
+    it = h->algos.emplace(key, result.algo).first;
+  }
+  *out = &it->second;
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace detail {
+
+Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(a.device.index));
+  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, "linear"));
+  for (auto [p, arg] : {std::pair{static_cast<const void*>(a.x), "x"}, {a.w, "w"}, {a.y, "y"}, {a.bias, "bias"}})
+    if (p) KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear: ") + arg).c_str()));
+  GemmHandle::Impl* h = nullptr;
+  KK_RETURN_IF_ERROR(handle_for(handle, a.device, &h));
+
+  const cudaDataType_t type = cuda_type(a.dtype);
+  const cublasComputeType_t compute = a.options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, compute, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  const cublasLtEpilogue_t epilogue = a.options.epilogue == LinearEpilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
+                                      : a.options.epilogue == LinearEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                                                        : CUBLASLT_EPILOGUE_DEFAULT;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (a.bias) {
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+  }
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, type, a.k, a.n, a.w_stride));  // w as [k, n]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, type, a.k, a.m, a.x_stride));  // x as [k, m]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.y_stride));  // y as [n, m]
+
+  const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.y)});
+  const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
+                    std::min(align, a.bias ? alignment(a.bias) : 256),
+                    static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), h->workspace_bytes,
+                                   &algo));
+  if (!algo)
+    return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
+                       " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
+  const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  // Inside a CUDA graph capture the workspace is the graph's own (a stream-ordered allocation the graph records), not
+  // the handle's: a graph outlives a default handle (freed when its thread ends), and replays of it must not share a
+  // workspace with eager calls on other streams. Eagerly, the handle's workspace (no allocation per call).
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
+  const size_t graph_bytes = capturing == cudaStreamCaptureStatusActive ? h->workspace_bytes : 0;
+  return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
+    KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, algo,
+                                scratch ? scratch : h->workspace, h->workspace_bytes, s));
+    return Status::Ok();
+  });
+}
+
+Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
+                      int32_t* y, int64_t m, int64_t n, int64_t k, void* workspace, size_t workspace_bytes,
+                      Stream stream, bool* ran) {
+  *ran = false;
+  GemmHandle::Impl* h = nullptr;
+  KK_RETURN_IF_ERROR(handle_for(nullptr, device, &h));
+  // The same column-major reading as linear: D[n, m] = op(A = w as [k, n])^T B (x as [k, m]), int32 compute and
+  // scale (alpha 1, beta 0: the sums exactly).
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8I, k, n, w_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8I, k, m, x_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, CUDA_R_32I, n, m, n));
+  const int align = std::min({alignment(xq), alignment(w), alignment(y)});
+  // The workspace size is part of the problem: an algorithm chosen for a larger one must not be reused.
+  const AlgoKey key{m, n, k, static_cast<int>(DType::i8), x_stride, w_stride, n, align,
+                    -1 - static_cast<int>(std::min<size_t>(workspace_bytes >> 20, 1 << 20)), false};
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(
+      algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), workspace_bytes, &algo));
+  if (!algo) return Status::Ok();  // no INT8 algorithm here: the caller runs its own kernel
+  const int32_t alpha = 1, beta = 0;
+  const cublasStatus_t st = cublasLtMatmul(h->lt, op.h, &alpha, w, la.h, xq, lb.h, &beta, y, ld.h, y, ld.h, algo,
+                                           workspace, workspace_bytes, reinterpret_cast<cudaStream_t>(stream));
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status::Ok();  // refused at launch: the caller's kernel instead
+  KK_LT_RETURN(st);
+  *ran = true;
+  return Status::Ok();
+}
+
+}  // namespace detail
+}  // namespace kernelkit

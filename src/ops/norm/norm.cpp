@@ -1,0 +1,131 @@
+// Public norm ops: turn TensorViews into one RowNormArgs, check every argument (naming it and the expectation), then
+// run the CPU reference or the CUDA kernels depending on where the tensors live.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "runtime/op_args.hpp"
+#include "ops/norm/norm.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit {
+namespace detail {
+namespace {
+
+Status run(const RowNormArgs& a, Stream stream) {
+  return run_row_op(a, validate_row_norm, row_norm_reference,
+                    [stream](const RowNormArgs& args) { return row_norm_cuda(args, stream); });
+}
+
+}  // namespace
+
+Status validate_row_norm(const RowNormArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  KK_RETURN_IF_ERROR(check_float_dtype(name, a.dtype, a.device, nullptr));
+  if (a.hidden <= 0 || a.hidden > INT32_MAX)
+    return invalid_argument(name + ": hidden size (last dim of x) must be in [1, 2^31), got " +
+                            std::to_string(a.hidden));
+  if (!std::isfinite(a.eps) || a.eps <= 0.0f)
+    return invalid_argument(name + ": eps must be finite and > 0, got " + std::to_string(a.eps));
+  if (!std::isfinite(a.weight_offset))
+    return invalid_argument(name + ": weight_offset must be finite, got " + std::to_string(a.weight_offset));
+  if (a.rows > 0 && (a.x == nullptr || a.out == nullptr || (a.residual_add && a.residual == nullptr)))
+    return invalid_argument(name + ": x, out" + (a.residual_add ? ", residual" : "") + " must not be null");
+  KK_RETURN_IF_ERROR(check_float_dtype(name, a.dtype, a.device, profile));
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+using Builder = detail::Builder<detail::RowNormArgs>;
+using detail::NormType;
+using detail::RowNormArgs;
+
+Status rms_norm(const TensorView& out, const TensorView& x, const std::optional<TensorView>& weight, float eps,
+                float weight_offset, Stream stream) {
+  RowNormArgs a;
+  Builder b(OpId::rms_norm, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
+  KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  a.x = x.data;
+  a.out = out.data;
+  a.eps = eps;
+  a.weight_offset = weight_offset;
+  return detail::run(a, stream);
+}
+
+Status fused_add_rms_norm(const TensorView& x, const TensorView& residual, const std::optional<TensorView>& weight,
+                          float eps, float weight_offset, Stream stream) {
+  RowNormArgs a;
+  Builder b(OpId::fused_add_rms_norm, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, true));
+  KK_RETURN_IF_ERROR(b.activation(residual, "residual", &a.residual_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  a.residual_add = true;
+  a.x = x.data;
+  a.out = x.data;  // in place: x is overwritten with the normalized residual
+  a.out_stride = a.x_stride;
+  a.residual = residual.data;
+  a.eps = eps;
+  a.weight_offset = weight_offset;
+  return detail::run(a, stream);
+}
+
+Status layer_norm(const TensorView& out, const TensorView& x, const std::optional<TensorView>& weight,
+                  const std::optional<TensorView>& bias, float eps, Stream stream) {
+  RowNormArgs a;
+  Builder b(OpId::layer_norm, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
+  KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(b.vector(bias, "bias", &a.bias));
+  a.norm = NormType::layer;
+  a.x = x.data;
+  a.out = out.data;
+  a.eps = eps;
+  return detail::run(a, stream);
+}
+
+Status ada_layer_norm(const TensorView& out, const TensorView& x, const TensorView& scale, const TensorView& shift,
+                      const std::optional<TensorView>& weight, const std::optional<TensorView>& bias, float eps,
+                      Stream stream) {
+  RowNormArgs a;
+  Builder b(OpId::ada_layer_norm, &a);
+  if (x.ndim != 3) return b.err("x", "must have shape [batch, seq, hidden], got " + x.shape_string());
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
+  KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(b.vector(bias, "bias", &a.bias));
+  int64_t shift_stride = 0;
+  KK_RETURN_IF_ERROR(b.per_batch(scale, "scale", x.shape[0], &a.scale, &a.mod_stride));
+  KK_RETURN_IF_ERROR(b.per_batch(shift, "shift", x.shape[0], &a.shift, &shift_stride));
+  if (shift_stride != a.mod_stride)
+    return b.err("shift", "row stride " + std::to_string(shift_stride) + " must equal scale's row stride " +
+                              std::to_string(a.mod_stride));
+  a.norm = NormType::layer;
+  a.batch = x.shape[0];
+  a.rows_per_batch = std::max<int64_t>(1, x.shape[1]);
+  a.x = x.data;
+  a.out = out.data;
+  a.eps = eps;
+  return detail::run(a, stream);
+}
+
+Status rms_norm_gelu(const TensorView& out, const TensorView& x, const std::optional<TensorView>& weight, float eps,
+                     Stream stream) {
+  RowNormArgs a;
+  Builder b(OpId::rms_norm_gelu, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
+  KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  a.gelu = true;
+  a.x = x.data;
+  a.out = out.data;
+  a.eps = eps;
+  return detail::run(a, stream);
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,250 @@
+// The row-norm kernel family: rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm and rms_norm_gelu are one
+// kernel template over (storage type, vector width, variant).
+//
+// Per row of `hidden` elements (E = sizeof(T)):
+//   bytes  = E * hidden * (reads + writes of [rows, hidden] tensors) + parameters (op_info.cpp has the formula)
+//   FLOPs  = ~4 per element for RMS, ~7 for layer norm (op_info.cpp)
+// so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once and enough
+// bytes in flight to cover DRAM latency.
+//
+// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is at most one
+// wave of resident blocks that loops over row groups. Thread tx of a row owns vectors tx, tx + tpr, tx + 2 tpr, ...
+//
+// Data path: when the plan caches rows (`cached`), each row is copied global -> shared memory with cp.async (sm_80+)
+// into one of two stages, and the copy of the block's *next* row group is issued before the current one is reduced:
+// the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the reduction and the
+// stores. Each thread copies and later reads only its own vectors, so the stages need no barrier. Rows too long for
+// two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit L2).
+//
+// Numerics: fp32 accumulation, statistics from the row values (layer norm: mean first, then the centred second moment;
+// no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
+// normalized, because the residual stream stored for the next layer is what the next layer will see.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ops/norm/norm.hpp"
+#include "kernels/common/activations.cuh"
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/check.cuh"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/common/vec.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+using detail::NormType;
+
+template <typename T>
+struct RowNormParams {
+  T* out;                 // [rows, hidden], row stride out_stride
+  const T* x;             // [rows, hidden], row stride x_stride
+  T* residual;            // [rows, hidden] (fused add), row stride residual_stride
+  const T* weight;        // [hidden] or null
+  const T* bias;          // [hidden] or null
+  const T* scale;         // [batch, hidden] or null, row stride mod_stride
+  const T* shift;         // [batch, hidden] or null
+  int64_t rows, hidden;
+  int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
+  float eps, weight_offset;
+  int cached;             // rows staged through shared memory (two stages) when 1
+  int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
+};
+
+// Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
+// or modulation code.
+template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate>
+struct RowVariant {
+  static constexpr NormType norm = kNorm;
+  static constexpr bool residual = kResidual;    // residual += x first (fused_add_rms_norm)
+  static constexpr bool gelu = kGelu;            // tanh-GELU epilogue (rms_norm_gelu)
+  static constexpr bool bias = kNorm == NormType::layer;
+  static constexpr bool modulate = kModulate;    // * (1 + scale[b]) + shift[b] (ada_layer_norm)
+};
+
+// The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
+// counts resident blocks (kRowNormRegisters).
+template <typename T, int VEC, typename Variant>
+__global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    using V = Vec<T, VEC>;
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* scratch = reinterpret_cast<float*>(smem);  // [rows_per_block][threads_per_row / 32] when a row spans warps
+    // Offsets inside a row are 32-bit (hidden < 2^31 is checked on the host); only row bases are 64-bit.
+    const int tpr = blockDim.x, tx = threadIdx.x;
+    const int nvec = static_cast<int>(p.hidden / VEC);  // VEC divides hidden (planner)
+    const int slots = Variant::residual ? 2 * nvec : nvec;  // x (and residual) of one row, per stage
+    V* stages = reinterpret_cast<V*>(smem + p.stage_offset);
+    auto stage = [&](int s) { return stages + static_cast<int64_t>(s * blockDim.y + threadIdx.y) * slots; };
+    const float inv_hidden = 1.0f / static_cast<float>(p.hidden);
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+
+    // Issues the copies of row `row` (nothing past the last row) into stage `s`, and commits them as one group.
+    auto prefetch = [&](int64_t row, int s) {
+      if (row < p.rows) {
+        V* dst = stage(s);
+        for (int i = tx; i < nvec; i += tpr) {
+          copy_async<sizeof(V)>(dst + i, p.x + row * p.x_stride + static_cast<int64_t>(i) * VEC);
+          if constexpr (Variant::residual)
+            copy_async<sizeof(V)>(dst + nvec + i, p.residual + row * p.residual_stride + static_cast<int64_t>(i) * VEC);
+        }
+      }
+      cp_async_commit();
+    };
+
+    int s = 0;
+    int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
+    if (p.cached) prefetch(base + threadIdx.y, 0);
+    // The loop bound is uniform across the block, so every thread reaches each group_sum (which may sync).
+    for (; base < p.rows; base += step, s ^= 1) {
+      const int64_t row = base + threadIdx.y;
+      const bool active = row < p.rows;
+      if (p.cached) {
+        prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
+        cp_async_wait<1>();           // this thread's copies of the current row have landed
+      }
+      const V* buf = stage(s);
+      const T* xr = p.x + row * p.x_stride;
+      T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
+
+      // Vector i of the row as the norm sees it. Fused: x + residual rounded to T (pass 1 also stores it to the
+      // residual; later passes recompute it from the staged inputs, or re-read the stored residual when uncached).
+      auto value = [&](int i, bool first) -> V {
+        if constexpr (Variant::residual) {
+          if (!p.cached && !first) return V::load(rr + static_cast<int64_t>(i) * VEC);
+          const V a = p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
+          const V r = p.cached ? buf[nvec + i] : V::load(rr + static_cast<int64_t>(i) * VEC);
+          float sum[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) sum[j] = to_float(a.v[j]) + to_float(r.v[j]);
+          if (first) store_rounded<T, VEC>(rr + static_cast<int64_t>(i) * VEC, sum);
+          V rounded;
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) rounded.v[j] = from_float<T>(sum[j]);
+          return rounded;
+        } else {
+          return p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
+        }
+      };
+      // Sum over this thread's vectors of f(element).
+      auto row_sum = [&](bool first, auto f) {
+        float acc = 0.0f;
+        if (active) {
+#pragma unroll 4
+          for (int i = tx; i < nvec; i += tpr) {
+            const V v = value(i, first);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) acc += f(to_float(v.v[j]));
+          }
+        }
+        return group_sum(acc, tpr, scratch);
+      };
+
+      float mean = 0.0f, var;
+      if constexpr (Variant::norm == NormType::layer) {
+        mean = row_sum(true, [](float v) { return v; }) * inv_hidden;
+        var = row_sum(false, [mean](float v) { return (v - mean) * (v - mean); }) * inv_hidden;
+      } else {
+        var = row_sum(true, [](float v) { return v * v; }) * inv_hidden;
+      }
+      const float rstd = rsqrtf(var + p.eps);
+
+      // Output: normalize, apply the affine parameters and the epilogue, round once, store.
+      if (active) {
+        const int64_t mod_offset = Variant::modulate ? (row / p.rows_per_batch) * p.mod_stride : 0;
+        T* outr = p.out + row * p.out_stride;
+#pragma unroll 2
+        for (int i = tx; i < nvec; i += tpr) {
+          const int col = i * VEC;
+          const V v = value(i, false);
+          V w, bi, sc, sh;
+          if (p.weight) w = V::load(p.weight + col);
+          if (Variant::bias && p.bias) bi = V::load(p.bias + col);
+          if constexpr (Variant::modulate) {
+            sc = V::load(p.scale + mod_offset + col);
+            sh = V::load(p.shift + mod_offset + col);
+          }
+          float y[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            y[j] = (to_float(v.v[j]) - mean) * rstd;
+            if (p.weight) y[j] *= p.weight_offset + to_float(w.v[j]);
+            if (Variant::bias && p.bias) y[j] += to_float(bi.v[j]);
+            if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
+            if constexpr (Variant::gelu) y[j] = GeluTanh::apply(y[j]);
+          }
+          store_rounded<T, VEC>(outr + col, y);
+        }
+      }
+    }
+    cp_async_wait<0>();  // no copy may outlive the block (the last prefetch group is empty, but be exact)
+  }
+}
+
+// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width).
+template <typename T, typename F>
+Status with_row_norm_kernel(OpId op, int vec, F&& f) {
+  return dispatch_vec<16 / sizeof(T)>(vec, [&](auto v) -> Status {
+    constexpr int V = decltype(v)::value;
+    switch (op) {
+      case OpId::rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>>);
+      case OpId::fused_add_rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false, false>>);
+      case OpId::rms_norm_gelu: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
+      case OpId::layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
+      case OpId::ada_layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
+      default: break;
+    }
+    return Status(StatusCode::internal, "no row-norm kernel for this op");
+  });
+}
+
+// Host side: fill the parameter block and launch with the plan's geometry on the caller's stream.
+template <typename T>
+Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  RowNormParams<T> p{};
+  p.out = static_cast<T*>(a.out);
+  p.x = static_cast<const T*>(a.x);
+  p.residual = static_cast<T*>(a.residual);
+  p.weight = static_cast<const T*>(a.weight);
+  p.bias = static_cast<const T*>(a.bias);
+  p.scale = static_cast<const T*>(a.scale);
+  p.shift = static_cast<const T*>(a.shift);
+  p.rows = a.rows;
+  p.hidden = a.hidden;
+  p.out_stride = a.out_stride;
+  p.x_stride = a.x_stride;
+  p.residual_stride = a.residual_stride;
+  p.mod_stride = a.mod_stride;
+  p.rows_per_batch = a.rows_per_batch;
+  p.eps = a.eps;
+  p.weight_offset = a.weight_offset;
+  p.cached = plan.cached ? 1 : 0;
+  p.stage_offset = static_cast<int>(plan.stage_offset);
+  return with_row_norm_kernel<T>(a.op, plan.vec, [&](auto kernel) -> Status {
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  });
+}
+
+// Resident blocks per SM of the planned kernel, as the runtime computes it (registers included).
+template <typename T>
+Status row_norm_occupancy(OpId op, const LaunchPlan& plan, int* blocks) {
+  return with_row_norm_kernel<T>(op, plan.vec, [&](auto kernel) -> Status {
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
+    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, plan.block_threads,
+                                                                 static_cast<size_t>(plan.smem_bytes)));
+    return Status::Ok();
+  });
+}
+
+}  // namespace kernelkit::cuda

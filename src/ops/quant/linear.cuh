@@ -1,0 +1,270 @@
+// Weight-only quantized linear layer (W8A16 / W4A16) below kLinearTcMinM tokens: a GEMV that streams the weights once
+// (from kLinearTcMinM tokens on, launch_linear hands the plan to the tensor-core kernel of linear_tc.cuh).
+//
+//   out [m, n] = x [m, k] @ (q [n, k] * s)^T + bias [n], fp32 accumulation, one rounding per output.
+//   Bytes ~ n k bits / 8 (weights) + n (k / g) 4 (INT4 scales) + 2 (m k + m n + n); FLOP 2 m n k. At m = 1 this is
+//   pure weight streaming (~1 FLOP per weight byte for INT8): the kernel is built to keep HBM busy.
+//
+// Work split (LaunchPlan from plan_quant): a block computes kRows output features x kTokens tokens; its k_warps warps
+// (blockDim.y) split k between them (the split-K: warp w takes the 16-byte chunks c = 32 w + lane, stepping by
+// 32 k_warps, so each warp reads 512 contiguous bytes of a row a step) and add their sums through shared memory. The
+// grid is one-dimensional, token tiles fastest: the blocks that read the same weight rows for different tokens run at
+// the same time, so the second read of a row is an L2 hit and HBM sees the weights about once per call.
+// Per chunk and row: 16 bytes of weights (16 INT8 or 32 INT4 values), dequantized exactly to fp32 (quant_common.cuh)
+// once and used for all kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass
+// L1). The weights come through registers (the next chunk loaded before this one is computed) or, for long per-thread
+// loops on sm_80+ (plan.stages > 0: the planner's choice from kLinearGemvRingMinVecs chunks a thread, or KERNELKIT_TUNE
+// gemv_stages), through a per-thread cp.async ring in shared memory, up to 3 chunks x kRows rows in flight a thread
+// without holding registers; planner.hpp (kLinearGemvStages) has the H200 measurements behind that rule.
+// INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
+// INT8: one scale per row, applied to the final sum.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "ops/quant/quant.hpp"
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/check.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/common/vec.cuh"
+#include "ops/quant/linear_tc.cuh"
+#include "ops/quant/quant_common.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct LinearParams {
+  const T* x;              // [m, k], row stride x_stride (16-byte aligned rows)
+  const uint8_t* qweight;  // [n, k * bits / 8] bytes, contiguous, 16-byte aligned
+  const float* scales;     // [n] (8-bit) or [n, k / group] (4-bit)
+  const T* bias;           // [n] or null
+  T* out;                  // [m, n], row stride out_stride
+  int64_t m, n, k, x_stride, out_stride;
+  int group;  // 4-bit: scale group along k (64 or 128)
+  int accumulate;  // out += ... (each output is read by the one thread that writes it)
+  int stages;      // GEMV: the cp.async ring's depth (2 to 4), 0 for register prefetch
+};
+
+// Output rows per block of the split-K kernel (the planner's rule, restated for the template).
+constexpr int kLinearGemvRows = 4;
+
+// INT4: the scale of 16-byte chunk c of `row` (a 32-value chunk lies inside one group of 64 or 128: a shift, not a
+// 64-bit division).
+template <typename T>
+__device__ __forceinline__ float chunk_scale(const LinearParams<T>& p, int64_t row, int64_t c) {
+  const int shift = p.group == 64 ? 6 : 7;
+  return __ldg(p.scales + row * (p.k >> shift) + ((c * 32) >> shift));
+}
+
+// acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values, dequantized
+// exactly to fp32) with the same k range of token t's x. INT8 sums stay unscaled (the row's scale multiplies the final
+// sum); INT4 sums are scaled by scale[r], the chunk's group scale of each row (chunk_scale).
+template <typename T, int kBits, int kTokens, int kRows>
+__device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const float (&scale)[kRows],
+                                                 const T* const (&xrow)[kTokens], int64_t c,
+                                                 float (&acc)[kRows][kTokens]) {
+  constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
+  constexpr int kPieces = 4;                      // 32-bit words a chunk
+  constexpr int kPerPiece = kPerChunk / kPieces;  // 4 (INT8) or 8 (INT4) values a word
+  float part[kRows][kTokens];                     // this chunk's sums
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) part[r][t] = 0.0f;
+#pragma unroll
+  for (int piece = 0; piece < kPieces; ++piece) {
+    // kPerPiece weights of each row, exact fp32.
+    float wf[kRows][kPerPiece];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const uint32_t word = piece == 0 ? w[r].x : piece == 1 ? w[r].y : piece == 2 ? w[r].z : w[r].w;
+      if constexpr (kBits == 8)
+        dequant_i8x4(word, wf[r]);
+      else
+        dequant_i4x8(word, wf[r]);
+    }
+    // x [k0, k0 + kPerPiece) of each token: one 8- or 16-byte load.
+    const int64_t k0 = c * kPerChunk + piece * kPerPiece;
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const Vec<T, kPerPiece> xv = Vec<T, kPerPiece>::load(xrow[t] + k0);
+#pragma unroll
+      for (int j = 0; j < kPerPiece; ++j) {
+        const float xf = to_float(xv.v[j]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t)
+      acc[r][t] = kBits == 4 ? fmaf(part[r][t], scale[r], acc[r][t]) : acc[r][t] + part[r][t];
+}
+
+// One output from its fp32 sum over k: INT8's per-row scale, the bias, the residual (accumulate), one rounding.
+template <typename T, int kBits>
+__device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t row, int64_t token, float y) {
+  if constexpr (kBits == 8) y *= __ldg(p.scales + row);
+  if (p.bias) y += to_float(p.bias[row]);
+  if (p.accumulate) y += to_float(p.out[token * p.out_stride + row]);
+  p.out[token * p.out_stride + row] = from_float<T>(y);
+}
+
+// kRing: the cp.async ring (p.stages deep) or the register prefetch, chosen at compile time: with one run-time branch
+// holding both, ptxas moved the INT8 prefetch loads below the math of the chunk they should overlap (sm_90 SASS).
+template <typename T, int kBits, int kTokens, int kRows, bool kRing>
+__global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int kPerChunk = 128 / kBits;  // weights a 16-byte chunk
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows * kTokens]
+    const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y;
+    const unsigned tiles = static_cast<unsigned>((p.m + kTokens - 1) / kTokens);
+    const int64_t t0 = static_cast<int64_t>(blockIdx.x % tiles) * kTokens;
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x / tiles) * kRows;
+    const int64_t row_bytes = p.k * kBits / 8, chunks = p.k / kPerChunk;
+
+    // Rows past n and tokens past m read row n - 1 / token m - 1 (valid memory, no divergence) and are never stored.
+    const uint8_t* wrow[kRows];
+    int64_t row[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) row[r] = min(n0 + r, p.n - 1), wrow[r] = p.qweight + row[r] * row_bytes;
+    const T* xrow[kTokens];
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) xrow[t] = p.x + min(t0 + t, p.m - 1) * p.x_stride;
+
+    float acc[kRows][kTokens];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) acc[r][t] = 0.0f;
+
+    const int64_t c_step = static_cast<int64_t>(k_warps) * kWarpSize;
+    const int64_t c_first = static_cast<int64_t>(warp) * kWarpSize + lane;
+    auto compute = [&](const uint4 (&w)[kRows], int64_t c) {
+      float scale[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) scale[r] = kBits == 4 ? chunk_scale(p, row[r], c) : 1.0f;
+      accumulate_chunk<T, kBits, kTokens, kRows>(w, scale, xrow, c, acc);
+    };
+    if constexpr (kRing) {
+      // The cp.async ring: this thread's chunks land in its own 16-byte slots of shared memory ([stage][row][thread]),
+      // so stages - 1 chunks of kRows rows are in flight without holding registers. A thread reads back only its own
+      // copies, so waiting for its own groups is enough (no barrier in the loop).
+      uint4* const ring = reinterpret_cast<uint4*>(smem);
+      const int threads = kWarpSize * k_warps, tid = warp * kWarpSize + lane;
+      auto slot = [&](int s, int r) { return ring + (s * kRows + r) * threads + tid; };
+      auto issue = [&](int64_t c, int s) {  // one commit group, possibly empty (group counts stay uniform)
+        if (c < chunks)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) copy_async<16>(slot(s, r), wrow[r] + c * 16);
+        cp_async_commit();
+      };
+      for (int s = 0; s < p.stages - 1; ++s) issue(c_first + s * c_step, s);
+      int s = 0;  // the slot of chunk c
+      for (int64_t c = c_first; c < chunks; c += c_step) {
+        // The chunk stages - 1 steps ahead goes into the slot chunk c - c_step used (read back a step ago).
+        issue(c + (p.stages - 1) * c_step, s == 0 ? p.stages - 1 : s - 1);
+        cp_async_wait_dynamic(p.stages - 1);  // chunk c has landed
+        uint4 w[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) w[r] = *slot(s, r);
+        compute(w, c);
+        s = s + 1 == p.stages ? 0 : s + 1;
+      }
+      cp_async_wait<0>();
+      __syncthreads();  // every thread is done with the ring: the partials below reuse its bytes
+    } else {
+      // Registers (the default): the next chunk's weights are in flight while this one is computed.
+      int64_t c = c_first;
+      uint4 wcur[kRows];
+      if (c < chunks)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) wcur[r] = load_weights(wrow[r] + c * 16);
+      for (; c < chunks; c += c_step) {
+        uint4 wnext[kRows];
+        const int64_t cn = c + c_step;
+        if (cn < chunks)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) wnext[r] = load_weights(wrow[r] + cn * 16);
+        compute(wcur, c);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) wcur[r] = wnext[r];
+      }
+    }
+
+    // Warp sums (shuffles), then the k_warps partial sums of each output added in a fixed order by one thread.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        const float v = group_sum(acc[r][t], kWarpSize, nullptr);
+        if (lane == 0) partials[warp * kRows * kTokens + r * kTokens + t] = v;
+      }
+    __syncthreads();
+    const int i = warp * kWarpSize + lane;
+    if (i < kRows * kTokens) {
+      const int r = i / kTokens, t = i % kTokens;
+      if (n0 + r < p.n && t0 + t < p.m) {
+        float y = 0.0f;
+        for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
+        store_output<T, kBits>(p, n0 + r, t0 + t, y);
+      }
+    }
+  }
+}
+
+template <typename T>
+Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
+  const LinearParams<T> p{.x = static_cast<const T*>(a.x),
+                          .qweight = static_cast<const uint8_t*>(a.qweight),
+                          .scales = a.scales,
+                          .bias = static_cast<const T*>(a.bias),
+                          .out = static_cast<T*>(a.out),
+                          .m = a.rows,
+                          .n = a.n,
+                          .k = a.k,
+                          .x_stride = a.x_stride,
+                          .out_stride = a.out_stride,
+                          .group = a.group,
+                          .accumulate = a.accumulate ? 1 : 0,
+                          .stages = plan.stages};
+  auto launch = [&](auto bits, auto tokens) -> Status {
+    constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
+    constexpr int kRows = kLinearGemvRows;
+    if (plan.out_rows != kRows || plan.tokens != kTokens)
+      return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
+                                              std::to_string(plan.tokens) + " tokens has no kernel");
+    // One-dimensional grid (token tiles fastest, see above); block 32 x k_warps.
+    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true>
+                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false>;
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  auto by_tokens = [&](auto bits) -> Status {
+    switch (plan.tokens) {
+      case 1:
+        return launch(bits, std::integral_constant<int, 1>{});
+      case 2:
+        return launch(bits, std::integral_constant<int, 2>{});
+      default:
+        break;
+    }
+    return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
+  };
+  if (a.bits == 8) return by_tokens(std::integral_constant<int, 8>{});
+  if (a.bits == 4) return by_tokens(std::integral_constant<int, 4>{});
+  return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,233 @@
+// Weight-only linear on tensor cores, for m above the GEMV's range: out [m, n] = x [m, k] @ (q [n, k] * s)^T (+ bias)
+// (+ out), W8A16 (s per output channel) and W4A16 (s per group of 64 or 128 inputs).
+//   Block: a (16 MT) x kLinearTcTileN output tile (grid x along n, y along m; MT = 1 up to 16 tokens, else 4), k in
+//   steps of kLinearTcTileK through kLinearTcStages cp.async buffers of x (2-byte values, rows swizzled for ldmatrix)
+//   and of the quantized weights (64-byte int8 rows, swz_i8x64; or 32-byte int4 rows). 4 warps split n (32 features
+//   each) and all share the block's tokens: per 16-value k-step a warp loads MT A fragments by ldmatrix and, for each
+//   of its 4 n-tiles,
+//   the B fragment of row g (k 2t, 2t + 1, 8 + 2t, 9 + 2t), dequantized exactly (|q| <= 127 is exact in f16 and
+//   bf16), for MT MMAs m16n8k16 with fp32 accumulation:
+//   - INT8: two 2-byte shared loads, the exact int8 -> float conversion of quant_common.cuh, packed back;
+//   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t (int4_pair_bits), so with
+//     the exponent of 1024 (f16) or 128 (bf16) or'ed in, one packed subtract leaves the pair, already in B's
+//     register layout. A step's two words are one 8-byte load.
+//   Scales: INT8's per-channel scale multiplies the fp32 sum once in the epilogue (the GEMV's math: sum_k x q, times
+//   s). An INT4 group spans whole k tiles (64 or 128 >= kLinearTcTileK), so each tile's sums go to a second set of
+//   accumulators that is scaled by its group's s[n, g] and added after the tile.
+//   Split-K (grid.z = k_splits, when the tiles alone leave SMs idle): part z takes k tiles [z, z + 1) x
+//   k_tiles_per_split and writes its scaled fp32 sums to partial[z]; linear_splitk_reduce_kernel adds the parts, the
+//   bias and the residual, with one rounding.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "ops/quant/quant.hpp"
+#include "kernels/common/async_copy.cuh"
+#include "kernels/common/check.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/mma.cuh"
+#include "kernels/common/vec.cuh"
+#include "ops/quant/quant_common.cuh"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit::cuda {
+
+template <typename T>
+struct LinearTcParams {
+  const T* x;           // [m, k], row stride x_stride elements (16-byte aligned rows)
+  const uint8_t* w;     // [n, k * bits / 8], contiguous
+  const float* scales;  // [n] (8-bit) or [n, k / group] (4-bit)
+  const T* bias;        // [n] or null
+  T* out;               // [m, n], row stride out_stride
+  int m, n, k;
+  int64_t x_stride, out_stride;
+  int group;  // 4-bit: 64 or 128
+  int accumulate;
+  int k_tiles_per_split;  // k tiles of one grid.z part
+  float* partial;         // split-K: [k_splits, m, n] fp32 (scaled sums); null: the epilogue writes out
+};
+
+// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values, exactly.
+template <typename T>
+__device__ __forceinline__ unsigned int4_pair(uint32_t pair) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t biased = pair | 0x64006400u;  // 1024 + u: f16 spacing is 1 in [1024, 2048)
+    const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1032.0f));
+    return *reinterpret_cast<const unsigned*>(&h);
+  } else {
+    const uint32_t biased = pair | 0x43004300u;  // 128 + u: bf16 spacing is 1 in [128, 256)
+    const __nv_bfloat162 h =
+        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __float2bfloat162_rn(136.0f));
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+}
+
+template <typename T, int kBits, int MT>
+__global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_kernel(const LinearTcParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int BM = 16 * MT, BN = kLinearTcTileN, BK = kLinearTcTileK, S = kLinearTcStages;
+    constexpr int kRowBytes = BK * kBits / 8;                        // a weight row of one k tile
+    constexpr int kXChunks = BK / 8, kWChunks = kRowBytes / 16;       // 16-byte chunks a row of x / of the weights
+    static_assert((MT == 1 || MT == 4) && BN == 32 * (kLinearTcThreads / 32) && BK == 64, "weight-only tile");
+    extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][kRowBytes] of weights
+    T* const sX = reinterpret_cast<T*>(smem);
+    unsigned char* const sW = smem + S * BM * BK * sizeof(T);
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int bm = blockIdx.y * BM, bn = blockIdx.x * BN, wn = warp * 32;
+    const int kt0 = blockIdx.z * p.k_tiles_per_split;  // this part's first k tile
+    const int k_tiles = min((p.k + BK - 1) / BK - kt0, p.k_tiles_per_split);
+
+    // Byte offset of 16-byte chunk c of weight row r in a stage: INT8 rows swizzled for bank-free reads; INT4 rows are
+    // read 8 bytes at a time by the 4 lanes of a row group (a broadcast), at most 2-way conflicted unswizzled.
+    auto w_offset = [](int r, int c) { return kBits == 8 ? swz_i8x64(r, c) : r * kRowBytes + c * 16; };
+    // Stage s: rows bm.. of x and bn.. of the weights, k tile kt (chunks past k and rows past m / n zero-filled).
+    auto load_stage = [&](int kt, int s) {
+      const int k0 = (kt0 + kt) * BK;
+      copy_tile_async<BM, kXChunks, kLinearTcThreads>(
+          tid, p.m - bm, (p.k - k0 + 7) / 8,
+          [&](int r, int c) { return p.x + static_cast<int64_t>(bm + r) * p.x_stride + k0 + c * 8; },
+          [&](int r, int c) { return sX + s * BM * BK + swz<BK>(r, c * 8); });
+      copy_tile_async<BN, kWChunks, kLinearTcThreads>(
+          tid, p.n - bn, ((p.k - k0) * kBits / 8 + 15) / 16,
+          [&](int r, int c) { return p.w + (static_cast<int64_t>(bn + r) * p.k + k0) * kBits / 8 + c * 16; },
+          [&](int r, int c) { return sW + s * BN * kRowBytes + w_offset(r, c); });
+    };
+
+    float acc[MT][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
+
+    multistage_k_loop<S>(k_tiles, load_stage, [&](int kt, int stage) {
+      const T* x_st = sX + stage * BM * BK;
+      const unsigned char* w_st = sW + stage * BN * kRowBytes;
+      float part[MT][4][4] = {};  // INT4: this k tile's sums, scaled by its group before they join acc
+      float (&sums)[MT][4][4] = kBits == 8 ? acc : part;
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        unsigned a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldmatrix_x4<false>(a[mt], x_st + swz<BK>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int row = wn + nt * 8 + g;
+          unsigned b0, b1;
+          if constexpr (kBits == 8) {
+            // Bytes k = 16 kk + 2t, +1 (b0) and 16 kk + 8 + 2t, +1 (b1), all in chunk kk.
+            const unsigned char* w = w_st + swz_i8x64(row, kk);
+            const uint32_t lo = *reinterpret_cast<const unsigned short*>(w + 2 * t);
+            const uint32_t hi = *reinterpret_cast<const unsigned short*>(w + 8 + 2 * t);
+            float wf[4];
+            dequant_i8x4(lo | (hi << 16), wf);
+            b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
+          } else {
+            // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each (int4_pair_bits).
+            const uint2 words = *reinterpret_cast<const uint2*>(w_st + row * kRowBytes + kk * 8);
+            b0 = int4_pair<T>(int4_pair_bits(words.x, t));
+            b1 = int4_pair<T>(int4_pair_bits(words.y, t));
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(sums[mt][nt], a[mt], b0, b1);
+        }
+      }
+      if constexpr (kBits == 4) {  // acc += part * s[n, group of this tile] (columns 2t, 2t + 1 of each n-tile)
+        const int64_t groups = p.k / p.group, grp = static_cast<int64_t>(kt0 + kt) * BK / p.group;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = min(bn + wn + nt * 8 + 2 * t + e, p.n - 1);  // past n: any valid scale, never stored
+            const float sc = __ldg(p.scales + col * groups + grp);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              acc[mt][nt][e] = fmaf(part[mt][nt][e], sc, acc[mt][nt][e]);
+              acc[mt][nt][2 + e] = fmaf(part[mt][nt][2 + e], sc, acc[mt][nt][2 + e]);
+            }
+          }
+      }
+    });
+
+    allow_dependent_launch();  // the split-K reduction (if any) may be placed now; it waits for this grid to complete
+    // Epilogue: INT8's per-channel scale on the fp32 sum; then either this part's sums to the split-K workspace, or the
+    // bias, the residual (accumulate) and one rounding.
+    const int c0 = bn + wn;
+    for_each_acc(acc, lane, p.m - bm, p.n - c0, [&](int r, int c, float v) {
+      const float y = kBits == 8 ? v * __ldg(p.scales + c0 + c) : v;
+      if (p.partial) {
+        p.partial[(static_cast<int64_t>(blockIdx.z) * p.m + bm + r) * p.n + c0 + c] = y;
+        return;
+      }
+      T* o = p.out + static_cast<int64_t>(bm + r) * p.out_stride + c0 + c;
+      float z = y;
+      if (p.bias) z += to_float(p.bias[c0 + c]);
+      if (p.accumulate) z += to_float(*o);
+      *o = from_float<T>(z);
+    });
+  }
+}
+
+// Split-K: out = the sum of the parts' fp32 partials (in part order) + bias (+ out), one rounding; a thread an output.
+template <typename T>
+__global__ void __launch_bounds__(kElementwiseThreads) linear_splitk_reduce_kernel(const LinearTcParams<T> p,
+                                                                                    int k_splits) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();
+  } else {
+    const int64_t mn = static_cast<int64_t>(p.m) * p.n;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= mn) return;
+    wait_for_prior_grid();  // the parts' partials (launched as the tile kernel's programmatic dependent)
+    const int64_t row = i / p.n, col = i % p.n;
+    float y = 0.0f;
+    for (int z = 0; z < k_splits; ++z) y += p.partial[z * mn + i];
+    if (p.bias) y += to_float(p.bias[col]);
+    T* o = p.out + row * p.out_stride + col;
+    if (p.accumulate) y += to_float(*o);
+    *o = from_float<T>(y);
+  }
+}
+
+// The kernel for the plan's token tile (16 or 64) and the weights' bits.
+template <typename T>
+void (*linear_tc_kernel_for(int bits, int tokens))(LinearTcParams<T>) {
+  if (bits == 8) return tokens == 16 ? linear_tc_kernel<T, 8, 1> : linear_tc_kernel<T, 8, 4>;
+  return tokens == 16 ? linear_tc_kernel<T, 4, 1> : linear_tc_kernel<T, 4, 4>;
+}
+
+// Re-splits k for the residency the occupancy API reports for the chosen kernel (refine_linear_tc_splits), then
+// launches it and, with several parts, the reduction, the partials in stream-ordered scratch.
+template <typename T>
+Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaStream_t stream) {
+  const auto kernel = linear_tc_kernel_for<T>(a.bits, plan.tokens);
+  int resident = 0;
+  KK_RETURN_IF_ERROR(resident_blocks(kernel, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), &resident));
+  if (resident > 0 && resident < plan.blocks_per_sm) refine_linear_tc_splits(resident, a.rows, a.n, a.k, &plan);
+  LinearTcParams<T> p{static_cast<const T*>(a.x),
+                      static_cast<const uint8_t*>(a.qweight),
+                      a.scales,
+                      static_cast<const T*>(a.bias),
+                      static_cast<T*>(a.out),
+                      static_cast<int>(a.rows),
+                      static_cast<int>(a.n),
+                      static_cast<int>(a.k),
+                      a.x_stride,
+                      a.out_stride,
+                      a.group,
+                      a.accumulate ? 1 : 0,
+                      static_cast<int>(plan.k_tiles_per_split),
+                      nullptr};
+  return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
+    p.partial = static_cast<float*>(workspace);
+    // One-dimensional blocks (the kernel indexes threadIdx.x only); the grid from the plan.
+    kernel<<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    if (plan.k_splits > 1) {
+      KK_RETURN_IF_ERROR(launch_dependent(linear_splitk_reduce_kernel<T>, one_thread_each(a.rows * a.n),
+                                          dim3(kElementwiseThreads), 0, stream, p, plan.k_splits));
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace kernelkit::cuda

@@ -1,0 +1,364 @@
+// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was expected),
+// then the CPU reference or the CUDA launcher through run_row_op (profile-dependent checks included).
+#include "ops/quant/quant.hpp"
+
+#include <string>
+
+#include "runtime/op_args.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit {
+namespace detail {
+namespace {
+
+std::string shape_of(std::initializer_list<int64_t> dims) {
+  std::string s = "[";
+  for (auto it = dims.begin(); it != dims.end(); ++it) s += (it == dims.begin() ? "" : ", ") + std::to_string(*it);
+  return s + "]";
+}
+
+// Checks of one tensor argument against an expected dtype, exact shape, contiguity (whole tensor, or the last dim only
+// when `row_strided`) and device.
+class Checker {
+ public:
+  Checker(OpId op, Device device) : name_(op_info(op).name), device_(device) {}
+
+  Status err(const char* arg, const std::string& what) const {
+    return invalid_argument(std::string(name_) + ": " + arg + " " + what);
+  }
+
+  Status tensor(const TensorView& t, const char* arg, DType dtype, std::initializer_list<int64_t> shape,
+                bool row_strided = false) const {
+    if (t.dtype != dtype) return err(arg, "dtype " + dt(t.dtype) + " must be " + dt(dtype));
+    bool same = t.ndim == static_cast<int>(shape.size());
+    int d = 0;
+    for (int64_t s : shape) same = same && t.shape[d++] == s;
+    if (!same) return err(arg, "shape " + t.shape_string() + " must be " + shape_of(shape));
+    if (!(t.device == device_))
+      return err(arg, "is on " + to_string(t.device) + " but the first tensor is on " + to_string(device_) +
+                          " (all tensors of one call must be on one device)");
+    if (row_strided) {
+      if (t.size(-1) > 1 && t.stride(-1) != 1)
+        return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
+      if (t.ndim == 2 && t.shape[0] > 1 && t.strides[0] < t.shape[1])
+        return err(
+            arg, "rows overlap (row stride " + std::to_string(t.strides[0]) + " < " + std::to_string(t.shape[1]) + ")");
+    } else if (!t.is_contiguous()) {
+      return err(arg, "must be contiguous, got strides of " + t.shape_string());
+    }
+    if (t.data == nullptr && t.numel() > 0) return err(arg, "is a null pointer");
+    return Status::Ok();
+  }
+
+ private:
+  std::string_view name_;
+  Device device_;
+};
+
+Status check_matrix(OpId op, const TensorView& t, const char* arg) {
+  const std::string name(op_info(op).name);
+  if (t.ndim != 2) return invalid_argument(name + ": " + arg + " must be 2-D [rows, k], got " + t.shape_string());
+  if (t.shape[1] == 0) return invalid_argument(name + ": " + arg + " k (last dim) must be > 0, got 0");
+  return Status::Ok();
+}
+
+int64_t row_stride(const TensorView& t) { return t.shape[0] > 1 ? t.strides[0] : t.shape[1]; }
+
+Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group,
+                      QuantizeArgs* a) {
+  const char* src = op == OpId::quantize_per_token_int8 ? "x" : "w";
+  KK_RETURN_IF_ERROR(check_matrix(op, w, src));
+  a->op = op;
+  a->dtype = w.dtype;
+  a->device = w.device;
+  a->rows = w.shape[0];
+  a->hidden = w.shape[1];
+  a->group = group;
+  const std::string name(op_info(op).name);
+  if (!is_floating(w.dtype))
+    return invalid_argument(name + ": " + src + " dtype " + dt(w.dtype) +
+                            " is not supported (expected f32, f16 or bf16)");
+  const Checker c(op, w.device);
+  KK_RETURN_IF_ERROR(c.tensor(w, src, w.dtype, {a->rows, a->hidden}, true));
+  const char* qarg = op == OpId::quantize_per_token_int8 ? "q" : "qweight";
+  if (op == OpId::quantize_int4_groupwise) {
+    if (group != 64 && group != 128)
+      return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
+    if (a->hidden % group != 0)
+      return invalid_argument(name + ": k = " + std::to_string(a->hidden) +
+                              " must be a multiple of group = " + std::to_string(group));
+    KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i4x2, {a->rows, a->hidden / 2}));
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows, a->hidden / group}));
+  } else {
+    KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i8, {a->rows, a->hidden}));
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows}));
+  }
+  a->w = w.data;
+  a->w_stride = row_stride(w);
+  a->q = q.data;
+  a->scales = static_cast<float*>(scales.data);
+  // The vector width of the CUDA quantizers is bounded by w's pointer and row stride and by q's pointer (the q row of
+  // VEC values is stored as one access).
+  a->align_bytes = std::min({pow2_align(reinterpret_cast<uintptr_t>(w.data)),
+                             pow2_align(static_cast<uint64_t>(a->w_stride) * dtype_size(w.dtype)),
+                             pow2_align(reinterpret_cast<uintptr_t>(q.data))});
+  return Status::Ok();
+}
+
+// bf16 on a CUDA device needs a profile with bf16 (sm_80+).
+Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DeviceProfile& profile) {
+  if (profile.supports(dtype)) return Status::Ok();
+  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) +
+                     " is not supported on profile " + profile.key + " (sm_" + std::to_string(profile.sm) +
+                     " has no bf16); use f16");
+}
+
+Status run_quantize(const QuantizeArgs& a, Stream stream) {
+  return run_row_op(a, validate_quantize, quantize_reference,
+                    [stream](const QuantizeArgs& args) { return quantize_cuda(args, stream); });
+}
+
+}  // namespace
+
+Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  if (profile && a.device.type == DeviceType::cuda) {
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, a.op == OpId::quantize_per_token_int8 ? "x" : "w", a.dtype, *profile));
+    // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
+    if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
+      return invalid_argument(name +
+                              ": on CUDA, w's pointer and row stride and qweight's pointer must be 16-byte "
+                              "aligned, got " +
+                              std::to_string(a.align_bytes) + "-byte alignment");
+  }
+  return Status::Ok();
+}
+
+Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  if (profile && a.device.type == DeviceType::cuda) {
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "x", a.dtype, *profile));
+    // 16-byte loads of x (8 values) and of every weight row.
+    if (a.align_bytes < 16)
+      return invalid_argument(name +
+                              ": on CUDA, x's pointer and row stride must be 16-byte aligned (k and the row "
+                              "stride multiples of 8), got " +
+                              std::to_string(a.align_bytes) + "-byte alignment");
+    if (pow2_align(reinterpret_cast<uintptr_t>(a.qweight)) < 16)
+      return invalid_argument(name + ": on CUDA, qweight must be 16-byte aligned");
+  }
+  return Status::Ok();
+}
+
+Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile) {
+  if (profile && a.device.type == DeviceType::cuda) {
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "out", a.dtype, *profile));
+    if (a.align_bytes < 16)  // 16-byte cp.async copies of xq and qweight rows
+      return invalid_argument("linear_w8a8: on CUDA, xq's pointer and row stride and qweight's pointer must be "
+                              "16-byte aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
+  }
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                                 Stream stream) {
+  detail::QuantizeArgs a;
+  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int8_per_channel, qweight, scales, w, 0, &a));
+  return detail::run_quantize(a, stream);
+}
+
+Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x, Stream stream) {
+  detail::QuantizeArgs a;
+  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_int8, q, scales, x, 0, &a));
+  return detail::run_quantize(a, stream);
+}
+
+Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scales, const TensorView& w, int group,
+                               Stream stream) {
+  detail::QuantizeArgs a;
+  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int4_groupwise, qweight, scales, w, group, &a));
+  return detail::run_quantize(a, stream);
+}
+
+Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
+                          const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
+                          Stream stream, bool accumulate) {
+  using detail::dt;
+  if (bits != 8 && bits != 4)
+    return invalid_argument("linear_weight_only: bits must be 8 or 4, got " + std::to_string(bits));
+  const OpId op = bits == 8 ? OpId::linear_w8a16 : OpId::linear_w4a16;
+  const std::string name(op_info(op).name);
+  detail::WeightOnlyArgs a;
+  a.op = op;
+  a.bits = bits;
+  a.group = group;
+  a.accumulate = accumulate;
+  if (x.ndim != 2) return invalid_argument(name + ": x must be 2-D [m, k], got " + x.shape_string());
+  if (x.dtype != DType::f16 && x.dtype != DType::bf16)
+    return invalid_argument(name + ": x dtype " + dt(x.dtype) + " is not supported (expected f16 or bf16)");
+  a.dtype = x.dtype;
+  a.device = x.device;
+  a.rows = x.shape[0];
+  a.k = x.shape[1];
+  if (a.k <= 0) return invalid_argument(name + ": x k (last dim) must be > 0, got " + std::to_string(a.k));
+  if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D, got " + qweight.shape_string());
+  a.n = qweight.shape[0];
+  if (bits == 8) {
+    if (group != 0)
+      return invalid_argument(name + ": group must be 0 for 8-bit weights (one scale per output channel), got " +
+                              std::to_string(group));
+    if (a.k % 16 != 0)
+      return invalid_argument(name + ": k = " + std::to_string(a.k) +
+                              " must be a multiple of 16 (16-byte weight loads)");
+  } else {
+    if (group != 64 && group != 128)
+      return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
+    if (a.k % group != 0)
+      return invalid_argument(name + ": k = " + std::to_string(a.k) +
+                              " must be a multiple of group = " + std::to_string(group));
+  }
+  const detail::Checker c(op, x.device);
+  KK_RETURN_IF_ERROR(c.tensor(x, "x", x.dtype, {a.rows, a.k}, true));
+  KK_RETURN_IF_ERROR(
+      c.tensor(qweight, "qweight", bits == 8 ? DType::i8 : DType::i4x2, {a.n, bits == 8 ? a.k : a.k / 2}));
+  if (bits == 8)
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n}));
+  else
+    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
+  if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", x.dtype, {a.n}));
+  KK_RETURN_IF_ERROR(c.tensor(out, "out", x.dtype, {a.rows, a.n}, true));
+  if (out.data == x.data && a.rows * a.n > 0)
+    return invalid_argument(name + ": out must not be x (every output reads all of x's row)");
+  a.x = x.data;
+  a.x_stride = detail::row_stride(x);
+  a.qweight = qweight.data;
+  a.scales = static_cast<const float*>(scales.data);
+  a.bias = bias ? bias->data : nullptr;
+  a.out = out.data;
+  a.out_stride = detail::row_stride(out);
+  a.align_bytes = std::min(detail::pow2_align(reinterpret_cast<uintptr_t>(x.data)),
+                           detail::pow2_align(static_cast<uint64_t>(a.x_stride) * dtype_size(x.dtype)));
+  if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
+  return detail::run_row_op(a, detail::validate_weight_only, detail::weight_only_reference,
+                            [stream](const detail::WeightOnlyArgs& args) { return detail::weight_only_cuda(args, stream); });
+}
+
+Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream) {
+  using detail::dt;
+  const std::string name = "linear_w8a8";
+  detail::W8A8Args a;
+  if (xq.ndim != 2) return invalid_argument(name + ": xq must be 2-D [m, k], got " + xq.shape_string());
+  if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D [n, k], got " + qweight.shape_string());
+  if (out.dtype != DType::f16 && out.dtype != DType::bf16)
+    return invalid_argument(name + ": out dtype " + dt(out.dtype) + " is not supported (expected f16 or bf16)");
+  a.dtype = out.dtype;
+  a.device = xq.device;
+  a.rows = xq.shape[0];
+  a.k = xq.shape[1];
+  a.n = qweight.shape[0];
+  if (a.k <= 0 || a.k % 16 != 0 || a.k > kW8A8MaxK)
+    return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a positive multiple of 16 (16-byte "
+                            "int8 copies) and at most " + std::to_string(kW8A8MaxK) + " (exact int32 sums)");
+  const detail::Checker c(OpId::linear_w8a8, xq.device);
+  KK_RETURN_IF_ERROR(c.tensor(xq, "xq", DType::i8, {a.rows, a.k}, true));
+  KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a.rows}));
+  KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", DType::i8, {a.n, a.k}));
+  KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a.n}));
+  if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", out.dtype, {a.n}));
+  KK_RETURN_IF_ERROR(c.tensor(out, "out", out.dtype, {a.rows, a.n}, true));
+  a.xq = static_cast<const int8_t*>(xq.data);
+  a.x_stride = detail::row_stride(xq);
+  a.x_scales = static_cast<const float*>(x_scales.data);
+  a.qweight = static_cast<const int8_t*>(qweight.data);
+  a.w_scales = static_cast<const float*>(w_scales.data);
+  a.bias = bias ? bias->data : nullptr;
+  a.out = out.data;
+  a.out_stride = detail::row_stride(out);
+  a.align_bytes = std::min({detail::pow2_align(reinterpret_cast<uintptr_t>(xq.data)),
+                            detail::pow2_align(static_cast<uint64_t>(a.x_stride)),
+                            detail::pow2_align(reinterpret_cast<uintptr_t>(qweight.data))});
+  if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
+  return detail::run_op(name, a, a.rows, detail::validate_w8a8, detail::w8a8_reference,
+                        [stream](const detail::W8A8Args& args) { return detail::w8a8_cuda(args, stream); });
+}
+
+Status pack_int4(const TensorView& packed, const TensorView& plain) {
+  const std::string name = "pack_int4";
+  if (packed.device.type != DeviceType::cpu || plain.device.type != DeviceType::cpu)
+    return unsupported(name + ": the layout converter runs on CPU tensors only (an offline step); got " +
+                       to_string(plain.device) + " and " + to_string(packed.device));
+  if (plain.ndim != 2 || packed.ndim != 2)
+    return invalid_argument(name + ": plain and packed must be 2-D, got " + plain.shape_string() + " and " +
+                            packed.shape_string());
+  if (plain.dtype != DType::i8 && plain.dtype != DType::i4x2)
+    return invalid_argument(name + ": plain dtype " + detail::dt(plain.dtype) + " must be i8 or i4x2");
+  const int64_t n = plain.shape[0], k = plain.dtype == DType::i8 ? plain.shape[1] : 2 * plain.shape[1];
+  if (k % 8 != 0) return invalid_argument(name + ": k = " + std::to_string(k) + " must be a multiple of 8");
+  if (!plain.is_contiguous() || !packed.is_contiguous())
+    return invalid_argument(name + ": plain and packed must be contiguous");
+  if (packed.dtype != DType::i4x2 || packed.shape[0] != n || packed.shape[1] != k / 2)
+    return invalid_argument(name + ": packed must be i4x2 [" + std::to_string(n) + ", " + std::to_string(k / 2) +
+                            "], got " + detail::dt(packed.dtype) + " " + packed.shape_string());
+  if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
+  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
+  const auto* src = static_cast<const uint8_t*>(plain.data);
+  auto* dst = static_cast<uint8_t*>(packed.data);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t w = 0; w < k / 8; ++w) {
+      uint32_t word = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int64_t i = r * k + w * 8 + j;
+        int v;
+        if (plain.dtype == DType::i8) {
+          v = static_cast<int8_t>(src[i]);
+          if (v < -8 || v > 7)
+            return invalid_argument(name + ": plain[" + std::to_string(r) + ", " + std::to_string(w * 8 + j) +
+                                    "] = " + std::to_string(v) + " is outside the INT4 range [-8, 7]");
+        } else {
+          v = (src[i / 2] >> (4 * (i % 2))) & 0xF;
+        }
+        word |= static_cast<uint32_t>(v & 0xF) << (4 * detail::kInt4Nibble[j]);
+      }
+      for (int b = 0; b < 4; ++b) dst[(r * k + w * 8) / 2 + b] = static_cast<uint8_t>(word >> (8 * b));
+    }
+  return Status::Ok();
+}
+
+Status unpack_int4(const TensorView& plain, const TensorView& packed) {
+  const std::string name = "unpack_int4";
+  if (packed.device.type != DeviceType::cpu || plain.device.type != DeviceType::cpu)
+    return unsupported(name + ": the layout converter runs on CPU tensors only (an offline step)");
+  if (plain.ndim != 2 || packed.ndim != 2 || packed.dtype != DType::i4x2 ||
+      (plain.dtype != DType::i8 && plain.dtype != DType::i4x2))
+    return invalid_argument(name + ": expected packed i4x2 [n, k / 2] and plain i8 [n, k] or i4x2 [n, k / 2], got " +
+                            detail::dt(packed.dtype) + " " + packed.shape_string() + " and " + detail::dt(plain.dtype) +
+                            " " + plain.shape_string());
+  const int64_t n = packed.shape[0], k = 2 * packed.shape[1];
+  if (k % 8 != 0) return invalid_argument(name + ": k = " + std::to_string(k) + " must be a multiple of 8");
+  if (plain.shape[0] != n || plain.shape[1] != (plain.dtype == DType::i8 ? k : k / 2))
+    return invalid_argument(name + ": plain shape " + plain.shape_string() + " does not match packed " +
+                            packed.shape_string());
+  if (!plain.is_contiguous() || !packed.is_contiguous())
+    return invalid_argument(name + ": plain and packed must be contiguous");
+  if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
+  if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
+  const auto* src = static_cast<const uint8_t*>(packed.data);
+  auto* dst = static_cast<uint8_t*>(plain.data);
+  if (plain.dtype == DType::i4x2) std::fill(dst, dst + n * k / 2, uint8_t{0});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const int v = detail::int4_kernel_value(src + r * k / 2, j);
+      const int64_t i = r * k + j;
+      if (plain.dtype == DType::i8)
+        dst[i] = static_cast<uint8_t>(static_cast<int8_t>(v));
+      else
+        dst[i / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (i % 2)));
+    }
+  return Status::Ok();
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,100 @@
+// Device helpers of the quantization family: the one rounding rule of every quantizer, the INT4 kernel layout, exact
+// integer -> float dequantization without the quarter-rate I2F conversions, and streaming weight loads.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace kernelkit::cuda {
+
+// The helpers below are also compiled for the host, where tests/quant/test_quant_dequant.cu checks them against the
+// documented layout and the reference's rounding (the device paths differ only where marked, in exact arithmetic).
+
+// q = round_half_even(w / s) clamped to [-qmax, qmax]; s == 0 (an all-zero span) gives 0. `w / s` is an IEEE fp32
+// division (no fast math in this build), the rounding point the CPU reference mirrors, so both agree bit for bit.
+__host__ __device__ __forceinline__ int quantize_value(float w, float s, int qmax) {
+  if (s == 0.0f) return 0;
+  const float q = rintf(w / s);
+  return static_cast<int>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+
+// Nibble position of value j (0..7) in a packed INT4 word of the kernel layout (ops.hpp): j / 2 + 4 * (j % 2).
+__host__ __device__ __forceinline__ int int4_nibble(int j) { return (j >> 1) + 4 * (j & 1); }
+
+// __byte_perm(x, y, s): result byte i = byte (s >> 4 i) & 7 of the 8 bytes {x, y} (x = bytes 0..3).
+__host__ __device__ __forceinline__ uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+#endif
+}
+
+__host__ __device__ __forceinline__ float float_from_bits(uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(b);
+#else
+  float f;
+  __builtin_memcpy(&f, &b, sizeof(f));
+  return f;
+#endif
+}
+
+// 16 bytes of weights that are read exactly once: kept out of L1 (which holds x, re-read by every block of the SM),
+// left in L2 (blocks of other token tiles read the same rows at about the same time).
+__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// 4 signed INT8 values of a word -> 4 exact floats. Biased to unsigned (xor 0x80), each byte becomes the low mantissa
+// byte of 2^23 + u (one byte permute with 0x4B000000), and subtracting 2^23 + 128 leaves q exactly: one PRMT and one
+// FADD a value instead of an I2F, which runs at a quarter of the FMA rate and would cap the GEMV below bandwidth.
+__host__ __device__ __forceinline__ void dequant_i8x4(uint32_t w, float* f) {
+  const uint32_t u = w ^ 0x80808080u;
+  for (int j = 0; j < 4; ++j) f[j] = float_from_bits(byte_perm(u, 0x4B000000u, 0x7540u | j)) - 8388736.0f;
+}
+
+// 8 signed INT4 values of a word in the kernel layout -> 8 exact floats, in k order. Biased to unsigned (xor 0x8...),
+// (u & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + u0, 1024 + u1): values 0 and 1 sit in nibbles 0 and 4. The
+// 0x00F000F0 mask gives 1024 + 16 u for values 2 and 3, scaled back by the FMA (x / 16 - 72); `u >> 8` does the same
+// for values 4..7. Every step is exact in fp16 (integers below 2048, power-of-two scales).
+__host__ __device__ __forceinline__ void dequant_i4x8(uint32_t w, float* f) {
+  const uint32_t u = w ^ 0x88888888u, u8 = u >> 8;
+  const uint32_t bits[4] = {(u & 0x000F000Fu) | 0x64006400u, (u & 0x00F000F0u) | 0x64006400u,
+                            (u8 & 0x000F000Fu) | 0x64006400u, (u8 & 0x00F000F0u) | 0x64006400u};
+  for (int i = 0; i < 4; ++i) {  // constant trip count: fully unrolled (no pragma: this also compiles for the host)
+    __half2_raw raw;
+    __builtin_memcpy(&raw, &bits[i], sizeof(raw));
+    __half2 h(raw);
+#if defined(__CUDA_ARCH__)
+    // One fp16x2 operation for two values, then the (exact) conversion to fp32.
+    h = (i % 2 == 0) ? __hsub2(h, __float2half2_rn(1032.0f))
+                     : __hfma2(h, __float2half2_rn(0.0625f), __float2half2_rn(-72.0f));
+    const float2 v = __half22float2(h);
+#else
+    // The host (tests): the same exact arithmetic in fp32.
+    float2 v = __half22float2(h);
+    v = (i % 2 == 0) ? float2{v.x - 1032.0f, v.y - 1032.0f} : float2{v.x * 0.0625f - 72.0f, v.y * 0.0625f - 72.0f};
+#endif
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+// The tensor-core B fragment from one INT4 word of the kernel layout: lane t (0..3) needs values 2t and 2t + 1, which
+// sit in nibbles t and 4 + t; returned biased by 8 (u = value + 8) in bits 0-3 and 16-19. Or'ed with 0x64006400 this
+// is the f16 pair (1024 + u0, 1024 + u1), with 0x43004300 the bf16 pair (128 + u0, 128 + u1): both exact, so one
+// packed subtract of 1032 / 136 leaves the values.
+__host__ __device__ __forceinline__ uint32_t int4_pair_bits(uint32_t word, int t) {
+  return ((word ^ 0x88888888u) >> (4 * t)) & 0x000F000Fu;
+}
+
+}  // namespace kernelkit::cuda

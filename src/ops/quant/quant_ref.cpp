@@ -1,0 +1,97 @@
+// CPU reference of the quantization ops, fp64 wherever the kernels' own rounding points allow:
+//  - quantizers: the scale s = max|w| / qmax and the quotient w / s are fp32 values (as the kernels' IEEE fp32
+//    divisions give; an fp64 division of two floats rounded once to float is the correctly rounded fp32 quotient), then
+//    q = round-half-even, clamped to [-qmax, qmax]. So the CUDA quantizers must match these bit for bit.
+//  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/quant/quant.hpp"
+
+namespace kernelkit::detail {
+
+namespace {
+
+// q = round_half_even(fp32(w / s)) clamped to [-qmax, qmax]; s == 0 (an all-zero span) gives 0.
+int quantize_value(double w, float s, int qmax) {
+  if (s == 0.0f) return 0;
+  const float quotient = static_cast<float>(w / static_cast<double>(s));
+  const double q = std::nearbyint(static_cast<double>(quotient));  // default rounding mode: half to even
+  return static_cast<int>(std::clamp(q, -static_cast<double>(qmax), static_cast<double>(qmax)));
+}
+
+// s = fp32(max|w| / qmax) over `count` values of row r starting at column c0.
+float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, int qmax) {
+  double amax = 0;
+  for (int64_t j = c0; j < c0 + count; ++j)
+    amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
+  return static_cast<float>(amax / qmax);
+}
+
+}  // namespace
+
+Status quantize_reference(const QuantizeArgs& a) {
+  const int64_t k = a.hidden;
+  if (a.op == OpId::quantize_int4_groupwise) {
+    auto* q = static_cast<uint8_t*>(a.q);
+    std::fill(q, q + a.rows * k / 2, uint8_t{0});
+    const int64_t groups = k / a.group;
+    for (int64_t r = 0; r < a.rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = span_scale(a, r, g * a.group, a.group, 7);
+        a.scales[r * groups + g] = s;
+        for (int64_t j = g * a.group; j < (g + 1) * a.group; ++j) {
+          const int v = quantize_value(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, 7);
+          const int nibble = kInt4Nibble[j % 8];
+          q[(r * k + (j / 8) * 8) / 2 + nibble / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (nibble % 2)));
+        }
+      }
+    return Status::Ok();
+  }
+  auto* q = static_cast<int8_t*>(a.q);
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const float s = span_scale(a, r, 0, k, 127);
+    a.scales[r] = s;
+    for (int64_t j = 0; j < k; ++j)
+      q[r * k + j] = static_cast<int8_t>(quantize_value(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, 127));
+  }
+  return Status::Ok();
+}
+
+Status weight_only_reference(const WeightOnlyArgs& a) {
+  const auto* qw = static_cast<const uint8_t*>(a.qweight);
+  const int64_t groups = a.bits == 4 ? a.k / a.group : 1;
+  const int64_t row_bytes = a.bits == 8 ? a.k : a.k / 2;
+  for (int64_t r = 0; r < a.n; ++r) {
+    const uint8_t* row = qw + r * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      double acc = 0;
+      for (int64_t j = 0; j < a.k; ++j) {
+        const int q = a.bits == 8 ? static_cast<int8_t>(row[j]) : int4_kernel_value(row, j);
+        const double s = a.scales[a.bits == 8 ? r : r * groups + j / a.group];
+        acc += load_as_double(a.x, a.dtype, t * a.x_stride + j) * (q * s);
+      }
+      if (a.bias) acc += load_as_double(a.bias, a.dtype, r);
+      if (a.accumulate) acc += load_as_double(a.out, a.dtype, t * a.out_stride + r);
+      store_from_double(a.out, a.dtype, t * a.out_stride + r, acc);
+    }
+  }
+  return Status::Ok();
+}
+
+// The integer dot product exactly (int64), then the scales and bias in fp64 and one rounding.
+Status w8a8_reference(const W8A8Args& a) {
+  for (int64_t t = 0; t < a.rows; ++t)
+    for (int64_t r = 0; r < a.n; ++r) {
+      const int8_t* x = a.xq + t * a.x_stride;
+      const int8_t* w = a.qweight + r * a.k;
+      int64_t dot = 0;
+      for (int64_t j = 0; j < a.k; ++j) dot += int64_t{x[j]} * int64_t{w[j]};
+      double y = static_cast<double>(dot) * a.x_scales[t] * a.w_scales[r];
+      if (a.bias) y += load_as_double(a.bias, a.dtype, r);
+      store_from_double(a.out, a.dtype, t * a.out_stride + r, y);
+    }
+  return Status::Ok();
+}
+
+}  // namespace kernelkit::detail

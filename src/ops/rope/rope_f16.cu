@@ -1,0 +1,6 @@
+// Instantiation of rotary_embedding for __half (one file per dtype so the builds compile in parallel).
+#include "ops/rope/rope.cuh"
+
+namespace kernelkit::cuda {
+template Status launch_rope<__half>(const detail::RopeArgs&, const LaunchPlan&, cudaStream_t);
+}  // namespace kernelkit::cuda

@@ -1,0 +1,155 @@
+// The CUDA runtime behind kernelkit/runtime.hpp: device queries and pointer checks.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+
+#include "kernels/common/check.cuh"
+#include "runtime/runtime_internal.hpp"
+#include "kernelkit/op_info.hpp"
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit {
+
+bool built_with_cuda() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver / no device: clear the sticky error, report none
+    return 0;
+  }
+  return n;
+}
+
+Status query_device(int index, DeviceFacts* f) {
+  const int n = cuda_device_count();
+  if (n == 0) return Status(StatusCode::no_device, "no CUDA device is available");
+  if (index < 0 || index >= n)
+    return invalid_argument("CUDA device index " + std::to_string(index) + " is out of range (" + std::to_string(n) +
+                            " devices)");
+  cudaDeviceProp prop{};
+  KK_CUDA_RETURN(cudaGetDeviceProperties(&prop, index));
+  f->name = prop.name;
+  f->sm = prop.major * 10 + prop.minor;
+  f->sms = prop.multiProcessorCount;
+  f->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  f->max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
+  f->regs_per_sm = prop.regsPerMultiprocessor;
+  f->smem_per_sm = static_cast<int64_t>(prop.sharedMemPerMultiprocessor);
+  f->smem_per_block_default = static_cast<int64_t>(prop.sharedMemPerBlock);
+  f->smem_per_block_optin = static_cast<int64_t>(prop.sharedMemPerBlockOptin);
+  f->l2_bytes = prop.l2CacheSize;
+  f->memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess)
+    f->driver_version = std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10);
+  return Status::Ok();
+}
+
+Status check_device_pointer(const void* ptr, int device, const char* arg) {
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return invalid_argument(std::string(arg) + " is not a pointer the CUDA runtime knows (" + cudaGetErrorString(err) +
+                            "); expected device memory on cuda:" + std::to_string(device));
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice:
+      if (attr.device != device)
+        return invalid_argument(std::string(arg) + " is memory of cuda:" + std::to_string(attr.device) +
+                                " but the op runs on cuda:" + std::to_string(device));
+      return Status::Ok();
+    case cudaMemoryTypeManaged: return Status::Ok();
+    case cudaMemoryTypeHost:  // pinned host memory: reachable, but almost surely a mistake for a device op
+    case cudaMemoryTypeUnregistered:
+    default:
+      return invalid_argument(std::string(arg) + " is a host pointer; expected device memory on cuda:" +
+                              std::to_string(device));
+  }
+}
+
+Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream) {
+  if (cuda_device_count() == 0) return Status(StatusCode::no_device, "no CUDA device is available");
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  KK_RETURN_IF_ERROR(check_device_pointer(src, device, "device tensor read back"));
+  KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+  KK_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
+namespace cuda {
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+RelaxedCaptureMode::RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);  // cannot fail for a valid mode
+  previous_ = static_cast<int>(mode);
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  cudaStreamCaptureMode mode = static_cast<cudaStreamCaptureMode>(previous_);
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
+Status DeviceGuard::set(int device) {
+  int current = 0;
+  KK_CUDA_RETURN(cudaGetDevice(&current));
+  if (current != device) {
+    KK_CUDA_RETURN(cudaSetDevice(device));
+    previous_ = current;
+  }
+  return Status::Ok();
+}
+
+namespace {
+__global__ void arch_probe_kernel() {}
+}  // namespace
+
+int code_arch(int device) {
+  static std::mutex mu;
+  static std::map<int, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
+  cudaFuncAttributes attr{};
+  int arch = -1;
+  if (cudaFuncGetAttributes(&attr, arch_probe_kernel) == cudaSuccess) arch = attr.ptxVersion;
+  else (void)cudaGetLastError();
+  cache[device] = arch;
+  return arch;
+}
+
+Status check_dtype_code(DType dtype, int device, const std::string& op) {
+  const int arch = code_arch(device);
+  if (dtype == DType::bf16 && arch > 0 && arch < 80)
+    return unsupported(op + ": bf16 is not supported: the kernels running on cuda:" + std::to_string(device) +
+                       " were built for sm_" + std::to_string(arch) + " (no bf16 code); use f16");
+  return Status::Ok();
+}
+
+Status prepare_device(OpId op, DType dtype, int device,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile) {
+  const std::string name(op_info(op).name);
+  KK_RETURN_IF_ERROR(guard->set(device));
+  KK_RETURN_IF_ERROR(active_profile(device, profile));
+  KK_RETURN_IF_ERROR(check_dtype_code(dtype, device, name));
+  for (const auto& [ptr, arg] : pointers)
+    if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, device, (name + ": " + arg).c_str()));
+  return Status::Ok();
+}
+
+Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
+                      DeviceProfile* profile, LaunchPlan* plan) {
+  KK_RETURN_IF_ERROR(prepare_device(op, dtype, device, pointers, guard, profile));
+  return plan_op(*profile, op, shape, dtype, plan);
+}
+
+}  // namespace cuda
+}  // namespace kernelkit

@@ -1,0 +1,261 @@
+// attention / decode_attention on the GPU against the fp64 CPU reference, every element of out and lse, outputs
+// poisoned first. Run natively (sm_90) and on the PTX paths (KERNELKIT_PROFILE=a100 / t4 with compute_80 / compute_75
+// code): lengths 1, 7, 127, 1000, 4097; s_q < s_k and s_q > s_k (fully masked causal rows); GQA ratios 1, 4, 8 and
+// MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; bad inputs.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/sm90a.hpp"
+#include "expect_case.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/planner.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::AttentionCase;
+
+namespace {
+
+struct Shape {
+  int64_t batch, s_q, s_k, heads, kv_heads;
+};
+
+void expect_attention(const AttentionCase& c) {
+  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(c, 0), c.dtype, c.name());
+}
+
+
+// Lengths 1, 7, 127, 1000, 4097 with GQA 1, 4, 8, s_q < s_k and s_q > s_k, for one (dtype, head_dim, mask).
+void expect_grid(DType dt, int d, bool causal) {
+  const std::vector<Shape> shapes = {
+      {2, 1, 1, 8, 8},        // one token, GQA 1
+      {2, 7, 7, 8, 2},        // GQA 4
+      {1, 127, 127, 8, 1},    // GQA 8
+      {2, 7, 127, 4, 1},      // s_q < s_k: a KV prefix (causal: bottom-right aligned)
+      {1, 127, 1000, 4, 2},   // s_q < s_k over several K/V tiles
+      {1, 1000, 127, 2, 1},   // s_q > s_k: causal rows before the keys see nothing (zeros, lse -inf)
+      {1, 1000, 1000, 2, 2},  // many tiles both ways
+      {1, 4097, 4097, 2, 1},  // the longest, odd: partial last tiles
+  };
+  uint64_t seed = 1;
+  for (const Shape& s : shapes) {
+    if (d == 256 && s.s_q * s.s_k > 1000 * 1000) continue;  // keep the fp64 reference's time in check
+    expect_attention(
+        {OpId::attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, d, causal, false, false, false, 1.0, seed++});
+  }
+}
+
+// [b, h, s, d] strides and packed variable lengths.
+void expect_layouts(DType dt, bool causal) {
+  // [b, h, s, d] storage through strides.
+  expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, 128, causal, true, false, false, 1.0, 11});
+  // Packed sequences (odd ones shorter), GQA 4; with s_q = 1 the odd sequences have no queries at all.
+  expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 64, causal, false, true, false, 1.0, 12});
+  expect_attention({OpId::attention, dt, 4, 1, 33, 4, 4, 128, causal, false, true, false, 1.0, 13});
+  expect_attention({OpId::attention, dt, 3, 300, 100, 4, 1, 64, causal, false, true, false, 1.0, 14});
+  // K / V as views into storage with 40 NaN rows after each sequence's 130 keys (partial last tiles): a kernel that
+  // reads past s_k into the output (a wrong TMA extent, a missing zero fill) turns rows NaN.
+  expect_attention({OpId::attention, dt, 2, 100, 130, 8, 2, 128, causal, false, false, false, 1.0, 15, 40});
+}
+
+}  // namespace
+
+using PrefillParam = std::tuple<DType, int64_t, bool>;  // dtype, head_dim, causal
+class AttentionGrid : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(AttentionGrid, MatchesReference) {
+  const auto [dt, d, causal] = GetParam();
+  expect_grid(dt, static_cast<int>(d), causal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
+                                            ::testing::Bool()));
+
+// The sm_90 prefills other than the default (AttentionGrid runs that: the TMA-fed wgmma kernel with 128-key tiles) on
+// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once): the wgmma kernel
+// fed by cp.async (KERNELKIT_TUNE attn_wgmma=1, src/ops/attention/flash_prefill_sm90a.cu) with 64- and 128-key tiles, fed
+// by TMA with 64-key tiles, and the mma.sync kernel (attn_wgmma=0: its 128x64 tile, the sm_90 choice where no sm_90a
+// code runs). Skipped where the build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4
+// paths: AttentionGrid runs the mma.sync kernel there).
+class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
+
+TEST_P(AttentionWgmma, MatchesReference) {
+  DeviceProfile prof;
+  KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
+  const auto [dt, d, causal] = GetParam();
+  // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
+  // dimensions reordered by stride), packed varlen ones through cp.async.
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=0"}) {
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    TilePlan tile;
+    ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
+    ASSERT_EQ(tile.wgmma, std::string(setting) != "attn_wgmma=0") << tile.to_string();
+    ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0) << tile.to_string();
+    expect_grid(dt, static_cast<int>(d), causal);
+    if (d == 128) expect_layouts(dt, causal);
+    // One query head (Q's descriptor without its head dimension) over 300 keys, and batch 3 of MQA.
+    expect_attention({OpId::attention, dt, 1, 200, 300, 1, 1, d, causal, false, false, false, 1.0, 31});
+    expect_attention({OpId::attention, dt, 3, 65, 130, 1, 1, d, causal, true, false, false, 1.0, 32});
+    if (dt == DType::f16 && d == 64)  // logits up to about +-70 (see AttentionFp16)
+      for (int64_t s : {int64_t{127}, int64_t{1000}})
+        expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128),
+                                            ::testing::Bool()));
+
+// A few small cases of each wgmma setting, for the racecheck run (the grid above is too slow under a sanitizer):
+// partial tiles both ways, GQA, causal and not, both head_dims, and the NaN-padded K/V views (the TMA extents).
+TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
+  DeviceProfile prof;
+  KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
+  uint64_t seed = 41;
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=128"}) {
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        expect_attention(
+            {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
+    expect_attention({OpId::attention, DType::f16, 2, 100, 130, 4, 2, 128, true, false, false, false, 1.0, seed++, 40});
+  }
+}
+
+class AttentionLayouts : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AttentionLayouts, BhsdStridesAndVarlen) {
+  for (bool causal : {false, true}) expect_layouts(GetParam(), causal);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AttentionLayouts, ::testing::Values(DType::f16, DType::bf16));
+
+TEST(AttentionFp16, LargeMagnitudeLogits) {
+  // q, k uniform in [-8, 8] with d 64 (scale 1/8): logits with a standard deviation near 20, up to about +-70, far
+  // past exp's fp16 range (e^11) and near fp32's (e^88): the running max must be subtracted before exp2. Larger q, k
+  // would make the fp32 accumulation of q.k itself (error ~ 2^-24 sum |q k|, not in the tolerance) the dominant term.
+  for (int64_t s : {int64_t{127}, int64_t{1000}})
+    for (bool causal : {false, true}) {
+      expect_attention({OpId::attention, DType::f16, 1, s, s, 4, 1, 64, causal, false, false, false, 8.0, 21});
+      expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 22});
+      const kernelkit::testing::ScopedEnv cc("KERNELKIT_TUNE", "decode_tc=0");  // the CUDA-core decode too
+      expect_attention({OpId::decode_attention, DType::f16, 2, 1, s, 4, 1, 64, causal, false, false, false, 8.0, 23});
+    }
+}
+
+// Every shape with the tensor-core decode (the planner's choice up to head_dim 128; the head_dim-256 shape is skipped
+// there) and with the CUDA-core kernel (KERNELKIT_TUNE decode_tc=0; the planner's choice at head_dim 256).
+using DecodeParam = std::tuple<DType, bool, bool>;  // dtype, paged, tensor cores
+class DecodeGrid : public ::testing::TestWithParam<DecodeParam> {};
+
+TEST_P(DecodeGrid, MatchesReference) {
+  const auto [dt, paged, tc] = GetParam();
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
+  struct DecodeShape {
+    int64_t batch, s_q, s_k, heads, kv_heads, d;
+    bool causal;
+  };
+  const std::vector<DecodeShape> shapes = {
+      {2, 1, 1, 8, 8, 128, false},      // GQA 1, one key
+      {3, 1, 7, 8, 2, 128, false},      // GQA 4; sequences of 7, 4 and 2 keys
+      {2, 1, 127, 8, 1, 64, false},     // GQA 8
+      {2, 4, 1000, 8, 1, 128, true},    // 4 speculative tokens, causal (bottom-right), 32 rows per KV head: 2 groups
+      {1, 1, 4097, 32, 1, 128, false},  // MQA: 32 query heads on one KV head, a long cache split over many blocks
+      {3, 1, 4097, 4, 4, 256, false},   // head_dim 256
+      {4, 2, 1000, 16, 2, 64, true},
+      {2, 3, 300, 8, 2, 128, true},     // 12 rows per KV head: blocks of 8 rows, the second half empty
+      {2, 1, 300, 6, 2, 64, false},     // GQA 3: blocks of 4 rows, one of them padding
+  };
+  uint64_t seed = 31;
+  for (const DecodeShape& s : shapes)
+    if (!tc || s.d <= 128)
+      expect_attention({OpId::decode_attention, dt, s.batch, s.s_q, s.s_k, s.heads, s.kv_heads, s.d, s.causal, false,
+                        false, paged, 1.0, seed++});
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
+                                            ::testing::Bool()));
+
+TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
+  // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.
+  kernelkit::testing::DeviceBuffer buf, cu;
+  ASSERT_TRUE(buf.alloc(1 << 20).ok());
+  ASSERT_TRUE(cu.alloc(64).ok());
+  kernelkit::testing::HostBuffer cuh(DType::i32, 3);
+  cuh.set(0, 0);
+  cuh.set(1, 5);
+  cuh.set(2, 3);
+  ASSERT_TRUE(cu.upload(cuh).ok());
+  const Device dev = Device::cuda(0);
+  auto t = [&](std::initializer_list<int64_t> shape, DType dt = DType::f16) {
+    return TensorView::contiguous(buf.data(), dt, shape, dev);
+  };
+  AttentionOptions o;
+  o.cu_seqlens_q = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
+  o.cu_seqlens_k = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
+  Status s = attention(t({3, 4, 64}), std::nullopt, t({3, 4, 64}), t({3, 2, 64}), t({3, 2, 64}), o);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_NE(s.message().find("options.cu_seqlens_q must be non-decreasing"), std::string::npos) << s.message();
+  s = attention(t({1, 4, 6, 64}), std::nullopt, t({1, 4, 6, 64}), t({1, 4, 4, 64}), t({1, 4, 4, 64}));
+  EXPECT_NE(s.message().find("q heads (6) must be a positive multiple of k/v heads (4)"), std::string::npos);
+  s = attention(t({1, 4, 4, 64}), std::nullopt, t({1, 4, 4, 64}), t({1, 4, 4, 64}, DType::bf16), t({1, 4, 4, 64}));
+  EXPECT_NE(s.message().find("k dtype bf16 does not match q dtype f16"), std::string::npos) << s.message();
+  s = attention(t({1, 4, 4, 96}), std::nullopt, t({1, 4, 4, 96}), t({1, 4, 4, 96}), t({1, 4, 4, 96}));
+  EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  // A host pointer passed as device memory.
+  std::vector<uint16_t> host(4 * 64);
+  s = attention(t({1, 1, 4, 64}), std::nullopt, TensorView::contiguous(host.data(), DType::f16, {1, 1, 4, 64}, dev),
+                t({1, 1, 4, 64}), t({1, 1, 4, 64}));
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+  EXPECT_NE(s.message().find("attention: q"), std::string::npos) << s.message();
+}
+
+// The planner's compiled alternatives (KERNELKIT_TUNE, which bench/op_baselines.py --tuned times against the
+// defaults) stay correct on every path, so a default can be flipped back on a measurement: the mma.sync prefill
+// (attn_wgmma=0: the default below sm_90a) with its profile's tile, one 16-row tile a warp, the 3-buffer K/V ring
+// (64 KB on the T4 profile: its opt-in maximum) and 32-key tiles at head_dim 128; 64-key tiles (the wgmma kernel's on
+// sm_90a, the mma.sync kernel's elsewhere; not on the T4 profile); the wgmma prefill fed by cp.async and by TMA
+// (where it runs); 3 or 4 CUDA-core decode stages (64 KB) with forced split counts (one split: no merge; 7: uneven
+// chunks), and the tensor-core decode with the same split counts. f16: valid on every profile.
+TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
+  uint64_t seed = 71;
+  DeviceProfile prof;
+  ASSERT_TRUE(active_profile(0, &prof).ok());
+  for (const char* setting :
+       {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=3", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
+        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
+    // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a
+    // code and a compute capability 9.0 GPU (attn_bn=64 is the wgmma kernel's 64-key tile where that is the default).
+    const bool wgmma = std::string(setting).rfind("attn_wgmma=1", 0) == 0 || std::string(setting) == "attn_wgmma=2";
+    const bool refused = (std::string(setting) == "attn_bn=64" && prof.sm < 80) || (wgmma && prof.sm != 90);
+    TilePlan tile;
+    const Status planned = plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile);
+    if (refused) {
+      EXPECT_EQ(planned.code(), StatusCode::unsupported) << setting << " on profile " << prof.key;
+      continue;
+    }
+    ASSERT_TRUE(planned.ok()) << setting << ": " << planned.to_string();
+    if (wgmma && !cuda::sm90a_available(0)) continue;
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true})
+        expect_attention(
+            {OpId::attention, DType::f16, 2, 127, 1000, 8, 2, d, causal, false, false, false, 1.0, seed++});
+    // Fewer K/V tiles than the ring has buffers: one key, and 40 keys (two 32-key tiles).
+    expect_attention({OpId::attention, DType::f16, 1, 1, 1, 4, 4, 64, false, false, false, false, 1.0, seed++});
+    expect_attention({OpId::attention, DType::f16, 2, 7, 40, 8, 2, 128, true, false, false, false, 1.0, seed++});
+  }
+  for (const char* setting : {"decode_tc=0,decode_stages=3,decode_splits=1",
+                              "decode_tc=0,decode_stages=4,decode_splits=7", "decode_splits=1", "decode_splits=7"}) {
+    const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
+    expect_attention({OpId::decode_attention, DType::f16, 2, 1, 4097, 32, 8, 128, false, false, false, false, 1.0,
+                      seed++});
+    expect_attention({OpId::decode_attention, DType::f16, 3, 2, 1000, 8, 2, 64, true, false, false, true, 1.0, seed++});
+  }
+}

@@ -1,0 +1,1 @@
+kk_tests(CPU test_gemm.cpp GPU test_gemm_gpu.cpp)

@@ -1,0 +1,159 @@
+// Every bad input gets a clear error naming the argument and the expectation (never a crash or a silent result).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/norm/norm.hpp"
+#include "kernelkit/ops.hpp"
+
+using namespace kernelkit;
+
+namespace {
+
+// Asserts the call failed with `code` and a message containing every fragment.
+void expect_error(const Status& s, StatusCode code, std::initializer_list<const char*> fragments) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << "'" << f << "' not in: " << s.message();
+}
+
+struct Bufs {
+  std::vector<float> x = std::vector<float>(64, 1.0f), out = std::vector<float>(64), w = std::vector<float>(16, 1.0f),
+                     r = std::vector<float>(64, 1.0f);
+  std::vector<uint16_t> h = std::vector<uint16_t>(64), hw = std::vector<uint16_t>(16);
+  TensorView X(std::initializer_list<int64_t> shape = {4, 16}) { return TensorView::contiguous(x.data(), DType::f32, shape); }
+  TensorView O(std::initializer_list<int64_t> shape = {4, 16}) { return TensorView::contiguous(out.data(), DType::f32, shape); }
+  TensorView W(int64_t n = 16) { return TensorView::contiguous(w.data(), DType::f32, {n}); }
+};
+
+}  // namespace
+
+TEST(BadInput, WeightDtypeMismatch) {
+  Bufs b;
+  auto w16 = TensorView::contiguous(b.hw.data(), DType::f16, {16});
+  expect_error(rms_norm(b.O(), b.X(), w16, 1e-6f), StatusCode::invalid_argument,
+               {"rms_norm", "weight", "dtype f16", "x dtype f32"});
+}
+
+TEST(BadInput, WeightLengthNotHidden) {
+  Bufs b;
+  expect_error(rms_norm(b.O(), b.X(), b.W(15), 1e-6f), StatusCode::invalid_argument,
+               {"weight", "[hidden=16]", "[15]"});
+  expect_error(layer_norm(b.O(), b.X(), b.W(), b.W(15), 1e-5f), StatusCode::invalid_argument, {"bias", "[hidden=16]"});
+}
+
+TEST(BadInput, HiddenZeroIsAnErrorRowsZeroIsANoOp) {
+  Bufs b;
+  expect_error(rms_norm(b.O({4, 0}), b.X({4, 0}), std::nullopt, 1e-6f), StatusCode::invalid_argument,
+               {"x", "hidden", "> 0"});
+  EXPECT_TRUE(rms_norm(b.O({0, 16}), b.X({0, 16}), b.W(), 1e-6f).ok());
+  EXPECT_TRUE(fused_add_rms_norm(b.X({0, 16}), b.O({0, 16}), b.W(), 1e-6f).ok());
+}
+
+TEST(BadInput, NullPointer) {
+  Bufs b;
+  auto null_x = TensorView::contiguous(nullptr, DType::f32, {4, 16});
+  expect_error(rms_norm(b.O(), null_x, b.W(), 1e-6f), StatusCode::invalid_argument, {"x", "null"});
+  auto null_w = TensorView::contiguous(nullptr, DType::f32, {16});
+  expect_error(rms_norm(b.O(), b.X(), null_w, 1e-6f), StatusCode::invalid_argument, {"weight", "null"});
+}
+
+TEST(BadInput, Bf16UnderTheT4Profile) {
+  // Refused from the profile alone: the same answer with or without a GPU present.
+  Bufs b;
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  auto x = TensorView::contiguous(b.h.data(), DType::bf16, {4, 16}, Device::cuda(0));
+  auto out = TensorView::contiguous(b.h.data(), DType::bf16, {4, 16}, Device::cuda(0));
+  expect_error(rms_norm(out, x, std::nullopt, 1e-6f), StatusCode::unsupported, {"bf16", "t4", "sm_75", "f16"});
+  unsetenv("KERNELKIT_PROFILE");
+  // The validation itself, with the T4 profile passed explicitly.
+  detail::RowNormArgs a;
+  a.op = OpId::layer_norm;
+  a.dtype = DType::bf16;
+  a.device = Device::cuda(0);
+  a.rows = 1;
+  a.hidden = 16;
+  a.x = a.out = b.h.data();
+  const DeviceProfile t4 = *find_profile("t4"), a100 = *find_profile("a100");
+  expect_error(detail::validate_row_norm(a, &t4), StatusCode::unsupported, {"layer_norm", "bf16"});
+  EXPECT_TRUE(detail::validate_row_norm(a, &a100).ok());
+}
+
+TEST(BadInput, Eps) {
+  Bufs b;
+  for (float eps : {0.0f, -1e-6f, NAN, INFINITY})
+    expect_error(rms_norm(b.O(), b.X(), b.W(), eps), StatusCode::invalid_argument, {"eps", "finite and > 0"});
+  expect_error(layer_norm(b.O(), b.X(), std::nullopt, std::nullopt, 0.0f), StatusCode::invalid_argument, {"eps"});
+}
+
+TEST(BadInput, LastDimNotContiguous) {
+  Bufs b;
+  auto x = TensorView::strided(b.x.data(), DType::f32, {4, 8}, {16, 2});
+  auto out = TensorView::contiguous(b.out.data(), DType::f32, {4, 8});
+  expect_error(rms_norm(out, x, std::nullopt, 1e-6f), StatusCode::invalid_argument,
+               {"x", "contiguous last dim", "stride 2"});
+}
+
+TEST(BadInput, LeadingDimsThatDoNotCollapse) {
+  Bufs b;
+  // [2, 2, 8] whose batch stride skips a gap: rows are not evenly spaced.
+  auto x = TensorView::strided(b.x.data(), DType::f32, {2, 2, 8}, {32, 8, 1});
+  auto out = TensorView::contiguous(b.out.data(), DType::f32, {2, 2, 8});
+  expect_error(rms_norm(out, x, std::nullopt, 1e-6f), StatusCode::invalid_argument, {"x", "collapse", "dim 0"});
+}
+
+TEST(BadInput, OverlappingOutputRows) {
+  Bufs b;
+  auto out = TensorView::strided(b.out.data(), DType::f32, {4, 16}, {8, 1});
+  expect_error(rms_norm(out, b.X(), std::nullopt, 1e-6f), StatusCode::invalid_argument, {"out", "overlap"});
+}
+
+TEST(BadInput, ResidualShapeDiffersFromX) {
+  Bufs b;
+  auto r = TensorView::contiguous(b.r.data(), DType::f32, {2, 16});
+  expect_error(fused_add_rms_norm(b.X(), r, b.W(), 1e-6f), StatusCode::invalid_argument,
+               {"fused_add_rms_norm", "residual", "[2, 16]", "[4, 16]"});
+}
+
+TEST(BadInput, OutShapeDiffersFromX) {
+  Bufs b;
+  expect_error(layer_norm(b.O({2, 16}), b.X(), std::nullopt, std::nullopt, 1e-5f), StatusCode::invalid_argument,
+               {"out", "shape"});
+}
+
+TEST(BadInput, MixedDevices) {
+  Bufs b;
+  auto w = TensorView::contiguous(b.w.data(), DType::f32, {16}, Device::cuda(0));
+  expect_error(rms_norm(b.O(), b.X(), w, 1e-6f), StatusCode::invalid_argument, {"weight", "cuda:0", "cpu"});
+}
+
+TEST(BadInput, IntegerDtype) {
+  std::vector<int8_t> x(64), out(64);
+  expect_error(rms_norm(TensorView::contiguous(out.data(), DType::i8, {4, 16}),
+                        TensorView::contiguous(x.data(), DType::i8, {4, 16}), std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"x dtype i8", "f32, f16 or bf16"});
+}
+
+TEST(BadInput, AdaShapes) {
+  Bufs b;
+  auto x = b.X({2, 2, 16});
+  auto out = b.O({2, 2, 16});
+  std::vector<float> s(48);
+  auto scale = TensorView::contiguous(s.data(), DType::f32, {3, 16});
+  auto shift = TensorView::contiguous(s.data(), DType::f32, {2, 16});
+  expect_error(ada_layer_norm(out, x, scale, shift, std::nullopt, std::nullopt, 1e-6f), StatusCode::invalid_argument,
+               {"scale", "[batch=2, hidden=16]", "[3, 16]"});
+  expect_error(ada_layer_norm(b.O(), b.X(), shift, shift, std::nullopt, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"x", "[batch, seq, hidden]"});
+}
+
+TEST(BadInput, CudaTensorsWithoutAGpuOrCudaBuild) {
+  // With no GPU the call reports it plainly (no crash); with one, the GPU tests check host pointers instead.
+  Bufs b;
+  auto x = TensorView::contiguous(b.x.data(), DType::f32, {4, 16}, Device::cuda(0));
+  auto out = TensorView::contiguous(b.out.data(), DType::f32, {4, 16}, Device::cuda(0));
+  const Status s = rms_norm(out, x, std::nullopt, 1e-6f);
+  EXPECT_FALSE(s.ok());
+  if (s.code() == StatusCode::no_device) EXPECT_FALSE(s.message().empty());
+  else EXPECT_NE(s.message().find("host pointer"), std::string::npos) << s.message();
+}

@@ -1,0 +1,73 @@
+// The GEMV's dequantization bit tricks and the quantizers' rounding, run on the host from the same source the kernels
+// use (src/ops/quant/quant_common.cuh; its device-only lines are fp16x2 forms of the same exact arithmetic). Checks
+// that the magic numbers decode every INT8 byte and every INT4 nibble of the kernel layout as pack_int4 wrote them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/quant/quant.hpp"
+#include "ops/quant/quant_common.cuh"
+#include "kernelkit/ops.hpp"
+
+using namespace kernelkit;
+
+TEST(QuantDequant, Int8EveryByteInEveryPosition) {
+  for (int pos = 0; pos < 4; ++pos)
+    for (int b = 0; b < 256; ++b) {
+      uint8_t bytes[4];
+      for (int i = 0; i < 4; ++i) bytes[i] = static_cast<uint8_t>(i == pos ? b : (b * 37 + i * 101) & 0xFF);
+      const uint32_t word = bytes[0] | bytes[1] << 8 | bytes[2] << 16 | static_cast<uint32_t>(bytes[3]) << 24;
+      float f[4];
+      cuda::dequant_i8x4(word, f);
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(f[i], static_cast<float>(static_cast<int8_t>(bytes[i]))) << pos << " " << b;
+    }
+}
+
+TEST(QuantDequant, Int4WordsDecodeInKOrder) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20000; ++trial) {
+    int v[8];
+    std::vector<int8_t> plain(8);
+    for (int j = 0; j < 8; ++j)
+      plain[j] = static_cast<int8_t>(v[j] = trial < 128 ? (j == trial / 16 ? trial % 16 - 8 : 0)
+                                                        : static_cast<int>(rng() % 16) - 8);
+    std::vector<uint8_t> packed(4);
+    ASSERT_TRUE(pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {1, 4}),
+                          TensorView::contiguous(plain.data(), DType::i8, {1, 8}))
+                    .ok());
+    const uint32_t word = packed[0] | packed[1] << 8 | packed[2] << 16 | static_cast<uint32_t>(packed[3]) << 24;
+    float f[8];
+    cuda::dequant_i4x8(word, f);
+    for (int t = 0; t < 4; ++t) {  // the tensor-core B fragment pairs: values 2t, 2t + 1, biased by 8
+      const uint32_t bits = cuda::int4_pair_bits(word, t);
+      ASSERT_EQ(bits & ~0x000F000Fu, 0u);
+      ASSERT_EQ(static_cast<int>(bits & 0xF) - 8, v[2 * t]) << "trial " << trial << " lane " << t;
+      ASSERT_EQ(static_cast<int>(bits >> 16) - 8, v[2 * t + 1]) << "trial " << trial << " lane " << t;
+    }
+    for (int j = 0; j < 8; ++j) {
+      ASSERT_EQ(f[j], static_cast<float>(v[j])) << "trial " << trial << " value " << j;
+      ASSERT_EQ(detail::int4_kernel_value(packed.data(), j), v[j]);  // the reference's decoding agrees
+      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));       // and the quantizer's nibble placement
+    }
+  }
+}
+
+TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
+  EXPECT_EQ(cuda::quantize_value(2.5f, 1.0f, 127), 2);
+  EXPECT_EQ(cuda::quantize_value(3.5f, 1.0f, 127), 4);
+  EXPECT_EQ(cuda::quantize_value(-2.5f, 1.0f, 127), -2);
+  EXPECT_EQ(cuda::quantize_value(200.0f, 1.0f, 127), 127);
+  EXPECT_EQ(cuda::quantize_value(-9.0f, 1.0f, 7), -7);
+  EXPECT_EQ(cuda::quantize_value(5.0f, 0.0f, 7), 0);
+  // The reference's formula: the fp64 quotient rounded once to fp32 is the IEEE fp32 quotient.
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> uw(-3.0f, 3.0f), us(1e-3f, 0.05f);
+  for (int i = 0; i < 200000; ++i) {
+    const float w = uw(rng), s = us(rng);
+    const double ref = std::nearbyint(static_cast<double>(static_cast<float>(static_cast<double>(w) / s)));
+    ASSERT_EQ(cuda::quantize_value(w, s, 127), static_cast<int>(std::fmax(-127.0, std::fmin(127.0, ref))))
+        << w << " / " << s;
+  }
+}

@@ -1,0 +1,1 @@
+kk_tests(CPU test_rope.cpp GPU test_rope_gpu.cpp)

@@ -1,0 +1,559 @@
+// The planner's rules, checked for every profile on a CPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "kernelkit/planner.hpp"
+
+using namespace kernelkit;
+
+namespace {
+const std::vector<int64_t> kRows = {1, 7, 83, 4096, 65536};
+const std::vector<int64_t> kHidden = {64, 111, 500, 769, 2048, 4096, 5125, 8192, 65536};
+
+DeviceProfile profile(const char* key) {
+  auto p = find_profile(key);
+  EXPECT_TRUE(p.has_value()) << key;
+  return *p;
+}
+}  // namespace
+
+TEST(Profiles, TableHasTheDesignFacts) {
+  const auto t4 = profile("t4");
+  EXPECT_EQ(t4.sm, 75);
+  EXPECT_EQ(t4.sms, 40);
+  EXPECT_EQ(t4.smem_per_sm, 64 * 1024);
+  EXPECT_EQ(t4.max_threads_per_sm, 1024);
+  EXPECT_EQ(t4.hbm_gbps, 320);
+  EXPECT_FALSE(t4.bf16);
+  EXPECT_FALSE(t4.tma);
+  const auto a100 = profile("a100");
+  EXPECT_EQ(a100.key, "a100-80gb");
+  EXPECT_EQ(a100.sms, 108);
+  EXPECT_EQ(a100.smem_per_block_optin, 163 * 1024);
+  EXPECT_TRUE(a100.bf16 && a100.tf32 && !a100.fp8);
+  const auto h200 = profile("h200");
+  EXPECT_EQ(h200.sms, 132);
+  EXPECT_EQ(h200.smem_per_block_optin, 227 * 1024);
+  EXPECT_TRUE(h200.fp8 && h200.tma);
+  EXPECT_EQ(profile("h100").key, "h100-sxm");
+  EXPECT_EQ(profile_table().size(), 7u);
+  EXPECT_FALSE(find_profile("v100").has_value());
+}
+
+TEST(Profiles, MatchDriverNames) {
+  EXPECT_EQ(match_profile("NVIDIA H200", 90, 141LL << 30)->key, "h200");
+  EXPECT_EQ(match_profile("NVIDIA H100 80GB HBM3", 90, 80LL << 30)->key, "h100-sxm");
+  EXPECT_EQ(match_profile("NVIDIA A100-SXM4-40GB", 80, 40LL << 30)->key, "a100-40gb");
+  EXPECT_EQ(match_profile("NVIDIA A100-SXM4-80GB", 80, 80LL << 30)->key, "a100-80gb");
+  EXPECT_EQ(match_profile("Tesla T4", 75, 16LL << 30)->key, "t4");
+  EXPECT_EQ(match_profile("NVIDIA L4", 89, 24LL << 30)->key, "l4");
+  // Unknown GPU: the nearest older architecture supplies the facts; a pre-Turing GPU has no profile.
+  EXPECT_EQ(match_profile("NVIDIA RTX 4090", 89, 24LL << 30)->key, "sm89");
+  EXPECT_FALSE(match_profile("Tesla V100", 70, 16LL << 30).has_value());
+}
+
+TEST(Profiles, OverrideFromEnvironment) {
+  std::optional<DeviceProfile> p;
+  setenv("KERNELKIT_PROFILE", "t4", 1);
+  ASSERT_TRUE(profile_override(&p).ok());
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->key, "t4");
+  setenv("KERNELKIT_PROFILE", "bogus", 1);
+  const Status s = profile_override(&p);
+  EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+  EXPECT_NE(s.message().find("KERNELKIT_PROFILE='bogus'"), std::string::npos) << s.message();
+  setenv("KERNELKIT_PROFILE", "native", 1);
+  ASSERT_TRUE(profile_override(&p).ok());
+  EXPECT_FALSE(p.has_value());
+  unsetenv("KERNELKIT_PROFILE");
+}
+
+// Rules that hold for every profile, op, dtype and shape.
+TEST(Planner, RowNormRulesOnEveryProfile) {
+  for (const DeviceProfile& prof : profile_table())
+    for (const OpInfo& op : op_table())
+      if (op.family == OpFamily::row_norm)
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (int64_t rows : kRows)
+          for (int64_t hidden : kHidden) {
+            LaunchPlan p;
+            const Status s = plan_op(prof, op.id, {rows, hidden, 1, 16}, dt, &p);
+            SCOPED_TRACE(prof.key + " " + std::string(op.name) + " " + std::string(dtype_name(dt)) + " " +
+                         std::to_string(rows) + "x" + std::to_string(hidden));
+            if (dt == DType::bf16 && !prof.bf16) {
+              EXPECT_EQ(s.code(), StatusCode::unsupported);
+              continue;
+            }
+            ASSERT_TRUE(s.ok()) << s.to_string();
+            const int elem = static_cast<int>(dtype_size(dt));
+            EXPECT_LE(p.vec * elem, 16);                // vectors are at most 16 bytes
+            EXPECT_EQ(hidden % p.vec, 0);               // and divide the row
+            if (hidden % (16 / elem) == 0) EXPECT_EQ(p.vec * elem, 16);  // full width whenever possible
+            EXPECT_LE(p.block_threads, 1024);
+            EXPECT_LE(p.block_threads, prof.max_threads_per_sm);
+            EXPECT_GE(p.block_threads, 32);             // whole warps: the shuffles use a full mask
+            EXPECT_EQ(p.block_threads % 32, 0);
+            EXPECT_EQ(p.threads_per_row * p.rows_per_block, p.block_threads);
+            // Every element is covered: threads x vectors per thread >= vectors in the row.
+            EXPECT_GE(int64_t{p.threads_per_row} * p.vecs_per_thread * p.vec, hidden);
+            EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin);  // never above the opt-in maximum
+            EXPECT_LE(p.smem_bytes, prof.smem_per_sm);
+            EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default);  // opt-in exactly when above 48 KB
+            EXPECT_EQ(p.stage_offset % 16, 0);
+            if (p.cached) {  // two stages of every row of the block
+              const int64_t row_bytes = hidden * elem * (op.id == OpId::fused_add_rms_norm ? 2 : 1);
+              EXPECT_EQ(p.smem_bytes, p.stage_offset + 2 * p.rows_per_block * row_bytes);
+            }
+            EXPECT_GE(p.blocks_per_sm, 1);
+            const int64_t row_groups = (rows + p.rows_per_block - 1) / p.rows_per_block;
+            const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
+            if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
+            else EXPECT_EQ(p.grid, row_groups);
+            EXPECT_EQ(p.grid_x, p.grid);  // 1-D: the kernels index blockIdx.x over row groups
+            EXPECT_GT(p.occupancy, 0.0);
+            EXPECT_LE(p.occupancy, 1.0);
+          }
+}
+
+TEST(Planner, ElementwiseRules) {
+  for (const DeviceProfile& prof : profile_table())
+    for (OpId op : {OpId::silu_and_mul, OpId::gelu, OpId::geglu})
+      for (DType dt : {DType::f32, DType::f16})
+        for (int64_t rows : kRows)
+          for (int64_t d : kHidden) {
+            LaunchPlan p;
+            ASSERT_TRUE(plan_op(prof, op, {rows, d, 1, 16}, dt, &p).ok());
+            EXPECT_EQ(d % p.vec, 0);
+            EXPECT_LE(p.vec * static_cast<int>(dtype_size(dt)), 16);
+            if (d % (16 / static_cast<int>(dtype_size(dt))) == 0) EXPECT_EQ(p.vec * dtype_size(dt), 16u);
+            EXPECT_EQ(p.block_threads, kElementwiseThreads);
+            EXPECT_EQ(p.threads_per_row * p.rows_per_block, kElementwiseThreads);
+            EXPECT_EQ(p.smem_bytes, 0);
+            // grid.x blocks cover every vector of a row; grid.y blocks never exceed the rows, fill at most one wave
+            // (unless one row alone needs more blocks) and stay within CUDA's 65535.
+            const int64_t nvec = d / p.vec, grid_y = p.grid / p.grid_x;
+            EXPECT_EQ(p.grid % p.grid_x, 0);
+            EXPECT_GE(p.grid_x * p.threads_per_row, nvec);
+            EXPECT_LT((p.grid_x - 1) * p.threads_per_row, nvec);
+            if (nvec < kElementwiseThreads) EXPECT_GE(p.threads_per_row, nvec);
+            const int64_t row_blocks = (rows + p.rows_per_block - 1) / p.rows_per_block;
+            const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
+            EXPECT_GE(grid_y, 1);
+            EXPECT_LE(grid_y, std::max<int64_t>(1, row_blocks));
+            EXPECT_LE(grid_y, 65535);
+            if (grid_y > 1) EXPECT_LE(p.grid, wave);
+            if (row_blocks * p.grid_x >= 2 * wave) EXPECT_GT(p.grid, wave / 2) << "grid " << p.grid;  // fills the GPU
+          }
+}
+
+TEST(Planner, T4PlansFitTheT4) {
+  const auto t4 = profile("t4");
+  for (const OpInfo& op : op_table())
+    for (DType dt : {DType::f32, DType::f16}) {
+      if (op.family == OpFamily::attention) continue;  // tile plans: TilesFollowTheSeedTableAndFitSharedMemory
+      if (op.family == OpFamily::quant) continue;  // their own plans: tests/quant/test_quant.cpp
+      LaunchPlan p;
+      ASSERT_TRUE(plan_op(t4, op.id, {65536, 4096, 1, 16}, dt, &p).ok());
+      EXPECT_EQ(p.grid % 40, 0);             // grid a multiple of the T4's 40 SMs
+      EXPECT_LE(p.blocks_per_sm * p.block_threads, 1024);  // 1024 threads per SM on Turing
+      EXPECT_LE(p.smem_bytes * p.blocks_per_sm, 64 * 1024);
+      LaunchPlan bf;
+      EXPECT_EQ(plan_op(t4, op.id, {65536, 4096, 1, 16}, DType::bf16, &bf).code(), StatusCode::unsupported);
+    }
+}
+
+TEST(Planner, VectorWidthFollowsTheGcdRule) {
+  const auto h200 = profile("h200");
+  auto vec = [&](DType dt, int64_t hidden, int align) {
+    LaunchPlan p;
+    EXPECT_TRUE(plan_op(h200, OpId::rms_norm, {16, hidden, 1, align}, dt, &p).ok());
+    return p.vec;
+  };
+  EXPECT_EQ(vec(DType::bf16, 4096, 16), 8);
+  EXPECT_EQ(vec(DType::bf16, 500, 16), 4);   // gcd(8, 500) = 4
+  EXPECT_EQ(vec(DType::bf16, 111, 16), 1);   // odd hidden: scalar
+  EXPECT_EQ(vec(DType::f16, 769, 16), 1);
+  EXPECT_EQ(vec(DType::f32, 4096, 16), 4);
+  EXPECT_EQ(vec(DType::f32, 4098, 16), 2);
+  EXPECT_EQ(vec(DType::bf16, 4096, 4), 2);   // a 4-byte-aligned pointer or stride caps it at 4 bytes
+  EXPECT_EQ(vec(DType::f16, 4096, 2), 1);
+}
+
+TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
+  const auto h200 = profile("h200"), t4 = profile("t4");
+  LaunchPlan p;
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 4096, 1, 16}, DType::bf16, &p).ok());
+  EXPECT_TRUE(p.cached);
+  EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
+  EXPECT_EQ(p.rows_per_block, 2);     // 256-thread blocks
+  EXPECT_EQ(p.smem_bytes, 32 + 2 * 2 * 4096 * 2);  // scratch: 2 rows x 4 warps x 4 B
+  // 1M bf16 = 2 MB a row: no stages fit, the passes re-read global memory.
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 1 << 20, 1, 16}, DType::bf16, &p).ok());
+  EXPECT_FALSE(p.cached);
+  EXPECT_EQ(p.threads_per_row, kRowNormMaxThreads);
+  // The T4's 64 KB: 8192 f32 rows (32 KB) do not fit twice next to the scratch; 4096 do, with the opt-in.
+  ASSERT_TRUE(plan_op(t4, OpId::rms_norm, {64, 8192, 1, 16}, DType::f32, &p).ok());
+  EXPECT_FALSE(p.cached);
+  ASSERT_TRUE(plan_op(t4, OpId::fused_add_rms_norm, {64, 4096, 1, 16}, DType::f16, &p).ok());
+  EXPECT_TRUE(p.cached);
+  EXPECT_LE(p.smem_bytes, 64 * 1024);
+}
+
+TEST(Planner, RejectsWhatItCannotPlan) {
+  const auto h200 = profile("h200");
+  LaunchPlan p;
+  EXPECT_EQ(plan_op(h200, OpId::rms_norm, {4, 0, 1, 16}, DType::f16, &p).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(plan_op(h200, OpId::rms_norm, {4, 64, 1, 16}, DType::i8, &p).code(), StatusCode::invalid_argument);
+  const Status s = plan_op(profile("t4"), OpId::rms_norm, {4, 64, 1, 16}, DType::bf16, &p);
+  EXPECT_NE(s.message().find("bf16"), std::string::npos);
+  EXPECT_NE(s.message().find("t4"), std::string::npos);
+}
+
+TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
+  TilePlan t;
+  // sm_90 profiles: the TMA-fed wgmma prefill at head_dim 64 and 128 where sm_90a code runs, 128-key tiles.
+  for (int d : {64, 128}) {
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_TRUE(t.tma);
+    EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+    EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
+    EXPECT_EQ(t.warps, 8);  // two warpgroups
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * d + 1024);  // Q + 2 x (K, V) + the 1024-byte alignment
+  }
+  // Without sm_90a code (a build for other archs, another GPU): the mma.sync kernel, two 16-row tiles a warp with
+  // 64-key tiles (the measured choice on sm_90).
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 128, &t, false).ok());
+  EXPECT_FALSE(t.wgmma);
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, kAttnWideKeys);
+  EXPECT_EQ(t.warps, 4);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t, false).ok());
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(t.warps, 4);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
+  EXPECT_FALSE(t.wgmma);  // head_dim 256: the mma.sync kernel, one row tile a warp
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(t.warps, 8);
+  ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 32);  // sm_80: 32-key tiles keep S and O in registers with less spill
+  EXPECT_TRUE(t.smem_optin);  // 64 KB: above the 48 KB default
+  ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
+  EXPECT_EQ(t.block_m, 64);
+  EXPECT_EQ(t.block_n, 32);
+  EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::unsupported);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::matmul, DType::bf16, 0, &t).ok());
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 128);
+  ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::matmul, DType::f16, 0, &t).ok());
+  EXPECT_EQ(t.block_m, 64);
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(plan_tile(profile("h200"), TileFamily::attention, DType::f16, 96, &t).code(),
+            StatusCode::invalid_argument);
+  // Every mma.sync tile of every profile fits its opt-in maximum, and asks for the opt-in exactly when above 48 KB.
+  for (const auto& prof : profile_table())
+    for (int d : {64, 128, 256}) {
+      ASSERT_TRUE(plan_tile(prof, TileFamily::attention, DType::f16, d, &t, false).ok()) << prof.key << " d" << d;
+      EXPECT_LE(t.smem_bytes, prof.smem_per_block_optin) << prof.key << " d" << d;
+      EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
+      EXPECT_GE(t.stages, 1);
+      // The tiles with prefill kernels (cuda/attention/flash_prefill.cuh, dispatch_attention_tile).
+      // Two 16-row tiles a warp (4 warps for 128 rows) from sm_80 on up to head_dim 128, else one.
+      const int mw = prof.sm >= 80 && d <= 128 ? 2 : 1;
+      EXPECT_EQ(t.warps, t.block_m / (16 * mw)) << prof.key << " d" << d;
+      const bool has_kernel = (t.block_m == 128 && (t.block_n == 64 || t.block_n == 32)) ||
+                              (t.block_m == 64 && t.block_n == 32 && mw == 1);
+      // see launch_flash_prefill and kAttnWideKeys: 64-key tiles at head_dim 128 on sm_90 profiles only
+      const bool fits_registers = mw == 1 || d == 64 || (d == 128 && (t.block_n == 32 || prof.sm >= 90));
+      EXPECT_TRUE(fits_registers) << prof.key << " d" << d << ": " << t.to_string();
+      EXPECT_TRUE(has_kernel) << prof.key << " d" << d << ": " << t.to_string();
+    }
+}
+
+struct Env {  // sets KERNELKIT_TUNE for a scope
+  explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
+  ~Env() { unsetenv("KERNELKIT_TUNE"); }
+};
+
+TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
+  DecodePlan p;
+  for (const auto& prof : profile_table())
+    for (int d : {64, 128, 256}) {
+      // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
+      ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
+      EXPECT_EQ(p.tensor_cores, d <= 128) << prof.key;  // the tensor-core kernel wherever it has one
+      EXPECT_EQ(p.stages, 2) << prof.key;  // the deeper rings are KERNELKIT_TUNE alternatives
+      // warps x stages x (K, V) x (16-key tiles, or 1024 elements a warp tile on CUDA cores) x 2 B
+      EXPECT_EQ(p.smem_bytes, 4 * 2 * 2 * (p.tensor_cores ? 16 * d : 1024) * 2) << prof.key;
+      EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin) << prof.key;
+      EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default) << prof.key;
+      EXPECT_EQ(p.rows_per_block, 4);  // GQA 4, one token: no padded rows
+      EXPECT_EQ(p.row_groups, 1);
+      EXPECT_GT(p.splits, 1);
+      EXPECT_EQ(p.chunk % p.block_n, 0);
+      EXPECT_GE(p.splits * p.chunk, 32768);
+      EXPECT_LT((p.splits - 1) * p.chunk, 32768);  // no split is empty for a full cache
+      EXPECT_EQ(p.workspace_bytes, p.splits * 32 * (d + 1) * 4);
+    }
+  // A large batch fills the GPU alone: one split, no workspace; 40 query rows per KV head -> 5 row groups of 8.
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 256, 8, 40, 256 * 320, 4096, &p).ok());
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(p.rows_per_block, 8);
+  EXPECT_EQ(p.row_groups, 5);
+  EXPECT_EQ(p.workspace_bytes, 0);
+  EXPECT_EQ(plan_decode(profile("h200"), 96, 1, 1, 1, 1, 16, &p).code(), StatusCode::invalid_argument);
+  // The kernel's real residency (registers) caps the estimate: fewer resident blocks, fewer splits.
+  DecodePlan wide, capped;
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &wide).ok());
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &capped, 2).ok());
+  EXPECT_EQ(capped.blocks_per_sm, 2);
+  EXPECT_LT(capped.splits, wide.splits);
+  EXPECT_LE(capped.grid, 2 * profile("h200").sms);
+  // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (both kernels' R = 4 registers, and 64 KB of shared memory
+  // for the tensor-core one): 256 blocks against waves of 396. Two splits would leave a second wave 30% full; three
+  // fill two waves: 768 blocks of 22 tiles of 64 keys (tensor cores) or 43 tiles of 32 (CUDA cores).
+  DecodePlan b32;
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+  EXPECT_EQ(b32.splits, 3);
+  EXPECT_EQ(b32.grid, 768);
+  EXPECT_EQ(b32.block_n, 64);
+  EXPECT_EQ(b32.chunk, 22 * b32.block_n);
+  Env cuda_cores("decode_tc=0");
+  ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+  EXPECT_FALSE(b32.tensor_cores);
+  EXPECT_EQ(b32.splits, 3);
+  EXPECT_EQ(b32.grid, 768);
+  EXPECT_EQ(b32.block_n, 32);
+  EXPECT_EQ(b32.chunk, 43 * b32.block_n);
+}
+
+TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
+  const OpShape s{65536, 4096, 1, 16};
+  // rms_norm bf16: x read + out written + weight read.
+  EXPECT_EQ(op_bytes(OpId::rms_norm, s, DType::bf16), 2ull * (2ull * 65536 * 4096 + 4096));
+  // fused add: x and residual read, both written.
+  EXPECT_EQ(op_bytes(OpId::fused_add_rms_norm, s, DType::bf16), 2ull * (4ull * 65536 * 4096 + 4096));
+  EXPECT_EQ(op_bytes(OpId::ada_layer_norm, {8, 4096, 2, 16}, DType::f32), 4ull * (2ull * 8 * 4096 + 2 * 2 * 4096));
+  EXPECT_DOUBLE_EQ(op_flops(OpId::rms_norm, s), 4.0 * 65536 * 4096);
+  for (const auto& prof : profile_table()) EXPECT_TRUE(op_memory_bound(OpId::rms_norm_gelu, s, DType::f16, prof));
+  EXPECT_EQ(parse_op("layer_norm"), OpId::layer_norm);
+  for (const OpInfo& op : op_table()) EXPECT_EQ(op_info(op.id).id, op.id) << op.name;  // the table is indexed by id
+  // silu_and_mul bf16 [rows, d]: both halves of [rows, 2d] read, [rows, d] written.
+  EXPECT_EQ(op_bytes(OpId::silu_and_mul, {16384, 11008, 1, 16}, DType::bf16), 2ull * 3 * 16384 * 11008);
+  EXPECT_FALSE(parse_op("nope").has_value());
+}
+
+// KERNELKIT_TUNE forces the choices that have a compiled alternative, and refuses what has none.
+TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
+  const auto h200 = profile("h200");
+  TilePlan t;
+  DecodePlan d;
+  LaunchPlan l;
+  OpShape gemv{1, 4096, 1, 16};
+  gemv.out_features = 11008;
+  {
+    Env e("attn_wgmma=0,attn_mw=1,decode_tc=0,decode_stages=4,gemv_stages=3");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.warps, 8);  // one row tile a warp: the 128x64 tile of before
+    EXPECT_EQ(t.block_n, 64);
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.stages, 4);
+    EXPECT_EQ(d.smem_bytes, 64 * 1024);
+    EXPECT_TRUE(d.smem_optin);
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.stages, 3);
+    EXPECT_EQ(l.smem_bytes, 3 * 4 * l.block_threads * 16);  // the ring: 3 x 4 rows x 16 bytes a thread
+  }
+  {
+    Env e("gemv_stages=2");  // the other keys keep the planner's choice
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.stages, 2);
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.stages, 2);
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.tma);  // the TMA-fed wgmma prefill
+  }
+  for (const char* bad : {"attn_mw", "attn_mw=", "attn_mw=x", "warps=2", "attn_mw=2;decode_stages=2", "attn_mw=1x",
+                          "attn_mw=99999999999"}) {
+    Env e(bad);
+    const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
+    EXPECT_NE(s.message().find("KERNELKIT_TUNE"), std::string::npos) << s.message();
+  }
+  {
+    Env e("attn_mw=2");
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 256, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_mw=2");  // the T4's 64-row tiles have no two-tile kernel
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_mw=3");
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_stages=5");
+    EXPECT_EQ(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_tc=0,decode_stages=4");  // 64 KB: exactly the T4 profile's opt-in maximum
+    EXPECT_TRUE(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).ok());
+  }
+  {
+    Env e("decode_stages=3");  // the tensor-core tiles: 96 KB at head_dim 128, more than the T4's 64 KB
+    EXPECT_EQ(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
+    EXPECT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+  }
+  {
+    Env e("gemv_stages=1");
+    EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).code(), StatusCode::invalid_argument);
+  }
+  {
+    // CUDA cores: 128 tiles of 32 keys, 16 splits of 8 tiles; 256-thread GEMV blocks
+    Env e("decode_tc=0,decode_splits=16,gemv_kwarps=8");
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 16);
+    EXPECT_EQ(d.chunk, 256);
+    EXPECT_EQ(d.grid, 16 * 8);
+    EXPECT_EQ(d.workspace_bytes, 16 * 32 * 129 * 4);
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
+    EXPECT_EQ(l.k_warps, 8);
+    EXPECT_EQ(l.block_threads, 256);
+  }
+  {
+    Env e("decode_splits=1");  // one split: no workspace, no merge
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 1);
+    EXPECT_EQ(d.workspace_bytes, 0);
+  }
+  {
+    Env e("decode_tc=0,decode_splits=100");  // at most 100: 128 tiles in chunks of 2 make 64 splits
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.splits, 64);
+    EXPECT_EQ(d.chunk, 64);
+  }
+  {
+    Env e("attn_wgmma=0,attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80
+    ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
+    EXPECT_EQ(t.stages, 3);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 64 * 128));  // 128x64 on sm_90: 128 KB, one block an SM
+    ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
+    EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_bn=64");  // FlashAttention-2's 128x64 tile with two row tiles a warp at head_dim 128 (kAttnWideKeys)
+    ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
+    EXPECT_EQ(t.block_n, kAttnWideKeys);
+    EXPECT_EQ(t.warps, 4);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 2 * 64 * 128));  // Q + 2 x (K, V): 96 KB
+    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 64, &t).code(), StatusCode::unsupported);
+  }
+  {
+    Env e("attn_wgmma=0,attn_bn=32");  // the sm_80 tile on sm_90
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_EQ(t.block_n, 32);
+    EXPECT_EQ(t.warps, 4);
+  }
+  {
+    Env e("attn_wgmma=1");  // the sm_90a prefill: two warpgroups of 64 rows, 64-key tiles, Q + 2 x (K, V) + alignment
+    for (int d : {64, 128}) {
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
+      EXPECT_TRUE(t.wgmma);
+      EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+      EXPECT_EQ(t.block_n, kAttnWgmmaKeys);
+      EXPECT_EQ(t.warps, 8);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+      EXPECT_FALSE(t.tma);
+      EXPECT_NE(t.to_string().find("wgmma"), std::string::npos) << t.to_string();
+    }
+    for (const auto& [key, d] : {std::pair<const char*, int>{"a100", 128}, {"t4", 64}, {"h200", 256}}) {
+      const Status s = plan_tile(profile(key), TileFamily::attention, DType::f16, d, &t);
+      EXPECT_EQ(s.code(), StatusCode::unsupported) << key << " d" << d;
+      EXPECT_NE(s.message().find("attn_wgmma"), std::string::npos) << s.message();
+    }
+    {
+      Env wide("attn_wgmma=1,attn_bn=128");  // 128-key tiles: 161 KB at head_dim 128
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_TRUE(t.wgmma);
+      EXPECT_EQ(t.block_n, 128);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
+      EXPECT_LE(t.smem_bytes, h200.smem_per_block_optin);
+      for (const char* bad : {"attn_wgmma=1,attn_bn=32", "attn_wgmma=1,attn_bn=96", "attn_wgmma=1,attn_stages=3",
+                              "attn_wgmma=1,attn_mw=2", "attn_wgmma=1,attn_stages=9"}) {
+        Env b(bad);
+        EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+            << bad;
+      }
+    }
+  }
+  {
+    Env e("attn_wgmma=2");  // the same kernel fed by TMA (the default): 128-key tiles
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.wgmma);
+    EXPECT_TRUE(t.tma);
+    EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
+    EXPECT_NE(t.to_string().find("TMA"), std::string::npos) << t.to_string();
+    EXPECT_EQ(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).code(), StatusCode::unsupported);
+    // Forced where no sm_90a code runs: refused, naming what it needs.
+    const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t, false);
+    EXPECT_EQ(s.code(), StatusCode::unsupported);
+    EXPECT_NE(s.message().find("sm_90a"), std::string::npos) << s.message();
+    Env narrow("attn_wgmma=2,attn_bn=64");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
+    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 64 + 1024);
+  }
+  {
+    Env e("attn_wgmma=0");  // the mma.sync kernel on sm_90: its 128x64 tile
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_FALSE(t.wgmma);
+    EXPECT_EQ(t.block_n, kAttnWideKeys);
+    EXPECT_EQ(t.warps, 4);
+  }
+  for (const char* bad :
+       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_wgmma=0,attn_bn=128", "attn_wgmma=3",
+        // the mma.sync kernel's keys with the wgmma prefill (the sm_90 default): attn_wgmma=0 must come with them
+        "attn_stages=3", "attn_mw=2", "attn_bn=32"}) {
+    Env e(bad);
+    EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+        << bad;
+  }
+  {
+    Env e("decode_tc=1");  // the tensor-core decode: 16-key warp tiles, 8 KB of K and V a stage at head_dim 128
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_TRUE(d.tensor_cores);
+    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
+    EXPECT_EQ(d.chunk % d.block_n, 0);
+    EXPECT_EQ(d.smem_bytes, 4 * 2 * 2 * 16 * 128 * 2);  // warps x stages x (K, V) x keys x dims x 2 B: 64 KB, opt-in
+    EXPECT_TRUE(d.smem_optin);
+    EXPECT_NE(d.to_string().find("tensor cores"), std::string::npos) << d.to_string();
+    ASSERT_TRUE(plan_decode(profile("t4"), 128, 1, 8, 4, 32, 4096, &d).ok());  // exactly the T4's 64 KB opt-in
+    ASSERT_TRUE(plan_decode(h200, 64, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.smem_bytes, 32 * 1024);
+    EXPECT_EQ(plan_decode(h200, 256, 1, 8, 4, 32, 4096, &d).code(), StatusCode::unsupported);
+  }
+  ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+  EXPECT_TRUE(d.tensor_cores);  // the default
+  {
+    Env e("decode_tc=0");
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_FALSE(d.tensor_cores);
+    EXPECT_EQ(d.to_string().find("tensor cores"), std::string::npos) << d.to_string();
+  }
+  for (const char* bad : {"decode_splits=0", "decode_splits=129", "decode_tc=2", "gemv_kwarps=0", "gemv_kwarps=9"}) {
+    Env e(bad);
+    const Status sd = plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d);
+    const Status sl = plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l);
+    EXPECT_EQ((bad[0] == 'd' ? sd : sl).code(), StatusCode::invalid_argument) << bad;
+    EXPECT_NE((bad[0] == 'd' ? sd : sl).message().find(std::string(bad).substr(0, std::string(bad).find('='))),
+              std::string::npos)
+        << bad;
+  }
+}
