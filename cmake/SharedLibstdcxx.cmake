@@ -4,8 +4,9 @@
 # Seen on the H200 machine (g++ 13.3): the op library came out holding libstdc++'s own code (ostream, locale,
 # codecvt), and the first message the core formatted with an ostream crashed Python: that copy looked up locale facets
 # by ids which the already loaded libstdc++.so had assigned, and called the wrong virtual function. So every error the
-# core reported was a segfault there (cuda-gdb: bench/results/h200-2026-11-30-s5/diag-segv-gdb.txt), while the same
-# code raised cleanly here. g++ falls back to libstdc++.a when its libstdc++.so development link is absent.
+# core reported was a segfault there (under cuda-gdb: TensorView::shape_string's ostream << long landing in
+# std::codecvt<char16_t>::do_unshift, both resolved inside the op library), while the same code raised cleanly here.
+# g++ falls back to libstdc++.a when its libstdc++.so development link is absent.
 #
 # Naming the runtime library itself on the link line resolves every std:: symbol to it before any archive can, whatever
 # the toolchain's defaults (it is the same library -lstdc++ finds where the link exists); the check after the link fails
