@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute on the prefill, decode and weight-only kernels (issues 6 and 7): where their time goes (DRAM and
+# Nsight Compute on the prefill, decode and weight-only kernels: where their time goes (DRAM and
 # tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
 # prefill's default (on sm_90a the TMA-fed wgmma kernel) next to its KERNELKIT_TUNE alternatives, the CUDA-core
 # decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the kernelkit package installed in

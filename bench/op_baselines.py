@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""kernelkit's compute-heavy and decode ops against PyTorch in one run (issues 6 and 7), through the PyTorch ops:
+"""kernelkit's compute-heavy and decode ops against PyTorch in one run, through the PyTorch ops:
 
   attention   kernelkit.attention vs F.scaled_dot_product_attention with the flash, cuDNN and efficient backends
               (prefill, causal; TFLOP/s from the visible query-key pairs)
@@ -63,12 +63,13 @@ def check(name, got, want, tol):
 
 
 # The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp): the kernels
-# the defaults replaced (on sm_90 the mma.sync prefill, attn_wgmma=0, with its 128x64 tile, its 128x32 one and one row
-# tile a warp; the cp.async-fed wgmma prefill, attn_wgmma=1; the CUDA-core decode, decode_tc=0, and its 4-stage
-# ring; the GEMV's register prefetch and cp.async ring, each the default on some shapes), candidates (the 3-buffer
-# prefill ring; the wgmma prefill's other key tiles), and sweeps of the split counts the planner's cost model picks
-# (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8 measured faster at df946b8; the GEMV: 2
-# warps along k at m1 n11008 k4096). On the A100 / T4 profiles attn_wgmma=1 / 2 are refused (rows say so).
+# that are not the default here (on sm_90 the mma.sync prefill, attn_wgmma=0, with its 128x64 tile, its 128x32 one and
+# one row tile a warp; the cp.async-fed wgmma prefill, attn_wgmma=1; the CUDA-core decode, decode_tc=0, and its
+# 4-stage ring; the GEMV's register prefetch and cp.async ring, each the default on some shapes), candidates (the
+# 3-buffer prefill ring; the wgmma prefill's other key tiles), and sweeps of the split counts the planner's cost model
+# picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8 measure faster: 136 vs 149 us in
+# bench/results/h200/op_baselines.md; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
+# attn_wgmma=1 / 2 are refused (rows say so).
 TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=3",
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=4", "decode_splits=4",
@@ -108,7 +109,7 @@ def cold_sets(tensors, set_bytes):
 
 
 def attention_cases(quick):
-    # (b, h, h_kv, s, d, causal): the issue's headline shape first.
+    # (b, h, h_kv, s, d, causal): the headline shape (LLaMA-7B prefill of 4096 tokens) first.
     cases = [(1, 32, 32, 4096, 128, True), (1, 32, 8, 4096, 128, True), (4, 32, 32, 2048, 128, False),
              (1, 32, 32, 4096, 64, True)]
     return cases[:2] if quick else cases
@@ -144,7 +145,7 @@ def run_attention(dtype, runs, device):
 
 def run_decode(dtype, runs, device):
     rows = []
-    # GQA 4 at batch 1 and 32 (issue 6's shapes), and LLaMA-7B's MHA (one query row per KV head: the tensor-core
+    # GQA 4 at batch 1 and 32, and LLaMA-7B's MHA (one query row per KV head: the tensor-core
     # decode's 16-row MMA tile is then 1/16 used, so this row says whether decode_tc should stay on at GQA 1).
     for b, hk in ((1, 8), (32, 8), (1, 32)):
         h, s, d = 32, 4096, 128
@@ -243,7 +244,7 @@ def run_w8a8(dtype, runs, device):
 
 
 def run_quant_accuracy(device):
-    """Issue 7's accuracy check: a random-init transformers Llama in fp16, its logits against the same model with every
+    """The accuracy check: a random-init transformers Llama in fp16, its logits against the same model with every
     Linear (but lm_head) quantized: W8A16, W4A16 (group 128), W8A8; cosine similarity and max |difference|."""
     import copy
 

@@ -57,7 +57,7 @@ ROW_TENSORS = ("x", "res", "out", "pos", "cos", "sin")
 # Shapes as (batch, seq, hidden); LLM tokens are batch 1, rows = batch * seq.
 LLM_SHAPES = [(1, t, h) for t in (1, 16, 128, 2048, 16384, 65536) for h in (2048, 4096, 8192)]
 DIFFUSION_SHAPES = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072)]
-# The `kernelkit verify` grid (odd hidden sizes included): the foundation issue asks for no shape slower than F.rms_norm.
+# The `kernelkit verify` grid (odd hidden sizes included): the target is no shape slower than F.rms_norm.
 VERIFY_SHAPES = [(1, r, h) for r in (1, 7, 83, 4096) for h in (64, 111, 500, 769, 2048, 4096, 5125, 8192)]
 QUICK_SHAPES = [(1, 16, 4096), (1, 2048, 4096), (1, 16384, 8192), (1, 65536, 4096), (2, 1024, 2048), (2, 4096, 3072)]
 
