@@ -1,5 +1,6 @@
-// Every op is described once: name, formula, the bytes it must move, the FLOPs it does, and the dtypes it accepts.
-// Tests, `kernelkit verify`, the benchmark and the planner all read this table; nothing re-derives bytes elsewhere.
+// Every op is described once, in the registry kernelkit/ops.def: name, family, dtypes, the PyTorch ops and Python
+// functions that expose it, formula, the bytes it must move and the FLOPs it does. Tests, `kernelkit verify`, the
+// benchmark and the planner all read this table; nothing re-derives bytes elsewhere.
 #pragma once
 
 #include <cstdint>
@@ -13,33 +14,32 @@ namespace kernelkit {
 
 struct DeviceProfile;
 
+// One enumerator per registry row (kernelkit/ops.def), in its order.
 enum class OpId : uint8_t {
-  rms_norm,
-  fused_add_rms_norm,
-  layer_norm,
-  ada_layer_norm,
-  rms_norm_gelu,
-  gelu,
-  gelu_tanh,
-  silu,
-  gelu_and_mul,
-  gelu_tanh_and_mul,
-  silu_and_mul,
-  geglu,
-  rotary_embedding,
-  softmax,
-  causal_softmax,
-  attention,         // prefill: flash attention over [b, s_q, h, d] x [b, s_k, h_kv, d] (causal, GQA, varlen)
-  decode_attention,  // a few query tokens against a KV cache (contiguous or paged), split-KV
-  quantize_int8_per_channel,
-  quantize_per_token_int8,
-  quantize_int4_groupwise,
-  linear_w8a16,
-  linear_w4a16,
-  linear_w8a8,  // INT8 x INT8 on tensor cores, per-token x per-channel scales
+#define KK_OP(id, ...) id,
+#include "kernelkit/ops.def"
+#undef KK_OP
 };
 
-enum class OpFamily : uint8_t { row_norm, elementwise, rope, softmax, attention, quant };
+// The folder src/ops/<family>/ an op lives in. (row_norm and elementwise are the families' former names.)
+enum class OpFamily : uint8_t {
+  norm,
+  activation,
+  rope,
+  softmax,
+  attention,
+  quant,
+  gemm,
+  row_norm = norm,
+  elementwise = activation,
+};
+std::string_view family_name(OpFamily family);  // "norm", "activation", ... (the folder's name)
+
+// A set of dtypes (bit i: DType i), as the registry's dtypes column spells it.
+using DTypeSet = uint32_t;
+constexpr DTypeSet dtype_bit(DType t) { return DTypeSet{1} << static_cast<unsigned>(t); }
+constexpr DTypeSet kFloatTypes = dtype_bit(DType::f32) | dtype_bit(DType::f16) | dtype_bit(DType::bf16);
+constexpr DTypeSet kHalfTypes = dtype_bit(DType::f16) | dtype_bit(DType::bf16);
 
 // The weight bits of a linear_w*a16 op (8 or 4); 0 for every other op.
 int op_weight_bits(OpId id);
@@ -70,6 +70,9 @@ struct OpInfo {
   OpId id;
   std::string_view name;
   OpFamily family;
+  DTypeSet dtypes;              // the activation dtypes it takes (a profile without bf16 still refuses bf16)
+  std::string_view torch_ops;   // the torch.ops.kernelkit ops that run it, space-separated
+  std::string_view python;      // the kernelkit.* Python functions that call it, space-separated
   std::string_view formula;
   // Minimal traffic, in units of the activation dtype: each [rows, hidden] tensor read or written once, each [hidden]
   // parameter read once, each [batch, hidden] parameter read once.
@@ -99,8 +102,7 @@ int64_t attention_pairs(int64_t s_q, int64_t s_k, bool causal);
 double op_intensity(OpId id, const OpShape& shape, DType dtype);
 bool op_memory_bound(OpId id, const OpShape& shape, DType dtype, const DeviceProfile& profile);
 
-// The dtypes an op accepts on a profile: f32, f16, and bf16 only where the profile supports it (attention: f16, and
-// bf16 where supported: the tensor-core kernels have no f32 form).
+// The dtypes an op accepts on a profile: its registry dtypes that the profile supports (bf16 needs sm_80).
 bool op_supports(OpId id, DType dtype, const DeviceProfile& profile);
 
 }  // namespace kernelkit

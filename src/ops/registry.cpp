@@ -1,66 +1,24 @@
 #include "kernelkit/op_info.hpp"
 
-#include <array>
+#include <iterator>
 
 #include "kernelkit/profile.hpp"
 
 namespace kernelkit {
 namespace {
 
-// FLOPs per element, counted once here: square+add (2) and scale by rstd and weight (2) for RMS; for layer norm a sum
-// (1), (x-mean)^2 accumulated (3) and (x-mean)*rstd*w+b (3); +1 for the residual add; +2 for the modulation;
-// the tanh-GELU epilogue as ~10 (cube, two mul-adds, tanh, half-product).
-// Activations per output element: silu ~4 (exp, add, divide, multiply), erf-GELU ~8, tanh-GELU ~10; +1 for the
-// gated product. Gated ops read two [rows, d] halves (or tensors) and write one.
-// RoPE: for OpShape{rows = tokens x (heads + kv_heads), hidden = head_dim}: q and k read and written once (the cos/sin
-// reads are per token, small next to the heads, and left out); ~3 FLOP per element (two multiplies and an add).
-// Softmax: x read, y written; ~5 FLOP per element (scale, max, exp, sum, divide).
-// Attention: the row fields are 0; bytes and FLOPs come from AttentionShape (attention_bytes / attention_flops below).
-// Quantization (row counts unused: quant_bytes below): quantizers read w once and write q and the fp32 scales, ~3 FLOP
-// per element (|w|, max, divide-and-round); the linear ops are 2 m n k FLOP (dequantization not counted) and move the
-// quantized weight bytes, their fp32 scales, x, out and the bias once: at m = 1 the weight bytes are nearly all of it.
-constexpr std::array<OpInfo, 23> kOps = {{
-    {OpId::rms_norm, "rms_norm", OpFamily::row_norm, "y = x / sqrt(mean(x^2) + eps) * (offset + w)", 1, 1, 1, 0, 4},
-    {OpId::fused_add_rms_norm, "fused_add_rms_norm", OpFamily::row_norm,
-     "r = x + r; x = r / sqrt(mean(r^2) + eps) * (offset + w)", 2, 2, 1, 0, 5},
-    {OpId::layer_norm, "layer_norm", OpFamily::row_norm, "y = (x - mean) / sqrt(var + eps) * w + b", 1, 1, 2, 0, 7},
-    {OpId::ada_layer_norm, "ada_layer_norm", OpFamily::row_norm,
-     "y = layer_norm(x) * (1 + scale[b]) + shift[b]", 1, 1, 0, 2, 9},
-    {OpId::rms_norm_gelu, "rms_norm_gelu", OpFamily::row_norm, "y = gelu_tanh(x / sqrt(mean(x^2) + eps) * w)", 1, 1,
-     1, 0, 14},
-    {OpId::gelu, "gelu", OpFamily::elementwise, "y = x * Phi(x)", 1, 1, 0, 0, 8},
-    {OpId::gelu_tanh, "gelu_tanh", OpFamily::elementwise, "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", 1,
-     1, 0, 0, 10},
-    {OpId::silu, "silu", OpFamily::elementwise, "y = x * sigmoid(x)", 1, 1, 0, 0, 4},
-    {OpId::gelu_and_mul, "gelu_and_mul", OpFamily::elementwise, "y = gelu(x[..., :d]) * x[..., d:]", 2, 1, 0, 0, 9},
-    {OpId::gelu_tanh_and_mul, "gelu_tanh_and_mul", OpFamily::elementwise, "y = gelu_tanh(x[..., :d]) * x[..., d:]",
-     2, 1, 0, 0, 11},
-    {OpId::silu_and_mul, "silu_and_mul", OpFamily::elementwise, "y = silu(x[..., :d]) * x[..., d:]", 2, 1, 0, 0, 5},
-    {OpId::geglu, "geglu", OpFamily::elementwise, "y = gelu(a) * b", 2, 1, 0, 0, 9},
-    {OpId::rotary_embedding, "rotary_embedding", OpFamily::rope,
-     "(x_i, x_j) <- (x_i cos - x_j sin, x_j cos + x_i sin) for each rotated pair (i, j)", 1, 1, 0, 0, 3},
-    {OpId::softmax, "softmax", OpFamily::softmax, "y = exp(s x - max(s x)) / sum(exp(s x - max(s x)))", 1, 1, 0, 0, 5},
-    {OpId::causal_softmax, "causal_softmax", OpFamily::softmax,
-     "y = softmax(s x with key j > query i + s_k - s_q masked to -inf)", 1, 1, 0, 0, 5},
-    {OpId::attention, "attention", OpFamily::attention,
-     "o = softmax(scale q k^T [causal: key j > query i + s_k - s_q masked]) v; lse = log sum exp(scale q k^T)", 0, 0,
-     0, 0, 0},
-    {OpId::decode_attention, "decode_attention", OpFamily::attention,
-     "o = softmax(scale q k_cache^T [causal]) v_cache over each sequence's cache (split-KV, merged by lse)", 0, 0, 0,
-     0, 0},
-    {OpId::quantize_int8_per_channel, "quantize_int8_per_channel", OpFamily::quant,
-     "s[r] = max|w[r, :]| / 127; q = round(w / s) (i8)", 0, 0, 0, 0, 3},
-    {OpId::quantize_per_token_int8, "quantize_per_token_int8", OpFamily::quant,
-     "s[t] = max|x[t, :]| / 127; q = round(x / s) (i8)", 0, 0, 0, 0, 3},
-    {OpId::quantize_int4_groupwise, "quantize_int4_groupwise", OpFamily::quant,
-     "s[r, g] = max|w[r, group g]| / 7; q = round(w / s) (i4, kernel layout)", 0, 0, 0, 0, 3},
-    {OpId::linear_w8a16, "linear_w8a16", OpFamily::quant, "y = x @ (q * s[n])^T + b, q i8 per channel", 0, 0, 0, 0,
-     2},
-    {OpId::linear_w4a16, "linear_w4a16", OpFamily::quant, "y = x @ (q * s[n, k / group])^T + b, q i4 group-wise", 0, 0,
-     0, 0, 2},
-    {OpId::linear_w8a8, "linear_w8a8", OpFamily::quant,
-     "y = (xq @ q^T as exact i32) * sx[m] * sw[n] + b, xq and q i8 (INT8 tensor cores)", 0, 0, 0, 0, 2},
-}};
+// The registry's rows (kernelkit/ops.def), in OpId order.
+constexpr OpInfo kOps[] = {
+#define KK_OP(id, family, dtypes, torch_ops, python, formula, reads, writes, hidden_vecs, batch_vecs, flops) \
+  {OpId::id, #id, OpFamily::family, dtypes, torch_ops, python, formula, reads, writes, hidden_vecs, batch_vecs, flops},
+#include "kernelkit/ops.def"
+#undef KK_OP
+};
+static_assert([] {
+  for (size_t i = 0; i < std::size(kOps); ++i)
+    if (static_cast<size_t>(kOps[i].id) != i) return false;
+  return true;
+}());
 
 bool is_linear(OpId id) {
   return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8;
@@ -86,6 +44,19 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
 }  // namespace
 
 std::span<const OpInfo> op_table() { return kOps; }
+
+std::string_view family_name(OpFamily family) {
+  switch (family) {
+    case OpFamily::norm: return "norm";
+    case OpFamily::activation: return "activation";
+    case OpFamily::rope: return "rope";
+    case OpFamily::softmax: return "softmax";
+    case OpFamily::attention: return "attention";
+    case OpFamily::quant: return "quant";
+    case OpFamily::gemm: return "gemm";
+  }
+  return "?";
+}
 
 const OpInfo& op_info(OpId id) { return kOps[static_cast<size_t>(id)]; }
 
@@ -147,11 +118,8 @@ bool op_memory_bound(OpId id, const OpShape& s, DType dtype, const DeviceProfile
   return op_intensity(id, s, dtype) < ridge;
 }
 
-// The linear ops take f16 / bf16 activations only (the quantizers also take f32 weights).
 bool op_supports(OpId id, DType dtype, const DeviceProfile& p) {
-  if (is_linear(id) && dtype == DType::f32) return false;
-  if (op_info(id).family == OpFamily::attention) return (dtype == DType::f16 || dtype == DType::bf16) && p.supports(dtype);
-  return is_floating(dtype) && p.supports(dtype);
+  return (op_info(id).dtypes & dtype_bit(dtype)) != 0 && p.supports(dtype);
 }
 
 }  // namespace kernelkit

@@ -532,7 +532,7 @@ Status measure_l2_window(int device, int64_t hot_rows, uint64_t stream_bytes, in
 BenchResult bench_op(const DeviceProfile& prof, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
                      double peak_gbps) {
   if (op_info(op).family == OpFamily::rope) return bench_rope(prof, dtype, shape, runs, device, peak_gbps);
-  if (op_info(op).family == OpFamily::elementwise || op_info(op).family == OpFamily::softmax)
+  if (op_info(op).family == OpFamily::activation || op_info(op).family == OpFamily::softmax)
     return bench_streaming(prof, op, dtype, shape, runs, device, peak_gbps);
   return bench_norm(prof, op, dtype, shape, runs, device, peak_gbps);
 }

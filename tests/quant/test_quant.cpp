@@ -14,6 +14,8 @@
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
 #include "testing/harness.hpp"
+#include "runtime/plan_rules.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 using namespace kernelkit;
 

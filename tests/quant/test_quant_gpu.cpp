@@ -7,6 +7,7 @@
 
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::WeightOnlyCase;

@@ -4,6 +4,8 @@
 #include <cstdlib>
 
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
+#include "ops/attention/attention_plan.hpp"
 
 using namespace kernelkit;
 
@@ -73,7 +75,7 @@ TEST(Profiles, OverrideFromEnvironment) {
 TEST(Planner, RowNormRulesOnEveryProfile) {
   for (const DeviceProfile& prof : profile_table())
     for (const OpInfo& op : op_table())
-      if (op.family == OpFamily::row_norm)
+      if (op.family == OpFamily::norm)
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (int64_t rows : kRows)
           for (int64_t hidden : kHidden) {

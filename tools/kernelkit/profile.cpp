@@ -75,7 +75,7 @@ std::vector<std::string> csv_fields(const std::string& line) {
 
 int run_profile(const ProfileOptions& o) {
   auto opid = parse_op(o.op);
-  if (!opid || op_info(*opid).family != OpFamily::row_norm) {
+  if (!opid || op_info(*opid).family != OpFamily::norm) {
     std::cerr << "error: --op '" << o.op << "' is not a norm op (profile covers the norm family so far)\n";
     return 2;
   }

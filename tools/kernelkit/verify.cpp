@@ -106,7 +106,7 @@ int run_verify(const VerifyOptions& o) {
                cuda ? testing::run_softmax_case_cuda(c, o.device) : testing::check_softmax_properties(c));
         break;
       }
-      case OpFamily::elementwise: {
+      case OpFamily::activation: {
         const testing::ActivationCase c{op, dt, r, h, pad, 3.0, seed++};
         record(op, dt, c.name(),
                cuda ? testing::run_activation_case_cuda(c, o.device) : testing::check_activation_properties(c));

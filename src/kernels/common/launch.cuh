@@ -10,6 +10,7 @@
 #include "kernels/common/check.cuh"
 #include "kernels/common/scratch.hpp"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 

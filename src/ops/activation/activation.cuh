@@ -15,6 +15,7 @@
 #include "kernels/common/launch.cuh"
 #include "kernels/common/vec.cuh"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 

@@ -30,6 +30,7 @@
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "kernelkit/planner.hpp"
+#include "ops/attention/attention_plan.hpp"
 
 namespace kernelkit::cuda {
 

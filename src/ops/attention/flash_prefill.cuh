@@ -27,6 +27,7 @@
 #include "kernels/common/mma.cuh"
 #include "kernels/common/vec.cuh"
 #include "kernelkit/planner.hpp"
+#include "ops/attention/attention_plan.hpp"
 
 namespace kernelkit::cuda {
 

@@ -26,6 +26,7 @@
 #include "kernels/common/wgmma.cuh"
 #include "runtime/runtime_internal.hpp"
 #include "runtime/sm90a.hpp"
+#include "ops/attention/attention_plan.hpp"
 
 namespace kernelkit::cuda {
 namespace {

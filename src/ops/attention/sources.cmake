@@ -1,7 +1,7 @@
 # attention (prefill: mma.sync on sm_75 / sm_80 / sm_90, wgmma + TMA on sm_90a) and decode_attention (split-KV over a
 # contiguous or paged cache).
 kk_family(attention
-  CORE attention.cpp attention_ref.cpp
+  CORE attention.cpp attention_plan.cpp attention_ref.cpp
   CUDA attention_cuda.cu flash_prefill_f16.cu flash_prefill_bf16.cu decode_f16.cu decode_bf16.cu
   SM90A flash_prefill_sm90a.cu
   TESTING attention_cases.cpp)

@@ -33,6 +33,7 @@
 #include "ops/quant/linear_tc.cuh"
 #include "ops/quant/quant_common.cuh"
 #include "kernelkit/planner.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 namespace kernelkit::cuda {
 

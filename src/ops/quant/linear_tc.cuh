@@ -29,6 +29,8 @@
 #include "kernels/common/vec.cuh"
 #include "ops/quant/quant_common.cuh"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 namespace kernelkit::cuda {
 

@@ -7,6 +7,7 @@
 #include "runtime/op_args.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 namespace kernelkit {
 namespace detail {

@@ -18,6 +18,7 @@
 #include "ops/quant/quant_common.cuh"
 #include "runtime/runtime_internal.hpp"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 namespace {

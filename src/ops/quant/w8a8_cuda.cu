@@ -32,6 +32,8 @@
 #include "kernels/common/vec.cuh"
 #include "runtime/runtime_internal.hpp"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 namespace kernelkit::cuda {
 namespace {

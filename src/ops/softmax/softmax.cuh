@@ -16,6 +16,7 @@
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "kernelkit/planner.hpp"
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 

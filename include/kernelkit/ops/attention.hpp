@@ -1,0 +1,55 @@
+// Attention ops (src/ops/attention/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out; CPU tensors run
+// the fp64 reference, CUDA tensors the kernels on the caller's stream.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit {
+
+// ---- Attention (f16, and bf16 where the profile has it): softmax statistics in fp32 online (max and sum of exp), P
+//      rounded to the dtype for the second product, one rounding per output. A query that sees no key (causal with
+//      s_q > s_k, an empty sequence) gets out = 0 and lse = -inf, never NaN. head_dim 64, 128 or 256 with a
+//      contiguous last dim; h % h_kv == 0 (query head h reads KV head h / (h / h_kv): GQA, MQA when h_kv = 1).
+
+struct AttentionOptions {
+  float scale = 0.0f;   // softmax scale on q k^T; 0 means 1 / sqrt(head_dim)
+  bool causal = false;  // bottom-right aligned: query i sees keys j <= i + s_k - s_q (s_q < s_k: a KV prefix)
+  // Packed variable lengths (FlashAttention's varlen): cu_seqlens_q / cu_seqlens_k are i32 [batch + 1], starting at
+  // 0, non-decreasing, ending at the packed token counts; sequence b owns query tokens [cu_q[b], cu_q[b+1]) and key
+  // tokens [cu_k[b], cu_k[b+1]). Both or neither. On CUDA they are device memory that the op also reads back once
+  // (one stream synchronization) to check them and to size the grid by the longest sequence.
+  std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
+};
+
+// Prefill / full attention: out = softmax(scale q k^T, masked) v, lse = log(sum_j exp(scale q k_j)) (natural log).
+//   dense:  q, out [b, s_q, h, d]; k, v [b, s_k, h_kv, d]; lse [b, h, s_q] f32 or none.
+//   varlen: q, out [total_q, h, d]; k, v [total_k, h_kv, d]; lse [h, total_q] f32 or none.
+// Any strides with stride(-1) == 1 (so [b, h, s, d] storage passes as a permuted view); on CUDA the pointers must be
+// 16-byte aligned and the other strides multiples of 8 elements (whole 16-byte rows for cp.async).
+Status attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q, const TensorView& k,
+                 const TensorView& v, const AttentionOptions& options = {}, Stream stream = nullptr);
+
+// The KV cache of decode_attention. Contiguous: k_cache, v_cache [b, capacity, h_kv, d]. Paged: k_cache, v_cache
+// [num_pages, page_size, h_kv, d] with page_size = kPageSize, and block_table i32 [b, max_pages] naming the pages of
+// each sequence in order (entries past a sequence's length are never read). seqlens_k i32 [b]: the valid keys of each
+// sequence (<= capacity, or <= max_pages * kPageSize); none means every sequence fills a contiguous cache (a paged
+// cache requires it).
+struct KvCache {
+  static constexpr int64_t kPageSize = 16;
+  TensorView k, v;
+  std::optional<TensorView> block_table;  // set: paged
+  std::optional<TensorView> seqlens_k;
+};
+
+// Decode: a few query tokens per sequence (q, out [b, s_q, h, d]; the last s_q positions of each sequence when causal)
+// against a long KV cache. The keys are split across blocks (partial results merged by their lse); every KV head is
+// read once for all of its query heads. lse [b, h, s_q] f32 or none. On CUDA, splits use a stream-ordered temporary
+// (cudaMallocAsync) for the partial results.
+Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
+                        const KvCache& cache, const AttentionOptions& options = {}, Stream stream = nullptr);
+
+}  // namespace kernelkit

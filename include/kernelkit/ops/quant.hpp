@@ -1,0 +1,67 @@
+// Quantization ops (src/ops/quant/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out; CPU tensors run
+// the fp64 reference, CUDA tensors the kernels on the caller's stream.
+#pragma once
+
+#include <optional>
+
+#include "kernelkit/status.hpp"
+#include "kernelkit/tensor.hpp"
+
+namespace kernelkit {
+
+// ---- Quantization: symmetric integer weights with fp32 scales, dequantized as w = q * s.
+//      Every quantizer rounds q = round_half_even(w / s) with s and the quotient in fp32 (IEEE division), clamped to the
+//      symmetric range; s = max|w| / qmax over the scale's span (a zero span gives s = 0 and q = 0).
+
+// Per-output-channel INT8 weights: w [n, k] (f32, f16 or bf16) -> qweight i8 [n, k], scales f32 [n];
+// s[r] = max_j |w[r, j]| / 127, q in [-127, 127].
+Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                                 Stream stream = nullptr);
+
+// Dynamic per-token INT8 activations: x [m, k] -> q i8 [m, k], scales f32 [m]; the same row-wise math as above.
+Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x,
+                               Stream stream = nullptr);
+
+// Group-wise INT4 weights: w [n, k] -> qweight i4x2 [n, k / 2] in the kernel layout below, scales f32 [n, k / group];
+// group is 64 or 128 (k % group == 0); s = max|w| / 7 over the group, q in [-7, 7] (-8 is never produced but decodes).
+//
+// The kernel layout of INT4 weights ("kk-int4-interleaved"): each row is a sequence of little-endian 32-bit words,
+// word i holding the 8 values v0..v7 of k = 8i .. 8i + 7 as signed 4-bit two's complement, value j in the nibble at bit
+// 4 * P(j) with P = {0, 4, 1, 5, 2, 6, 3, 7} (j / 2 + 4 * (j % 2)). Then (word & 0x000F000F) holds v0 and v1 in the
+// low nibbles of its two 16-bit halves, (word & 0x00F000F0) v2 and v3, and the same of (word >> 8) v4..v7: one AND/OR
+// turns two values into an fp16 pair (the 0x6400 exponent trick) in the kernel. The plain layout is the i4x2 dtype's
+// own: value 2i in the low nibble of byte i, value 2i + 1 in the high one.
+Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scales, const TensorView& w, int group,
+                               Stream stream = nullptr);
+
+// Converters between the kernel layout and plain values (CPU tensors only; an offline step). `plain` is either i8
+// [n, k] holding values in [-8, 7], or i4x2 [n, k / 2] in the plain nibble order; k % 8 == 0.
+Status pack_int4(const TensorView& packed, const TensorView& plain);
+Status unpack_int4(const TensorView& plain, const TensorView& packed);
+
+// Weight-only quantized linear layer: out = x @ dequant(qweight)^T (+ bias), fp32 accumulation, one rounding per output.
+//   x [m, k] f16 or bf16 (contiguous last dim, any row stride); out [m, n] same dtype; bias [n] same dtype, or none.
+//   bits 8: qweight i8 [n, k], scales f32 [n], group 0 (per output channel), k % 16 == 0.
+//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 64 or 128, k % group == 0.
+// accumulate: out += ... (out is read first; the decoder layer's residual add).
+// CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split
+// over the grid when the tiles are few, the partial sums in stream-ordered scratch). Rows of x and qweight must be
+// 16-byte aligned. The CPU backend is the fp64 reference.
+Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
+                          const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
+                          Stream stream = nullptr, bool accumulate = false);
+
+// W8A8 linear layer on INT8 tensor cores: out = (xq @ qweight^T, exact int32) * x_scales[m] * w_scales[n] (+ bias),
+// converted to fp32 once and rounded once to out's dtype.
+//   xq i8 [m, k] and x_scales f32 [m] from quantize_per_token_int8 (contiguous last dim, row stride a multiple of 16);
+//   qweight i8 [n, k] and w_scales f32 [n] from quantize_int8_per_channel (contiguous); out [m, n] f16 or bf16 (no
+//   bf16 on the T4 profile); bias [n] out's dtype, or none; k % 16 == 0 and k <= 131072 (exact int32 sums).
+// CUDA: for m > 16 and n, k multiples of 8, cuBLASLt's INT8 kernels for the int32 sums (row blocks of at most 64 MB of
+// stream-ordered scratch) and a scaling kernel with the same arithmetic, where cuBLASLt has an algorithm (2-2.6x faster
+// than our tiles on the H200); else our 128 x 128 tiles, mma.sync m16n8k32.s8 on sm_80+ and m8n8k16.s8 on sm_75.
+// KERNELKIT_W8A8=tiles or cublaslt forces a path. The CPU backend is the reference.
+Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                   const TensorView& w_scales, const std::optional<TensorView>& bias = std::nullopt,
+                   Stream stream = nullptr);
+
+}  // namespace kernelkit

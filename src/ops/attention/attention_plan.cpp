@@ -1,0 +1,202 @@
+// The attention family's planner rules: the prefill tiles (plan_tile) and the decode split (plan_decode); the
+// constants and the measurements behind them are in attention_plan.hpp.
+#include "ops/attention/attention_plan.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+
+#include "runtime/plan_rules.hpp"
+
+namespace kernelkit {
+
+using plan::ceil_div;
+using plan::tune_value;
+
+namespace {
+struct TileSeed {
+  int min_sm;
+  int attn_m, attn_n, attn_stages;
+  int attn_mw;  // 16-row MMA tiles a warp owns (head_dim <= 128; 1 above): warps = attn_m / (16 attn_mw)
+  int mm_m, mm_n, mm_k, mm_stages, mm_warps;
+};
+// The seeds' per-arch table, newest first. sm_75 has no cp.async, so its pipelines are two register-staged buffers.
+constexpr TileSeed kTileSeeds[] = {
+    {90, 128, 64, 2, 2, 128, 128, 32, 4, 8},
+    {80, 128, 64, 2, 2, 128, 128, 32, 3, 8},
+    {75, 64, 32, 2, 1, 64, 64, 32, 2, 4},
+};
+}  // namespace
+
+Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int head_dim, TilePlan* t,
+                 bool sm90a_code) {
+  *t = TilePlan{};
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    return invalid_argument("tile plan: dtype must be f16 or bf16, got " + std::string(dtype_name(dtype)));
+  if (!prof.supports(dtype))
+    return unsupported("tile plan: bf16 is not supported on profile " + prof.key + "; use f16");
+  const TileSeed* seed = nullptr;
+  for (const auto& s : kTileSeeds)
+    if (prof.sm >= s.min_sm) {
+      seed = &s;
+      break;
+    }
+  if (!seed) return unsupported("tile plan: sm_" + std::to_string(prof.sm) + " is older than sm_75");
+  const int64_t e = static_cast<int64_t>(dtype_size(dtype));
+  int mw = 1, planned_mw = 1;  // attention: 16-row MMA tiles a warp owns (forced by KERNELKIT_TUNE, or planned)
+  auto smem = [&](const TilePlan& p) -> int64_t {
+    if (family == TileFamily::attention)  // Q tile + `stages` buffers of K and V tiles
+      return e * (static_cast<int64_t>(p.block_m) * head_dim + 2LL * p.stages * p.block_n * head_dim);
+    return e * p.stages * static_cast<int64_t>(p.block_m + p.block_n) * p.block_k;  // A and B tiles per stage
+  };
+  if (family == TileFamily::attention) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+      return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+    // The wgmma prefill fed by TMA is the default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64
+    // and 128, sm_90a code for the device. attn_wgmma=0 / 1 / 2 forces the mma.sync kernel, the cp.async-fed or
+    // the TMA-fed wgmma one.
+    const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
+    int wgmma = wgmma_here && sm90a_code ? 2 : 0;
+    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 2, &wgmma));
+    if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
+      if (!wgmma_here)
+        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
+                           "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
+      if (!sm90a_code)
+        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill needs a build with sm_90a code (arch list "
+                           "with 90 or native) on a compute capability 9.0 device");
+      int bn = wgmma == 2 ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
+      KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
+      if (bn != 64 && bn != 128)
+        return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
+                                " is not 64 or 128, the wgmma prefill's tiles (attn_wgmma=0: the mma.sync kernel's)");
+      int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
+      KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
+      KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
+      if ((stages != 0 && stages != 2) || rows_a_warp > 1)
+        return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers and one 16-row tile a warp; "
+                                "attn_stages / attn_mw cannot change them (attn_wgmma=0: the mma.sync kernel)");
+      *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true, wgmma == 2};
+      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
+      if (t->smem_bytes > prof.smem_per_block_optin)
+        return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
+                           " bytes exceed profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
+      t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
+      return Status::Ok();
+    }
+    *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
+    planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
+    KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &mw));
+    // Two row tiles a warp at head_dim 128 hold 2 x 128 fp32 of O per lane: kAttnWideKeys-key tiles on sm_90 (the
+    // measured choice), 32 below (S for 64 keys on top spills more there).
+    if (mw == 2 && head_dim == 128 && prof.sm < 90) t->block_n = std::min(t->block_n, 32);
+  } else {
+    *t = {seed->mm_m, seed->mm_n, seed->mm_k, seed->mm_stages, seed->mm_warps, 0, false};
+  }
+  // Shrink until it fits the opt-in maximum: fewer stages first (keeps the MMA shape), then the N tile, then M.
+  while (smem(*t) > prof.smem_per_block_optin) {
+    if (t->stages > 1) --t->stages;
+    else if (t->block_n > 32) t->block_n /= 2;  // attention kernels exist for block_n 64 and 32
+    else if (t->block_m > 64) t->block_m /= 2;
+    else if (family == TileFamily::attention) break;  // 64 x 32 is the smallest compiled attention tile
+    else if (t->block_n > 16) t->block_n /= 2;
+    else if (t->block_m > 16) t->block_m /= 2;
+    else break;
+  }
+  if (smem(*t) > prof.smem_per_block_optin)
+    return unsupported("tile plan: no tile fits " + std::to_string(prof.smem_per_block_optin) + " bytes");
+  // Attention: a forced K/V depth or key tile must fit as is (the shrinking above is the planner's own); one warp per
+  // mw x 16 query rows (the MMA's M), each keeping its rows of S, P and O in registers. Two tiles a warp exist for
+  // 128-row blocks at head_dim 64, and 128 with 32-key tiles (the registers: see above) or 64 (kAttnWideKeys).
+  if (family == TileFamily::attention) {
+    KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &t->stages));
+    KK_RETURN_IF_ERROR(tune_value("attn_bn", 32, 64, &t->block_n));
+    if (t->block_n != 32 && t->block_n != 64)
+      return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(t->block_n) + " is not 32 or 64");
+    if (t->block_m == 64 && t->block_n == 64)
+      return unsupported("tile plan: no 64x64 attention kernel (profile " + prof.key + "'s 64-row tiles take 32 keys)");
+    if (smem(*t) > prof.smem_per_block_optin)
+      return unsupported("tile plan: " + std::to_string(t->stages) + " K/V stages of a " + std::to_string(t->block_m) +
+                         "x" + std::to_string(t->block_n) + " tile need " + std::to_string(smem(*t)) +
+                         " bytes, more than profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));
+    if (mw == 2 && t->block_m != 128 && planned_mw == 2) mw = 1;  // the planner's choice, for a tile shrunk below it
+    if (mw == 2 && (t->block_m != 128 || head_dim > 128))
+      return unsupported("tile plan: no kernel with 2 row tiles a warp for head_dim " + std::to_string(head_dim));
+    t->warps = t->block_m / (16 * mw);
+  }
+  t->smem_bytes = smem(*t);
+  t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
+  return Status::Ok();
+}
+
+Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
+                   int64_t rows_all, int64_t capacity, DecodePlan* p, int resident_blocks) {
+  *p = DecodePlan{};
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256)
+    return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+  // Tensor cores wherever the variant has a kernel (head_dim 64 and 128): see kDecodeTcTileKeys for the measurement.
+  int tc = head_dim <= 128 ? 1 : 0;
+  KK_RETURN_IF_ERROR(tune_value("decode_tc", 0, 1, &tc));
+  if (tc && head_dim > 128)
+    return unsupported("decode plan: the tensor-core variant (decode_tc=1) has head_dim 64 and 128 only, got " +
+                       std::to_string(head_dim));
+  p->tensor_cores = tc == 1;
+  const int warp_tile_keys = p->tensor_cores ? kDecodeTcTileKeys : kDecodeWarpTileElems / head_dim;
+  p->block_n = warp_tile_keys * (kDecodeThreads / 32);
+  const int64_t r = std::max<int64_t>(rows, 1);
+  p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
+  p->row_groups = ceil_div(r, p->rows_per_block);
+  // Shared memory: `stages` K and V tiles per warp (2-byte elements), reused after the loop for the warps' merge
+  // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages).
+  const int64_t warps = kDecodeThreads / 32;
+  const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
+  auto smem_for = [&](int stages) { return std::max(warps * stages * 2 * warp_tile_keys * head_dim * 2, merge); };
+  if (blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0) == 0)
+    return unsupported("decode plan: a decode block does not fit profile " + prof.key);
+  p->stages = 2;
+  KK_RETURN_IF_ERROR(tune_value("decode_stages", 2, kDecodeMaxStages, &p->stages));
+  if (smem_for(p->stages) > prof.smem_per_block_optin)
+    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " needs " +
+                            std::to_string(smem_for(p->stages)) + " bytes, more than profile " + prof.key + "'s " +
+                            std::to_string(prof.smem_per_block_optin));
+  p->smem_bytes = smem_for(p->stages);
+  p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+  p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
+  if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
+  // Splits: see split_steps (a block's prologue, merge and partial writes count as 2 tile steps).
+  constexpr int64_t kDecodeBlockOverheadTiles = 2;
+  const int64_t blocks = batch * kv_heads * p->row_groups;
+  const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
+  int64_t chunk_tiles = plan::split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
+                                    kDecodeMaxSplits, kDecodeBlockOverheadTiles);
+  int splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
+  KK_RETURN_IF_ERROR(tune_value("decode_splits", 1, kDecodeMaxSplits, &splits));
+  if (splits > 0) chunk_tiles = ceil_div(tiles, splits);
+  p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
+  p->chunk = chunk_tiles * p->block_n;
+  p->grid = p->splits * blocks;
+  p->workspace_bytes = p->splits > 1 ? p->splits * rows_all * (head_dim + 1) * static_cast<int64_t>(sizeof(float)) : 0;
+  return Status::Ok();
+}
+
+std::string DecodePlan::to_string() const {
+  std::ostringstream os;
+  os << "decode" << (tensor_cores ? " (tensor cores)" : "") << ": " << splits << " split" << (splits == 1 ? "" : "s")
+     << " of " << chunk << " keys, tiles of "
+     << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of "
+     << rows_per_block << " row" << (rows_per_block == 1 ? "" : "s") << ", grid " << grid
+     << ", " << stages << " stages, smem " << smem_bytes << " B" << (smem_optin ? " (opt-in)" : "") << ", "
+     << blocks_per_sm << " blocks/SM";
+  if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
+  return os.str();
+}
+
+std::string TilePlan::to_string() const {
+  std::ostringstream os;
+  os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
+     << ", " << warps << " warps" << (wgmma ? tma ? " (wgmma, TMA)" : " (wgmma)" : "") << ", smem " << smem_bytes / 1024
+     << " KB" << (smem_optin ? " (opt-in)" : "");
+  return os.str();
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,68 @@
+// The attention family's launch constants (src/ops/attention/): what the planner (attention_plan.cpp) and the
+// kernels (flash_prefill.cuh, flash_prefill_sm90a.cu, decode.cuh) agree on, with the measurements that chose them.
+// H200 figures are bf16 CUDA-graph medians with cold L2 (bench/op_baselines.py --tuned times every alternative).
+#pragma once
+
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit {
+
+// ---- Prefill on mma.sync (sm_75, sm_80, and sm_90 where no sm_90a code runs)
+
+// K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through KERNELKIT_TUNE
+// attn_stages. At head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200 SM, about one global-memory round
+// trip, so 2 buffers might leave the loads exposed; measured, they do not: 3 buffers against 2 at b1 h32 s4096
+// causal 769.6 vs 781.6 us, b4 s2048 1242.1 vs 1250.1, head_dim 64 433.0 vs 429.7 (within 1.5%), not worth the ring's
+// 28-byte spill on sm_90 and the T4's whole 64 KB.
+constexpr int kAttnMaxStages = 3;
+// Keys a K/V tile at head_dim 128 with two row tiles a warp: FlashAttention-2's 128x64 tile on sm_90 profiles, 32 keys
+// elsewhere (KERNELKIT_TUNE attn_bn=32 / 64 forces either). The 64-key tile compiles with 255 registers and 4-16
+// bytes of spill outside the loop on sm_90 (12-32 on sm_80) and halves each key's share of the per-tile work
+// (barriers, row max and sum shuffles, the O rescale, the copy issue) at 96 KB of shared memory a block (2 blocks an
+// SM, as with 32 keys). On the H200: b1 h32 s4096 causal 591.9 vs 628.3 us with 32 keys, b4 s2048 948.4 vs 1017.9
+// (head_dim 64, where it is already the tile: 362.8 vs 361.0). Not measured on an A100, whose sm_80 build spills
+// more: it keeps 32.
+constexpr int kAttnWideKeys = 64;
+
+// ---- Prefill on wgmma (sm_90a)
+
+// The default on sm_90 profiles at head_dim 64 and 128 where it can run (a build with sm_90a code, a compute
+// capability 9.0 GPU; plan_tile's sm90a_code): blocks of two warpgroups, each owning kAttnWgmmaRows / 2 query rows
+// (wgmma's M = 64), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
+// (flash_prefill_sm90a.cu), K/V tiles in two buffers. Fed by TMA (KERNELKIT_TUNE attn_wgmma=2, the default: one
+// thread issues a tile's boxes, mbarriers say when they landed) with kAttnWgmmaTmaKeys-key tiles, or by every
+// thread's cp.async (attn_wgmma=1) with kAttnWgmmaKeys-key tiles; attn_bn=64 / 128 forces either tile (128: S on
+// m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM). Packed varlen batches, calls without keys and
+// strides a TMA descriptor cannot express take the cp.async loads (a varlen batch's tail rows must be zeros, not the
+// next sequence's). attn_wgmma=0 forces the mma.sync kernel.
+// On the H200, b1 h32 s4096 d128 causal: TMA 128 keys 413.4 us (333 TFLOP/s), TMA 64 keys 481.7, cp.async 64 keys
+// 547.6, the mma.sync kernel 590.8; b4 s2048 d128: 735.5 / 773.8 / 871.8 / 953.2; head_dim 64 causal: 319.6 / 328.7 /
+// 357.6 / 359.2 (SDPA flash 505.4 / 796.1 / 295.8, cuDNN 259.1 / 421.0 / 182.0; docs/attention-sm90.md).
+constexpr int kAttnWgmmaRows = 128;
+constexpr int kAttnWgmmaKeys = 64;
+constexpr int kAttnWgmmaTmaKeys = 128;
+
+// ---- Decode
+
+// Memory-bound. Blocks of kDecodeThreads threads own `rows_per_block` (1, 4 or 8) query rows (the query heads x tokens
+// of one KV head's group); each of their warps walks its own K/V tiles of kDecodeWarpTileElems / head_dim keys (2 KB
+// of K and 2 KB of V in f16/bf16) through a private pipeline of `stages` buffers (stages - 1 tiles in flight while
+// one is computed), so a block step covers block_n = kDecodeTileElems / head_dim keys. Stages: 2 (32 KB a block); up
+// to kDecodeMaxStages (64 KB, opt-in) through KERNELKIT_TUNE, measured no faster on the H200 (h32/8 s4096 d128, the
+// CUDA-core kernel): 19.0 vs 18.8 us at b1, 255 vs 252 us at b32 (4 vs 2 stages). The keys of a sequence are split
+// over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
+constexpr int kDecodeThreads = 128;
+constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
+constexpr int kDecodeTileElems = 4096;
+constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
+constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
+constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 pending groups
+// The tensor-core variant, the default for head_dim 64 and 128 (KERNELKIT_TUNE decode_tc=0 forces the CUDA-core
+// kernel): the same blocks, splits and merges, but a warp's tile is kDecodeTcTileKeys keys (one 16-key MMA step for
+// P V) and its rows are one 16-row MMA tile (the block's 1 to 8 rows, the rest zeros): S = Q K^T and O += P V on
+// mma.sync instead of 8-dim dot products and shuffles per key. 16 keys x 128 dims of K and V: 8 KB a stage, 64 KB a
+// block at 2 stages (opt-in). On the H200 (h32/8 s4096 d128): b1 10.5 us against the CUDA-core kernel's 17.4 (cuDNN
+// 11.9), b32 131.9 against 251.3 us (4.07 TB/s of K/V; cuDNN 123.7).
+constexpr int kDecodeTcTileKeys = 16;
+
+}  // namespace kernelkit

@@ -1,0 +1,156 @@
+// The quant family's planner rules (constants and their measurements: quant_plan.hpp).
+#include "ops/quant/quant_plan.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/plan_rules.hpp"
+
+namespace kernelkit {
+
+using plan::ceil_div;
+using plan::kMaxGridX;
+using plan::kMaxGridY;
+using plan::kWarp;
+using plan::next_pow2;
+using plan::tune_value;
+
+namespace detail {
+
+// Quantizers and weight-only linear ops.
+//  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
+//  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
+//  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
+//    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
+//    threads / 32 blocks on sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be
+//    resident (kLinearWarpsPerSm, the thread and the register limits) and every warp still gets a full warp-wide step
+//    of 16-byte chunks. (Always splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us
+//    against 22.3 us with this rule. A warp-per-row kernel without split-K, each warp walking whole rows with the next
+//    chunks in flight, was slower at every m = 1 shape measured on the H200 in session 5, e.g. W4A16 n11008 k4096
+//    18.5 us against 14.2, n28672 k8192 71.0 against 48.1 us, and was removed.)
+Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
+  const std::string name(op_info(op).name);
+  if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
+    return plan::plan_rows(prof, op, s, dtype, p);
+  p->sms = prof.sms;
+  if (op == OpId::quantize_int4_groupwise) {
+    if (s.hidden % 8 != 0)
+      return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
+    const int64_t words = s.rows * (s.hidden / 8);
+    p->vec = 8;
+    p->threads_per_row = p->block_threads = kElementwiseThreads;
+    p->rows_per_block = 1;
+    p->vecs_per_thread = 1;
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
+    if (p->blocks_per_sm == 0) return unsupported(name + ": a 256-thread block does not fit profile " + prof.key);
+    const int64_t wave = int64_t{prof.sms} * p->blocks_per_sm;
+    p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), wave));
+    p->grid_x = p->grid;  // one-dimensional
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
+  if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
+  if (op == OpId::linear_w8a8) {  // tensor-core tiles (see kW8A8Threads); grid x along n, y along m
+    const int64_t m = s.rows, n = s.out_features > 0 ? s.out_features : s.hidden;
+    p->vec = 16;  // int8 values a 16-byte copy
+    p->block_threads = kW8A8Threads;
+    p->threads_per_row = kWarp;
+    p->rows_per_block = kW8A8Threads / kWarp;
+    p->out_rows = kW8A8TileN;
+    p->tokens = kW8A8TileM;
+    p->smem_bytes = int64_t{kW8A8Stages} * (kW8A8TileM + kW8A8TileN) * kW8A8TileK;
+    p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+    p->grid_x = std::max<int64_t>(1, ceil_div(n, kW8A8TileN));
+    const int64_t grid_y = std::max<int64_t>(1, ceil_div(m, kW8A8TileM));
+    if (grid_y > kMaxGridY || m > kMaxGridX || n > kMaxGridX)
+      return unsupported(name + ": m = " + std::to_string(m) + " tokens is more than the grid's " +
+                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(kW8A8TileM));
+    p->grid = p->grid_x * grid_y;
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
+    if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
+  const int bits = op_weight_bits(op);
+  const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
+  if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
+    p->vec = 16;
+    p->block_threads = kLinearTcThreads;
+    p->threads_per_row = kWarp;
+    p->rows_per_block = kLinearTcThreads / kWarp;
+    p->tokens = m <= 16 ? 16 : kLinearTcTileM;
+    p->out_rows = kLinearTcTileN;
+    p->k_warps = 0;
+    p->smem_bytes = int64_t{kLinearTcStages} * kLinearTcTileK *
+                    (p->tokens * static_cast<int64_t>(dtype_size(dtype)) + kLinearTcTileN * bits / 8);
+    p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+    p->grid_x = std::max<int64_t>(1, ceil_div(n, kLinearTcTileN));
+    const int64_t grid_y = ceil_div(m, p->tokens);
+    if (grid_y > kMaxGridY || m > kMaxGridX || n > kMaxGridX)
+      return unsupported(name + ": m = " + std::to_string(m) + " tokens is more than the grid's " +
+                         std::to_string(kMaxGridY) + " tiles of " + std::to_string(p->tokens));
+    p->grid = p->grid_x * grid_y;
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, 0);
+    if (p->blocks_per_sm == 0) return unsupported(name + ": a 48 KB tile block does not fit profile " + prof.key);
+    refine_linear_tc_splits(p->blocks_per_sm, m, n, k, p);
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
+  p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
+  p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
+  p->out_rows = 4;
+  const int64_t chunks = ceil_div(k, p->vec);
+  const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
+  const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
+                                                            prof.regs_per_sm / (kLinearRegisters * kWarp)});
+  p->k_warps = 2;
+  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
+         int64_t{p->k_warps} * 2 * kWarp <= chunks)
+    p->k_warps *= 2;
+  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", 1, kLinearMaxThreads / kWarp, &p->k_warps));
+  p->threads_per_row = kWarp;
+  p->rows_per_block = p->k_warps;
+  p->block_threads = kWarp * p->k_warps;
+  p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
+  // Weights: register prefetch (stages 0), or from kLinearGemvRingMinVecs chunks a thread on sm_80+ the cp.async ring
+  // of kLinearGemvRingStages (see there); the ring's shared memory is what the warps' partial sums reuse.
+  const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
+  p->stages = prof.sm >= 80 && p->vecs_per_thread >= kLinearGemvRingMinVecs ? kLinearGemvRingStages : 0;
+  KK_RETURN_IF_ERROR(tune_value("gemv_stages", 0, kLinearGemvStages, &p->stages));
+  if (p->stages == 1 || p->stages * slot_bytes > prof.smem_per_block_default)
+    return invalid_argument("KERNELKIT_TUNE: gemv_stages " + std::to_string(p->stages) + " is not 0 or 2 to " +
+                            std::to_string(kLinearGemvStages) + " within 48 KB for a " +
+                            std::to_string(p->block_threads) + "-thread block");
+  p->smem_bytes = std::max(p->stages * slot_bytes,
+                           int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float)));
+  p->smem_optin = false;
+  p->grid_x = blocks;  // one-dimensional: token tiles fastest (blocks reading the same weight rows run together)
+  p->grid = blocks;
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
+  if (p->blocks_per_sm == 0)
+    return unsupported(name + ": a " + std::to_string(p->block_threads) + "-thread block does not fit profile " +
+                       prof.key);
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+void refine_linear_tc_splits(int resident_blocks, int64_t m, int64_t n, int64_t k, LaunchPlan* p) {
+  // Overhead: the pipeline's prologue (stages - 1 tiles in flight before the first MMA) and the epilogue.
+  constexpr int64_t kOverheadTiles = kLinearTcStages;
+  if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
+  const int64_t tiles = p->grid / std::max(p->k_splits, 1);
+  const int64_t k_tiles = ceil_div(std::max<int64_t>(k, 1), kLinearTcTileK);
+  p->k_tiles_per_split = plan::split_steps(tiles, int64_t{p->sms} * p->blocks_per_sm, k_tiles, kLinearTcMaxSplits,
+                                     kOverheadTiles);
+  p->k_splits = static_cast<int>(ceil_div(k_tiles, p->k_tiles_per_split));
+  p->grid = tiles * p->k_splits;
+  p->workspace_bytes = p->k_splits > 1 ? p->k_splits * m * n * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+}  // namespace kernelkit

@@ -1,0 +1,64 @@
+// The quant family's launch constants (src/ops/quant/): what the planner (quant_plan.cpp) and the kernels
+// (linear.cuh, linear_tc.cuh, w8a8_cuda.cu) agree on, with the measurements that chose them.
+#pragma once
+
+#include <cstdint>
+
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit {
+
+// Weight-only linear (GEMV) kernels, for m below kLinearTcMinM: a block is k_warps warps (the split-K lives inside the
+// block: each warp takes every k_warps-th 16-byte chunk of the block's weight rows and the warps add their partial
+// sums through shared memory, so no workspace and no second pass). __launch_bounds__(kLinearMaxThreads,
+// kLinearMinBlocks) caps them at kLinearRegisters registers (65536 / (256 * 2)). kLinearMaxTokens tokens share each
+// weight load.
+constexpr int kLinearMaxThreads = 256;
+constexpr int kLinearMinBlocks = 2;
+constexpr int kLinearRegisters = 128;
+constexpr int kLinearMaxTokens = 2;
+// The resident warps per SM the linear planner aims for (split-K grows until the grid has this many warps per SM), at
+// most what the register cap leaves resident (16 warps at 128 registers). Each thread keeps 2 x rows-per-block 16-byte
+// weight loads in flight, so 16 warps hold 32-64 KB per SM in flight: above what HBM3e needs by Little's law
+// (~4.3 TB/s x ~1 us / 132 SMs ~ 33 KB).
+constexpr int kLinearWarpsPerSm = 32;
+// The GEMV's weights: register prefetch, or a cp.async ring of up to kLinearGemvStages slots of 4 rows x 16 bytes per
+// thread (within the 48 KB default shared memory: 3 for a 256-thread block; KERNELKIT_TUNE=gemv_stages=N forces
+// either). The ring pays a prologue of stages - 1 slots before its first math, so it wins only on long per-thread
+// loops. On the H200 (bf16, m1, cold L2), 3 stages against register prefetch: W8A16 n28672 k8192 (8 chunks a thread)
+// 61.2 vs 70.0 us (90% of the copy ceiling); at 4 to 6 chunks a thread the ring loses (W8A16 n4096 k11008 18.5 vs
+// 17.0, n11008 k4096 17.3 vs 17.4; INT4 14.6 vs 12.0, 15.3 vs 11.9, 53.1 vs 46.5). Hence the ring from
+// kLinearGemvRingMinVecs chunks a thread on sm_80+ (below sm_80 the ring is a synchronous copy: never the default).
+constexpr int kLinearGemvRingMinVecs = 8;
+constexpr int kLinearGemvRingStages = 3;
+constexpr int kLinearGemvStages = 4;
+// From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
+// for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
+// at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one
+// m-tile of 16 rows up to 16 tokens, four beyond. k goes in steps of kLinearTcTileK through kLinearTcStages cp.async
+// buffers (3 x (64 x 64 x 2 B of x + 128 x 64 B of INT8 weights) = 48 KB at 64 tokens, 36 KB with INT4: within the
+// default shared memory of every profile). When the tiles do not fill the GPU, k is split over grid.z (at most
+// kLinearTcMaxSplits parts, fp32 partial sums in a stream-ordered workspace, a second kernel adds them).
+constexpr int kLinearTcMinM = 3;
+constexpr int kLinearTcThreads = 128;
+constexpr int kLinearTcTileM = 64;
+constexpr int kLinearTcTileN = 128;
+constexpr int kLinearTcTileK = 64;
+constexpr int kLinearTcStages = 3;
+constexpr int kLinearTcMaxSplits = 16;
+// W8A8 linear (INT8 tensor cores): blocks of kW8A8Threads threads (8 warps, 2 x 4) own a kW8A8TileM x kW8A8TileN
+// output tile and walk k in steps of kW8A8TileK int8 (64-byte rows) through kW8A8Stages cp.async buffers:
+// 3 x (128 + 128) x 64 B = 48 KB, the default dynamic shared memory of every profile (T4 included).
+constexpr int kW8A8Threads = 256;
+constexpr int kW8A8TileM = 128;
+constexpr int kW8A8TileN = 128;
+constexpr int kW8A8TileK = 64;
+constexpr int kW8A8Stages = 3;
+constexpr int64_t kW8A8MaxK = 131072;  // |sum| <= 127^2 k stays below 2^31: the int32 accumulation is exact
+
+namespace detail {
+// The quantizers' and the quantized linear ops' LaunchPlan (plan_op for the quant family).
+Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
+}  // namespace detail
+
+}  // namespace kernelkit

@@ -1,0 +1,56 @@
+// The planner's shared rules and helpers (src/runtime/planner.cpp): the row-reduction and element-wise work splits
+// that several families plan with, the grid limits, KERNELKIT_TUNE, and the split of a block's sequential steps. Each
+// family's own rules live in its folder (src/ops/<family>/*_plan.*).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "kernelkit/planner.hpp"
+
+namespace kernelkit {
+
+// Row reductions (norms, softmax, the row quantizers) give each thread about this many vectors of its row: enough
+// work per thread to amortize the reduction, few enough that a row is spread over many threads. Latency is hidden by
+// the staged copies, not by registers.
+constexpr int kRowVecsPerThread = 4;
+// Row-reduction kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
+// registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
+constexpr int kRowNormMaxThreads = 1024;
+constexpr int kRowNormRegisters = 64;
+// Element-wise kernels (activations, RoPE): 256-thread blocks, __launch_bounds__(256, 4) (so at most 64 registers), a
+// 2-D grid (block.x threads and grid.x blocks across a row's vectors, rows along y), each thread loading one vector of
+// kElementwiseVecsPerThread rows per step so that many loads are in flight.
+constexpr int kElementwiseThreads = 256;
+constexpr int kElementwiseMinBlocks = 4;
+constexpr int kElementwiseVecsPerThread = 4;
+
+namespace plan {
+
+constexpr int64_t kMaxGridX = 2147483647, kMaxGridY = 65535;  // CUDA's grid limits (x, y)
+constexpr int kWarp = 32;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int next_pow2(int64_t v);
+
+// KERNELKIT_TUNE: *value becomes the variable's setting for `key` when it names one (which must lie in [lo, hi]), and
+// stays the planner's choice otherwise. The whole variable is parsed on each call, so a malformed one fails every plan
+// that reads it instead of being ignored.
+Status tune_value(std::string_view key, int lo, int hi, int* value);
+
+// Row reductions: one row (or a few short ones) a block of threads, vectors by the gcd rule, rows staged through
+// shared memory in two stages when they fit (the norm family only), about one wave of resident blocks looping over
+// the rows.
+Status plan_rows(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* plan);
+// Element-wise ops: threads across a row's vectors, rows along y, about one wave of resident blocks.
+Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DType dtype, LaunchPlan* plan);
+// A 1-D grid of one wave of resident blocks (a multiple of the SM count) looping over `rows` / rows_per_block
+// groups, fewer when the rows do not fill it; sets sms, grid, grid_x and occupancy.
+void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan);
+// `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
+// block's steps are split into the count of parts (at most max_parts) that minimises waves x (steps a part +
+// `overhead`) (see planner.cpp).
+int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead);
+
+}  // namespace plan
+}  // namespace kernelkit
