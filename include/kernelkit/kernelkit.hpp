@@ -11,3 +11,4 @@
 #include "kernelkit/runtime.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
+#include "kernelkit/tolerance.hpp"

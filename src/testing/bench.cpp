@@ -9,7 +9,8 @@
 
 #include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
-#include "testing/harness.hpp"
+#include "ops/activation/activation_cases.hpp"
+#include "ops/norm/norm_cases.hpp"
 
 #ifdef KERNELKIT_HAS_CUDA
 #include <cuda_runtime_api.h>

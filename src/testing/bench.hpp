@@ -13,7 +13,7 @@
 #include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
-#include "testing/harness.hpp"
+#include "ops/norm/norm_cases.hpp"
 
 namespace kernelkit::testing {
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_case.hpp"
+#include "ops/activation/activation_cases.hpp"
 
 using namespace kernelkit;
 

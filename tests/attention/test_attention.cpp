@@ -11,7 +11,7 @@
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/profile.hpp"
-#include "testing/harness.hpp"
+#include "ops/attention/attention_cases.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::HostBuffer;

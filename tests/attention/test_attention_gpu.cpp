@@ -11,6 +11,7 @@
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
+#include "ops/attention/attention_cases.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::AttentionCase;

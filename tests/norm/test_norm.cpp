@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernelkit/ops.hpp"
-#include "testing/harness.hpp"
+#include "ops/norm/norm_cases.hpp"
 
 using namespace kernelkit;
 

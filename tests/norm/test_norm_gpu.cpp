@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_case.hpp"
+#include "ops/norm/norm_cases.hpp"
 
 using namespace kernelkit;
 

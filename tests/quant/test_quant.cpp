@@ -13,7 +13,7 @@
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
-#include "testing/harness.hpp"
+#include "ops/quant/quant_cases.hpp"
 #include "runtime/plan_rules.hpp"
 #include "ops/quant/quant_plan.hpp"
 

@@ -8,6 +8,7 @@
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
 #include "ops/quant/quant_plan.hpp"
+#include "ops/quant/quant_cases.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::WeightOnlyCase;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernelkit/ops.hpp"
-#include "testing/harness.hpp"
+#include "ops/softmax/softmax_cases.hpp"
 
 using namespace kernelkit;
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_case.hpp"
+#include "ops/softmax/softmax_cases.hpp"
 
 using namespace kernelkit;
 

@@ -15,6 +15,7 @@
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
 #include "testing/bench.hpp"
+#include "ops/norm/norm_cases.hpp"
 
 namespace kernelkit::cli {
 namespace {

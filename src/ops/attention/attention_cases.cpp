@@ -9,13 +9,13 @@
 // lse (f32): rtol 1e-5 of |lse| + log(s_k) + 1, the size of its two terms max and log(sum) (the sum of up to s_k fp32
 // exponentials carries a relative error of a few ulp times its length).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <sstream>
 
-#include "kernelkit/ops.hpp"
-#include "testing/harness.hpp"
+#include "ops/attention/attention_cases.hpp"
 
 namespace kernelkit::testing {
 
@@ -47,10 +47,12 @@ struct Ptrs {
   void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table;
 };
 
-Ptrs host_ptrs(AttnData& d) {
-  return {d.q.data(),    d.k.data(),    d.v.data(),    d.out.data(),  d.lse.data(),
-          d.cu_q.data(), d.cu_k.data(), d.lens.data(), d.table.data()};
+// The buffers of a case in Ptrs order (out and lse written, the rest read).
+std::vector<CaseBuffer> buffers(AttnData& d) {
+  return {{&d.q, Role::in},    {&d.k, Role::in},    {&d.v, Role::in},    {&d.out, Role::out},  {&d.lse, Role::out},
+          {&d.cu_q, Role::in}, {&d.cu_k, Role::in}, {&d.lens, Role::in}, {&d.table, Role::in}};
 }
+Ptrs ptrs(const std::vector<void*>& p) { return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]}; }
 
 HostBuffer i32_buffer(const std::vector<int64_t>& values) {
   HostBuffer b(DType::i32, static_cast<int64_t>(values.size()));
@@ -156,47 +158,33 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
 }  // namespace
 
 CaseResult run_attention_case_cuda(const AttentionCase& c, int device) {
-  CaseResult r;
-  if (r.status = need_device(); !r.status.ok()) return r;
-  AttnData d = make_attention_inputs(c);
-  AttnData want = d, abs_v = d;  // abs_v: the reference on |v| gives sum_j p_j |v_j| / l (the tolerance's m)
-  for (int64_t i = 0; i < abs_v.v.size(); ++i) abs_v.v.set(i, std::fabs(abs_v.v.get(i)));
-  for (AttnData* ref : {&want, &abs_v})
-    if (Status s = call_attention(c, *ref, host_ptrs(*ref), Device::cpu()); !s.ok()) {
-      r.status = Status(s.code(), "reference: " + s.message());
-      return r;
-    }
-  DeviceBuffer q, k, v, out, lse, cu_q, cu_k, lens, table;
-  auto up = [](DeviceBuffer& db, const HostBuffer& hb) -> Status {
-    KK_RETURN_IF_ERROR(db.alloc(std::max<size_t>(hb.bytes(), 16)));
-    return hb.bytes() ? db.upload(hb) : Status::Ok();
-  };
-  if (r.status = first_error({up(q, d.q), up(k, d.k), up(v, d.v), up(out, d.out), up(lse, d.lse), up(cu_q, d.cu_q),
-                              up(cu_k, d.cu_k), up(lens, d.lens), up(table, d.table), out.poison(), lse.poison()});
-      !r.status.ok())
-    return r;
-  const Ptrs dp{q.data(),    k.data(),    v.data(),    out.data(),  lse.data(),
-                cu_q.data(), cu_k.data(), lens.data(), table.data()};
-  r.status = call_attention(c, d, dp, Device::cuda(device));
-  if (!r.status.ok()) return r;
-  AttnData got = d;
-  if (r.status = first_error({device_synchronize(), out.download(&got.out), lse.download(&got.lse)}); !r.status.ok())
-    return r;
-  const int64_t rows = d.total_q * c.heads;
-  std::vector<double> mag(static_cast<size_t>(rows * c.head_dim));
-  for (size_t i = 0; i < mag.size(); ++i) {
-    const auto k2 = static_cast<int64_t>(i);
-    mag[i] = std::fabs(want.out.get(k2)) + abs_v.out.get(k2) / 2;
-  }
-  compare_outputs("out", got.out, want.out, rows, c.head_dim, c.head_dim, mag, &r);
-  std::vector<double> lse_mag(static_cast<size_t>(rows));
-  const double log_sk = std::log(static_cast<double>(std::max<int64_t>(c.s_k, 1)));
-  for (size_t i = 0; i < lse_mag.size(); ++i) {
-    const double w = want.lse.get(static_cast<int64_t>(i));
-    lse_mag[i] = (std::isfinite(w) ? std::fabs(w) : 0.0) + log_sk + 1;
-  }
-  compare_outputs("lse", got.lse, want.lse, 1, rows, rows, lse_mag, &r);
-  return r;
+  return run_case(
+      make_attention_inputs(c), device, buffers,
+      [&](const AttnData& d, const std::vector<void*>& p, Device dev) { return call_attention(c, d, ptrs(p), dev); },
+      [&](const AttnData& got, const AttnData& want, CaseResult* r) {
+        // The reference once more on |v|: sum_j p_j |v_j| / l, the tolerance's m.
+        AttnData abs_v = want;
+        for (int64_t i = 0; i < abs_v.v.size(); ++i) abs_v.v.set(i, std::fabs(abs_v.v.get(i)));
+        if (r->status = run_reference(buffers(abs_v), [&](const std::vector<void*>& p, Device dev) {
+              return call_attention(c, abs_v, ptrs(p), dev);
+            });
+            !r->status.ok())
+          return;
+        const int64_t rows = got.total_q * c.heads;
+        std::vector<double> mag(static_cast<size_t>(rows * c.head_dim));
+        for (size_t i = 0; i < mag.size(); ++i) {
+          const auto k2 = static_cast<int64_t>(i);
+          mag[i] = std::fabs(want.out.get(k2)) + abs_v.out.get(k2) / 2;
+        }
+        compare_outputs("out", got.out, want.out, rows, c.head_dim, c.head_dim, mag, r);
+        std::vector<double> lse_mag(static_cast<size_t>(rows));
+        const double log_sk = std::log(static_cast<double>(std::max<int64_t>(c.s_k, 1)));
+        for (size_t i = 0; i < lse_mag.size(); ++i) {
+          const double w = want.lse.get(static_cast<int64_t>(i));
+          lse_mag[i] = (std::isfinite(w) ? std::fabs(w) : 0.0) + log_sk + 1;
+        }
+        compare_outputs("lse", got.lse, want.lse, 1, rows, rows, lse_mag, r);
+      });
 }
 
 CaseResult check_attention_properties(const AttentionCase& c) {
@@ -204,7 +192,7 @@ CaseResult check_attention_properties(const AttentionCase& c) {
   // all of v up to one rounding; lse is finite or -inf, never NaN or +inf.
   CaseResult r;
   AttnData d = make_attention_inputs(c);
-  r.status = call_attention(c, d, host_ptrs(d), Device::cpu());
+  r.status = call_attention(c, d, ptrs(buffer_data(buffers(d))), Device::cpu());
   if (!r.status.ok()) return r;
   double vmin = INFINITY, vmax = -INFINITY;
   for (int64_t i = 0; i < d.v.size(); ++i) vmin = std::min(vmin, d.v.get(i)), vmax = std::max(vmax, d.v.get(i));
@@ -228,6 +216,35 @@ CaseResult check_attention_properties(const AttentionCase& c) {
     }
   }
   return r;
+}
+
+void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
+                            std::vector<VerifyCase>* out) {
+  // (batch, s_q, s_k, heads, kv_heads): one token, GQA 4 and 8, s_q < s_k, s_q > s_k; a long one on the GPU.
+  std::vector<std::array<int64_t, 5>> shapes = {{2, 1, 1, 8, 8}, {2, 7, 7, 8, 2}, {1, 7, 127, 8, 1}, {1, 127, 33, 4, 4}};
+  if (!grid.quick && grid.cuda) shapes.push_back({1, 1000, 1000, 4, 1});
+  const bool decode = op == OpId::decode_attention;
+  for (const auto& s : shapes)
+    for (int64_t d : {int64_t{64}, int64_t{128}})
+      for (bool causal : {false, true})
+        for (int layout = 0; layout < 2; ++layout) {  // attention: dense / varlen; decode: contiguous / paged
+          AttentionCase c;
+          c.op = op;
+          c.dtype = dtype;
+          c.batch = s[0];
+          c.s_q = decode ? std::min<int64_t>(s[1], 4) : s[1];
+          c.s_k = s[2];
+          c.heads = s[3];
+          c.kv_heads = s[4];
+          c.head_dim = d;
+          c.causal = causal;
+          c.varlen = !decode && layout == 1;
+          c.paged = decode && layout == 1;
+          c.seed = (*seed)++;
+          out->push_back({c.name(), [c, grid] {
+                            return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
+                          }});
+        }
 }
 
 }  // namespace kernelkit::testing

@@ -5,7 +5,6 @@
 #include <sstream>
 #include <vector>
 
-
 namespace kernelkit::testing {
 
 std::string LinearCase::name() const {
@@ -34,23 +33,17 @@ CaseResult run_linear_case(const LinearCase& c, Device device) {
   const bool has_bias = c.epilogue != LinearEpilogue::none;
   const LinearOptions opt{c.epilogue, c.allow_tf32, c.accumulate};
 
-  auto call = [&](void* yp, void* xp, void* wp, void* bp, Device d) {
-    const TensorView yv = TensorView::strided(yp, c.dtype, {c.m, c.n}, {ys, 1}, d);
-    const TensorView xv = TensorView::strided(xp, c.dtype, {c.m, c.k}, {xs, 1}, d);
-    const TensorView wv = TensorView::strided(wp, c.dtype, {c.n, c.k}, {ws, 1}, d);
-    const TensorView bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
+  const auto call = [&](const std::vector<void*>& p, Device d) {
+    const TensorView yv = TensorView::strided(p[0], c.dtype, {c.m, c.n}, {ys, 1}, d);
+    const TensorView xv = TensorView::strided(p[1], c.dtype, {c.m, c.k}, {xs, 1}, d);
+    const TensorView wv = TensorView::strided(p[2], c.dtype, {c.n, c.k}, {ws, 1}, d);
+    const TensorView bv = TensorView::contiguous(p[3], c.dtype, {c.n}, d);
     return linear(yv, xv, wv, has_bias ? &bv : nullptr, opt);
   };
-  if (device.type == DeviceType::cpu) {
-    r.status = call(y.data(), x.data(), w.data(), bias.data(), device);
-  } else {
-    DeviceBuffer dx, dw, db, dy;
-    r.status = first_error({dx.alloc(x.bytes()), dx.upload(x), dw.alloc(w.bytes()), dw.upload(w),
-                            db.alloc(bias.bytes()), db.upload(bias), dy.alloc(y.bytes()),
-                            c.accumulate ? dy.upload(y) : dy.poison()});
-    if (r.status.ok()) r.status = call(dy.data(), dx.data(), dw.data(), db.data(), device);
-    if (r.status.ok()) r.status = first_error({device_synchronize(), dy.download(&y)});
-  }
+  // The op under test only: the check below evaluates the formula in fp64 independently of the library.
+  r.status = run_under_test({{&y, c.accumulate ? Role::inout : Role::out}, {&x, Role::in}, {&w, Role::in},
+                             {&bias, Role::in}},
+                            call, device.type == DeviceType::cpu ? -1 : device.index);
   if (!r.status.ok()) return r;
 
   const Tolerance tol = tolerance(c.dtype);

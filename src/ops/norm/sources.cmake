@@ -2,4 +2,5 @@
 # template over the variant).
 kk_family(norm
   CORE norm.cpp norm_ref.cpp
-  CUDA norm_cuda.cu norm_f32.cu norm_f16.cu norm_bf16.cu)
+  CUDA norm_cuda.cu norm_f32.cu norm_f16.cu norm_bf16.cu
+  TESTING norm_cases.cpp)

@@ -7,39 +7,9 @@
 #include <sstream>
 #include <vector>
 
-#include "kernelkit/ops.hpp"
-#include "kernelkit/runtime.hpp"
-#include "testing/harness.hpp"
+#include "ops/quant/quant_cases.hpp"
 
 namespace kernelkit::testing {
-namespace {
-
-Status up(DeviceBuffer& d, const HostBuffer& h) {
-  KK_RETURN_IF_ERROR(d.alloc(std::max<size_t>(h.bytes(), 16)));
-  return d.upload(h);
-}
-
-void note(CaseResult* r, const std::string& what) {
-  ++r->mismatches;
-  if (r->mismatches <= 4) r->detail += "  " + what + "\n";
-}
-
-// One checked output element out[t, row]: counted, its error tracked against the allowed one, a mismatch noted.
-void check_element(CaseResult* r, double got, double want, double allowed, int64_t t, int64_t row) {
-  const double err = std::fabs(got - want);
-  ++r->checked;
-  if (std::isfinite(err)) {
-    r->max_abs_err = std::max(r->max_abs_err, err);
-    r->worst_ratio = std::max(r->worst_ratio, err / allowed);
-  }
-  if (!(err <= allowed)) {
-    std::ostringstream os;
-    os << "out[" << t << ", " << row << "]: got " << got << ", want " << want << " (allowed " << allowed << ")";
-    note(r, os.str());
-  }
-}
-
-}  // namespace
 
 std::string WeightOnlyCase::name() const {
   std::ostringstream os;
@@ -60,10 +30,7 @@ std::string QuantizeCase::name() const {
 
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   CaseResult r;
-  if (device >= 0 && cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (device >= 0 && !(r.status = need_device()).ok()) return r;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
   std::uniform_real_distribution<double> uw(-0.1, 0.1), ux(-1.0, 1.0), ub(-0.5, 0.5);
   // Weights quantized on the CPU (the reference quantizers).
@@ -72,7 +39,6 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   const int64_t groups = c.bits == 4 ? c.k / c.group : 1;
   HostBuffer q(c.bits == 8 ? DType::i8 : DType::i4x2, c.bits == 8 ? c.n * c.k : c.n * c.k / 2);
   HostBuffer s(DType::f32, c.n * groups);
-  const Device cpu = Device::cpu(), gpu = Device::cuda(std::max(device, 0));
   const TensorView wv = TensorView::contiguous(w.data(), DType::f32, {c.n, c.k});
   const TensorView qv_cpu = TensorView::contiguous(q.data(), q.dtype(), {c.n, c.bits == 8 ? c.k : c.k / 2});
   const TensorView sv_cpu = c.bits == 8 ? TensorView::contiguous(s.data(), DType::f32, {c.n})
@@ -101,28 +67,20 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
     if (c.bias) v.b = TensorView::contiguous(bp, c.dtype, {c.n}, d);
     return v;
   };
-  {
-    auto v = views(x.data(), q.data(), s.data(), bias.data(), want.data(), cpu);
-    const Status st = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate);
-    if (!st.ok()) {
-      r.status = Status(st.code(), "reference: " + st.message());
-      return r;
-    }
-  }
+  const auto call = [&](const std::vector<void*>& p, Device d) {
+    auto v = views(p[0], p[1], p[2], p[3], p[4], d);
+    return linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate);
+  };
   HostBuffer got = out;
-  if (device < 0) {  // the harness's self-check: the op under test is the CPU backend again, on poisoned output
-    if (!c.accumulate) std::memset(got.data(), 0xFF, got.bytes());
-    auto v = views(x.data(), q.data(), s.data(), bias.data(), got.data(), cpu);
-    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate); !r.status.ok()) return r;
-  } else {
-    DeviceBuffer dx, dq, ds, db, dout;
-    if (r.status = first_error({up(dx, x), up(dq, q), up(ds, s), up(db, bias), up(dout, out), c.accumulate ? Status::Ok() : dout.poison()});
-        !r.status.ok())
-      return r;
-    auto v = views(dx.data(), dq.data(), ds.data(), db.data(), dout.data(), gpu);
-    if (r.status = linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate); !r.status.ok()) return r;
-    if (r.status = first_error({device_synchronize(), dout.download(&got)}); !r.status.ok()) return r;
-  }
+  const Role written = c.accumulate ? Role::inout : Role::out;
+  if (r.status = run_reference({{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&want, written}},
+                               call);
+      !r.status.ok())
+    return r;
+  if (r.status = run_under_test({{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&got, written}},
+                                call, device);
+      !r.status.ok())
+    return r;
 
   // sum_j |x w| per output, from the dequantized weights (the reference's own values, decoded independently).
   std::vector<double> wd(static_cast<size_t>(c.n * c.k)), xd(static_cast<size_t>(c.m * c.k));
@@ -150,7 +108,8 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
       const double* wr = &wd[static_cast<size_t>(row * c.k)];
       for (int64_t j = 0; j < c.k; ++j) l1 += std::fabs(xr[j] * wr[j]);
       const double want_v = want.get(t * c.n + row);
-      check_element(&r, got.get(t * c.n + row), want_v, tol.atol + tol.rtol * std::fabs(want_v) + 1e-6 * l1, t, row);
+      check_element(&r, "out", got.get(t * c.n + row), want_v, tol.atol + tol.rtol * std::fabs(want_v) + 1e-6 * l1, t,
+                    row);
     }
   return r;
 }
@@ -164,10 +123,7 @@ std::string W8A8Case::name() const {
 
 CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   CaseResult r;
-  if (device >= 0 && cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (device >= 0 && !(r.status = need_device()).ok()) return r;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
   std::uniform_int_distribution<int> uq(-127, 127);
   std::uniform_real_distribution<double> us(1e-3, 2e-2), ub(-0.5, 0.5);
@@ -180,8 +136,8 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   for (HostBuffer* b : {&sx, &sw})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, us(rng));
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
-  std::memset(out.data(), 0xFF, out.bytes());  // poison: NaN in f16 and bf16
-  auto call = [&](void* xp, void* sxp, void* wp, void* swp, void* bp, void* op, Device d) {
+  const auto call = [&](const std::vector<void*>& p, Device d) {
+    void *xp = p[0], *sxp = p[1], *wp = p[2], *swp = p[3], *bp = p[4], *op = p[5];
     std::optional<TensorView> bv;
     if (c.bias) bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
     return linear_w8a8(TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
@@ -190,15 +146,10 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
                        TensorView::contiguous(wp, DType::i8, {c.n, c.k}, d),
                        TensorView::contiguous(swp, DType::f32, {c.n}, d), bv);
   };
-  if (device < 0) {
-    r.status = call(x.data(), sx.data(), w.data(), sw.data(), bias.data(), out.data(), Device::cpu());
-  } else {
-    DeviceBuffer dx, dsx, dw, dsw, db, dout;
-    r.status = first_error({up(dx, x), up(dsx, sx), up(dw, w), up(dsw, sw), up(db, bias), up(dout, out)});
-    if (r.status.ok())
-      r.status = call(dx.data(), dsx.data(), dw.data(), dsw.data(), db.data(), dout.data(), Device::cuda(device));
-    if (r.status.ok()) r.status = first_error({device_synchronize(), dout.download(&out)});
-  }
+  // The op under test only: the reference is the exact integer sums below, computed independently of the library.
+  r.status = run_under_test(
+      {{&x, Role::in}, {&sx, Role::in}, {&w, Role::in}, {&sw, Role::in}, {&bias, Role::in}, {&out, Role::out}}, call,
+      device);
   if (!r.status.ok()) return r;
 
   // Exact integer sums here (independently of the library), scaled in fp64, rounded once to the output dtype.
@@ -217,17 +168,14 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
       // The kernel's fp32 epilogue: the int32 -> fp32 conversion, two products and the bias add (~2^-22 relative).
       const double allowed =
           tol.atol + tol.rtol * std::fabs(want) + std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want));
-      check_element(&r, out.get(t * c.n + row), want, allowed, t, row);
+      check_element(&r, "out", out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
 }
 
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   CaseResult r;
-  if (device >= 0 && cuda_device_count() == 0) {
-    r.status = Status(StatusCode::no_device, "no CUDA device");
-    return r;
-  }
+  if (device >= 0 && !(r.status = need_device()).ok()) return r;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.rows * 131 + c.k));
   std::uniform_real_distribution<double> u(-2.0, 2.0);
   const int64_t ws = c.k + c.pad;
@@ -236,7 +184,8 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   const bool int4 = c.op == OpId::quantize_int4_groupwise;
   const int64_t qcols = int4 ? c.k / 2 : c.k, scols = int4 ? c.k / c.group : 1;
   HostBuffer q(int4 ? DType::i4x2 : DType::i8, c.rows * qcols), s(DType::f32, c.rows * scols);
-  auto call = [&](void* wp, void* qp, void* sp, Device d) {
+  const auto call = [&](const std::vector<void*>& p, Device d) {
+    void *wp = p[0], *qp = p[1], *sp = p[2];
     const TensorView wv = TensorView::strided(wp, c.dtype, {c.rows, c.k}, {ws, 1}, d);
     const TensorView qv = TensorView::contiguous(qp, q.dtype(), {c.rows, qcols}, d);
     const TensorView sv = int4 ? TensorView::contiguous(sp, DType::f32, {c.rows, scols}, d)
@@ -250,23 +199,12 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
         return quantize_int4_groupwise(qv, sv, wv, c.group);
     }
   };
-  HostBuffer q_want = q, s_want = s;
-  if (Status st = call(w.data(), q_want.data(), s_want.data(), Device::cpu()); !st.ok()) {
-    r.status = Status(st.code(), "reference: " + st.message());
+  HostBuffer q_want = q, s_want = s, q_got = q, s_got = s;
+  if (r.status = run_reference({{&w, Role::in}, {&q_want, Role::out}, {&s_want, Role::out}}, call); !r.status.ok())
     return r;
-  }
-  HostBuffer q_got = q, s_got = s;
-  if (device < 0) {  // the harness's self-check: the CPU backend again, on poisoned outputs
-    std::memset(q_got.data(), 0xFF, q_got.bytes());
-    std::memset(s_got.data(), 0xFF, s_got.bytes());
-    if (r.status = call(w.data(), q_got.data(), s_got.data(), Device::cpu()); !r.status.ok()) return r;
-  } else {
-    DeviceBuffer dw, dq, ds;
-    if (r.status = first_error({up(dw, w), up(dq, q), up(ds, s), dq.poison(), ds.poison()}); !r.status.ok()) return r;
-    if (r.status = call(dw.data(), dq.data(), ds.data(), Device::cuda(device)); !r.status.ok()) return r;
-    if (r.status = first_error({device_synchronize(), dq.download(&q_got), ds.download(&s_got)}); !r.status.ok())
-      return r;
-  }
+  if (r.status = run_under_test({{&w, Role::in}, {&q_got, Role::out}, {&s_got, Role::out}}, call, device);
+      !r.status.ok())
+    return r;
   const auto* qg = static_cast<const uint8_t*>(q_got.data());
   const auto* qw = static_cast<const uint8_t*>(q_want.data());
   for (int64_t i = 0; i < static_cast<int64_t>(q.bytes()); ++i) {
@@ -275,7 +213,7 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
       std::ostringstream os;
       os << "q byte " << i << " (row " << i / qcols << "): got 0x" << std::hex << int{qg[i]} << ", want 0x"
          << int{qw[i]};
-      note(&r, os.str());
+      note_mismatch(&r, os.str());
     }
   }
   for (int64_t i = 0; i < s.size(); ++i) {
@@ -284,10 +222,42 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
     if (std::memcmp(&g, &want, sizeof(float)) != 0) {
       std::ostringstream os;
       os << "scale " << i << ": got " << g << ", want " << want;
-      note(&r, os.str());
+      note_mismatch(&r, os.str());
     }
   }
   return r;
+}
+
+void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed, std::vector<VerifyCase>* out) {
+  // The CPU backend runs the same cases with the CPU backend as the op under test (device -1), on the small shapes
+  // only (its reference is m n k fp64 multiply-adds).
+  const int device = grid.cuda ? grid.device : -1;
+  const bool small = grid.quick || !grid.cuda;
+  if (op == OpId::linear_w8a8) {
+    for (int64_t m : {1, 17, 300})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 80}, {1031, 2048}}) {
+        if (small && (m == 300 || n > 7)) continue;
+        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++};
+        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
+      }
+  } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
+    const int bits = op_weight_bits(op);
+    for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128})
+      for (int64_t m : {1, 3, 8, 64})
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
+          if (small && (m == 64 || n > 7)) continue;
+          const WeightOnlyCase c{dtype, bits, group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
+          out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
+        }
+  } else {  // the quantizers, bit for bit
+    const int group = op == OpId::quantize_int4_groupwise ? 128 : 0;
+    for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{83}})
+      for (int64_t k : {int64_t{256}, int64_t{4096}}) {
+        if (small && k > 256) continue;
+        const QuantizeCase c{op, dtype, rows, k, group, rows == 7 ? 8 : 0, (*seed)++};
+        out->push_back({c.name(), [c, device] { return run_quantize_case_cuda(c, device); }});
+      }
+  }
 }
 
 }  // namespace kernelkit::testing

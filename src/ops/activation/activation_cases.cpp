@@ -1,0 +1,150 @@
+// The activation family's cases (activation_cases.hpp).
+#include "ops/activation/activation_cases.hpp"
+
+#include <cmath>
+#include <random>
+#include <sstream>
+
+namespace kernelkit::testing {
+
+Status call_activation_op(OpId op, const TensorView& out, const TensorView& x, const TensorView* b, Stream stream) {
+  switch (op) {
+    case OpId::gelu:
+      return activation(Activation::gelu, out, x, stream);
+    case OpId::gelu_tanh:
+      return activation(Activation::gelu_tanh, out, x, stream);
+    case OpId::silu:
+      return activation(Activation::silu, out, x, stream);
+    case OpId::gelu_and_mul:
+      return gated_activation(Activation::gelu, out, x, stream);
+    case OpId::gelu_tanh_and_mul:
+      return gated_activation(Activation::gelu_tanh, out, x, stream);
+    case OpId::silu_and_mul:
+      return gated_activation(Activation::silu, out, x, stream);
+    case OpId::geglu:
+      if (!b) return invalid_argument("geglu needs b");
+      return gated_activation(Activation::gelu, out, x, *b, stream);
+    default:
+      return invalid_argument(std::string(op_info(op).name) + " is not an activation op");
+  }
+}
+
+std::string ActivationCase::name() const {
+  std::ostringstream os;
+  os << op_info(op).name << " " << dtype_name(dtype) << " " << rows << "x" << d;
+  if (row_pad) os << " pad " << row_pad;
+  return os.str();
+}
+
+namespace {
+
+bool gated_op(OpId op) { return op == OpId::gelu_and_mul || op == OpId::gelu_tanh_and_mul || op == OpId::silu_and_mul; }
+
+OpId ungated(OpId op) {
+  switch (op) {
+    case OpId::gelu_and_mul:
+      return OpId::gelu;
+    case OpId::gelu_tanh_and_mul:
+      return OpId::gelu_tanh;
+    case OpId::silu_and_mul:
+      return OpId::silu;
+    case OpId::geglu:
+      return OpId::gelu;
+    default:
+      return op;
+  }
+}
+
+// Host inputs of an activation case: x (width d, or 2d when gated), b (geglu), out; rows `stride` elements apart.
+struct ActData {
+  int64_t in_width = 0, in_stride = 0, out_stride = 0;
+  HostBuffer x, b, out;
+};
+
+ActData make_act_inputs(const ActivationCase& c) {
+  ActData d;
+  d.in_width = gated_op(c.op) ? 2 * c.d : c.d;
+  d.in_stride = d.in_width + c.row_pad;
+  d.out_stride = c.d + c.row_pad;
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.op) * 977 + c.d);
+  std::uniform_real_distribution<double> u(-c.magnitude, c.magnitude);
+  auto fill = [&](HostBuffer& buf, int64_t n) {
+    buf = HostBuffer(c.dtype, n);
+    for (int64_t i = 0; i < n; ++i) buf.set(i, u(rng));
+  };
+  fill(d.x, c.rows * d.in_stride);
+  fill(d.b, c.op == OpId::geglu ? c.rows * d.in_stride : 1);
+  d.out = HostBuffer(c.dtype, c.rows * d.out_stride);
+  return d;
+}
+
+Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, void* out, Device dev) {
+  const auto xv = TensorView::strided(x, c.dtype, {c.rows, d.in_width}, {d.in_stride, 1}, dev);
+  const auto bv = TensorView::strided(b, c.dtype, {c.rows, c.d}, {d.in_stride, 1}, dev);
+  const auto ov = TensorView::strided(out, c.dtype, {c.rows, c.d}, {d.out_stride, 1}, dev);
+  return call_activation_op(c.op, ov, xv, c.op == OpId::geglu ? &bv : nullptr);
+}
+
+}  // namespace
+
+CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
+  return run_case(
+      make_act_inputs(c), device,
+      [](ActData& d) { return std::vector<CaseBuffer>{{&d.x, Role::in}, {&d.b, Role::in}, {&d.out, Role::out}}; },
+      [&](const ActData& d, const std::vector<void*>& p, Device dev) { return call_act(c, d, p[0], p[1], p[2], dev); },
+      [&](const ActData& got, const ActData& want, CaseResult* r) {
+        compare_outputs("out", got.out, want.out, c.rows, c.d, got.out_stride, r);
+      });
+}
+
+CaseResult check_activation_properties(const ActivationCase& c) {
+  CaseResult r;
+  ActData d = make_act_inputs(c);
+  r.status = call_act(c, d, d.x.data(), d.b.data(), d.out.data(), Device::cpu());
+  if (!r.status.ok()) return r;
+  // Ungated act over the activated part, and over its negation.
+  ActivationCase u = c;
+  u.op = ungated(c.op);
+  ActData plain = make_act_inputs(u);
+  plain.in_width = c.d;
+  plain.in_stride = d.in_stride;
+  plain.x = d.x;
+  ActData neg = plain;
+  for (int64_t row = 0; row < c.rows; ++row)
+    for (int64_t i = 0; i < c.d; ++i) neg.x.set(row * d.in_stride + i, -plain.x.get(row * d.in_stride + i));
+  for (ActData* p : {&plain, &neg}) {
+    p->out = HostBuffer(c.dtype, c.rows * d.out_stride);
+    const auto xv = TensorView::strided(p->x.data(), c.dtype, {c.rows, c.d}, {d.in_stride, 1});
+    const auto ov = TensorView::strided(p->out.data(), c.dtype, {c.rows, c.d}, {d.out_stride, 1});
+    r.status = call_activation_op(u.op, ov, xv);
+    if (!r.status.ok()) return r;
+  }
+  HostBuffer expect(c.dtype, c.rows * d.out_stride), odd(c.dtype, c.rows * d.out_stride),
+      x_only(c.dtype, c.rows * d.out_stride);
+  std::vector<double> mag(static_cast<size_t>(c.rows * d.out_stride));
+  for (int64_t row = 0; row < c.rows; ++row)
+    for (int64_t i = 0; i < c.d; ++i) {
+      const int64_t k = row * d.out_stride, xi = row * d.in_stride + i;
+      const double mult = c.op == OpId::geglu ? d.b.get(xi) : gated_op(c.op) ? d.x.get(xi + c.d) : 1.0;
+      expect.set(k + i, plain.out.get(k + i) * mult);
+      // act(x) - act(-x) = x: both sides carry one rounding of a value of size ~|x|.
+      odd.set(k + i, plain.out.get(k + i) - neg.out.get(k + i));
+      x_only.set(k + i, plain.x.get(xi));
+      mag[static_cast<size_t>(k + i)] = std::fabs(plain.out.get(k + i)) + std::fabs(neg.out.get(k + i));
+    }
+  if (c.op != u.op) compare_outputs("out", d.out, expect, c.rows, c.d, d.out_stride, &r, 2.0);
+  compare_outputs("act(x)-act(-x)", odd, x_only, c.rows, c.d, d.out_stride, mag, &r, 2.0);
+  return r;
+}
+
+void verify_activation_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
+                             std::vector<VerifyCase>* out) {
+  for_each_row_shape(grid, [&](int64_t rows, int64_t hidden, int64_t pad) {
+    const ActivationCase c{op, dtype, rows, hidden, pad, 3.0, (*seed)++};
+    out->push_back({c.name(), [c, grid] {
+                      return grid.cuda ? run_activation_case_cuda(c, grid.device) : check_activation_properties(c);
+                    }});
+  });
+}
+
+}  // namespace kernelkit::testing

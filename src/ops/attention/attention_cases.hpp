@@ -1,0 +1,47 @@
+// The attention family's test cases (the GPU tests, `kernelkit verify`). The bound on out is derived from the
+// kernels' rounding points (attention_cases.cpp, docs/tolerances.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernelkit/ops/attention.hpp"
+#include "testing/cases.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::testing {
+
+// Attention cases: fresh random q, k, v uniform in [-magnitude, magnitude], outputs (and lse) poisoned on the device.
+//   attention: dense [b, s, h, d] (bhsd: stored [b, h, s, d] and passed through strides), or varlen: `batch` packed
+//     sequences, the odd ones shorter (s_q / 2 queries, s_k / 2 + 1 keys: an empty query sequence when s_q = 1).
+//   decode_attention: q [b, s_q, h, d] against a cache of capacity s_k rounded up to a page (+ one page); sequence i
+//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of 16.
+struct AttentionCase {
+  OpId op = OpId::attention;
+  DType dtype = DType::f16;
+  int64_t batch = 1, s_q = 1, s_k = 1, heads = 1, kv_heads = 1, head_dim = 64;
+  bool causal = false;
+  bool bhsd = false;    // attention: [b, h, s, d] storage
+  bool varlen = false;  // attention: packed sequences through cu_seqlens
+  bool paged = false;   // decode_attention: block table
+  double magnitude = 1.0;
+  uint64_t seed = 1;
+  // dense attention ([b, s, h, d]): k / v stored with kv_pad more rows a sequence, NaN, and seen through strides; a
+  // kernel that reads a key past s_k and lets it reach the output turns that row NaN
+  int64_t kv_pad = 0;
+  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen"
+};
+// On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.
+CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);
+// CPU backend self-check (no GPU): every output is a convex combination of visible v rows (within [min v, max v] up
+// to one rounding), lse is finite or -inf; the layouts' agreement with the dense one is tests/attention's.
+CaseResult check_attention_properties(const AttentionCase& c);
+
+// The family's verify cases (testing/cases.hpp): one token, GQA 4 and 8, s_q < s_k and s_q > s_k, head_dim 64 and
+// 128, causal or not, dense / varlen (attention) or contiguous / paged (decode); a 1000-token one on the GPU unless
+// quick.
+void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
+                            std::vector<VerifyCase>* out);
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,67 @@
+// The quant family's test cases (the GPU tests, `kernelkit verify`): the quantized linear layers against the fp64
+// reference (or exact integer sums), the quantizers bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernelkit/ops/quant.hpp"
+#include "testing/cases.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::testing {
+
+// Weight-only linear cases: w [n, k] uniform in [-0.1, 0.1], quantized by the CPU quantizers (bits 8: per channel;
+// bits 4: group-wise, kernel layout); x [m, k] uniform in [-1, 1] with rows `x_pad` elements apart; bias uniform in
+// [-0.5, 0.5] when present. Every output element is compared with the fp64 reference (out poisoned first):
+//   |got - want| <= atol + rtol |want| + 1e-6 sum_j |x[t, j] w[r, j]|
+// the tolerance table plus the fp32 accumulation of k products (about 2^-24 sqrt(k) of their magnitude; 1e-6 of the
+// l1 sum is ~16x that at k = 4096, and never more than the 1e-3 of the accuracy bound).
+struct WeightOnlyCase {
+  DType dtype = DType::f16;
+  int bits = 8;
+  int group = 0;  // bits 4: 64 or 128
+  int64_t m = 1, n = 7, k = 128;
+  bool bias = true;
+  int64_t x_pad = 0;
+  uint64_t seed = 1;
+  bool accumulate = false;  // out starts random: out += x @ dequant(q)^T (+ bias)
+  std::string name() const;  // "linear_w4a16 g128 bf16 m3 n255 k512 bias"
+};
+// device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
+CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
+
+// linear_w8a8 cases: random int8 xq [m, k] (row stride k + x_pad) and qweight [n, k], random positive scales, optional
+// bias; the output (poisoned first) is checked element by element against the exact integer sums scaled in fp64.
+struct W8A8Case {
+  DType dtype = DType::f16;  // of out and bias
+  int64_t m = 1, n = 7, k = 64;
+  bool bias = true;
+  int64_t x_pad = 0;  // a multiple of 16
+  uint64_t seed = 1;
+  std::string name() const;  // "linear_w8a8 bf16 m300 n255 k528 bias"
+};
+// device < 0: the op under test is the CPU backend.
+CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);
+
+// Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8, quantize_int4_groupwise): w [rows, k] with rows
+// `pad` elements apart, uniform in [-2, 2] with row 0 all zeros (scale 0). The CUDA quantizers must give the
+// reference's q and scales bit for bit (both round w / s once, in fp32).
+struct QuantizeCase {
+  OpId op = OpId::quantize_int8_per_channel;
+  DType dtype = DType::f16;
+  int64_t rows = 7, k = 128;
+  int group = 0;
+  int64_t pad = 0;
+  uint64_t seed = 1;
+  std::string name() const;
+};
+CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear
+
+// The family's verify cases (testing/cases.hpp): token counts of every GEMV / tensor-core tile and a tail, odd n, both
+// INT4 groups; the quantizers over row counts and k. On the CPU backend (device -1 as the op under test) the small
+// shapes only.
+void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed, std::vector<VerifyCase>* out);
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,42 @@
+// The verify cases of every op family, for `kernelkit verify` (and anything else that loops over the registry): each
+// family enumerates its cases for one op and dtype, and this table finds a family's enumerator. The cases themselves
+// live with their family (src/ops/<family>/<family>_cases.*).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernelkit/op_info.hpp"
+#include "testing/harness.hpp"
+
+namespace kernelkit::testing {
+
+// What a verify run covers: the GPU against the reference (cuda), or the CPU backend's own invariants; quick: a
+// smaller grid.
+struct VerifyGrid {
+  bool cuda = false;
+  int device = 0;
+  bool quick = false;
+};
+
+// One case: its name and how to run it (the run draws nothing shared: cases may run in any order).
+struct VerifyCase {
+  std::string name;
+  std::function<CaseResult()> run;
+};
+
+// A family's cases of `op` in `dtype` (the registry's dtypes of the op only), appended to `out`; each takes the next
+// seed from *seed, so a run is reproducible.
+using VerifyCases = void (*)(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
+                             std::vector<VerifyCase>* out);
+// The family's enumerator (every family of the registry has one; tests/runtime checks it).
+VerifyCases verify_cases(OpFamily family);
+
+// The row ops' shape grid as verify walks it: rows x hidden of grid_rows() / grid_hidden() (rows {1, 7, 83} on the
+// CPU backend or when quick; hidden {64, 111, 769, 4096, 5125} when quick), and the 83-row shapes once more with 8
+// elements of padding between rows (strided views). f(rows, hidden, pad) for each.
+void for_each_row_shape(const VerifyGrid& grid, const std::function<void(int64_t, int64_t, int64_t)>& f);
+
+}  // namespace kernelkit::testing

@@ -1,0 +1,194 @@
+"""kernelkit's PyTorch ops as a whole: torch.library.opcheck of every op, torch.compile(fullgraph=True), bad input as
+exceptions naming the argument, CUDA graphs and side streams, a second GPU, info(), the registry. The values of each
+family are checked in tests/<family>/test_<family>_torch.py."""
+import pytest
+import torch
+
+import kernelkit
+from torch_testing import DEVICES, close, close_attention, rand, rms_ref
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_every_op(device):
+    x = torch.randn(6, 96, device=device)
+    w = torch.rand(96, device=device) + 0.5
+    b = torch.randn(96, device=device)
+    xa = torch.randn(2, 3, 96, device=device)
+    sc, sh = torch.randn(2, 96, device=device), torch.randn(2, 96, device=device)
+    cases = [
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, w, 1e-6, 0.0)),
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, None, 1e-6, 1.0)),
+        (kernelkit.ops.fused_add_rms_norm.default, (x.clone(), torch.randn_like(x), w, 1e-6, 0.0)),
+        (kernelkit.ops.layer_norm.default, (torch.empty_like(x), x, w, b, 1e-5)),
+        (kernelkit.ops.ada_layer_norm.default, (torch.empty_like(xa), xa, sc, sh, None, None, 1e-6)),
+        (kernelkit.ops.rms_norm_gelu.default, (torch.empty_like(x), x, w, 1e-6)),
+        (kernelkit.ops.activation.default, (torch.empty_like(x), x, "gelu_tanh")),
+        (kernelkit.ops.act_and_mul.default, (torch.empty(6, 48, device=device), x, "silu")),
+        (kernelkit.ops.act_mul.default, (torch.empty_like(x), x, torch.randn_like(x), "gelu")),
+        (kernelkit.ops.softmax.default, (torch.empty_like(xa), xa, 0.5, True)),
+        (kernelkit.ops.rotary_embedding_.default, (torch.randint(0, 8, (6,), device=device), torch.randn(6, 4, 16,
+         device=device), torch.randn(6, 2, 16, device=device), torch.randn(8, 16, device=device), True)),
+        (kernelkit.ops.rotary_embedding_cos_sin_.default, (torch.randn(6, 4, 16, device=device),
+         torch.randn(6, 2, 16, device=device), torch.randn(6, 8, device=device), torch.randn(6, 8, device=device), 16,
+         False)),
+    ]
+    h = torch.float16
+    q, k = torch.randn(1, 5, 4, 64, device=device, dtype=h), torch.randn(1, 9, 2, 64, device=device, dtype=h)
+    w8 = torch.randn(16, 128, device=device) * 0.1
+    q8, s8 = kernelkit.quantize_weight(w8, 8)
+    cases += [
+        (kernelkit.ops.attention.default, (torch.empty_like(q), torch.empty(1, 4, 5, device=device), q, k, k.clone(),
+                                           0.0, True, None, None)),
+        (kernelkit.ops.decode_attention.default, (torch.empty(1, 1, 4, 64, device=device, dtype=h), None,
+                                                  torch.randn(1, 1, 4, 64, device=device, dtype=h), k, k.clone(), None,
+                                                  None, 0.0, False)),
+        (kernelkit.ops.quantize_weight.default, (torch.empty(16, 128, dtype=torch.int8, device=device),
+                                                 torch.empty(16, device=device), w8, 8, 0)),
+        (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
+                                                    torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
+        (kernelkit.ops.quantize_per_token.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                    torch.empty(3, device=device), torch.randn(3, 128, device=device))),
+        (kernelkit.ops.linear_w8a8.default, (torch.empty(3, 16, device=device, dtype=h),
+                                             torch.randint(-127, 128, (3, 128), dtype=torch.int8, device=device),
+                                             torch.rand(3, device=device), q8, s8, None)),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(device, backend):
+    torch._dynamo.reset()
+
+    def block(x, residual, w):
+        h = kernelkit.rms_norm(x, w, 1e-6)
+        h = h * 2.0 + 1.0  # torch ops around ours stay in the same graph
+        x2, r2 = kernelkit.fused_add_rms_norm(h, residual, w, 1e-6)
+        return x2, r2
+
+    x, r, w = torch.randn(4, 256, device=device), torch.randn(4, 256, device=device), torch.rand(256, device=device)
+    eager = block(x.clone(), r.clone(), w)
+    compiled = torch.compile(block, fullgraph=True, backend=backend)(x.clone(), r.clone(), w)
+    for a, b in zip(eager, compiled):
+        torch.testing.assert_close(a, b)
+
+
+def test_bad_input_is_a_clear_exception():
+    x = torch.randn(4, 64)
+    with pytest.raises(ValueError, match=r"weight.*\[hidden=64\].*\[63\]"):
+        kernelkit.rms_norm(x, torch.ones(63))
+    with pytest.raises(ValueError, match="eps must be finite and > 0"):
+        kernelkit.rms_norm(x, None, eps=0.0)
+    with pytest.raises(ValueError, match="weight dtype f16 does not match x dtype f32"):
+        kernelkit.rms_norm(x, torch.ones(64, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"x dtype i32 is not supported \(expected f32, f16 or bf16\)"):
+        kernelkit.rms_norm(torch.ones(4, 64, dtype=torch.int32))
+    with pytest.raises(ValueError, match="contiguous last dim"):  # the op itself takes no such view...
+        kernelkit.ops.rms_norm(torch.empty(4, 64), torch.randn(64, 4).t(), None, 1e-6, 0.0)
+    xt = torch.randn(2, 64, 3, 8).transpose(1, 2)  # ...the functional API copies it (attention's q/k norms)
+    close(kernelkit.rms_norm(xt, None), rms_ref(xt).float(), torch.float32)
+    with pytest.raises(ValueError, match="not one of gelu, gelu_tanh, silu"):
+        kernelkit.ops.activation(torch.empty(4, 64), x, "relu")
+    with pytest.raises(ValueError, match="multiple of 2"):
+        kernelkit.silu_and_mul(torch.randn(4, 63))
+    with pytest.raises(ValueError, match="residual shape"):
+        kernelkit.fused_add_rms_norm(torch.randn(4, 64), torch.randn(2, 64))
+    assert kernelkit.rms_norm(torch.empty(0, 64)).shape == (0, 64)  # rows = 0 is a no-op
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_and_side_stream():
+    x, w = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16), torch.rand(4096, device="cuda").bfloat16()
+    out = torch.empty_like(x)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):  # runs on the current (side) stream
+        kernelkit.rms_norm(x, w, out=out)
+    stream.synchronize()
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+    g = torch.cuda.CUDAGraph()
+    out.zero_()
+    with torch.cuda.graph(g):
+        kernelkit.rms_norm(x, w, out=out)
+    g.replay()
+    torch.cuda.synchronize()
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_of_split_kernel_pairs():
+    """The ops that launch a second kernel over stream-ordered scratch (decode's split-KV merge; the tensor-core
+    weight-only linear's split-K reduction), on sm_90 as a programmatic dependent launch: captured in a CUDA graph
+    (torch's default global mode), replayed into outputs poisoned with NaN, equal to the eager calls."""
+    torch.manual_seed(5)
+    q = torch.randn(1, 1, 32, 128, device="cuda", dtype=torch.float16)
+    kc, vc = (torch.randn(1, 4096, 8, 128, device="cuda", dtype=torch.float16) for _ in range(2))  # a split cache
+    w = torch.randn(64, 8192, device="cuda", dtype=torch.float16) * 0.02  # n 64, long k: split over the grid
+    qw, s = kernelkit.quantize_weight(w, 8)
+    x = torch.randn(16, 8192, device="cuda", dtype=torch.float16)
+    want_decode, want_linear = kernelkit.decode_attention(q, kc, vc), kernelkit.linear_weight_only(x, qw, s, 8)
+    close_attention(want_decode, q, kc, vc, torch.float16)
+    out_decode, out_linear = torch.empty_like(want_decode), torch.empty_like(want_linear)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out_decode.copy_(kernelkit.decode_attention(q, kc, vc))
+        out_linear.copy_(kernelkit.linear_weight_only(x, qw, s, 8))
+    out_decode.fill_(float("nan"))
+    out_linear.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out_decode, want_decode)
+    assert torch.equal(out_linear, want_linear)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_ops_on_the_second_gpu():
+    """Tensors on cuda:1 while cuda:0 is current: the op runs on their device (device guard) and on cuda:1's current
+    stream; mixing devices is a clear error."""
+    assert torch.cuda.current_device() == 0
+    x, w = rand(33, 4096, dtype=torch.bfloat16, device="cuda:1"), rand(4096, dtype=torch.bfloat16, device="cuda:1")
+    out = kernelkit.rms_norm(x, w)
+    assert out.device == torch.device("cuda:1")
+    torch.cuda.synchronize(1)
+    close(out, rms_ref(x, w).bfloat16(), torch.bfloat16)
+    g = rand(7, 2 * 1024, dtype=torch.float16, device="cuda:1")
+    close(kernelkit.silu_and_mul(g), torch.nn.functional.silu(g[:, :1024].double()) * g[:, 1024:].double(),
+          torch.float16)
+    s = rand(5, 300, dtype=torch.float32, device="cuda:1", lo=-4, hi=4)
+    close(kernelkit.softmax(s, 0.5), torch.softmax(s.double() * 0.5, -1), torch.float32)
+    with pytest.raises((ValueError, RuntimeError), match="device"):
+        kernelkit.rms_norm(x, w.to("cuda:0"))
+
+
+def test_info():
+    i = kernelkit.info()
+    assert i["library"].endswith("_kernelkit_ops.so")
+    assert "rms_norm" in i["ops"]
+
+
+def test_attention_and_quantized_linear_compile_fullgraph():
+    """The attention and weight-only ops trace with no graph break (their fakes) and give the eager results."""
+    q, k, v = (torch.randn(1, 6, 4, 64, dtype=torch.float16) for _ in range(3))
+    w = torch.randn(32, 128) * 0.05
+    qw, s = kernelkit.quantize_weight(w, 4, 64)
+    x = torch.randn(3, 128, dtype=torch.float16)
+
+    def f(q, k, v, x):
+        return kernelkit.attention(q, k, v, causal=True) * 2, kernelkit.linear_weight_only(x, qw, s, 4, 64)
+
+    eager = f(q, k, v, x)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, v, x)
+    for a, b in zip(compiled, eager):
+        torch.testing.assert_close(a, b)
+
+
+def test_public_names_resolve_and_tolerance_is_the_contract():
+    """Every name of kernelkit.__all__ exists (the registry check, tests/runtime/check_registry.py, compares the
+    lists themselves), and kernelkit.tolerance reads the table of docs/tolerances.md."""
+    for name in kernelkit.__all__:
+        assert hasattr(kernelkit, name), name
+    assert kernelkit.tolerance(torch.bfloat16) == (2.0**-7, 1e-4)
+    assert kernelkit.tolerance(torch.float16) == (2.0**-10, 1e-5)
+    assert kernelkit.tolerance(torch.float32) == (1e-5, 1e-6)
+    with pytest.raises(ValueError, match="dtype must be"):
+        kernelkit.tolerance(torch.int32)

@@ -1,0 +1,63 @@
+"""The quantizers and quantized linear layers from PyTorch: against dequantized and exact integer matmuls, and
+kernelkit.quantize on a small transformers Llama."""
+import pytest
+import torch
+
+import kernelkit
+from torch_testing import DEVICES, rand
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bits", [8, 4])
+def test_weight_only_linear_matches_dequantized_matmul(device, bits):
+    w = rand(96, 256, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
+    q, s = kernelkit.quantize_weight(w, bits=bits, group=64)
+    assert q.dtype == (torch.int8 if bits == 8 else torch.uint8)
+    x = rand(5, 256, dtype=torch.float16, device=device)
+    bias = rand(96, dtype=torch.float16, device=device)
+    y = kernelkit.linear_weight_only(x, q, s, bits, 64, bias)
+    # dequantize independently: int8 directly; int4 through the per-group scales and the error bound of quantization
+    if bits == 8:
+        deq = q.double().cpu() * s.double().cpu()[:, None]
+        want = x.double().cpu() @ deq.T + bias.double().cpu()
+        assert (y.double().cpu() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
+    step = (w.abs().amax(-1, keepdim=True) / (127 if bits == 8 else 7)).cpu().double()  # worst case per row
+    approx = x.double().cpu() @ w.double().cpu().T + bias.double().cpu()
+    bound = 0.5 * (x.double().cpu().abs() @ step.expand(-1, 256).T) + 1e-2
+    assert ((y.double().cpu() - approx).abs() <= bound).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_w8a8_linear_matches_exact_integer_matmul(device):
+    w = rand(200, 272, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
+    qw, sw = kernelkit.quantize_weight(w, bits=8)
+    x = rand(37, 272, dtype=torch.float16, device=device)
+    xq, sx = kernelkit.quantize_per_token(x)
+    assert xq.dtype == torch.int8 and sx.shape == (37,)
+    # the activation quantization: x = q s up to half a step
+    assert ((xq.double() * sx.double()[:, None] - x.double()).abs() <= 0.5 * sx.double()[:, None] + 1e-6).all()
+    bias = rand(200, dtype=torch.float16, device=device)
+    y = kernelkit.linear_w8a8(xq, sx, qw, sw, bias, out_dtype=torch.float16)
+    exact = (xq.cpu().long() @ qw.cpu().long().T).double()  # int64: exact
+    want = exact * sx.cpu().double()[:, None] * sw.cpu().double() + bias.cpu().double()
+    assert (y.cpu().double() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
+
+
+@pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
+                                                 ("Int4Linear", dict(bits=4, group=64), 0.95),
+                                                 ("W8A8Linear", dict(bits=8, activations=True), 0.99)])
+def test_quantize_a_llama_and_report(kind, kwargs, min_cos):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=256, max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 256, (1, 12))
+    with torch.no_grad():
+        want = model(ids).logits.double()
+        report = kernelkit.quantize(model, **kwargs)
+        got = model(ids).logits.double()
+    assert report["replaced"] == {kind: 2 * 7}  # q, k, v, o, gate, up, down per layer; lm_head kept
+    assert report["bytes_after"] < report["bytes_before"]
+    cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
+    assert cos > min_cos, cos

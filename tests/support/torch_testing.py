@@ -1,0 +1,50 @@
+"""Helpers of the PyTorch tests (tests/<family>/test_<family>_torch.py, tests/integration/): the devices and dtypes to
+run on, the accuracy contract as kernelkit states it (kernelkit.tolerance, docs/tolerances.md), float64 references."""
+import torch
+
+import kernelkit
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# The one tolerance table (kernelkit/tolerance.hpp), read from the library.
+RTOL = {dt: kernelkit.tolerance(dt)[0] for dt in DTYPES}
+ATOL = {dt: kernelkit.tolerance(dt)[1] for dt in DTYPES}
+
+
+def close(got, want, dtype, scale=1.0):
+    """Every element within atol + rtol |want| (scale widens it for composed references that round twice)."""
+    got, want = got.double(), want.double()
+    bad = (got - want).abs() > scale * (ATOL[dtype] + RTOL[dtype] * want.abs())
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} elements off; worst {float((got - want).abs().max())}"
+
+
+def close_attention(got, q, k, v, dtype):
+    """Attention's derived bound (src/ops/attention/attention_cases.cpp): the tensor-core kernels round P to the dtype for
+    the P V product, so each element may be off by rtol (|want| + m / 2) with m = sum_j p_j |v_j| / l, the float64
+    attention over |v|. q [b, s, h, d], k / v [b, s_k, h_kv, d]."""
+    def sdpa(vv):
+        g = q.shape[2] // k.shape[2]
+        return torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2).double(), k.transpose(1, 2).double().repeat_interleave(g, 1),
+            vv.transpose(1, 2).double().repeat_interleave(g, 1)).transpose(1, 2)
+    want, m = sdpa(v), sdpa(v.abs())
+    bad = (got.double() - want).abs() > ATOL[dtype] + RTOL[dtype] * (want.abs() + m / 2)
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} elements off; worst {float((got - want).abs().max())}"
+
+
+def rms_ref(x, w=None, eps=1e-6, offset=0.0):
+    x = x.double()
+    y = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y if w is None else y * (offset + w.double())
+
+
+def ln_ref(x, w=None, b=None, eps=1e-5):
+    x = x.double()
+    m = x.mean(-1, keepdim=True)
+    y = (x - m) / torch.sqrt((x - m).pow(2).mean(-1, keepdim=True) + eps)
+    y = y if w is None else y * w.double()
+    return y if b is None else y + b.double()
+
+
+def rand(*shape, dtype, device, lo=-1.0, hi=1.0):
+    return (torch.rand(*shape, dtype=torch.float32, device=device) * (hi - lo) + lo).to(dtype)

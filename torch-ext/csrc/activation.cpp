@@ -1,0 +1,47 @@
+// PyTorch ops of the activation family (src/ops/activation/): act is "gelu", "gelu_tanh" or "silu".
+#include "binding.hpp"
+#include "kernelkit/ops/activation.hpp"
+
+namespace kernelkit::torch_ext {
+namespace {
+
+Activation parse_activation(c10::string_view act) {
+  if (act == "gelu") return Activation::gelu;
+  if (act == "gelu_tanh") return Activation::gelu_tanh;
+  if (act == "silu") return Activation::silu;
+  TORCH_CHECK_VALUE(false, "kernelkit: activation '", std::string(act), "' is not one of gelu, gelu_tanh, silu");
+  return Activation::silu;
+}
+
+void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+}
+
+void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(x.device());
+  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+}
+
+void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act) {
+  const c10::OptionalDeviceGuard guard(a.device());
+  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(a, "a"), view(b, "b"),
+                                             stream_for(a)));
+}
+
+void impls(torch::Library& m) {
+  m.impl("activation", &activation);
+  m.impl("act_and_mul", &act_and_mul);
+  m.impl("act_mul", &act_mul);
+}
+
+}  // namespace
+}  // namespace kernelkit::torch_ext
+
+KK_TORCH_SCHEMAS(m) {
+  m.def("activation(Tensor! out, Tensor x, str act) -> ()");
+  m.def("act_and_mul(Tensor! out, Tensor x, str act) -> ()");
+  m.def("act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()");
+}
+
+KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -1,0 +1,70 @@
+"""Activation ops (src/ops/activation/): gelu, gelu_tanh, silu, the gated forms (x: [..., 2d]) and the two-tensor
+forms (act(a) * b)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._common import _out_for, _rows
+from ._ops import ops
+
+__all__ = ["gelu", "gelu_tanh", "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu",
+           "gelu_tanh_mul"]
+# The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
+_OPS = ("activation", "act_and_mul", "act_mul")
+
+
+def _activation(name: str):
+    def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = _rows(x)
+        out = _out_for(x, out)
+        ops.activation(out, x, name)
+        return out
+
+    return fn
+
+
+gelu = _activation("gelu")
+gelu.__doc__ = "y = x * Phi(x) (exact, erf)."
+gelu_tanh = _activation("gelu_tanh")
+gelu_tanh.__doc__ = "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."
+silu = _activation("silu")
+silu.__doc__ = "y = x * sigmoid(x)."
+
+
+def _act_and_mul(name: str):
+    def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = _rows(x)
+        if out is None:
+            out = x.new_empty(x.shape[:-1] + (x.shape[-1] // 2,))
+        ops.act_and_mul(out, x, name)
+        return out
+
+    return fn
+
+
+silu_and_mul = _act_and_mul("silu")
+silu_and_mul.__doc__ = "x: [..., 2d] -> silu(x[..., :d]) * x[..., d:] (SwiGLU; vLLM / HF activation convention)."
+gelu_and_mul = _act_and_mul("gelu")
+gelu_and_mul.__doc__ = "x: [..., 2d] -> gelu(x[..., :d]) * x[..., d:]."
+gelu_tanh_and_mul = _act_and_mul("gelu_tanh")
+gelu_tanh_and_mul.__doc__ = "x: [..., 2d] -> gelu_tanh(x[..., :d]) * x[..., d:]."
+
+
+def _act_mul(name: str):
+    def fn(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        a, b = _rows(a), _rows(b)
+        out = _out_for(a, out)
+        ops.act_mul(out, a, b, name)
+        return out
+
+    return fn
+
+
+geglu = _act_mul("gelu")
+geglu.__doc__ = "y = gelu(a) * b with separate tensors (GEGLU)."
+swiglu = _act_mul("silu")
+swiglu.__doc__ = "y = silu(a) * b with separate tensors (a Llama MLP's silu(gate) * up)."
+gelu_tanh_mul = _act_mul("gelu_tanh")
+gelu_tanh_mul.__doc__ = "y = gelu_tanh(a) * b with separate tensors (a Gemma MLP's gelu_tanh(gate) * up)."

@@ -1,0 +1,49 @@
+"""Prefill and decode attention (src/ops/attention/)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._ops import ops
+
+__all__ = ["attention", "decode_attention"]
+# The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
+_OPS = ("attention", "decode_attention")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: Optional[float] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
+              cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False):
+    """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim 64, 128 or 256).
+
+    q [b, s_q, h, d], k and v [b, s_k, h_kv, d] with h % h_kv == 0 (GQA / MQA); any strides with a contiguous last dim
+    (so a [b, h, s, d] tensor passes as .transpose(1, 2)). causal: query i sees keys j <= i + s_k - s_q (bottom-right).
+    Packed variable lengths: q [total_q, h, d], k, v [total_k, h_kv, d] with int32 cu_seqlens_q / cu_seqlens_k
+    [batch + 1]. scale defaults to 1 / sqrt(d). Returns out, or (out, lse) with lse float32 [b, h, s_q]
+    ([h, total_q] when packed), the natural-log sum of exp of each query's scaled scores (-inf where it sees no key).
+    """
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = None
+    if return_lse:
+        shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
+        lse = torch.empty(shape, dtype=torch.float32, device=q.device)
+    ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k)
+    return (out, lse) if return_lse else out
+
+
+def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                     block_table: Optional[torch.Tensor] = None, seqlens_k: Optional[torch.Tensor] = None,
+                     causal: bool = False, scale: Optional[float] = None, return_lse: bool = False):
+    """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
+
+    Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, 16, h_kv, d] with an int32
+    block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
+    the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. Returns out, or
+    (out, lse) with lse float32 [b, h, s_q].
+    """
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
+    ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
+                         causal)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,66 @@
+"""Normalization ops (src/ops/norm/): fp32 accumulation, one rounding per output."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._common import _out_for, _rows
+from ._ops import ops
+
+__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu"]
+# The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
+_OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu")
+
+
+def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+             out: Optional[torch.Tensor] = None, weight_offset: float = 0.0) -> torch.Tensor:
+    """y = x / sqrt(mean(x^2, dim=-1) + eps) * (weight_offset + weight).
+
+    `weight` may be None (diffusers' elementwise_affine=False); weight_offset=1 gives Gemma's (1 + weight).
+    """
+    x = _rows(x)
+    out = _out_for(x, out)
+    ops.rms_norm(out, x, weight, eps, weight_offset)
+    return out
+
+
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                       eps: float = 1e-6, weight_offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """In place, vLLM semantics: residual = x + residual (rounded to the dtype); x = rms_norm(residual, weight, eps).
+
+    Returns (x, residual).
+    """
+    ops.fused_add_rms_norm(x, residual, weight, eps, weight_offset)
+    return x, residual
+
+
+def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
+               eps: float = 1e-5, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance, as torch)."""
+    x = _rows(x)
+    out = _out_for(x, out)
+    ops.layer_norm(out, x, weight, bias, eps)
+    return out
+
+
+def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                   bias: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """DiT / LTX-Video modulation: y = layer_norm(x) * (1 + scale[b]) + shift[b].
+
+    x: [batch, seq, hidden]; scale, shift: [batch, hidden].
+    """
+    x = _rows(x)
+    out = _out_for(x, out)
+    ops.ada_layer_norm(out, x, scale, shift, weight, bias, eps)
+    return out
+
+
+def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                  out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = gelu_tanh(rms_norm(x) * weight), fused (no intermediate rounding)."""
+    x = _rows(x)
+    out = _out_for(x, out)
+    ops.rms_norm_gelu(out, x, weight, eps)
+    return out

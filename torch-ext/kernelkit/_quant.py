@@ -1,0 +1,72 @@
+"""Quantization (src/ops/quant/): weight quantizers, per-token INT8 activations, the weight-only (W8A16 / W4A16)
+and W8A8 linear layers."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._common import _out_for, _rows
+from ._ops import ops
+
+__all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8"]
+# The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
+_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8")
+
+
+def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric weight quantization of w [n, k] (an nn.Linear weight) for `linear_weight_only`.
+
+    bits=8: per output channel, returns (int8 [n, k], float32 scales [n]). bits=4: group-wise (group 64 or 128),
+    returns (uint8 [n, k / 2] in kernelkit's interleaved INT4 layout, float32 scales [n, k / group]). w = q * s.
+    """
+    n, k = w.shape
+    if bits == 8:
+        q = torch.empty((n, k), dtype=torch.int8, device=w.device)
+        s = torch.empty((n,), dtype=torch.float32, device=w.device)
+    elif bits == 4:
+        q = torch.empty((n, k // 2), dtype=torch.uint8, device=w.device)
+        s = torch.empty((n, k // group if group > 0 else 0), dtype=torch.float32, device=w.device)
+    else:
+        raise ValueError(f"quantize_weight: bits must be 8 or 4, got {bits}")
+    ops.quantize_weight(q, s, w, bits, group if bits == 4 else 0)
+    return q, s
+
+
+def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, bits: int, group: int = 0,
+                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4, group 64/128).
+
+    x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. On CUDA: a GEMV for 1-2 tokens, tensor
+    cores from 3 on (any count).
+    """
+    lead = x.shape[:-1]
+    x2 = _rows(x.reshape(-1, x.shape[-1]))
+    out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
+    ops.linear_weight_only(out, x2, qweight, scales, bits, group if bits == 4 else 0, bias)
+    return out.reshape(*lead, qweight.shape[0])
+
+
+def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token INT8 activations: s[t] = max|x[t, :]| / 127, q = round(x / s) (half to even), for x [m, k].
+
+    Returns (int8 [m, k], float32 scales [m]); x = q * s[:, None] up to half a step. The activation side of
+    `linear_w8a8`.
+    """
+    x2 = _rows(x)
+    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
+    s = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
+    ops.quantize_per_token(q, s, x2)
+    return q, s
+
+
+def linear_w8a8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor, w_scales: torch.Tensor,
+                bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    """y = (xq @ qweight^T, exact int32) * x_scales[:, None] * w_scales (+ bias), rounded once to out_dtype.
+
+    xq int8 [m, k] and x_scales from `quantize_per_token`; qweight int8 [n, k] and w_scales from
+    `quantize_weight(w, 8)`; k % 16 == 0. CUDA: INT8 tensor cores (sm_75 and later); CPU: the reference.
+    """
+    out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
+    ops.linear_w8a8(out, _rows(xq), x_scales, qweight, w_scales, bias)
+    return out
