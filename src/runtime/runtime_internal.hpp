@@ -8,22 +8,13 @@
 #include <string>
 #include <utility>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernelkit/dtype.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 
 namespace kernelkit::cuda {
-
-// Calls f(T{}) with T = __half or __nv_bfloat16 for the f16 / bf16 kernels (validation refused every other dtype
-// before a launch; `op` names the refusal if one gets here).
-template <typename F>
-Status dispatch_half(const char* op, DType dtype, F&& f) {
-  if (dtype == DType::f16) return f(__half{});
-  if (dtype == DType::bf16) return f(__nv_bfloat16{});
-  return invalid_argument(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
-                          " has no kernel (expected f16, bf16)");
-}
 
 // Makes `device` current for the scope and restores the caller's device afterwards.
 class DeviceGuard {
@@ -70,5 +61,23 @@ Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
 
 // bf16 needs code compiled for sm_80+; a binary whose code for this device is sm_75 has none (KK_DEVICE_HAS_BF16).
 Status check_dtype_code(DType dtype, int device, const std::string& op);
+
+// The element types a family's kernels are compiled for.
+enum class KernelTypes : uint8_t { floats, halves };  // f32 / f16 / bf16, or f16 / bf16 only
+
+// The host entry of a family planned by plan_op: prepare_launch (the device made current until return, the profile,
+// the dtype and pointer checks, the plan), then launch(T{}, plan, profile) with T the element type of `dtype`
+// (float, __half or __nv_bfloat16; dispatch_float / dispatch_half), whose Status it returns.
+template <KernelTypes kTypes = KernelTypes::floats, typename Launch>
+Status launch_planned(OpId op, DType dtype, int device, const OpShape& shape,
+                      std::initializer_list<std::pair<const void*, const char*>> pointers, Launch&& launch) {
+  DeviceGuard guard;
+  DeviceProfile profile;
+  LaunchPlan plan;
+  KK_RETURN_IF_ERROR(prepare_launch(op, dtype, device, shape, pointers, &guard, &profile, &plan));
+  const auto typed = [&](auto tag) { return launch(tag, plan, profile); };
+  if constexpr (kTypes == KernelTypes::halves) return dispatch_half(op_info(op).name.data(), dtype, typed);
+  else return dispatch_float(dtype, typed);
+}
 
 }  // namespace kernelkit::cuda

@@ -39,4 +39,14 @@ Status dispatch_float(DType dtype, F&& f) {
   return invalid_argument("dtype " + std::string(dtype_name(dtype)) + " has no CUDA kernel (expected f32, f16, bf16)");
 }
 
+// The 16-bit float types only (the tensor-core kernels): f(T{}) with T = __half or __nv_bfloat16; `op` names the
+// refusal of any other dtype (validation refuses them before a launch).
+template <typename F>
+Status dispatch_half(const char* op, DType dtype, F&& f) {
+  if (dtype == DType::f16) return f(__half{});
+  if (dtype == DType::bf16) return f(__nv_bfloat16{});
+  return invalid_argument(std::string(op) + ": dtype " + std::string(dtype_name(dtype)) +
+                          " has no kernel (expected f16, bf16)");
+}
+
 }  // namespace kernelkit::cuda

@@ -13,14 +13,10 @@ extern template Status launch_activation<__nv_bfloat16>(const detail::Elementwis
 namespace kernelkit::detail {
 
 Status elementwise_cuda(const ElementwiseArgs& a, Stream stream) {
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
-                                          {{a.a, "x"}, {a.b, "b"}, {a.out, "out"}}, &guard, &prof, &plan));
-  return cuda::dispatch_float(a.dtype, [&](auto tag) {
-    return cuda::launch_activation<decltype(tag)>(a, plan, stream);
-  });
+  return cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(), {{a.a, "x"}, {a.b, "b"}, {a.out, "out"}},
+                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                return cuda::launch_activation<decltype(tag)>(a, plan, stream);
+                              });
 }
 
 }  // namespace kernelkit::detail

@@ -19,22 +19,20 @@ extern template Status row_norm_occupancy<__nv_bfloat16>(OpId, const LaunchPlan&
 namespace kernelkit::detail {
 
 Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
-  const std::string name(op_info(a.op).name);
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
-                                          {{a.x, "x"}, {a.out, "out"}, {a.residual, "residual"}, {a.weight, "weight"},
-                                           {a.bias, "bias"}, {a.scale, "scale"}, {a.shift, "shift"}},
-                                          &guard, &prof, &plan));
-  int resident = 0;
-  KK_RETURN_IF_ERROR(kernel_occupancy(a.op, a.dtype, plan, a.device.index, &resident));
-  if (resident == 0)
-    return Status(StatusCode::internal, name + ": the planned block (" + plan.to_string() + ") cannot be resident");
-  refine_plan_occupancy(prof, resident, a.rows, &plan);
-  return cuda::dispatch_float(a.dtype, [&](auto tag) {
-    return cuda::launch_row_norm<decltype(tag)>(a, plan, stream);
-  });
+  return cuda::launch_planned(
+      a.op, a.dtype, a.device.index, a.shape(),
+      {{a.x, "x"}, {a.out, "out"}, {a.residual, "residual"}, {a.weight, "weight"}, {a.bias, "bias"},
+       {a.scale, "scale"}, {a.shift, "shift"}},
+      [&](auto tag, LaunchPlan plan, const DeviceProfile& prof) {
+        // The planner counted registers at the kernels' cap; the compiled kernel's residency re-sizes the grid.
+        int resident = 0;
+        KK_RETURN_IF_ERROR(kernel_occupancy(a.op, a.dtype, plan, a.device.index, &resident));
+        if (resident == 0)
+          return Status(StatusCode::internal, std::string(op_info(a.op).name) + ": the planned block (" +
+                                                  plan.to_string() + ") cannot be resident");
+        refine_plan_occupancy(prof, resident, a.rows, &plan);
+        return cuda::launch_row_norm<decltype(tag)>(a, plan, stream);
+      });
 }
 
 }  // namespace kernelkit::detail

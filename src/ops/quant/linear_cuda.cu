@@ -10,15 +10,12 @@ extern template Status launch_linear<__nv_bfloat16>(const detail::WeightOnlyArgs
 namespace kernelkit::detail {
 
 Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream) {
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(
-      cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
-                           {{a.x, "x"}, {a.qweight, "qweight"}, {a.scales, "scales"}, {a.bias, "bias"}, {a.out, "out"}},
-                           &guard, &prof, &plan));
-  return cuda::dispatch_half(op_info(a.op).name.data(), a.dtype,
-                             [&](auto tag) { return cuda::launch_linear<decltype(tag)>(a, plan, stream); });
+  return cuda::launch_planned<cuda::KernelTypes::halves>(
+      a.op, a.dtype, a.device.index, a.shape(),
+      {{a.x, "x"}, {a.qweight, "qweight"}, {a.scales, "scales"}, {a.bias, "bias"}, {a.out, "out"}},
+      [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+        return cuda::launch_linear<decltype(tag)>(a, plan, stream);
+      });
 }
 
 }  // namespace kernelkit::detail

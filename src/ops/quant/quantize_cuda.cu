@@ -152,12 +152,11 @@ Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cu
 namespace kernelkit::detail {
 
 Status quantize_cuda(const QuantizeArgs& a, Stream stream) {
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
-                                          {{a.w, "w"}, {a.q, "qweight"}, {a.scales, "scales"}}, &guard, &prof, &plan));
-  return cuda::dispatch_float(a.dtype, [&](auto tag) { return cuda::launch_quantize<decltype(tag)>(a, plan, stream); });
+  return cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(),
+                              {{a.w, "w"}, {a.q, "qweight"}, {a.scales, "scales"}},
+                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                return cuda::launch_quantize<decltype(tag)>(a, plan, stream);
+                              });
 }
 
 }  // namespace kernelkit::detail

@@ -247,19 +247,13 @@ Status launch_w8a8(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream
 namespace kernelkit::detail {
 
 Status w8a8_cuda(const W8A8Args& a, Stream stream) {
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(),
-                                          {{a.xq, "xq"},
-                                           {a.x_scales, "x_scales"},
-                                           {a.qweight, "qweight"},
-                                           {a.w_scales, "w_scales"},
-                                           {a.bias, "bias"},
-                                           {a.out, "out"}},
-                                          &guard, &prof, &plan));
-  return cuda::dispatch_half("linear_w8a8", a.dtype,
-                             [&](auto tag) { return cuda::launch_w8a8<decltype(tag)>(a, plan, stream); });
+  return cuda::launch_planned<cuda::KernelTypes::halves>(
+      a.op, a.dtype, a.device.index, a.shape(),
+      {{a.xq, "xq"}, {a.x_scales, "x_scales"}, {a.qweight, "qweight"}, {a.w_scales, "w_scales"}, {a.bias, "bias"},
+       {a.out, "out"}},
+      [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+        return cuda::launch_w8a8<decltype(tag)>(a, plan, stream);
+      });
 }
 
 }  // namespace kernelkit::detail

@@ -17,16 +17,12 @@ Status rope_cuda(const RopeArgs& a, Stream stream) {
   if (shape.rows >= (int64_t{1} << 31))  // the kernel indexes (token, head) rows in 32 bits
     return unsupported("rotary_embedding: tokens x (heads + kv_heads) = " + std::to_string(shape.rows) +
                        " is above the kernel's limit of 2^31 - 1 rows; split the call");
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, shape,
-                                          {{a.q, "q"}, {a.k, "k"}, {a.q_out, "q_out"}, {a.k_out, "k_out"},
-                                           {a.positions, "positions"}, {a.cos, "cos"}, {a.sin, "sin"}},
-                                          &guard, &prof, &plan));
-  return cuda::dispatch_float(a.dtype, [&](auto tag) {
-    return cuda::launch_rope<decltype(tag)>(a, plan, stream);
-  });
+  return cuda::launch_planned(a.op, a.dtype, a.device.index, shape,
+                              {{a.q, "q"}, {a.k, "k"}, {a.q_out, "q_out"}, {a.k_out, "k_out"},
+                               {a.positions, "positions"}, {a.cos, "cos"}, {a.sin, "sin"}},
+                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                return cuda::launch_rope<decltype(tag)>(a, plan, stream);
+                              });
 }
 
 }  // namespace kernelkit::detail

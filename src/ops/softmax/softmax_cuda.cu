@@ -11,14 +11,10 @@ extern template Status launch_softmax<__nv_bfloat16>(const detail::SoftmaxArgs&,
 namespace kernelkit::detail {
 
 Status softmax_cuda(const SoftmaxArgs& a, Stream stream) {
-  cuda::DeviceGuard guard;
-  DeviceProfile prof;
-  LaunchPlan plan;
-  KK_RETURN_IF_ERROR(cuda::prepare_launch(a.op, a.dtype, a.device.index, a.shape(), {{a.x, "x"}, {a.out, "out"}},
-                                          &guard, &prof, &plan));
-  return cuda::dispatch_float(a.dtype, [&](auto tag) {
-    return cuda::launch_softmax<decltype(tag)>(a, plan, stream);
-  });
+  return cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(), {{a.x, "x"}, {a.out, "out"}},
+                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                return cuda::launch_softmax<decltype(tag)>(a, plan, stream);
+                              });
 }
 
 }  // namespace kernelkit::detail
