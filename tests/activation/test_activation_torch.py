@@ -22,3 +22,14 @@ def test_activations_match_float64(device, dtype, d):
         close(getattr(kernelkit, name + "_and_mul")(x), (f(a.double()) * b.double()).to(dtype), dtype)
     close(kernelkit.geglu(a, b), (ACTS["gelu"](a.double()) * b.double()).to(dtype), dtype)
     close(kernelkit.swiglu(a, b), (ACTS["silu"](a.double()) * b.double()).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    x = torch.randn(6, 96, device=device)
+    for op, args in [
+        (kernelkit.ops.activation.default, (torch.empty_like(x), x, "gelu_tanh")),
+        (kernelkit.ops.act_and_mul.default, (torch.empty(6, 48, device=device), x, "silu")),
+        (kernelkit.ops.act_mul.default, (torch.empty_like(x), x, torch.randn_like(x), "gelu")),
+    ]:
+        torch.library.opcheck(op, args)

@@ -55,3 +55,17 @@ def test_decode_attention_contiguous_and_paged(device):
     table = perm.reshape(b, pages).to(torch.int32).to(device)
     paged = kernelkit.decode_attention(q, kp, vp, block_table=table, seqlens_k=lens)
     torch.testing.assert_close(paged, out)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    h = torch.float16
+    q, k = torch.randn(1, 5, 4, 64, device=device, dtype=h), torch.randn(1, 9, 2, 64, device=device, dtype=h)
+    for op, args in [
+        (kernelkit.ops.attention.default, (torch.empty_like(q), torch.empty(1, 4, 5, device=device), q, k, k.clone(),
+                                           0.0, True, None, None)),
+        (kernelkit.ops.decode_attention.default, (torch.empty(1, 1, 4, 64, device=device, dtype=h), None,
+                                                  torch.randn(1, 1, 4, 64, device=device, dtype=h), k, k.clone(), None,
+                                                  None, 0.0, False)),
+    ]:
+        torch.library.opcheck(op, args)

@@ -31,3 +31,21 @@ def test_norms_match_float64(device, dtype, hidden):
     sc, sh = rand(2, hidden, dtype=dtype, device=device), rand(2, hidden, dtype=dtype, device=device)
     want = ln_ref(xa, eps=1e-6) * (1 + sc.double()[:, None]) + sh.double()[:, None]
     close(kernelkit.ada_layer_norm(xa, sc, sh, eps=1e-6), want.to(dtype), dtype, scale=3.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    x = torch.randn(6, 96, device=device)
+    w = torch.rand(96, device=device) + 0.5
+    b = torch.randn(96, device=device)
+    xa = torch.randn(2, 3, 96, device=device)
+    sc, sh = torch.randn(2, 96, device=device), torch.randn(2, 96, device=device)
+    for op, args in [
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, w, 1e-6, 0.0)),
+        (kernelkit.ops.rms_norm.default, (torch.empty_like(x), x, None, 1e-6, 1.0)),
+        (kernelkit.ops.fused_add_rms_norm.default, (x.clone(), torch.randn_like(x), w, 1e-6, 0.0)),
+        (kernelkit.ops.layer_norm.default, (torch.empty_like(x), x, w, b, 1e-5)),
+        (kernelkit.ops.ada_layer_norm.default, (torch.empty_like(xa), xa, sc, sh, None, None, 1e-6)),
+        (kernelkit.ops.rms_norm_gelu.default, (torch.empty_like(x), x, w, 1e-6)),
+    ]:
+        torch.library.opcheck(op, args)

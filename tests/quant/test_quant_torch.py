@@ -61,3 +61,22 @@ def test_quantize_a_llama_and_report(kind, kwargs, min_cos):
     assert report["bytes_after"] < report["bytes_before"]
     cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0).item()
     assert cos > min_cos, cos
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    h = torch.float16
+    w8 = torch.randn(16, 128, device=device) * 0.1
+    q8, s8 = kernelkit.quantize_weight(w8, 8)
+    for op, args in [
+        (kernelkit.ops.quantize_weight.default, (torch.empty(16, 128, dtype=torch.int8, device=device),
+                                                 torch.empty(16, device=device), w8, 8, 0)),
+        (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
+                                                    torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
+        (kernelkit.ops.quantize_per_token.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                    torch.empty(3, device=device), torch.randn(3, 128, device=device))),
+        (kernelkit.ops.linear_w8a8.default, (torch.empty(3, 16, device=device, dtype=h),
+                                             torch.randint(-127, 128, (3, 128), dtype=torch.int8, device=device),
+                                             torch.rand(3, device=device), q8, s8, None)),
+    ]:
+        torch.library.opcheck(op, args)

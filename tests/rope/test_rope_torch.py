@@ -46,3 +46,15 @@ def test_rotary_embedding(device, dtype, style, head_dim, rot):
     torch.testing.assert_close(q2, qo, rtol=0, atol=0)  # per-token HF tables == cache
     kernelkit.rotary_embedding(q, k, pos, cache, style=style)  # in place
     torch.testing.assert_close(q, qo, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for op, args in [
+        (kernelkit.ops.rotary_embedding_.default, (torch.randint(0, 8, (6,), device=device), torch.randn(6, 4, 16,
+         device=device), torch.randn(6, 2, 16, device=device), torch.randn(8, 16, device=device), True)),
+        (kernelkit.ops.rotary_embedding_cos_sin_.default, (torch.randn(6, 4, 16, device=device),
+         torch.randn(6, 2, 16, device=device), torch.randn(6, 8, device=device), torch.randn(6, 8, device=device), 16,
+         False)),
+    ]:
+        torch.library.opcheck(op, args)

@@ -18,3 +18,9 @@ def test_softmax_and_causal(device, dtype):
     close(kernelkit.softmax(x, 0.5, causal=True), want.to(dtype), dtype, scale=2.0)
     inf_row = torch.full((1, 16), float("-inf"), dtype=dtype, device=device)
     assert torch.equal(kernelkit.softmax(inf_row), torch.zeros_like(inf_row))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    xa = torch.randn(2, 3, 96, device=device)
+    torch.library.opcheck(kernelkit.ops.softmax.default, (torch.empty_like(xa), xa, 0.5, True))

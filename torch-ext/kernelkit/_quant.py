@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _out_for, _rows
+from ._common import _rows
 from ._ops import ops
 
 __all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8"]

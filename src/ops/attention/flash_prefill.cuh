@@ -67,9 +67,8 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
 }
 
 // The block setup, masked softmax step and epilogue of a prefill kernel, as functions for the sm_90a kernel
-// (src/ops/attention/flash_prefill_sm90a.cu). flash_prefill_kernel below still spells the same steps inline: with these
-// helpers its SASS changed (register allocation and scheduling, not the math), and the inline form is the code that
-// passed every arch path and both sanitizers at df946b8; it moves onto them with its next full GPU check.
+// (flash_prefill_sm90a.cu). flash_prefill_kernel below spells the same steps inline: built on these helpers its SASS
+// differs (register allocation and scheduling, not the math), so that move needs a GPU check and timing of its own.
 // What a block of BM query rows of one (sequence, head) reads and sees: its rows' and its KV head's pointers, the
 // sequence lengths (varlen: from cu_q / cu_k) and the K/V tiles of BN keys any of its rows can see.
 template <typename T>

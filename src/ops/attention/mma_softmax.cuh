@@ -22,10 +22,10 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 // (fp32: l adds the unrounded values, only the P V operand is rounded to T).
 // kLean (the prefill): exp2 as exp2_ftz, and O's rescale (D8 x 4 multiplies, as many as the tile's P V MMAs issue
 // instructions) skipped when no row of the warp has a new max (the factor is then exactly 1; past the first tiles a
-// row's max rarely moves, so most tiles skip it, a warp-uniform branch). Measured on the H200 (bf16, commit 5d66259):
-// with it the instruction-bound prefill went from 781.6 to 628.7 us (b1 h32 s4096 d128 causal), but the tensor-core
-// decode, bound by memory, went from 131.9 to 148.8 us at b32 h32/8 s4096 (10.5 -> 10.6 at b1), so the decode keeps
-// exp2f and the unconditional rescale (kLean = false: the code measured and tested at 0e9051e).
+// row's max rarely moves, so most tiles skip it, a warp-uniform branch). Measured on the H200 (bf16): the
+// instruction-bound prefill takes 628.7 us with it against 781.6 without (b1 h32 s4096 d128 causal), but the
+// tensor-core decode, bound by memory, 148.8 against 131.9 us at b32 h32/8 s4096 (10.6 against 10.5 at b1), so the
+// decode keeps exp2f and the unconditional rescale (kLean = false).
 template <bool kLean, int NB, int D8>
 __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
                                                     float (&l_run)[2], float (&acc)[D8][4]) {

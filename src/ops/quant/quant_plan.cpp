@@ -26,8 +26,8 @@ namespace detail {
 //    resident (kLinearWarpsPerSm, the thread and the register limits) and every warp still gets a full warp-wide step
 //    of 16-byte chunks. (Always splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us
 //    against 22.3 us with this rule. A warp-per-row kernel without split-K, each warp walking whole rows with the next
-//    chunks in flight, was slower at every m = 1 shape measured on the H200 in session 5, e.g. W4A16 n11008 k4096
-//    18.5 us against 14.2, n28672 k8192 71.0 against 48.1 us, and was removed.)
+//    chunks in flight, is slower at every m = 1 shape measured on the H200, e.g. W4A16 n11008 k4096 18.5 us against
+//    14.2, n28672 k8192 71.0 against 48.1 us.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)

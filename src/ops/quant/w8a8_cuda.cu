@@ -13,8 +13,8 @@
 //
 // Dispatch: cuBLASLt's INT8 kernels for m > 16 and n, k multiples of 8 when cuBLASLt has an algorithm, then
 // w8a8_scale_kernel (the same epilogue function, so both paths give the same bits); these tiles otherwise. On the H200
-// (2026-11-30, 9 shapes, m 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, was 2.0-2.6x faster than the
-// tiles at every shape, and still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles /
+// (9 shapes, m 256-4096, n and k 4096-11008) torch._int_mm, i.e. cuBLASLt, is 2.0-2.6x faster than the tiles at every
+// shape, and still 1.05-1.7x with torch's three unfused scaling kernels after it. KERNELKIT_W8A8=tiles /
 // cublaslt forces a path (the tests run both).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -202,7 +202,7 @@ Status launch_w8a8_cublaslt(const detail::W8A8Args& a, W8A8Params<T> p, cudaStre
       q.m = static_cast<int>(rows);
       // A programmatic dependent of cuBLASLt's last kernel (sm_90 code), as the decode merge is: launched ahead, it
       // waits in wait_for_prior_grid instead of behind the stream's launch gap (cuBLASLt does not trigger early, so
-      // that gap is all it can save; at m 256 the whole call took 26.2 us against _int_mm's 19.9, session 6).
+      // that gap is all it can save; at m 256 the whole call takes 26.2 us on the H200 against _int_mm's 19.9).
       KK_RETURN_IF_ERROR(launch_dependent(w8a8_scale_kernel<T>, dim3(one_thread_each(rows * a.n)),
                                           dim3(kElementwiseThreads), 0, stream, q, sums));
     }
