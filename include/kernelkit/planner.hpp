@@ -3,7 +3,7 @@
 // constants live with each op family (src/ops/<family>/*_plan.*; the shared ones in src/runtime/plan_rules.hpp).
 //
 // KERNELKIT_TUNE="key=value[,key=value...]" forces planner choices that have a compiled alternative, so that one
-// benchmark run can time them side by side (bench/op_baselines.py --tuned; the keys are listed in docs/benchmarking.md).
+// benchmark run can time them side by side (bench/op_baselines.py --tuned; docs/benchmarking.md lists the keys).
 // Read at every plan; a malformed variable, or a value no kernel or no shared memory allows, fails the plan with
 // invalid_argument / unsupported naming it. Not for production use: the defaults are the measured choices.
 #pragma once

@@ -87,7 +87,7 @@ def main(argv=None):
             if not (ROOT / need).is_file():
                 errors.append(f"family {fam}: {need} is missing")
     # torch schemas, per family binding file
-    schema_re = re.compile(r'm\.def\(\s*"(\w+)\(')
+    schema_re = re.compile(r'(?:m\.def|def_op)\(\s*(?:m,\s*)?"(\w+)\(')
     for fam in families:
         want = sorted({t for r in rows if r["family"] == fam for t in r["torch"]})
         src = ROOT / f"torch-ext/csrc/{fam}.cpp"

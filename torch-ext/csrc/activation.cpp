@@ -29,19 +29,12 @@ void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::str
                                              stream_for(a)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("activation", &activation);
-  m.impl("act_and_mul", &act_and_mul);
-  m.impl("act_mul", &act_mul);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("activation(Tensor! out, Tensor x, str act) -> ()");
-  m.def("act_and_mul(Tensor! out, Tensor x, str act) -> ()");
-  m.def("act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "activation(Tensor! out, Tensor x, str act) -> ()", &activation);
+  def_op(m, "act_and_mul(Tensor! out, Tensor x, str act) -> ()", &act_and_mul);
+  def_op(m, "act_mul(Tensor! out, Tensor a, Tensor b, str act) -> ()", &act_mul);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -34,19 +34,15 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
                                              stream_for(q)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("attention", &attention);
-  m.impl("decode_attention", &decode_attention);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
-        "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k) -> ()");
-  m.def("decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
-        "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
+            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k) -> ()",
+         &attention);
+  def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
+            "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal) -> ()",
+         &decode_attention);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -9,6 +9,8 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
@@ -34,14 +36,22 @@ void raise_if_error(const Status& s);
 #define KK_TORCH_LIBRARY_(ns, m) TORCH_LIBRARY(ns, m)
 #define KK_TORCH_FRAGMENT_(ns, m) TORCH_LIBRARY_FRAGMENT(ns, m)
 #define KK_TORCH_IMPL_(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
-// A family's schemas: KK_TORCH_SCHEMAS(m) { m.def("..."); }
-#define KK_TORCH_SCHEMAS(m) KK_TORCH_FRAGMENT_(KERNELKIT_TORCH_NAMESPACE, m)
-// A family's implementations, one function for CPU and CUDA tensors alike (the core runs the fp64 reference on CPU
-// tensors and the kernels on CUDA ones): KK_TORCH_IMPLS(impls) with void impls(torch::Library&).
+// A family's ops: KK_TORCH_OPS(m) { def_op(m, "name(Tensor! out, ...) -> ()", &name); ... }
+#define KK_TORCH_OPS(m) KK_TORCH_FRAGMENT_(KERNELKIT_TORCH_NAMESPACE, m)
+
+namespace kernelkit::torch_ext {
+
+// Defines an op from its schema (`Tensor!` marks what it writes) and registers `fn` for CPU and CUDA tensors alike:
+// the core runs the fp64 reference on CPU tensors and the kernels on CUDA ones.
+template <typename Fn>
+void def_op(torch::Library& m, const char* schema, Fn* fn) {
+  const std::string_view s(schema);
+  const std::string name(s.substr(0, s.find('(')));
+  m.def(schema);
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CPU, fn));
 #ifdef KERNELKIT_HAS_CUDA
-#define KK_TORCH_IMPLS(impls)                                              \
-  KK_TORCH_IMPL_(KERNELKIT_TORCH_NAMESPACE, CPU, m) { impls(m); }  \
-  KK_TORCH_IMPL_(KERNELKIT_TORCH_NAMESPACE, CUDA, m) { impls(m); }
-#else
-#define KK_TORCH_IMPLS(impls) KK_TORCH_IMPL_(KERNELKIT_TORCH_NAMESPACE, CPU, m) { impls(m); }
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::CUDA, fn));
 #endif
+}
+
+}  // namespace kernelkit::torch_ext

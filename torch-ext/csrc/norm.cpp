@@ -41,24 +41,17 @@ void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at:
                                           static_cast<float>(eps), stream_for(x)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("rms_norm", &rms_norm);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm);
-  m.impl("layer_norm", &layer_norm);
-  m.impl("ada_layer_norm", &ada_layer_norm);
-  m.impl("rms_norm_gelu", &rms_norm_gelu);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("rms_norm(Tensor! out, Tensor x, Tensor? weight, float eps, float weight_offset=0.) -> ()");
-  m.def("fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor? weight, float eps, float weight_offset=0.) -> ()");
-  m.def("layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()");
-  m.def("ada_layer_norm(Tensor! out, Tensor x, Tensor scale, Tensor shift, Tensor? weight, Tensor? bias, "
-        "float eps) -> ()");
-  m.def("rms_norm_gelu(Tensor! out, Tensor x, Tensor? weight, float eps) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "rms_norm(Tensor! out, Tensor x, Tensor? weight, float eps, float weight_offset=0.) -> ()", &rms_norm);
+  def_op(m, "fused_add_rms_norm(Tensor! x, Tensor! residual, Tensor? weight, float eps, float weight_offset=0.) -> ()",
+         &fused_add_rms_norm);
+  def_op(m, "layer_norm(Tensor! out, Tensor x, Tensor? weight, Tensor? bias, float eps) -> ()", &layer_norm);
+  def_op(m, "ada_layer_norm(Tensor! out, Tensor x, Tensor scale, Tensor shift, Tensor? weight, Tensor? bias, "
+            "float eps) -> ()",
+         &ada_layer_norm);
+  def_op(m, "rms_norm_gelu(Tensor! out, Tensor x, Tensor? weight, float eps) -> ()", &rms_norm_gelu);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -34,22 +34,17 @@ void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scal
                                         stream_for(xq)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("quantize_weight", &quantize_weight);
-  m.impl("linear_weight_only", &linear_weight_only);
-  m.impl("quantize_per_token", &quantize_per_token);
-  m.impl("linear_w8a8", &linear_w8a8);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("quantize_weight(Tensor! qweight, Tensor(b!) scales, Tensor w, int bits, int group) -> ()");
-  m.def("linear_weight_only(Tensor! out, Tensor x, Tensor qweight, Tensor scales, int bits, int group, "
-        "Tensor? bias) -> ()");
-  m.def("quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()");
-  m.def("linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "quantize_weight(Tensor! qweight, Tensor(b!) scales, Tensor w, int bits, int group) -> ()",
+         &quantize_weight);
+  def_op(m, "linear_weight_only(Tensor! out, Tensor x, Tensor qweight, Tensor scales, int bits, int group, "
+            "Tensor? bias) -> ()",
+         &linear_weight_only);
+  def_op(m, "quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token);
+  def_op(m, "linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()",
+         &linear_w8a8);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -22,17 +22,13 @@ void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& c
                                              neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("rotary_embedding_", &rotary_embedding_);
-  m.impl("rotary_embedding_cos_sin_", &rotary_embedding_cos_sin_);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("rotary_embedding_(Tensor positions, Tensor! q, Tensor! k, Tensor cos_sin_cache, bool neox) -> ()");
-  m.def("rotary_embedding_cos_sin_(Tensor! q, Tensor! k, Tensor cos, Tensor sin, int rot_dim, bool neox) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "rotary_embedding_(Tensor positions, Tensor! q, Tensor! k, Tensor cos_sin_cache, bool neox) -> ()",
+         &rotary_embedding_);
+  def_op(m, "rotary_embedding_cos_sin_(Tensor! q, Tensor! k, Tensor cos, Tensor sin, int rot_dim, bool neox) -> ()",
+         &rotary_embedding_cos_sin_);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

@@ -11,15 +11,10 @@ void softmax(at::Tensor& out, const at::Tensor& x, double scale, bool causal) {
   raise_if_error(f(view(out, "out"), view(x, "x"), static_cast<float>(scale), stream_for(x)));
 }
 
-void impls(torch::Library& m) {
-  m.impl("softmax", &softmax);
-}
-
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
-KK_TORCH_SCHEMAS(m) {
-  m.def("softmax(Tensor! out, Tensor x, float scale=1., bool causal=False) -> ()");
+KK_TORCH_OPS(m) {
+  using namespace kernelkit::torch_ext;
+  def_op(m, "softmax(Tensor! out, Tensor x, float scale=1., bool causal=False) -> ()", &softmax);
 }
-
-KK_TORCH_IMPLS(kernelkit::torch_ext::impls)

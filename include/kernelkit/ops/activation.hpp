@@ -1,5 +1,5 @@
-// Activation ops (src/ops/activation/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out; CPU tensors run
-// the fp64 reference, CUDA tensors the kernels on the caller's stream.
+// Activation ops (src/ops/activation/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out;
+// CPU tensors run the fp64 reference, CUDA tensors the kernels on the caller's stream.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Normalization ops (src/ops/norm/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out; CPU tensors run
-// the fp64 reference, CUDA tensors the kernels on the caller's stream.
+// Normalization ops (src/ops/norm/), part of the op API (kernelkit/ops.hpp): TensorViews in, a Status out;
+// CPU tensors run the fp64 reference, CUDA tensors the kernels on the caller's stream.
 #pragma once
 
 #include <optional>
