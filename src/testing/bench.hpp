@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,7 +14,7 @@
 #include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
-#include "ops/norm/norm_cases.hpp"
+#include "testing/harness.hpp"
 
 namespace kernelkit::testing {
 
@@ -43,42 +44,54 @@ struct CopyCeiling {
   uint64_t bytes = 0;  // read + written
 };
 
-// Device buffers for one norm op and shape: `sets` rotating sets of the per-row tensors (x and out; x and residual for
-// the fused op), shared parameters, all filled with random values on the device.
-class NormWorkload {
- public:
-  Status init(OpId op, DType dtype, const BenchShape& shape, int sets, int device);
-  const std::vector<NormTensors>& views() const { return views_; }
-  Status refill(Stream stream);  // fresh random rotated tensors (in-place ops drift as they are re-run)
-
- private:
-  DType dtype_ = DType::f32;
-  Status status_;
-  std::vector<DeviceBuffer> buffers_;
-  std::vector<NormTensors> views_;
-  std::vector<std::pair<void*, int64_t>> rotated_;
-};
-
 // Device-to-device copy of `bytes_each` bytes, counting bytes read plus bytes written; median of 20.
 Status measure_copy_ceiling(int device, uint64_t bytes_each, CopyCeiling* out);
 
-// One op at one shape: buffers, verification of sampled rows against the CPU reference, then the timing.
+// One op at one shape: buffers, verification of sampled rows against the CPU reference, then the timing. The
+// family's own bench (src/ops/<family>/<family>_bench.cpp) does the work; the streaming ops only (norm, activation,
+// softmax, rope: attention and the linear ops are timed by bench/op_baselines.py).
 BenchResult bench_op(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs, int device,
                      double peak_gbps);
-BenchResult bench_norm(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
-                       int device, double peak_gbps);
-// The streaming ops (activations, softmax): x [rows, d] (or [rows, 2d] gated; a and b for geglu) -> out [rows, d].
-// causal_softmax: x [batch, rows / batch, d] score matrices (a 2-D shape is cut into square [d, d] ones when d
-// divides rows).
-BenchResult bench_streaming(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
-                             int device, double peak_gbps);
-// RoPE as in a Llama attention block: a suite shape tokens x hidden is q [tokens, hidden / 128, 128] and k [tokens,
-// hidden / 512, 128] (GQA 4:1) as strided views of a fused qkv projection, rotated in place from a cos/sin cache with
-// random positions (vLLM convention, neox).
-BenchResult bench_rope(const DeviceProfile& profile, DType dtype, const BenchShape& shape, int runs, int device,
-                       double peak_gbps);
 // The shape an op's bytes and FLOPs are counted over for a suite shape (RoPE: (token, head) rows of head_dim).
 OpShape bench_op_shape(OpId op, const BenchShape& shape);
+
+// ---- The pieces every family's bench is made of
+
+// Times `launch(i, stream)` (i picks the rotating buffer set): short kernels as CUDA-graph replays of many launches
+// (launch gaps excluded), long ones with events around each launch; median, p10 and p90 of `runs` into r.
+// `refresh`, when given, re-randomizes in-place inputs outside the timed windows.
+using LaunchFn = std::function<Status(int set, Stream stream)>;
+using RefreshFn = std::function<Status(Stream stream)>;
+Status time_launches(const LaunchFn& launch, const RefreshFn& refresh, int runs, BenchResult* r);
+// Rotating buffer sets: enough that the sets the runs cycle through exceed 2x L2 (cold L2), at most 64 and ~8 GB.
+void size_sets(const DeviceProfile& profile, uint64_t set_bytes, BenchResult* r);
+// A result carrying the op's bytes and FLOPs at this suite shape (from the op table, through bench_op_shape).
+BenchResult bench_result(OpId op, const BenchShape& shape, DType dtype);
+// GB/s and % of `peak_gbps` from the bytes and the median; the status ok.
+void finish_timing(double peak_gbps, BenchResult* r);
+// Up to 32 rows spread over [0, rows), first and last included: the rows checked against the reference before a
+// timing.
+std::vector<int64_t> sample_rows(int64_t rows);
+// Rows `rows` of a device tensor of `hidden`-element rows (contiguous) into consecutive rows of `dst`.
+Status download_rows(HostBuffer* dst, const void* src, const std::vector<int64_t>& rows, int64_t hidden, DType t);
+// Records the verification of `rows` sampled rows in r; a mismatch fails the case (no timing is accepted).
+Status record_verification(const CaseResult& cmp, int64_t rows, BenchResult* r);
+Status set_bench_device(int device);
+
+// An op for the streaming harness: x [rows, in_width_multiple x d] (and b [rows, d] for a two-tensor op) -> out
+// [rows, d], as 2-D contiguous views. run: the op under test on the device; reference: the CPU reference over the
+// sampled rows (views [k, width] of host copies of those rows; `rows` their indices in the full tensor; x may be
+// rewritten).
+struct StreamingOp {
+  int64_t in_width_multiple = 1;
+  bool two_tensors = false;
+  std::function<Status(const TensorView& out, const TensorView& x, const TensorView* b, Stream stream)> run;
+  std::function<Status(const TensorView& out, const TensorView& x, const TensorView* b,
+                       const std::vector<int64_t>& rows)>
+      reference;
+};
+BenchResult bench_streaming(const DeviceProfile& profile, OpId op, DType dtype, const BenchShape& shape, int runs,
+                            int device, double peak_gbps, const StreamingOp& sop);
 
 // Where L2 persistence helps: a small working set re-read between streaming traffic. rms_norm over `hot_rows` x 4096
 // bf16 rows (the re-read set, ~8 MB at 1024 rows: decode-sized) runs after each streaming copy of `stream_bytes`

@@ -15,7 +15,7 @@
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
 #include "testing/bench.hpp"
-#include "ops/norm/norm_cases.hpp"
+#include "ops/norm/norm_bench.hpp"
 
 namespace kernelkit::cli {
 namespace {

@@ -3,4 +3,4 @@
 kk_family(norm
   CORE norm.cpp norm_ref.cpp
   CUDA norm_cuda.cu norm_f32.cu norm_f16.cu norm_bf16.cu
-  TESTING norm_cases.cpp)
+  TESTING norm_cases.cpp norm_bench.cpp)

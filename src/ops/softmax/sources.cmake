@@ -2,4 +2,4 @@
 kk_family(softmax
   CORE softmax.cpp softmax_ref.cpp
   CUDA softmax_cuda.cu softmax_f32.cu softmax_f16.cu softmax_bf16.cu
-  TESTING softmax_cases.cpp)
+  TESTING softmax_cases.cpp softmax_bench.cpp)
