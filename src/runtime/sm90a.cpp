@@ -1,4 +1,5 @@
-// Host side of the sm_90a kernels (sm90a.hpp): availability, and the entry points' refusal in builds without them.
+// Host side of the sm_90a code (sm90a.hpp): availability, the primitives' probes, and their refusal in builds without
+// them.
 #include "runtime/sm90a.hpp"
 
 #include <string>
@@ -8,12 +9,9 @@ namespace kernelkit::cuda {
 
 #if KERNELKIT_HAS_SM90A
 Status wgmma_probe_launch(const void* a, const void* b, float* c, bool f16, bool b_mn_major, cudaStream_t stream);
-Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream);
 Status tma_probe_launch(const TmaOperand& map, int row0, int col0, void* out, cudaStream_t stream);
 #endif
 
-namespace {
-// The refusal of an sm_90a entry point on the current device (or in a build without the code), or Ok.
 Status need_sm90a(const char* what) {
   int device = 0;
   if (cudaGetDevice(&device) == cudaSuccess && sm90a_available(device)) return Status::Ok();
@@ -21,7 +19,6 @@ Status need_sm90a(const char* what) {
   return unsupported(std::string(what) + ": needs a build with sm_90a code (arch list with 90 or native) on a "
                      "compute capability 9.0 device");
 }
-}  // namespace
 
 bool sm90a_available(int device) {
 #if KERNELKIT_HAS_SM90A
@@ -137,16 +134,6 @@ Status tma_probe(const void* src, int64_t rows, int64_t cols, int row0, int col0
 #else
   (void)row0, (void)col0, (void)out, (void)stream;
   return unsupported("tma_probe: not built");
-#endif
-}
-
-Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  KK_RETURN_IF_ERROR(need_sm90a("attention (KERNELKIT_TUNE attn_wgmma)"));
-#if KERNELKIT_HAS_SM90A
-  return flash_prefill_wgmma_launch(a, tile, stream);
-#else
-  (void)a, (void)tile, (void)stream;
-  return unsupported("attention (wgmma): not built");
 #endif
 }
 

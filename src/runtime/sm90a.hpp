@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "ops/attention/attention.hpp"
 #include "kernels/common/tma_desc.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/status.hpp"
@@ -16,6 +15,8 @@ namespace kernelkit::cuda {
 
 // True when this build holds the sm_90a kernels and `device` is compute capability 9.0 (the only one that runs them).
 bool sm90a_available(int device);
+// Ok where the current device runs the sm_90a kernels, else unsupported naming `what` (an entry point's refusal).
+Status need_sm90a(const char* what);
 
 // The wgmma probe (src/kernels/common/wgmma_probe.cu): one warpgroup computes c = a b^T, a [64][64] and c [64][64]
 // row-major, in bf16 (f16 = false) or f16, fp32 accumulation, through 128-byte-swizzled shared tiles and four
@@ -29,10 +30,5 @@ Status wgmma_probe(const void* a, const void* b, float* c, bool f16, bool b_mn_m
 // as they lie there (element (r, c) of the box at swz<64>(r, c), zeros outside the tensor). Device pointers on
 // `stream`; unsupported where sm90a_available is false.
 Status tma_probe(const void* src, int64_t rows, int64_t cols, int row0, int col0, void* out, cudaStream_t stream);
-
-// Prefill attention on wgmma (src/ops/attention/flash_prefill_sm90a.cu) for a plan with tile.wgmma (KERNELKIT_TUNE
-// attn_wgmma=1): f16 / bf16, head_dim 64 and 128, every layout, mask and varlen form of the mma.sync kernel. Arguments
-// validated by the caller; unsupported where sm90a_available is false for the current device.
-Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream);
 
 }  // namespace kernelkit::cuda

@@ -5,6 +5,7 @@
 #include "ops/attention/decode.cuh"
 #include "ops/attention/flash_prefill.cuh"
 #include "runtime/runtime_internal.hpp"
+#include "ops/attention/flash_prefill_sm90a.hpp"
 #include "runtime/sm90a.hpp"
 
 namespace kernelkit::cuda {
@@ -22,6 +23,17 @@ Status check_limits(const char* op, std::initializer_list<std::pair<const char*,
   return Status::Ok();
 }
 }  // namespace
+
+Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+  KK_RETURN_IF_ERROR(need_sm90a("attention (KERNELKIT_TUNE attn_wgmma)"));
+#if KERNELKIT_HAS_SM90A
+  return flash_prefill_wgmma_launch(a, tile, stream);
+#else
+  (void)a, (void)tile, (void)stream;
+  return unsupported("attention (wgmma): not built");
+#endif
+}
+
 }  // namespace kernelkit::cuda
 
 namespace kernelkit::detail {

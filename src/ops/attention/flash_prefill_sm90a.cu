@@ -25,6 +25,7 @@
 #include "kernels/common/tma.cuh"
 #include "kernels/common/wgmma.cuh"
 #include "runtime/runtime_internal.hpp"
+#include "ops/attention/flash_prefill_sm90a.hpp"
 #include "runtime/sm90a.hpp"
 #include "ops/attention/attention_plan.hpp"
 
