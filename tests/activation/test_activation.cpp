@@ -54,8 +54,9 @@ TEST(Activation, BadInputs) {
   expect_error(activation(Activation::silu, f32(out, {2, 0}), f32(x, {2, 0})), {"x", "> 0"});
   EXPECT_TRUE(activation(Activation::silu, f32(out, {0, 6}), f32(x, {0, 6})).ok());  // rows = 0: no-op
   setenv("KERNELKIT_PROFILE", "t4", 1);
+  std::vector<uint16_t> h6(6);
   const Status s = gated_activation(Activation::silu, TensorView::contiguous(h.data(), DType::bf16, {1, 3}, Device::cuda(0)),
-                                    TensorView::contiguous(h.data(), DType::bf16, {1, 6}, Device::cuda(0)));
+                                    TensorView::contiguous(h6.data(), DType::bf16, {1, 6}, Device::cuda(0)));
   unsetenv("KERNELKIT_PROFILE");
   EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
   EXPECT_NE(s.message().find("silu_and_mul"), std::string::npos);

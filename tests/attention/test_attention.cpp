@@ -3,6 +3,9 @@
 // rows, paged == contiguous; bytes / FLOPs; bad inputs named with the expectation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <deque>
+
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -349,9 +352,13 @@ TEST(Attention, BytesAndFlopsAreDefinedOnce) {
 
 TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   std::vector<uint16_t> buf(4 * 8 * 4 * 256);
-  std::vector<float> fbuf(4 * 8 * 4 * 256);
+  // A fresh buffer for every tensor: an output sharing an input's memory is an error of its own.
+  std::deque<std::vector<float>> storage;
   auto t = [&](std::initializer_list<int64_t> shape, DType dt = DType::f16) {
-    return TensorView::contiguous(dt == DType::f32 ? static_cast<void*>(fbuf.data()) : buf.data(), dt, shape);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    storage.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    return TensorView::contiguous(storage.back().data(), dt, shape);
   };
   auto expect = [](const Status& s, StatusCode code, const std::string& text) {
     EXPECT_EQ(s.code(), code) << s.to_string();
@@ -362,19 +369,19 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
          StatusCode::unsupported, "head_dim (q last dim) 96 is not supported (expected 64, 128 or 256)");
   expect(attention(t({2, 4, 6, 64}), std::nullopt, t({2, 4, 6, 64}), t({2, 8, 4, 64}), t({2, 8, 4, 64})),
          StatusCode::invalid_argument, "q heads (6) must be a positive multiple of k/v heads (4)");
-  expect(attention(q, std::nullopt, q, t({2, 8, 2, 64}, DType::bf16), kv), StatusCode::invalid_argument,
+  expect(attention(t({2, 4, 4, 64}), std::nullopt, q, t({2, 8, 2, 64}, DType::bf16), kv), StatusCode::invalid_argument,
          "k dtype bf16 does not match q dtype f16");
   expect(attention(t({2, 4, 4, 64}, DType::f32), std::nullopt, t({2, 4, 4, 64}, DType::f32),
                    t({2, 8, 2, 64}, DType::f32), t({2, 8, 2, 64}, DType::f32)),
          StatusCode::invalid_argument, "q dtype f32 is not supported (expected f16 or bf16)");
-  expect(attention(q, std::nullopt, q, kv, t({2, 7, 2, 64})), StatusCode::invalid_argument,
+  expect(attention(t({2, 4, 4, 64}), std::nullopt, q, kv, t({2, 7, 2, 64})), StatusCode::invalid_argument,
          "v shape [2, 7, 2, 64] must be [batch=2, s_k=8, kv_heads=2, head_dim=64]");
-  expect(attention(q, t({2, 4, 5}, DType::f32), q, kv, kv), StatusCode::invalid_argument,
+  expect(attention(t({2, 4, 4, 64}), t({2, 4, 5}, DType::f32), q, kv, kv), StatusCode::invalid_argument,
          "lse shape [2, 4, 5] must be [batch=2, heads=4, s_q=4]");
-  expect(attention(q, t({2, 4, 4}, DType::f16), q, kv, kv), StatusCode::invalid_argument, "lse dtype f16 must be f32");
+  expect(attention(t({2, 4, 4, 64}), t({2, 4, 4}, DType::f16), q, kv, kv), StatusCode::invalid_argument, "lse dtype f16 must be f32");
   AttentionOptions bad_scale;
   bad_scale.scale = NAN;
-  expect(attention(q, std::nullopt, q, kv, kv, bad_scale), StatusCode::invalid_argument,
+  expect(attention(t({2, 4, 4, 64}), std::nullopt, q, kv, kv, bad_scale), StatusCode::invalid_argument,
          "options.scale must be finite");
   expect(attention(q, std::nullopt, TensorView::strided(buf.data(), DType::f16, {2, 4, 4, 64}, {1, 2, 3, 4}), kv, kv),
          StatusCode::invalid_argument, "q must have a contiguous last dim");
@@ -385,19 +392,19 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   vo.cu_seqlens_q = TensorView::contiguous(cq.data(), DType::i32, {3});
   vo.cu_seqlens_k = TensorView::contiguous(ck.data(), DType::i32, {3});
   const auto vq = t({3, 4, 64}), vkv = t({8, 2, 64});
-  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
          "options.cu_seqlens_q must be non-decreasing, got options.cu_seqlens_q[2] = 3 < options.cu_seqlens_q[1] = 5");
   cq = {0, 2, 4};
-  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
          "options.cu_seqlens_q[batch] must equal total_q (q dim 0) = 3, got 4");
   cq = {1, 2, 3};
-  expect(attention(vq, std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, vo), StatusCode::invalid_argument,
          "options.cu_seqlens_q[0] must be 0");
   AttentionOptions half = vo;
   half.cu_seqlens_k.reset();
-  expect(attention(vq, std::nullopt, vq, vkv, vkv, half), StatusCode::invalid_argument,
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, half), StatusCode::invalid_argument,
          "options.cu_seqlens_k is missing");
-  expect(attention(q, std::nullopt, q, kv, kv, vo), StatusCode::invalid_argument,
+  expect(attention(t({2, 4, 4, 64}), std::nullopt, q, kv, kv, vo), StatusCode::invalid_argument,
          "q must have 3 dims [total_q, heads, head_dim]");
 
   // Decode: page size, block table shape, lengths within the capacity, pages within the pool.
@@ -405,18 +412,18 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   KvCache cache{t({2, 32, 2, 64}), t({2, 32, 2, 64}), std::nullopt,
                 TensorView::contiguous(lens.data(), DType::i32, {2})};
   const auto dq = t({2, 1, 4, 64});
-  expect(decode_attention(dq, std::nullopt, dq, cache), StatusCode::invalid_argument,
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, cache), StatusCode::invalid_argument,
          "cache.seqlens_k [1] = 40 must be in [0, 32]");
   KvCache paged{t({4, 8, 2, 64}), t({4, 8, 2, 64}), TensorView::contiguous(table.data(), DType::i32, {2, 2}),
                 TensorView::contiguous(lens.data(), DType::i32, {2})};
-  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::unsupported, "page size (dim 1) must be 16, got 8");
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::unsupported, "page size (dim 1) must be 16, got 8");
   paged.k = paged.v = t({4, 16, 2, 64});
   lens = {3, 20};
   table = {0, 1, 2, 9};
-  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::invalid_argument,
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::invalid_argument,
          "cache.block_table [1, 1] = 9 must be a page in [0, 4)");
   paged.seqlens_k.reset();
-  expect(decode_attention(dq, std::nullopt, dq, paged), StatusCode::invalid_argument,
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::invalid_argument,
          "cache.seqlens_k is required with a paged cache");
   expect(decode_attention(t({2, 1, 3, 64}), std::nullopt, t({2, 1, 3, 64}), cache), StatusCode::invalid_argument,
          "q heads (3) must be a positive multiple of k/v heads (2)");

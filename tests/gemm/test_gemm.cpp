@@ -69,11 +69,11 @@ TEST(Linear, BadArgumentsNameTheArgument) {
 TEST(Linear, Bf16IsRefusedOnTheT4ProfileWithoutAGpu) {
   // The profile override is checked before any device is needed, as for every other op.
   setenv("KERNELKIT_PROFILE", "t4", 1);
-  std::vector<uint16_t> buf(64);
+  std::vector<uint16_t> y(6), x(8), w(12);
   const Device d = Device::cuda(0);
-  const Status s = linear(TensorView::contiguous(buf.data(), DType::bf16, {2, 3}, d),
-                          TensorView::contiguous(buf.data(), DType::bf16, {2, 4}, d),
-                          TensorView::contiguous(buf.data(), DType::bf16, {3, 4}, d));
+  const Status s = linear(TensorView::contiguous(y.data(), DType::bf16, {2, 3}, d),
+                          TensorView::contiguous(x.data(), DType::bf16, {2, 4}, d),
+                          TensorView::contiguous(w.data(), DType::bf16, {3, 4}, d));
   unsetenv("KERNELKIT_PROFILE");
   EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
   EXPECT_NE(s.message().find("profile t4"), std::string::npos) << s.to_string();

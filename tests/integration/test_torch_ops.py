@@ -1,6 +1,8 @@
 """kernelkit's PyTorch ops as a whole: torch.compile(fullgraph=True), bad input as
 exceptions naming the argument, CUDA graphs and side streams, a second GPU, info(), the registry. The values of each
 family (and their torch.library.opcheck) are checked in tests/<family>/test_<family>_torch.py."""
+import warnings
+
 import pytest
 import torch
 
@@ -144,3 +146,73 @@ def test_public_names_resolve_and_tolerance_is_the_contract():
     assert kernelkit.tolerance(torch.float32) == (1e-5, 1e-6)
     with pytest.raises(ValueError, match="dtype must be"):
         kernelkit.tolerance(torch.int32)
+
+
+def test_bad_input_names_the_op_and_the_argument():
+    """Errors name the op and the argument, whatever the tensor's rank, dtype or the number: checked before any
+    indexing of a shape can fail less clearly."""
+    x = torch.randn(4, 64)
+    with pytest.raises(ValueError, match=r"kernelkit\.rms_norm: x has dtype torch\.float64"):
+        kernelkit.rms_norm(x.double(), torch.ones(64, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"kernelkit\.rms_norm: x has dtype torch\.uint8"):
+        kernelkit.rms_norm(torch.zeros(4, 64, dtype=torch.uint8))
+    with pytest.raises(ValueError, match=r"kernelkit\.rms_norm: eps = 1e-50 is not representable in float32"):
+        kernelkit.rms_norm(x, None, eps=1e-50)
+    scalar = torch.tensor(1.0)
+    with pytest.raises(ValueError, match=r"silu_and_mul: x must be \[\.\.\., 2d\], got a 0-dim tensor"):
+        kernelkit.silu_and_mul(scalar)
+    q8, s8 = kernelkit.quantize_weight(torch.randn(16, 64) * 0.1, 8)
+    with pytest.raises(ValueError, match=r"linear_weight_only: x must be \[\.\.\., k\], got a 0-dim tensor"):
+        kernelkit.linear_weight_only(scalar.half(), q8, s8, 8)
+    with pytest.raises(ValueError, match=r"linear_w8a8: xq must be \[m, k\] \(int8\), got a 0-dim tensor"):
+        kernelkit.linear_w8a8(torch.tensor(1, dtype=torch.int8), torch.ones(1), q8, s8)
+    with pytest.raises(ValueError, match=r"attention: q must be \[batch, s_q, heads, head_dim\], got a 0-dim"):
+        kernelkit.attention(scalar.half(), scalar.half(), scalar.half(), return_lse=True)
+    with pytest.raises(ValueError, match=r"decode_attention: q must be \[batch, s_q, heads, head_dim\], got a 3-dim"):
+        kernelkit.decode_attention(torch.randn(1, 4, 64).half(), torch.randn(1, 8, 4, 64).half(),
+                                   torch.randn(1, 8, 4, 64).half())
+    for w in (torch.randn(64), torch.randn(2, 16, 64)):
+        with pytest.raises(ValueError, match=r"quantize_weight: w must be \[n, k\] \(an nn\.Linear weight\)"):
+            kernelkit.quantize_weight(w, 8)
+    with pytest.raises(ValueError, match="group must be 64 or 128 for bits=4, got 0"):
+        kernelkit.quantize_weight(torch.randn(16, 128), 4, group=0)
+    # The raw ops validate as strictly as the functions over them.
+    with pytest.raises(ValueError, match=r"kernelkit\.quantize_weight: bits must be 8 or 4, got 3"):
+        kernelkit.ops.quantize_weight(torch.empty(16, 64, dtype=torch.int8), torch.empty(16), torch.randn(16, 64), 3, 0)
+    with pytest.raises(ValueError, match=r"kernelkit\.quantize_weight: bits 8 is per output channel"):
+        kernelkit.ops.quantize_weight(torch.empty(16, 64, dtype=torch.int8), torch.empty(16), torch.randn(16, 64), 8,
+                                      64)
+
+
+def test_grad_mode_warns_once_that_the_ops_are_inference_only():
+    from kernelkit import _common
+
+    _common._grad_warned = False
+    x, w = torch.randn(4, 64, requires_grad=True), torch.rand(64)
+    with pytest.warns(UserWarning, match="inference-only"):
+        y = kernelkit.rms_norm(x, w)
+    assert y.grad_fn is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernelkit.rms_norm(x, w)  # once a process
+        _common._grad_warned = False
+        with torch.no_grad():
+            kernelkit.rms_norm(x, w)  # no grad mode: nothing to warn about
+        kernelkit.rms_norm(x.detach(), w)  # no input requires grad
+
+
+def test_an_output_that_partly_overlaps_an_input_is_refused():
+    """torch refuses it too ("some elements of the input tensor and the written-to tensor refer to a single memory
+    location"); in place is allowed where the op says so."""
+    buf = torch.randn(9, 64)
+    with pytest.raises(ValueError, match="rms_norm: out partly overlaps x"):
+        kernelkit.rms_norm(buf[1:], out=buf[:-1])
+    with pytest.raises(ValueError, match="fused_add_rms_norm: x partly overlaps residual"):
+        kernelkit.fused_add_rms_norm(buf[:-1], buf[1:])
+    with pytest.raises(ValueError, match="silu_and_mul: out partly overlaps x"):
+        g = torch.randn(4, 128)
+        kernelkit.silu_and_mul(g, out=g[:, :64])
+    x = torch.randn(8, 64)
+    want = kernelkit.rms_norm(x)
+    kernelkit.rms_norm(x, out=x)
+    assert torch.equal(x, want)

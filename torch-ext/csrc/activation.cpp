@@ -14,19 +14,21 @@ Activation parse_activation(c10::string_view act) {
 }
 
 void activation(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+  const Call c("activation", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
+  c.check(kernelkit::activation(parse_activation(act), outv, xv, c.stream()));
 }
 
 void act_and_mul(at::Tensor& out, const at::Tensor& x, c10::string_view act) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(x, "x"), stream_for(x)));
+  const Call c("act_and_mul", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
+  c.check(kernelkit::gated_activation(parse_activation(act), outv, xv, c.stream()));
 }
 
 void act_mul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10::string_view act) {
-  const c10::OptionalDeviceGuard guard(a.device());
-  raise_if_error(kernelkit::gated_activation(parse_activation(act), view(out, "out"), view(a, "a"), view(b, "b"),
-                                             stream_for(a)));
+  const Call c("act_mul", a);
+  const TensorView av = c(a, "a"), bv = c(b, "b"), outv = c(out, "out");
+  c.check(kernelkit::gated_activation(parse_activation(act), outv, av, bv, c.stream()));
 }
 
 }  // namespace

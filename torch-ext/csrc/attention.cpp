@@ -8,30 +8,31 @@ namespace {
 void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
                const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
                const std::optional<at::Tensor>& cu_seqlens_k) {
-  const c10::OptionalDeviceGuard guard(q.device());
+  const Call c("attention", q);
+  const TensorView qv = c(q, "q"), kv = c(k, "k"), vv = c(v, "v"), outv = c(out, "out");
   AttentionOptions o;
-  o.scale = static_cast<float>(scale);
+  o.scale = c.f32(scale, "scale");
   o.causal = causal;
-  o.cu_seqlens_q = view(cu_seqlens_q, "cu_seqlens_q");
-  o.cu_seqlens_k = view(cu_seqlens_k, "cu_seqlens_k");
-  raise_if_error(kernelkit::attention(view(out, "out"), view(lse, "lse"), view(q, "q"), view(k, "k"), view(v, "v"), o,
-                                      stream_for(q)));
+  o.cu_seqlens_q = c(cu_seqlens_q, "cu_seqlens_q");
+  o.cu_seqlens_k = c(cu_seqlens_k, "cu_seqlens_k");
+  c.check(kernelkit::attention(outv, c(lse, "lse"), qv, kv, vv, o, c.stream()));
 }
 
 void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
                       const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
                       const std::optional<at::Tensor>& seqlens_k, double scale, bool causal) {
-  const c10::OptionalDeviceGuard guard(q.device());
+  const Call c("decode_attention", q);
+  const TensorView qv = c(q, "q");
   KvCache cache;
-  cache.k = view(k_cache, "k_cache");
-  cache.v = view(v_cache, "v_cache");
-  cache.block_table = view(block_table, "block_table");
-  cache.seqlens_k = view(seqlens_k, "seqlens_k");
+  cache.k = c(k_cache, "k_cache");
+  cache.v = c(v_cache, "v_cache");
+  cache.block_table = c(block_table, "block_table");
+  cache.seqlens_k = c(seqlens_k, "seqlens_k");
+  const TensorView outv = c(out, "out");
   AttentionOptions o;
-  o.scale = static_cast<float>(scale);
+  o.scale = c.f32(scale, "scale");
   o.causal = causal;
-  raise_if_error(kernelkit::decode_attention(view(out, "out"), view(lse, "lse"), view(q, "q"), cache, o,
-                                             stream_for(q)));
+  c.check(kernelkit::decode_attention(outv, c(lse, "lse"), qv, cache, o, c.stream()));
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // schemas and implementations in torch-ext/csrc/<family>.cpp.
 #include "binding.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <tuple>
 
 #ifdef KERNELKIT_HAS_CUDA
@@ -15,7 +18,8 @@
 namespace kernelkit::torch_ext {
 namespace {
 
-DType to_dtype(c10::ScalarType type, const char* arg) {
+// The DType of a tensor element type kernelkit has (uint8: packed INT4 weights), or none.
+std::optional<DType> to_dtype(c10::ScalarType type) {
   switch (type) {
     case at::kFloat: return DType::f32;
     case at::kHalf: return DType::f16;
@@ -23,29 +27,59 @@ DType to_dtype(c10::ScalarType type, const char* arg) {
     case at::kInt: return DType::i32;
     case at::kLong: return DType::i64;
     case at::kChar: return DType::i8;
-    case at::kByte: return DType::i4x2;  // packed INT4 weights: two signed 4-bit values per byte
-    default:
-      TORCH_CHECK_VALUE(false, "kernelkit: ", arg, " has dtype ", type,
-                        "; expected float32, float16 or bfloat16 (int32 / int64 for positions and tables, int8 / uint8 for "
-                        "quantized weights)");
+    case at::kByte: return DType::i4x2;
+    default: return std::nullopt;
   }
-  return DType::f32;
+}
+
+// A dtype as Python spells it (torch.float64), for messages.
+std::string torch_name(c10::ScalarType type) {
+  switch (type) {
+    case at::kDouble: return "torch.float64";
+    case at::kFloat: return "torch.float32";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(type);
+  }
 }
 
 // The accuracy contract (kernelkit/tolerance.hpp) for a floating dtype: (rtol, atol).
 std::tuple<double, double> tolerance(c10::ScalarType dtype) {
-  const Tolerance t = output_tolerance(to_dtype(dtype, "dtype"));
+  TORCH_CHECK_VALUE(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16,
+                    "kernelkit.tolerance: dtype must be float32, float16 or bfloat16, got ", torch_name(dtype));
+  const Tolerance t = output_tolerance(*to_dtype(dtype));
   return {t.rtol, t.atol};
 }
 
 }  // namespace
 
-TensorView view(const at::Tensor& t, const char* arg) {
-  TORCH_CHECK_VALUE(t.dim() <= kMaxDims, "kernelkit: ", arg, " has ", t.dim(), " dims; at most ", kMaxDims);
-  TORCH_CHECK_VALUE(t.is_cpu() || t.is_cuda(), "kernelkit: ", arg, " is on ", t.device(), "; expected cpu or cuda");
+Call::Call(const char* op, const at::Tensor& first) : op_(op), guard_(first.device()) {
+#ifdef KERNELKIT_HAS_CUDA
+  if (first.is_cuda()) stream_ = c10::cuda::getCurrentCUDAStream(first.get_device()).stream();
+#endif
+  TORCH_CHECK(!first.is_cuda() || built_with_cuda(), "kernelkit.", op_,
+              ": this build has no CUDA kernels, and the tensors are on ", first.device());
+}
+
+TensorView Call::operator()(const at::Tensor& t, const char* arg, bool packed_int4) const {
+  TORCH_CHECK_VALUE(t.dim() <= kMaxDims, "kernelkit.", op_, ": ", arg, " has ", t.dim(), " dims; at most ", kMaxDims);
+  TORCH_CHECK_VALUE(t.is_cpu() || t.is_cuda(), "kernelkit.", op_, ": ", arg, " is on ", t.device(),
+                    "; expected cpu or cuda");
+  const std::optional<DType> dtype = to_dtype(t.scalar_type());
+  TORCH_CHECK_VALUE(dtype && (*dtype != DType::i4x2 || packed_int4), "kernelkit.", op_, ": ", arg, " has dtype ",
+                    torch_name(t.scalar_type()), ", which kernelkit does not take (float32, float16 or bfloat16 tensors; "
+                    "int32 / int64 positions and tables; int8 or packed-int4 uint8 weights)");
   TensorView v;
   v.data = t.data_ptr();
-  v.dtype = to_dtype(t.scalar_type(), arg);
+  v.dtype = *dtype;
   v.ndim = static_cast<int>(t.dim());
   for (int d = 0; d < v.ndim; ++d) {
     v.shape[d] = t.size(d);
@@ -55,20 +89,24 @@ TensorView view(const at::Tensor& t, const char* arg) {
   return v;
 }
 
-std::optional<TensorView> view(const std::optional<at::Tensor>& t, const char* arg) {
+std::optional<TensorView> Call::operator()(const std::optional<at::Tensor>& t, const char* arg) const {
   if (!t) return std::nullopt;
-  return view(*t, arg);
+  return (*this)(*t, arg);
 }
 
-Stream stream_for(const at::Tensor& t) {
-#ifdef KERNELKIT_HAS_CUDA
-  if (t.is_cuda()) return c10::cuda::getCurrentCUDAStream(t.get_device()).stream();
-#endif
-  TORCH_CHECK(!t.is_cuda(), "kernelkit: this build has no CUDA kernels; ", "x is on ", t.device());
-  return nullptr;
+float Call::f32(double v, const char* arg) const {
+  const auto f = static_cast<float>(v);
+  TORCH_CHECK_VALUE(!std::isfinite(v) || (std::isfinite(f) && (f != 0.0f || v == 0.0)), "kernelkit.", op_, ": ", arg,
+                    " = ", v, " is not representable in float32 (the precision the kernels take)");
+  return f;
 }
 
-void raise_if_error(const Status& s) {
+int Call::i32(int64_t v, const char* arg) const {
+  TORCH_CHECK_VALUE(v >= INT32_MIN && v <= INT32_MAX, "kernelkit.", op_, ": ", arg, " = ", v, " is out of range");
+  return static_cast<int>(v);
+}
+
+void Call::check(const Status& s) const {
   if (s.ok()) return;
   switch (s.code()) {
     case StatusCode::invalid_argument: TORCH_CHECK_VALUE(false, s.message());

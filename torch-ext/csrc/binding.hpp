@@ -17,12 +17,29 @@
 
 namespace kernelkit::torch_ext {
 
-TensorView view(const at::Tensor& t, const char* arg);
-std::optional<TensorView> view(const std::optional<at::Tensor>& t, const char* arg);
-// The caller's current stream on the tensor's device (nullptr for CPU tensors).
-Stream stream_for(const at::Tensor& t);
-// Bad input -> ValueError, unsupported on this GPU -> NotImplementedError, anything else -> RuntimeError.
-void raise_if_error(const Status& s);
+// One op call from PyTorch: the device of its first tensor made current for the call, that device's current stream,
+// and the conversions of its arguments, in the order they are asked for, each refusal naming the op and the argument
+// ("kernelkit.rms_norm: x has dtype torch.float64 ..."). The core checks everything else (shapes, dtype agreement,
+// devices) and names the argument too; check() raises its Status: bad input -> ValueError, unsupported on this GPU
+// -> NotImplementedError, anything else -> RuntimeError.
+class Call {
+ public:
+  Call(const char* op, const at::Tensor& first);
+  // uint8 is packed INT4 (two 4-bit values a byte) only where `packed_int4`: every other uint8 tensor is refused.
+  TensorView operator()(const at::Tensor& t, const char* arg, bool packed_int4 = false) const;
+  std::optional<TensorView> operator()(const std::optional<at::Tensor>& t, const char* arg) const;
+  // A float argument in float32, the precision the core takes: a finite value that float32 cannot hold (it would
+  // round to 0 or overflow) is refused, naming it.
+  float f32(double v, const char* arg) const;
+  int i32(int64_t v, const char* arg) const;
+  Stream stream() const { return stream_; }
+  void check(const Status& s) const;
+
+ private:
+  const char* op_;
+  c10::OptionalDeviceGuard guard_;
+  Stream stream_ = nullptr;
+};
 
 }  // namespace kernelkit::torch_ext
 

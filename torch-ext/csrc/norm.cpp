@@ -7,38 +7,42 @@ namespace {
 
 void rms_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps,
               double weight_offset) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::rms_norm(view(out, "out"), view(x, "x"), view(weight, "weight"), static_cast<float>(eps),
-                                     static_cast<float>(weight_offset), stream_for(x)));
+  const Call c("rms_norm", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
+  const std::optional<TensorView> wv = c(weight, "weight");
+  c.check(kernelkit::rms_norm(outv, xv, wv, c.f32(eps, "eps"), c.f32(weight_offset, "weight_offset"), c.stream()));
 }
 
 void fused_add_rms_norm(at::Tensor& x, at::Tensor& residual, const std::optional<at::Tensor>& weight, double eps,
                         double weight_offset) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::fused_add_rms_norm(view(x, "x"), view(residual, "residual"), view(weight, "weight"),
-                                               static_cast<float>(eps), static_cast<float>(weight_offset),
-                                               stream_for(x)));
+  const Call c("fused_add_rms_norm", x);
+  const TensorView xv = c(x, "x"), rv = c(residual, "residual");
+  const std::optional<TensorView> wv = c(weight, "weight");
+  c.check(kernelkit::fused_add_rms_norm(xv, rv, wv, c.f32(eps, "eps"), c.f32(weight_offset, "weight_offset"),
+                                        c.stream()));
 }
 
 void layer_norm(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight,
                 const std::optional<at::Tensor>& bias, double eps) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::layer_norm(view(out, "out"), view(x, "x"), view(weight, "weight"), view(bias, "bias"),
-                                       static_cast<float>(eps), stream_for(x)));
+  const Call c("layer_norm", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
+  const std::optional<TensorView> wv = c(weight, "weight"), bv = c(bias, "bias");
+  c.check(kernelkit::layer_norm(outv, xv, wv, bv, c.f32(eps, "eps"), c.stream()));
 }
 
 void ada_layer_norm(at::Tensor& out, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
                     const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::ada_layer_norm(view(out, "out"), view(x, "x"), view(scale, "scale"), view(shift, "shift"),
-                                           view(weight, "weight"), view(bias, "bias"), static_cast<float>(eps),
-                                           stream_for(x)));
+  const Call c("ada_layer_norm", x);
+  const TensorView xv = c(x, "x"), sv = c(scale, "scale"), hv = c(shift, "shift"), outv = c(out, "out");
+  const std::optional<TensorView> wv = c(weight, "weight"), bv = c(bias, "bias");
+  c.check(kernelkit::ada_layer_norm(outv, xv, sv, hv, wv, bv, c.f32(eps, "eps"), c.stream()));
 }
 
 void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& weight, double eps) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::rms_norm_gelu(view(out, "out"), view(x, "x"), view(weight, "weight"),
-                                          static_cast<float>(eps), stream_for(x)));
+  const Call c("rms_norm_gelu", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
+  const std::optional<TensorView> wv = c(weight, "weight");
+  c.check(kernelkit::rms_norm_gelu(outv, xv, wv, c.f32(eps, "eps"), c.stream()));
 }
 
 }  // namespace

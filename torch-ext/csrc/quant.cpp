@@ -7,31 +7,36 @@ namespace kernelkit::torch_ext {
 namespace {
 
 void quantize_weight(at::Tensor& qweight, at::Tensor& scales, const at::Tensor& w, int64_t bits, int64_t group) {
-  const c10::OptionalDeviceGuard guard(w.device());
-  const TensorView qv = view(qweight, "qweight"), sv = view(scales, "scales"), wv = view(w, "w");
-  raise_if_error(bits == 4 ? kernelkit::quantize_int4_groupwise(qv, sv, wv, static_cast<int>(group), stream_for(w))
-                           : kernelkit::quantize_int8_per_channel(qv, sv, wv, stream_for(w)));
+  const Call c("quantize_weight", w);
+  TORCH_CHECK_VALUE(bits == 8 || bits == 4, "kernelkit.quantize_weight: bits must be 8 or 4, got ", bits);
+  TORCH_CHECK_VALUE(bits == 4 || group == 0, "kernelkit.quantize_weight: bits 8 is per output channel: group must be "
+                    "0, got ", group);
+  const TensorView wv = c(w, "w"), qv = c(qweight, "qweight", /*packed_int4=*/bits == 4), sv = c(scales, "scales");
+  c.check(bits == 4 ? kernelkit::quantize_int4_groupwise(qv, sv, wv, c.i32(group, "group"), c.stream())
+                    : kernelkit::quantize_int8_per_channel(qv, sv, wv, c.stream()));
 }
 
 void linear_weight_only(at::Tensor& out, const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
                         int64_t bits, int64_t group, const std::optional<at::Tensor>& bias) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::linear_weight_only(view(out, "out"), view(x, "x"), view(qweight, "qweight"),
-                                               view(scales, "scales"), static_cast<int>(bits), static_cast<int>(group),
-                                               view(bias, "bias"), stream_for(x)));
+  const Call c("linear_weight_only", x);
+  const TensorView xv = c(x, "x"), qv = c(qweight, "qweight", /*packed_int4=*/true), sv = c(scales, "scales"),
+                   outv = c(out, "out");
+  c.check(kernelkit::linear_weight_only(outv, xv, qv, sv, c.i32(bits, "bits"), c.i32(group, "group"),
+                                        c(bias, "bias"), c.stream()));
 }
 
 void quantize_per_token(at::Tensor& q, at::Tensor& scales, const at::Tensor& x) {
-  const c10::OptionalDeviceGuard guard(x.device());
-  raise_if_error(kernelkit::quantize_per_token_int8(view(q, "q"), view(scales, "scales"), view(x, "x"), stream_for(x)));
+  const Call c("quantize_per_token", x);
+  const TensorView xv = c(x, "x"), qv = c(q, "q"), sv = c(scales, "scales");
+  c.check(kernelkit::quantize_per_token_int8(qv, sv, xv, c.stream()));
 }
 
 void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scales, const at::Tensor& qweight,
                  const at::Tensor& w_scales, const std::optional<at::Tensor>& bias) {
-  const c10::OptionalDeviceGuard guard(xq.device());
-  raise_if_error(kernelkit::linear_w8a8(view(out, "out"), view(xq, "xq"), view(x_scales, "x_scales"),
-                                        view(qweight, "qweight"), view(w_scales, "w_scales"), view(bias, "bias"),
-                                        stream_for(xq)));
+  const Call c("linear_w8a8", xq);
+  const TensorView xv = c(xq, "xq"), xs = c(x_scales, "x_scales"), qv = c(qweight, "qweight"),
+                   ws = c(w_scales, "w_scales"), outv = c(out, "out");
+  c.check(kernelkit::linear_w8a8(outv, xv, xs, qv, ws, c(bias, "bias"), c.stream()));
 }
 
 }  // namespace

@@ -7,19 +7,18 @@ namespace {
 
 void rotary_embedding_(const at::Tensor& positions, at::Tensor& q, at::Tensor& k, const at::Tensor& cos_sin_cache,
                        bool neox) {
-  const c10::OptionalDeviceGuard guard(q.device());
-  const TensorView qv = view(q, "q"), kv = view(k, "k");
-  raise_if_error(kernelkit::rotary_embedding(qv, kv, qv, kv, view(positions, "positions"),
-                                             view(cos_sin_cache, "cos_sin_cache"),
-                                             neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
+  const Call c("rotary_embedding", q);
+  const TensorView qv = c(q, "q"), kv = c(k, "k"), pv = c(positions, "positions"),
+                   cv = c(cos_sin_cache, "cos_sin_cache");
+  c.check(kernelkit::rotary_embedding(qv, kv, qv, kv, pv, cv, neox ? RopeStyle::neox : RopeStyle::gptj, c.stream()));
 }
 
 void rotary_embedding_cos_sin_(at::Tensor& q, at::Tensor& k, const at::Tensor& cos, const at::Tensor& sin,
                                int64_t rot_dim, bool neox) {
-  const c10::OptionalDeviceGuard guard(q.device());
-  const TensorView qv = view(q, "q"), kv = view(k, "k");
-  raise_if_error(kernelkit::rotary_embedding(qv, kv, qv, kv, view(cos, "cos"), view(sin, "sin"), rot_dim,
-                                             neox ? RopeStyle::neox : RopeStyle::gptj, stream_for(q)));
+  const Call c("rotary_embedding", q);
+  const TensorView qv = c(q, "q"), kv = c(k, "k"), cv = c(cos, "cos"), sv = c(sin, "sin");
+  c.check(kernelkit::rotary_embedding(qv, kv, qv, kv, cv, sv, rot_dim, neox ? RopeStyle::neox : RopeStyle::gptj,
+                                      c.stream()));
 }
 
 }  // namespace

@@ -6,9 +6,10 @@ namespace kernelkit::torch_ext {
 namespace {
 
 void softmax(at::Tensor& out, const at::Tensor& x, double scale, bool causal) {
-  const c10::OptionalDeviceGuard guard(x.device());
+  const Call c("softmax", x);
+  const TensorView xv = c(x, "x"), outv = c(out, "out");
   const auto f = causal ? kernelkit::causal_softmax : kernelkit::softmax;
-  raise_if_error(f(view(out, "out"), view(x, "x"), static_cast<float>(scale), stream_for(x)));
+  c.check(f(outv, xv, c.f32(scale, "scale"), c.stream()));
 }
 
 }  // namespace

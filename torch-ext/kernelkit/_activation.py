@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _out_for, _rows
+from ._common import _dims, _inference_only, _out_for, _rows
 from ._ops import ops
 
 __all__ = ["gelu", "gelu_tanh", "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu",
@@ -17,6 +17,7 @@ _OPS = ("activation", "act_and_mul", "act_mul")
 
 def _activation(name: str):
     def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        _inference_only(name, x)
         x = _rows(x)
         out = _out_for(x, out)
         ops.activation(out, x, name)
@@ -35,6 +36,8 @@ silu.__doc__ = "y = x * sigmoid(x)."
 
 def _act_and_mul(name: str):
     def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        _inference_only(name + "_and_mul", x)
+        _dims(name + "_and_mul", "x", x, 1, "[..., 2d]")
         x = _rows(x)
         if out is None:
             out = x.new_empty(x.shape[:-1] + (x.shape[-1] // 2,))
@@ -54,6 +57,7 @@ gelu_tanh_and_mul.__doc__ = "x: [..., 2d] -> gelu_tanh(x[..., :d]) * x[..., d:].
 
 def _act_mul(name: str):
     def fn(a: torch.Tensor, b: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        _inference_only(name + "_mul", a, b)
         a, b = _rows(a), _rows(b)
         out = _out_for(a, out)
         ops.act_mul(out, a, b, name)

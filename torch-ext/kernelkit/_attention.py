@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 
+from ._common import _dims, _inference_only
 from ._ops import ops
 
 __all__ = ["attention", "decode_attention"]
@@ -23,6 +24,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     [batch + 1]. scale defaults to 1 / sqrt(d). Returns out, or (out, lse) with lse float32 [b, h, s_q]
     ([h, total_q] when packed), the natural-log sum of exp of each query's scaled scores (-inf where it sees no key).
     """
+    _inference_only("attention", q, k, v)
+    if cu_seqlens_q is not None:
+        _dims("attention", "q", q, (3,), "[total_q, heads, head_dim] with cu_seqlens_q")
+    else:
+        _dims("attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = None
     if return_lse:
@@ -42,6 +48,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. Returns out, or
     (out, lse) with lse float32 [b, h, s_q].
     """
+    _inference_only("decode_attention", q, k_cache, v_cache)
+    _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
     ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,

@@ -1,6 +1,7 @@
 """Helpers shared by the op families' Python wrappers."""
 from __future__ import annotations
 
+import warnings
 from typing import Optional
 
 import torch
@@ -21,3 +22,26 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 def _out_for(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+
+
+def _dims(op: str, arg: str, t: torch.Tensor, dims, what: str) -> None:
+    """Refuses a tensor whose rank is not in `dims` (an int, a range or a tuple), naming the op, the argument and the
+    expected shape, before any indexing of its shape can fail less clearly."""
+    ok = t.dim() in dims if isinstance(dims, (range, tuple)) else t.dim() >= dims
+    if not ok:
+        raise ValueError(f"{op}: {arg} must be {what}, got a {t.dim()}-dim tensor of shape {tuple(t.shape)}")
+
+
+_grad_warned = False
+
+
+def _inference_only(op: str, *tensors: Optional[torch.Tensor]) -> None:
+    """Warns once a process when an op is called with grad mode on and an input that requires grad: kernelkit's ops
+    have no backward, so their outputs carry no grad_fn."""
+    global _grad_warned
+    if _grad_warned or not torch.is_grad_enabled():
+        return
+    if any(t is not None and t.requires_grad for t in tensors):
+        _grad_warned = True
+        warnings.warn(f"kernelkit.{op}: kernelkit ops are inference-only (no backward): the output carries no "
+                      "grad_fn; call it under torch.no_grad() or torch.inference_mode()", stacklevel=3)

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _out_for, _rows
+from ._common import _inference_only, _out_for, _rows
 from ._ops import ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu"]
@@ -19,6 +19,7 @@ def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float 
 
     `weight` may be None (diffusers' elementwise_affine=False); weight_offset=1 gives Gemma's (1 + weight).
     """
+    _inference_only("rms_norm", x, weight)
     x = _rows(x)
     out = _out_for(x, out)
     ops.rms_norm(out, x, weight, eps, weight_offset)
@@ -31,6 +32,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional
 
     Returns (x, residual).
     """
+    _inference_only("fused_add_rms_norm", x, residual, weight)
     ops.fused_add_rms_norm(x, residual, weight, eps, weight_offset)
     return x, residual
 
@@ -38,6 +40,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional
 def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Optional[torch.Tensor] = None,
                eps: float = 1e-5, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance, as torch)."""
+    _inference_only("layer_norm", x, weight, bias)
     x = _rows(x)
     out = _out_for(x, out)
     ops.layer_norm(out, x, weight, bias, eps)
@@ -51,6 +54,7 @@ def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, we
 
     x: [batch, seq, hidden]; scale, shift: [batch, hidden].
     """
+    _inference_only("ada_layer_norm", x, scale, shift, weight, bias)
     x = _rows(x)
     out = _out_for(x, out)
     ops.ada_layer_norm(out, x, scale, shift, weight, bias, eps)
@@ -60,6 +64,7 @@ def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, we
 def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = gelu_tanh(rms_norm(x) * weight), fused (no intermediate rounding)."""
+    _inference_only("rms_norm_gelu", x, weight)
     x = _rows(x)
     out = _out_for(x, out)
     ops.rms_norm_gelu(out, x, weight, eps)

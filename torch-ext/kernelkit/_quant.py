@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _rows
+from ._common import _dims, _inference_only, _rows
 from ._ops import ops
 
 __all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8"]
@@ -20,7 +20,11 @@ def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[t
     bits=8: per output channel, returns (int8 [n, k], float32 scales [n]). bits=4: group-wise (group 64 or 128),
     returns (uint8 [n, k / 2] in kernelkit's interleaved INT4 layout, float32 scales [n, k / group]). w = q * s.
     """
+    _inference_only("quantize_weight", w)
+    _dims("quantize_weight", "w", w, (2,), "[n, k] (an nn.Linear weight)")
     n, k = w.shape
+    if bits == 4 and group <= 0:
+        raise ValueError(f"quantize_weight: group must be 64 or 128 for bits=4, got {group}")
     if bits == 8:
         q = torch.empty((n, k), dtype=torch.int8, device=w.device)
         s = torch.empty((n,), dtype=torch.float32, device=w.device)
@@ -40,6 +44,9 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. On CUDA: a GEMV for 1-2 tokens, tensor
     cores from 3 on (any count).
     """
+    _inference_only("linear_weight_only", x, bias)
+    _dims("linear_weight_only", "x", x, 1, "[..., k]")
+    _dims("linear_weight_only", "qweight", qweight, (2,), "[n, k] (int8) or [n, k / 2] (packed int4)")
     lead = x.shape[:-1]
     x2 = _rows(x.reshape(-1, x.shape[-1]))
     out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
@@ -53,6 +60,8 @@ def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Returns (int8 [m, k], float32 scales [m]); x = q * s[:, None] up to half a step. The activation side of
     `linear_w8a8`.
     """
+    _inference_only("quantize_per_token", x)
+    _dims("quantize_per_token", "x", x, (2,), "[m, k]")
     x2 = _rows(x)
     q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
     s = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
@@ -67,6 +76,8 @@ def linear_w8a8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor,
     xq int8 [m, k] and x_scales from `quantize_per_token`; qweight int8 [n, k] and w_scales from
     `quantize_weight(w, 8)`; k % 16 == 0. CUDA: INT8 tensor cores (sm_75 and later); CPU: the reference.
     """
+    _dims("linear_w8a8", "xq", xq, (2,), "[m, k] (int8)")
+    _dims("linear_w8a8", "qweight", qweight, (2,), "[n, k] (int8)")
     out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
     ops.linear_w8a8(out, _rows(xq), x_scales, qweight, w_scales, bias)
     return out

@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 
+from ._common import _dims, _inference_only
 from ._ops import ops
 
 __all__ = ["rotary_embedding"]
@@ -26,6 +27,8 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: Optional[torch
     """
     if style not in ("neox", "gptj"):
         raise ValueError(f"rotary_embedding: style must be 'neox' or 'gptj', got {style!r}")
+    _inference_only("rotary_embedding", q, k)
+    _dims("rotary_embedding", "q", q, (3,), "[tokens, heads, head_dim]")
     if not inplace:
         q, k = q.clone(), k.clone()
     neox = style == "neox"

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _out_for, _rows
+from ._common import _inference_only, _out_for, _rows
 from ._ops import ops
 
 __all__ = ["softmax"]
@@ -20,6 +20,7 @@ def softmax(x: torch.Tensor, scale: float = 1.0, causal: bool = False,
     causal=True: x is attention scores [..., s_q, s_k]; query i sees keys j <= i + s_k - s_q (bottom-right aligned),
     masked entries are 0.
     """
+    _inference_only("softmax", x)
     x = _rows(x)
     out = _out_for(x, out)
     ops.softmax(out, x, scale, causal)

@@ -10,7 +10,8 @@
 namespace kernelkit {
 
 // ---- Activations: one element-wise family parameterised by the activation. Rows of the last dim, strided rows allowed;
-//      fp32 math, one rounding per output.
+//      fp32 math, one rounding per output. out may be x (or a or b) itself, in place, except for the gated form over
+//      one [..., 2d] tensor; any other memory it shares with the inputs is refused.
 
 enum class Activation : uint8_t {
   gelu,       // x * Phi(x), exact (erf)

@@ -11,6 +11,8 @@ namespace kernelkit {
 
 // ---- Normalization: one row-reduction family. x is [..., hidden] with a contiguous last dim; the leading dims must
 //      collapse to one row stride. Accumulation is always fp32 (fp64 in the CPU reference); the output is rounded once.
+//      An output may be its input x itself (in place); any other memory it shares with the call's tensors is refused
+//      (invalid_argument naming both).
 
 // out = x / sqrt(mean(x^2) + eps) * (weight_offset + weight)
 //   weight: [hidden] or none (diffusers elementwise_affine=False); weight_offset = 1 gives Gemma's (1 + w).

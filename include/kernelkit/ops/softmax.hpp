@@ -8,7 +8,8 @@
 namespace kernelkit {
 
 // ---- Softmax over the last dim: y = exp(x * scale - max) / sum, fp32 statistics gathered in one (online) pass, one
-//      rounding per output. A row whose every entry is -inf (or masked) gives zeros, never NaN.
+//      rounding per output. A row whose every entry is -inf (or masked) gives zeros, never NaN. out may be x itself
+//      (in place); any other memory it shares with x is refused.
 
 Status softmax(const TensorView& out, const TensorView& x, float scale = 1.0f, Stream stream = nullptr);
 

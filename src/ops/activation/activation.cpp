@@ -3,6 +3,7 @@
 #include "ops/activation/activation.hpp"
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
 
 namespace kernelkit {
 namespace detail {
@@ -42,6 +43,8 @@ Status activation(Activation act, const TensorView& out, const TensorView& x, St
   detail::Builder<ElementwiseArgs> b(detail::op_for(act, false, false), &a);
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.a_stride, false));
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(std::string(op_info(a.op).name), {{&out, "out"}}, {{&x, "x"}},
+                                              {{"out", "x"}}));
   a.act = act;
   a.a = x.data;
   a.out = out.data;
@@ -53,6 +56,7 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
   detail::Builder<ElementwiseArgs> b(detail::op_for(act, true, false), &a);
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.a_stride, false, /*last_dim_multiple=*/2));
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(std::string(op_info(a.op).name), {{&out, "out"}}, {{&x, "x"}}));
   a.act = act;
   a.gated = true;
   a.a = x.data;
@@ -71,6 +75,8 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
   KK_RETURN_IF_ERROR(b.activation(x, "a", &a.a_stride, false));
   KK_RETURN_IF_ERROR(b.activation(y, "b", &a.b_stride, false));
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(std::string(op_info(a.op).name), {{&out, "out"}}, {{&x, "a"}, {&y, "b"}},
+                                              {{"out", "a"}, {"out", "b"}}));
   a.act = act;
   a.gated = true;
   a.a = x.data;

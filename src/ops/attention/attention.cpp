@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
+#include "runtime/text.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
 
@@ -90,7 +92,7 @@ Status check_heads(const std::string& name, int64_t heads, int64_t kv_heads) {
 Status resolve_scale(const std::string& name, float scale, int64_t head_dim, float* out) {
   if (!std::isfinite(scale))
     return invalid_argument(name + ": options.scale must be finite (0 for 1/sqrt(head_dim)), got " +
-                            std::to_string(scale));
+                            number(scale));
   *out = scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   return Status::Ok();
 }
@@ -254,6 +256,11 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
+                                              {{&q, "q"}, {&k, "k"}, {&v, "v"},
+                                               {opt(o.cu_seqlens_q), "options.cu_seqlens_q"},
+                                               {opt(o.cu_seqlens_k), "options.cu_seqlens_k"}}));
   return detail::run_row_op(
       a, detail::validate_attention, detail::attention_reference,
       [stream](const detail::AttentionArgs& args) { return detail::attention_cuda(args, stream); });
@@ -350,6 +357,11 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
+                                              {{&q, "q"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"},
+                                               {opt(cache.block_table), "cache.block_table"},
+                                               {opt(cache.seqlens_k), "cache.seqlens_k"}}));
   return detail::run_row_op(
       a, detail::validate_decode, detail::decode_reference,
       [stream](const detail::DecodeArgs& args) { return detail::decode_attention_cuda(args, stream); });

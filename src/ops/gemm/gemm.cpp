@@ -3,6 +3,7 @@
 
 #include "ops/gemm/gemm.hpp"
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
 
 namespace kernelkit {
 namespace {
@@ -68,6 +69,7 @@ Status linear(const TensorView& y, const TensorView& x, const TensorView& w, con
   }
   if (options.allow_tf32 && a.dtype != DType::f32)
     return err("allow_tf32 applies to f32 inputs only, got " + detail::dt(a.dtype));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("linear", {{&y, "y"}}, {{&x, "x"}, {&w, "w"}, {bias, "bias"}}));
 
   // CPU tensors: the reference; CUDA tensors: dtype support on the profile the launch will use, then cuBLASLt.
   return detail::run_op(

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
+#include "runtime/text.hpp"
 #include "ops/norm/norm.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
@@ -28,9 +30,9 @@ Status validate_row_norm(const RowNormArgs& a, const DeviceProfile* profile) {
     return invalid_argument(name + ": hidden size (last dim of x) must be in [1, 2^31), got " +
                             std::to_string(a.hidden));
   if (!std::isfinite(a.eps) || a.eps <= 0.0f)
-    return invalid_argument(name + ": eps must be finite and > 0, got " + std::to_string(a.eps));
+    return invalid_argument(name + ": eps must be finite and > 0, got " + number(a.eps));
   if (!std::isfinite(a.weight_offset))
-    return invalid_argument(name + ": weight_offset must be finite, got " + std::to_string(a.weight_offset));
+    return invalid_argument(name + ": weight_offset must be finite, got " + number(a.weight_offset));
   if (a.rows > 0 && (a.x == nullptr || a.out == nullptr || (a.residual_add && a.residual == nullptr)))
     return invalid_argument(name + ": x, out" + (a.residual_add ? ", residual" : "") + " must not be null");
   KK_RETURN_IF_ERROR(check_float_dtype(name, a.dtype, a.device, profile));
@@ -40,6 +42,7 @@ Status validate_row_norm(const RowNormArgs& a, const DeviceProfile* profile) {
 }  // namespace detail
 
 using Builder = detail::Builder<detail::RowNormArgs>;
+using detail::check_no_overlap;
 using detail::NormType;
 using detail::RowNormArgs;
 
@@ -50,6 +53,8 @@ Status rms_norm(const TensorView& out, const TensorView& x, const std::optional<
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
   KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(check_no_overlap("rms_norm", {{&out, "out"}}, {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}},
+                                      {{"out", "x"}}));
   a.x = x.data;
   a.out = out.data;
   a.eps = eps;
@@ -64,6 +69,8 @@ Status fused_add_rms_norm(const TensorView& x, const TensorView& residual, const
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, true));
   KK_RETURN_IF_ERROR(b.activation(residual, "residual", &a.residual_stride, true));
   KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(check_no_overlap("fused_add_rms_norm", {{&x, "x"}, {&residual, "residual"}},
+                                      {{weight ? &*weight : nullptr, "weight"}}));
   a.residual_add = true;
   a.x = x.data;
   a.out = x.data;  // in place: x is overwritten with the normalized residual
@@ -82,6 +89,9 @@ Status layer_norm(const TensorView& out, const TensorView& x, const std::optiona
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
   KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
   KK_RETURN_IF_ERROR(b.vector(bias, "bias", &a.bias));
+  KK_RETURN_IF_ERROR(check_no_overlap(
+      "layer_norm", {{&out, "out"}},
+      {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}, {bias ? &*bias : nullptr, "bias"}}, {{"out", "x"}}));
   a.norm = NormType::layer;
   a.x = x.data;
   a.out = out.data;
@@ -105,6 +115,10 @@ Status ada_layer_norm(const TensorView& out, const TensorView& x, const TensorVi
   if (shift_stride != a.mod_stride)
     return b.err("shift", "row stride " + std::to_string(shift_stride) + " must equal scale's row stride " +
                               std::to_string(a.mod_stride));
+  KK_RETURN_IF_ERROR(check_no_overlap("ada_layer_norm", {{&out, "out"}},
+                                      {{&x, "x"}, {&scale, "scale"}, {&shift, "shift"},
+                                       {weight ? &*weight : nullptr, "weight"}, {bias ? &*bias : nullptr, "bias"}},
+                                      {{"out", "x"}}));
   a.norm = NormType::layer;
   a.batch = x.shape[0];
   a.rows_per_batch = std::max<int64_t>(1, x.shape[1]);
@@ -121,6 +135,8 @@ Status rms_norm_gelu(const TensorView& out, const TensorView& x, const std::opti
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
   KK_RETURN_IF_ERROR(b.activation(out, "out", &a.out_stride, true));
   KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(check_no_overlap("rms_norm_gelu", {{&out, "out"}},
+                                      {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}}, {{"out", "x"}}));
   a.gelu = true;
   a.x = x.data;
   a.out = out.data;

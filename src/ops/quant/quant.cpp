@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
 #include "ops/quant/quant_plan.hpp"
@@ -168,12 +169,16 @@ Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& sc
                                  Stream stream) {
   detail::QuantizeArgs a;
   KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int8_per_channel, qweight, scales, w, 0, &a));
+  KK_RETURN_IF_ERROR(
+      detail::check_no_overlap("quantize_int8_per_channel", {{&qweight, "qweight"}, {&scales, "scales"}}, {{&w, "w"}}));
   return detail::run_quantize(a, stream);
 }
 
 Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x, Stream stream) {
   detail::QuantizeArgs a;
   KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_int8, q, scales, x, 0, &a));
+  KK_RETURN_IF_ERROR(
+      detail::check_no_overlap("quantize_per_token_int8", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
   return detail::run_quantize(a, stream);
 }
 
@@ -181,6 +186,8 @@ Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scal
                                Stream stream) {
   detail::QuantizeArgs a;
   KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int4_groupwise, qweight, scales, w, group, &a));
+  KK_RETURN_IF_ERROR(
+      detail::check_no_overlap("quantize_int4_groupwise", {{&qweight, "qweight"}, {&scales, "scales"}}, {{&w, "w"}}));
   return detail::run_quantize(a, stream);
 }
 
@@ -243,6 +250,9 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   a.align_bytes = std::min(detail::pow2_align(reinterpret_cast<uintptr_t>(x.data)),
                            detail::pow2_align(static_cast<uint64_t>(a.x_stride) * dtype_size(x.dtype)));
   if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(
+      name, {{&out, "out"}},
+      {{&x, "x"}, {&qweight, "qweight"}, {&scales, "scales"}, {bias ? &*bias : nullptr, "bias"}}));
   return detail::run_row_op(a, detail::validate_weight_only, detail::weight_only_reference,
                             [stream](const detail::WeightOnlyArgs& args) { return detail::weight_only_cuda(args, stream); });
 }
@@ -283,6 +293,9 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
                             detail::pow2_align(static_cast<uint64_t>(a.x_stride)),
                             detail::pow2_align(reinterpret_cast<uintptr_t>(qweight.data))});
   if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}},
+                                              {{&xq, "xq"}, {&x_scales, "x_scales"}, {&qweight, "qweight"},
+                                               {&w_scales, "w_scales"}, {bias ? &*bias : nullptr, "bias"}}));
   return detail::run_op(name, a, a.rows, detail::validate_w8a8, detail::w8a8_reference,
                         [stream](const detail::W8A8Args& args) { return detail::w8a8_cuda(args, stream); });
 }
@@ -304,7 +317,7 @@ Status pack_int4(const TensorView& packed, const TensorView& plain) {
   if (packed.dtype != DType::i4x2 || packed.shape[0] != n || packed.shape[1] != k / 2)
     return invalid_argument(name + ": packed must be i4x2 [" + std::to_string(n) + ", " + std::to_string(k / 2) +
                             "], got " + detail::dt(packed.dtype) + " " + packed.shape_string());
-  if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&packed, "packed"}}, {{&plain, "plain"}}));
   if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
   const auto* src = static_cast<const uint8_t*>(plain.data);
   auto* dst = static_cast<uint8_t*>(packed.data);
@@ -345,7 +358,7 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
                             packed.shape_string());
   if (!plain.is_contiguous() || !packed.is_contiguous())
     return invalid_argument(name + ": plain and packed must be contiguous");
-  if (packed.data == plain.data) return invalid_argument(name + ": packed and plain must not be the same buffer");
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&plain, "plain"}}, {{&packed, "packed"}}));
   if (n * k > 0 && (packed.data == nullptr || plain.data == nullptr)) return invalid_argument(name + ": null pointer");
   const auto* src = static_cast<const uint8_t*>(packed.data);
   auto* dst = static_cast<uint8_t*>(plain.data);

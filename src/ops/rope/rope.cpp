@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
 
 namespace kernelkit {
 namespace detail {
@@ -123,6 +124,10 @@ Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const 
                      : nullptr;
   a.cs_row = cache.strides[0];
   a.cs_step = 1;
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("rotary_embedding", {{&q_out, "q_out"}, {&k_out, "k_out"}},
+                                              {{&q, "q"}, {&k, "k"}, {&positions, "positions"},
+                                               {&cache, "cos_sin_cache"}},
+                                              {{"q_out", "q"}, {"k_out", "k"}}));
   return detail::run(a, stream);
 }
 
@@ -155,6 +160,9 @@ Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const 
   a.cs_row = cos.strides[0];
   // Full-width tables repeat each pair's value: neox duplicates the halves (read the first), gptj repeats in pairs.
   a.cs_step = cos.shape[1] == rot_dim && style == RopeStyle::gptj ? 2 : 1;
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("rotary_embedding", {{&q_out, "q_out"}, {&k_out, "k_out"}},
+                                              {{&q, "q"}, {&k, "k"}, {&cos, "cos"}, {&sin, "sin"}},
+                                              {{"q_out", "q"}, {"k_out", "k"}}));
   return detail::run(a, stream);
 }
 

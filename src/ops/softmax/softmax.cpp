@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "runtime/op_args.hpp"
+#include "runtime/overlap.hpp"
+#include "runtime/text.hpp"
 #include "kernelkit/ops.hpp"
 
 namespace kernelkit {
@@ -31,7 +33,7 @@ Status validate_softmax(const SoftmaxArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   KK_RETURN_IF_ERROR(check_float_dtype(name, a.dtype, a.device, profile));
   if (!std::isfinite(a.scale) || a.scale == 0.0f)
-    return invalid_argument(name + ": scale must be finite and non-zero, got " + std::to_string(a.scale));
+    return invalid_argument(name + ": scale must be finite and non-zero, got " + number(a.scale));
   return Status::Ok();
 }
 
@@ -40,6 +42,7 @@ Status validate_softmax(const SoftmaxArgs& a, const DeviceProfile* profile) {
 Status softmax(const TensorView& out, const TensorView& x, float scale, Stream stream) {
   detail::SoftmaxArgs a;
   KK_RETURN_IF_ERROR(detail::build(OpId::softmax, out, x, scale, &a));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("softmax", {{&out, "out"}}, {{&x, "x"}}, {{"out", "x"}}));
   return detail::run(a, stream);
 }
 
@@ -48,6 +51,7 @@ Status causal_softmax(const TensorView& out, const TensorView& x, float scale, S
   if (x.ndim < 2)
     return invalid_argument("causal_softmax: x must have shape [..., s_q, s_k], got " + x.shape_string());
   KK_RETURN_IF_ERROR(detail::build(OpId::causal_softmax, out, x, scale, &a));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("causal_softmax", {{&out, "out"}}, {{&x, "x"}}, {{"out", "x"}}));
   a.causal = true;
   a.s_q = std::max<int64_t>(1, x.size(-2));
   return detail::run(a, stream);
