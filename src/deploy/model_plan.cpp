@@ -204,7 +204,8 @@ std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile
     r.push_back("Decode is bound by bytes per token: INT8 weights roughly halve and INT4 roughly quarter the weight "
                 "bytes of fp16.");
     r.push_back("kernelkit ops for this model: rms_norm and fused_add_rms_norm (2 per layer), silu_and_mul (the gated "
-                "MLP), rotary_embedding and softmax; planned: attention, INT8/INT4 GEMV.");
+                "MLP), rotary_embedding, attention (prefill) and decode_attention (KV cache), and for INT8 / INT4 "
+                "weights linear_weight_only (W8A16 / W4A16) or linear_w8a8.");
   } else {
     if (!fits(half) || g.memory_bytes <= 16e9)
       r.push_back("Diffusion on " + gb(mem) + ": enable model CPU offload if the pipeline (text encoders + VAE + " +

@@ -226,8 +226,9 @@ std::string LaunchPlan::to_string() const {
      << rows_per_block << " (" << block_threads << " threads), grid " << grid;
   if (grid_x != grid) os << " (" << grid_x << "x" << grid / grid_x << ")";
   if (k_splits > 1) os << ", k split " << k_splits << " ways (" << k_tiles_per_split << " tiles each)";
-  os << ", vec " << vec << ", "
-     << vecs_per_thread << " vec/thread, ";
+  os << ", vec " << vec << ", ";
+  if (vecs_per_thread > 0) os << vecs_per_thread << " vec/thread, ";
+  if (out_rows > 0) os << "tiles of " << tokens << " tokens x " << out_rows << " outputs, ";
   if (op_info(op).family == OpFamily::norm)
     os << (cached ? "rows staged in smem" : "rows re-read (too long to stage)") << ", ";
   os << "smem " << smem_bytes

@@ -118,6 +118,15 @@ def test_info():
     i = kernelkit.info()
     assert i["library"].endswith("_kernelkit_ops.so")
     assert "rms_norm" in i["ops"]
+    assert i["version"] == kernelkit.__version__ and kernelkit.__version__.count(".") == 2
+    from importlib.metadata import PackageNotFoundError, version
+    try:  # a pip install has package metadata (a hub build variant does not)
+        assert version("kernelkit") == kernelkit.__version__
+    except PackageNotFoundError:
+        pass
+    assert i["cuda_kernels"] == bool(i["cuda_archs"])
+    if torch.cuda.is_available():
+        assert i["cuda_kernels"], "a CUDA machine running a CPU-only build"
 
 
 def test_attention_and_quantized_linear_compile_fullgraph():

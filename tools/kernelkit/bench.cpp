@@ -322,7 +322,7 @@ std::function<int()> add_bench(CLI::App& app) {
   cmd->add_flag("--l2-window", o->l2_window,
                 "Measure L2 persistence instead: a re-read op after streaming traffic, without and with a window");
   cmd->add_option("--runs", o->runs, "Timed runs per case (median reported)")->check(CLI::Range(50, 100000));
-  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
   cmd->add_option("--json", o->json, "Write results as JSON to this file");
   cmd->add_option("--markdown", o->markdown, "Write a markdown table to this file");
   cmd->add_option("--svg", o->svg, "Write a chart of % of peak per op and shape (first dtype) to this file");

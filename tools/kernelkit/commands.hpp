@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -14,6 +16,20 @@ namespace kernelkit::cli {
 // The profile a command works with: --profile KEY if given, else the GPU's (KERNELKIT_PROFILE applies).
 // Returns nullopt and prints why when there is neither.
 std::optional<DeviceProfile> resolve_profile(const std::string& key, int device);
+
+// An integer option's check: a whole number >= `min`, refused with a plain message (CLI11's own number checks print
+// the limits of a double).
+inline CLI::Validator at_least(int64_t min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        int64_t v = 0;
+        const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (error != std::errc() || end != s.data() + s.size() || v < min)
+          return "must be a whole number >= " + std::to_string(min) + ", got " + s;
+        return "";
+      },
+      ">= " + std::to_string(min));
+}
 
 std::function<int()> add_info(CLI::App& app);
 std::function<int()> add_verify(CLI::App& app);

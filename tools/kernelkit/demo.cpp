@@ -261,12 +261,12 @@ int run_demo(const DemoOptions&) {
 std::function<int()> add_demo(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
   auto* cmd = app.add_subcommand("demo", "Time one LLaMA-7B decoder layer (prefill and decode) against its roofline");
-  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
   cmd->add_option("--dtype", o->dtype, "bf16 or fp16 (default: bf16, fp16 where the GPU has no bf16)")
       ->check(CLI::IsMember({"bf16", "fp16", "f16"}));
-  cmd->add_option("--prefill", o->prefill, "Prefill tokens")->check(CLI::PositiveNumber);
-  cmd->add_option("--context", o->context, "Decode context (tokens already in the cache)")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->batches, "Decode batch sizes (repeatable)")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill", o->prefill, "Prefill tokens")->check(at_least(1));
+  cmd->add_option("--context", o->context, "Decode context (tokens already in the cache)")->check(at_least(1));
+  cmd->add_option("--batch", o->batches, "Decode batch sizes (repeatable)")->check(at_least(1));
   cmd->add_option("--runs", o->runs, "Timed runs (median)")->check(CLI::Range(3, 10000));
   return [o] { return run_demo(*o); };
 }

@@ -164,9 +164,9 @@ std::function<int()> add_info(CLI::App& app) {
   auto o = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand("info", "Show the GPU (or a named profile), its facts and the launch plans");
   cmd->add_option("--profile", o->profile, "Profile key instead of the live GPU: t4, a10g, l4, a100, h100, h200, ...");
-  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--rows", o->rows, "Rows of the example shape for the plans")->check(CLI::PositiveNumber);
-  cmd->add_option("--hidden", o->hidden, "Hidden size of the example shape for the plans")->check(CLI::PositiveNumber);
+  cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
+  cmd->add_option("--rows", o->rows, "Rows of the example shape for the plans")->check(at_least(1));
+  cmd->add_option("--hidden", o->hidden, "Hidden size of the example shape for the plans")->check(at_least(1));
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->add_flag("--roofline", o->roofline,
                 "Also the roofline bounds of the attention and quantized-linear benchmark shapes on this profile");

@@ -1,5 +1,8 @@
 // kernelkit: the command-line front end over the core (info, verify, bench, profile, plan, demo).
+#include <algorithm>
+#include <cstring>
 #include <iostream>
+#include <iterator>
 
 #include "commands.hpp"
 #include "kernelkit/runtime.hpp"
@@ -21,7 +24,8 @@ std::optional<DeviceProfile> resolve_profile(const std::string& key, int device)
   DeviceProfile p;
   const Status s = active_profile(device, &p);
   if (!s.ok()) {
-    std::cerr << "No GPU profile: " << s.message() << ".\nPass --profile t4|a10g|l4|a100|h100|h200 to see a profile.\n";
+    std::cerr << "No GPU profile: " << s.message() << ".\n(`kernelkit info --profile t4|a10g|l4|a100|h100|h200` and "
+                 "`kernelkit plan --gpu ...` show a GPU's profile and plans without one.)\n";
     return std::nullopt;
   }
   return p;
@@ -32,6 +36,15 @@ std::optional<DeviceProfile> resolve_profile(const std::string& key, int device)
 int main(int argc, char** argv) {
   CLI::App app{"kernelkit: fused inference kernels for T4, A100 and H100/H200, and the tools to trust them"};
   app.require_subcommand(1);
+  // An unknown command is named, with the ones there are (CLI11 would only say that a subcommand is required).
+  constexpr const char* kCommands[] = {"info", "verify", "bench", "profile", "plan", "demo"};
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(std::begin(kCommands), std::end(kCommands), [&](const char* c) { return std::strcmp(c, argv[1]) == 0; })) {
+    std::cerr << "kernelkit: unknown command '" << argv[1] << "'; the commands are:";
+    for (const char* c : kCommands) std::cerr << " " << c;
+    std::cerr << " (kernelkit --help)\n";
+    return 2;
+  }
   auto info = kernelkit::cli::add_info(app);
   auto verify = kernelkit::cli::add_verify(app);
   auto bench = kernelkit::cli::add_bench(app);

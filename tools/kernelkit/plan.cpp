@@ -219,10 +219,10 @@ std::function<int()> add_plan(CLI::App& app) {
   model->excludes(config);
   cmd->add_option("--gpu", o->gpu, "Profile key or all (default)");
   cmd->add_option("--precision", o->precision, "all (default), fp32, fp16, bf16, int8, int4");
-  cmd->add_option("--context", o->w.context, "Tokens of KV cache per sequence")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", o->w.batch, "Sequences decoded together")->check(CLI::PositiveNumber);
+  cmd->add_option("--context", o->w.context, "Tokens of KV cache per sequence")->check(at_least(1));
+  cmd->add_option("--batch", o->w.batch, "Sequences decoded together")->check(at_least(1));
   cmd->add_option("--prefill", o->w.prefill, "Prefill chunk in tokens (activation workspace)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--json", o->json, "Machine-readable output");
   cmd->callback([cmd, o] {
     if (o->model.empty() && o->config.empty()) throw CLI::RequiredError("--model or --config");

@@ -202,7 +202,7 @@ std::function<int()> add_profile(CLI::App& app) {
   cmd->add_option("--op", o->op, "Op to profile");
   cmd->add_option("--dtype", o->dtype, "f32, f16 or bf16 (default: the profile's recommended half type)");
   cmd->add_option("--shape", o->shape, "ROWSxHIDDEN or BATCHxSEQxHIDDEN");
-  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
   cmd->add_option("--ncu", o->ncu, "Path to ncu (default: search PATH, /usr/local/cuda/bin, /opt/nvidia)");
   cmd->add_flag("--child", o->child, "Internal: run the op for ncu")->group("");
   return [o] { return run_profile(*o); };

@@ -109,7 +109,7 @@ int run_verify(const VerifyOptions& o) {
   if (!o.json) {
     std::cout << "\n"
               << std::left << std::setw(27) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7) << "cases"
-              << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "worst err"
+              << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "err/allowed"
               << "  result\n";
   }
   nlohmann::json rows_json = nlohmann::json::array();
@@ -145,7 +145,8 @@ int run_verify(const VerifyOptions& o) {
   } else {
     for (const auto& [key, row] : table)
       if (!row.first_failure.empty()) std::cout << "\nFirst failure: " << row.first_failure << "\n";
-    std::cout << "\n(worst err = max |got - want| / (atol + rtol |want|); < 1 passes)\n"
+    std::cout << "\n(err/allowed: the worst element's |got - want| / (atol + rtol |want|), the tolerance used; "
+                 "below 1 passes, docs/tolerances.md)\n"
               << total - bad << " passed, " << bad << " failed (" << std::fixed << std::setprecision(1) << secs
               << " s)\n";
   }
@@ -161,7 +162,7 @@ std::function<int()> add_verify(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--op", o->op, "Only this op");
   cmd->add_option("--dtype", o->dtype, "Only this dtype (f32, f16, bf16)");
-  cmd->add_option("--device", o->device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
   cmd->add_flag("--quick", o->quick, "A smaller shape grid");
   cmd->add_flag("--json", o->json, "Machine-readable output");
   return [o] { return run_verify(*o); };

@@ -15,6 +15,7 @@ from . import _activation, _attention, _norm, _quant, _rope, _softmax
 from ._activation import *  # noqa: F401,F403
 from ._attention import *  # noqa: F401,F403
 from ._norm import *  # noqa: F401,F403
+from ._ops import VERSION as __version__
 from ._ops import add_op_namespace_prefix, ops
 from ._quant import *  # noqa: F401,F403
 from ._rope import *  # noqa: F401,F403
@@ -36,11 +37,15 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 
 def info() -> dict:
-    """What this build of kernelkit sees: the library path, torch's view of CUDA, and the registered ops."""
-    from ._ops import _LIB
+    """What this build of kernelkit is and sees: its version, the op library, the CUDA architectures its kernels were
+    compiled for (empty: no CUDA kernels), torch's view of CUDA, and the registered ops."""
+    from ._ops import _LIB, CUDA_ARCHS
 
     return {
+        "version": __version__,
         "library": str(_LIB),
+        "cuda_kernels": bool(CUDA_ARCHS),
+        "cuda_archs": CUDA_ARCHS.split(";") if CUDA_ARCHS else [],
         "torch": torch.__version__,
         "cuda_available": torch.cuda.is_available(),
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
