@@ -7,13 +7,17 @@
 #include <deque>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/profile.hpp"
+#include "ops/attention/attention.hpp"
 #include "ops/attention/attention_cases.hpp"
 
 using namespace kernelkit;
@@ -427,4 +431,77 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
          "cache.seqlens_k is required with a paged cache");
   expect(decode_attention(t({2, 1, 3, 64}), std::nullopt, t({2, 1, 3, 64}), cache), StatusCode::invalid_argument,
          "q heads (3) must be a positive multiple of k/v heads (2)");
+}
+
+TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
+  // The references walk a head too long to hold as doubles in chunks, in two passes; forced here on small heads (5
+  // keys a chunk), they must give the whole-head walk's bits: prefill (causal GQA) and decode (causal, 2 queries).
+  const int64_t B = 2, SQ = 12, SK = 37, H = 8, HK = 2, D = 64, DQ = 2;
+  const HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 31), k = random_buffer(DType::f16, B * SK * HK * D, 32),
+                   v = random_buffer(DType::f16, B * SK * HK * D, 33);
+  AttentionOptions o;
+  o.causal = true;
+  auto run = [&](HostBuffer* out, std::vector<float>* lse, HostBuffer* dout, std::vector<float>* dlse) {
+    const auto kv = [&](const HostBuffer& t) {
+      return TensorView::contiguous(const_cast<void*>(t.data()), DType::f16, {B, SK, HK, D});
+    };
+    ASSERT_TRUE(attention(TensorView::contiguous(out->data(), DType::f16, {B, SQ, H, D}),
+                          TensorView::contiguous(lse->data(), DType::f32, {B, H, SQ}),
+                          TensorView::contiguous(const_cast<void*>(q.data()), DType::f16, {B, SQ, H, D}), kv(k), kv(v), o)
+                    .ok());
+    const KvCache cache{kv(k), kv(v), std::nullopt, std::nullopt};
+    ASSERT_TRUE(decode_attention(TensorView::contiguous(dout->data(), DType::f16, {B, DQ, H, D}),
+                                 TensorView::contiguous(dlse->data(), DType::f32, {B, H, DQ}),
+                                 TensorView::contiguous(const_cast<void*>(q.data()), DType::f16, {B, DQ, H, D}), cache, o)
+                    .ok());
+  };
+  HostBuffer whole(DType::f16, q.size()), chunked(DType::f16, q.size()), dwhole(DType::f16, B * DQ * H * D),
+      dchunked(DType::f16, B * DQ * H * D);
+  std::vector<float> lw(static_cast<size_t>(B * H * SQ)), lc(lw.size()), dlw(static_cast<size_t>(B * H * DQ)),
+      dlc(dlw.size());
+  run(&whole, &lw, &dwhole, &dlw);
+  const size_t saved = detail::reference_kv_bytes();
+  detail::set_reference_kv_bytes(2 * sizeof(double) * D * 5);
+  run(&chunked, &lc, &dchunked, &dlc);
+  detail::set_reference_kv_bytes(saved);
+  EXPECT_EQ(std::memcmp(whole.data(), chunked.data(), whole.bytes()), 0);
+  EXPECT_EQ(std::memcmp(lw.data(), lc.data(), lw.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(dwhole.data(), dchunked.data(), dwhole.bytes()), 0);
+  EXPECT_EQ(std::memcmp(dlw.data(), dlc.data(), dlw.size() * sizeof(float)), 0);
+}
+
+TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {
+  // 2^21 keys of one head through a block table that repeats 4 pages: the input is small, but the whole head as
+  // doubles would be 2 GiB. The reference walks it in chunks; the softmax over keys that repeat evenly equals the one
+  // over the 64 distinct keys, with lse larger by log(repeats).
+  const int64_t D = 64, PAGE = KvCache::kPageSize, PAGES = 4, KEYS = int64_t{1} << 21, MP = KEYS / PAGE;
+  const HostBuffer q = random_buffer(DType::f16, D, 41), k = random_buffer(DType::f16, PAGES * PAGE * D, 42),
+                   v = random_buffer(DType::f16, PAGES * PAGE * D, 43);
+  std::vector<int32_t> table(static_cast<size_t>(MP)), lens = {static_cast<int32_t>(KEYS)}, short_len = {PAGES * PAGE};
+  for (int64_t p = 0; p < MP; ++p) table[static_cast<size_t>(p)] = static_cast<int32_t>(p % PAGES);
+  const auto pool = [&](const HostBuffer& t) {
+    return TensorView::contiguous(const_cast<void*>(t.data()), DType::f16, {PAGES, PAGE, 1, D});
+  };
+  const auto qv = TensorView::contiguous(const_cast<void*>(q.data()), DType::f16, {1, 1, 1, D});
+  HostBuffer out(DType::f16, D), want(DType::f16, D);
+  float lse = 0, want_lse = 0;
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  const KvCache paged{pool(k), pool(v), TensorView::contiguous(table.data(), DType::i32, {1, MP}),
+                      TensorView::contiguous(lens.data(), DType::i32, {1})};
+  ASSERT_TRUE(decode_attention(TensorView::contiguous(out.data(), DType::f16, {1, 1, 1, D}),
+                               TensorView::contiguous(&lse, DType::f32, {1, 1, 1}), qv, paged)
+                  .ok());
+  getrusage(RUSAGE_SELF, &after);
+  const double grown_mib = static_cast<double>(after.ru_maxrss - before.ru_maxrss) / 1024.0;  // ru_maxrss: KiB
+  EXPECT_LT(grown_mib, 512.0) << "the reference held " << grown_mib << " MiB";
+  std::vector<int32_t> first = {0, 1, 2, 3};
+  const KvCache distinct{pool(k), pool(v), TensorView::contiguous(first.data(), DType::i32, {1, PAGES}),
+                         TensorView::contiguous(short_len.data(), DType::i32, {1})};
+  ASSERT_TRUE(decode_attention(TensorView::contiguous(want.data(), DType::f16, {1, 1, 1, D}),
+                               TensorView::contiguous(&want_lse, DType::f32, {1, 1, 1}), qv, distinct)
+                  .ok());
+  const double rtol = kernelkit::testing::tolerance(DType::f16).rtol;
+  for (int64_t i = 0; i < D; ++i) EXPECT_NEAR(out.get(i), want.get(i), rtol * (std::fabs(want.get(i)) + 1e-3)) << i;
+  EXPECT_NEAR(lse, want_lse + std::log(static_cast<double>(KEYS / (PAGES * PAGE))), 1e-5 * (std::fabs(lse) + 1));
 }

@@ -3,6 +3,7 @@
 // b * batch + t * token + h * head + i (varlen: batch = 0 and t is the packed token index cu_seqlens[b] + position).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernelkit/op_info.hpp"
@@ -57,6 +58,10 @@ struct DecodeArgs {
 
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);
 Status attention_reference(const AttentionArgs& a);
+// The references hold a (sequence, KV head)'s K and V as doubles up to this many bytes (default 256 MiB), and walk
+// longer ones in chunks of it, to the same results; tests set it low to walk small inputs in chunks.
+size_t reference_kv_bytes();
+void set_reference_kv_bytes(size_t bytes);
 Status attention_cuda(const AttentionArgs& a, Stream stream);
 
 Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile);

@@ -1,7 +1,9 @@
 // CPU reference of attention and decode_attention: fp64 throughout, exact max subtraction, one rounding per output.
 // Per (sequence, KV head) the visible K and V rows are converted to double once and shared by the query heads of the
-// group (the reference is also the oracle for 4097-token GPU cases, so it must not be needlessly slow).
+// group (the reference is also the oracle for 4097-token GPU cases, so it must not be needlessly slow); a head too
+// long for that (a paged cache of 2^31 keys) is walked in chunks, in bounded memory, to the same bits.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -50,37 +52,114 @@ void attend(const double* q, const KvRows& kv, int64_t visible, double scale, do
 int64_t visible_keys(bool causal, int64_t i, int64_t s_q, int64_t s_k) { return causal ? i + s_k - s_q + 1 : s_k; }
 
 // Query rows of one (sequence, KV head): every query head of the group and every query token; writes out and lse.
+// The group's K and V as doubles when they fit in `max_kv_bytes`; else chunks of keys in two passes (every row's max
+// first, then the sums), which computes the same values in the same order, bit for bit, in bounded memory.
 template <typename KeyOffset>
 void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, const HeadStrides& os, float* lse,
                   int64_t lse_batch, int64_t lse_head, const void* k, const HeadStrides& ks, const void* v,
                   const HeadStrides& vs, KeyOffset key_row, int64_t b, int64_t q_start, int64_t s_q, int64_t s_k,
-                  int64_t kvh, int64_t group, int64_t d, double scale, bool causal) {
-  KvRows kv{s_k, d, std::vector<double>(static_cast<size_t>(s_k * d)),
-            std::vector<double>(static_cast<size_t>(s_k * d))};
-  for (int64_t j = 0; j < s_k; ++j)
-    for (int64_t i = 0; i < d; ++i) {
-      kv.k[static_cast<size_t>(j * d + i)] = load_as_double(k, dtype, key_row(ks, j) + kvh * ks.head + i);
-      kv.v[static_cast<size_t>(j * d + i)] = load_as_double(v, dtype, key_row(vs, j) + kvh * vs.head + i);
-    }
+                  int64_t kvh, int64_t group, int64_t d, double scale, bool causal, size_t max_kv_bytes) {
+  // K and V rows [j0, j1) as doubles into kv (whose s_k becomes the chunk's length).
+  auto load = [&](KvRows* kv, int64_t j0, int64_t j1, bool with_v) {
+    kv->s_k = j1 - j0;
+    kv->d = d;
+    kv->k.resize(static_cast<size_t>(kv->s_k * d));
+    if (with_v) kv->v.resize(static_cast<size_t>(kv->s_k * d));
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t i = 0; i < d; ++i) {
+        const auto at = static_cast<size_t>((j - j0) * d + i);
+        kv->k[at] = load_as_double(k, dtype, key_row(ks, j) + kvh * ks.head + i);
+        if (with_v) kv->v[at] = load_as_double(v, dtype, key_row(vs, j) + kvh * vs.head + i);
+      }
+  };
+  auto query = [&](int64_t g, int64_t t, double* qr) {
+    for (int64_t i = 0; i < d; ++i)
+      qr[i] = load_as_double(q, dtype, b * qs.batch + (q_start + t) * qs.token + (kvh * group + g) * qs.head + i);
+  };
+  auto store = [&](int64_t g, int64_t t, const double* o, double l) {
+    const int64_t h = kvh * group + g, tok = q_start + t;
+    for (int64_t i = 0; i < d; ++i) store_from_double(out, dtype, b * os.batch + tok * os.token + h * os.head + i, o[i]);
+    if (lse) lse[b * lse_batch + h * lse_head + tok] = static_cast<float>(l);
+  };
   std::vector<double> qr(static_cast<size_t>(d)), o(static_cast<size_t>(d)), logits;
-  for (int64_t g = 0; g < group; ++g) {
-    const int64_t h = kvh * group + g;
-    for (int64_t t = 0; t < s_q; ++t) {
-      const int64_t tok = q_start + t;
-      for (int64_t i = 0; i < d; ++i)
-        qr[static_cast<size_t>(i)] = load_as_double(q, dtype, b * qs.batch + tok * qs.token + h * qs.head + i);
-      double l = 0;
-      attend(qr.data(), kv, visible_keys(causal, t, s_q, s_k), scale, o.data(), &l, logits);
-      for (int64_t i = 0; i < d; ++i)
-        store_from_double(out, dtype, b * os.batch + tok * os.token + h * os.head + i, o[static_cast<size_t>(i)]);
-      if (lse) lse[b * lse_batch + h * lse_head + tok] = static_cast<float>(l);
-    }
+  const size_t kv_bytes = 2 * static_cast<size_t>(s_k) * static_cast<size_t>(d) * sizeof(double);
+  if (kv_bytes <= max_kv_bytes) {
+    KvRows kv;
+    load(&kv, 0, s_k, true);
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t t = 0; t < s_q; ++t) {
+        query(g, t, qr.data());
+        double l = 0;
+        attend(qr.data(), kv, visible_keys(causal, t, s_q, s_k), scale, o.data(), &l, logits);
+        store(g, t, o.data(), l);
+      }
+    return;
   }
+  // Chunked: per row its query, running max, sum and output.
+  const int64_t rows = group * s_q;
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(max_kv_bytes / (2 * sizeof(double))) / d);
+  std::vector<double> qs_all(static_cast<size_t>(rows * d)), m(static_cast<size_t>(rows), -INFINITY),
+      l(static_cast<size_t>(rows), 0.0), o_all(static_cast<size_t>(rows * d), 0.0);
+  std::vector<int64_t> visible(static_cast<size_t>(rows));
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t t = 0; t < s_q; ++t) {
+      const int64_t r = g * s_q + t;
+      query(g, t, &qs_all[static_cast<size_t>(r * d)]);
+      visible[static_cast<size_t>(r)] = std::min(visible_keys(causal, t, s_q, s_k), s_k);
+    }
+  auto dot = [&](int64_t r, const KvRows& kv, int64_t j) {
+    const double* qp = &qs_all[static_cast<size_t>(r * d)];
+    const double* kr = &kv.k[static_cast<size_t>(j * d)];
+    double s = 0;
+    for (int64_t i = 0; i < d; ++i) s += qp[i] * kr[i];
+    return scale * s;
+  };
+  KvRows kv;
+  for (int pass = 0; pass < 2; ++pass)
+    for (int64_t j0 = 0; j0 < s_k; j0 += chunk) {
+      const int64_t j1 = std::min(s_k, j0 + chunk);
+      load(&kv, j0, j1, pass == 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto ru = static_cast<size_t>(r);
+        for (int64_t j = j0; j < std::min(j1, visible[ru]); ++j) {
+          const double s = dot(r, kv, j - j0);
+          if (pass == 0) {
+            m[ru] = std::max(m[ru], s);
+            continue;
+          }
+          const double p = std::exp(s - m[ru]);
+          l[ru] += p;
+          const double* vr = &kv.v[static_cast<size_t>((j - j0) * d)];
+          double* op = &o_all[static_cast<size_t>(r * d)];
+          for (int64_t i = 0; i < d; ++i) op[i] += p * vr[i];
+        }
+      }
+    }
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t t = 0; t < s_q; ++t) {
+      const auto r = static_cast<size_t>(g * s_q + t);
+      double* op = &o_all[r * static_cast<size_t>(d)];
+      if (visible[r] <= 0) {
+        std::fill(op, op + d, 0.0);
+        store(g, t, op, -INFINITY);
+        continue;
+      }
+      for (int64_t i = 0; i < d; ++i) op[i] /= l[r];
+      store(g, t, op, m[r] + std::log(l[r]));
+    }
 }
 
 }  // namespace
 
+namespace {
+std::atomic<size_t> g_reference_kv_bytes{size_t{256} << 20};
+}  // namespace
+
+size_t reference_kv_bytes() { return g_reference_kv_bytes.load(); }
+void set_reference_kv_bytes(size_t bytes) { g_reference_kv_bytes.store(std::max<size_t>(bytes, 1)); }
+
 Status attention_reference(const AttentionArgs& a) {
+  const size_t max_kv_bytes = reference_kv_bytes();
   const int64_t group = a.heads / a.kv_heads;
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t q0 = a.varlen ? a.cu_q[b] : 0, k0 = a.varlen ? a.cu_k[b] : 0;
@@ -88,12 +167,13 @@ Status attention_reference(const AttentionArgs& a) {
     auto key_row = [&](const HeadStrides& st, int64_t j) { return b * st.batch + (k0 + j) * st.token; };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal);
+                   key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, max_kv_bytes);
   }
   return Status::Ok();
 }
 
 Status decode_reference(const DecodeArgs& a) {
+  const size_t max_kv_bytes = reference_kv_bytes();
   const int64_t group = a.heads / a.kv_heads;
   for (int64_t b = 0; b < a.batch; ++b) {
     const int64_t s_k = a.seqlens ? a.seqlens[b] : a.capacity;
@@ -105,7 +185,7 @@ Status decode_reference(const DecodeArgs& a) {
     };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal);
+                   key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, max_kv_bytes);
   }
   return Status::Ok();
 }
