@@ -185,6 +185,10 @@ def test_bad_input_names_the_op_and_the_argument():
             kernelkit.quantize_weight(w, 8)
     with pytest.raises(ValueError, match="group must be 64 or 128 for bits=4, got 0"):
         kernelkit.quantize_weight(torch.randn(16, 128), 4, group=0)
+    w = torch.randn(16, 128)
+    w[5, 9] = float("inf")
+    with pytest.raises(ValueError, match="quantize_int8_per_channel: w row 5 holds inf at column 9"):
+        kernelkit.quantize_weight(w, 8)
     # The raw ops validate as strictly as the functions over them.
     with pytest.raises(ValueError, match=r"kernelkit\.quantize_weight: bits must be 8 or 4, got 3"):
         kernelkit.ops.quantize_weight(torch.empty(16, 64, dtype=torch.int8), torch.empty(16), torch.randn(16, 64), 3, 0)

@@ -623,3 +623,24 @@ TEST(W8A8, PlanTilesFitEveryProfile) {
   s.rows = int64_t{65535} * kLinearTcTileM + 1;  // the weight-only tensor-core tiles: 64 tokens each
   EXPECT_EQ(plan_op(*find_profile("h200"), OpId::linear_w8a16, s, DType::f16, &p).code(), StatusCode::unsupported);
 }
+
+TEST(QuantizeErrors, NonFiniteValuesAreRefusedNamingTheRow) {
+  // An inf would make the row's scale inf (every q 0), a NaN its scale NaN: refused instead, naming where.
+  const int64_t n = 3, k = 128;
+  std::vector<float> w(n * k, 0.5f), s(n * 2);
+  std::vector<int8_t> q(n * k);
+  std::vector<uint8_t> q4(n * k / 2);
+  w[static_cast<size_t>(2 * k + 17)] = INFINITY;
+  Status st = quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
+                                        mat(w.data(), DType::f32, n, k));
+  EXPECT_TRUE(has(st, "quantize_int8_per_channel: w row 2 holds inf at column 17")) << st.message();
+  w[static_cast<size_t>(2 * k + 17)] = 0.5f;
+  w[static_cast<size_t>(k + 100)] = NAN;
+  st = quantize_int4_groupwise(mat(q4.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, 2),
+                               mat(w.data(), DType::f32, n, k), 64);
+  EXPECT_TRUE(has(st, "quantize_int4_groupwise: w row 1 holds NaN at column 100")) << st.message();
+  w[static_cast<size_t>(k + 100)] = -INFINITY;
+  st = quantize_per_token_int8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
+                               mat(w.data(), DType::f32, n, k));
+  EXPECT_TRUE(has(st, "quantize_per_token_int8: x row 1 holds -inf at column 100")) << st.message();
+}

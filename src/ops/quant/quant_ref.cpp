@@ -5,6 +5,7 @@
 //  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "ops/quant/quant.hpp"
 
@@ -28,9 +29,25 @@ float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, in
   return static_cast<float>(amax / qmax);
 }
 
+// The first non-finite value of the input (inf or NaN would give an inf or NaN scale, or q = 0 for the whole span):
+// refused, naming the row and the column.
+Status check_finite(const QuantizeArgs& a) {
+  const char* arg = a.op == OpId::quantize_per_token_int8 ? "x" : "w";
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t j = 0; j < a.hidden; ++j) {
+      const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
+      if (!std::isfinite(w))
+        return invalid_argument(std::string(op_info(a.op).name) + ": " + arg + " row " + std::to_string(r) +
+                                " holds " + (std::isnan(w) ? "NaN" : w > 0 ? "inf" : "-inf") + " at column " +
+                                std::to_string(j) + "; quantization needs finite values");
+    }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status quantize_reference(const QuantizeArgs& a) {
+  KK_RETURN_IF_ERROR(check_finite(a));
   const int64_t k = a.hidden;
   if (a.op == OpId::quantize_int4_groupwise) {
     auto* q = static_cast<uint8_t*>(a.q);
