@@ -3,3 +3,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
+
+# Hypothesis (the property tests, tests/<family>/test_<family>_fuzz.py): reproducible runs by default (CI); set
+# HYPOTHESIS_PROFILE=explore for fresh random cases and more of them.
+try:
+    import os
+
+    from hypothesis import HealthCheck, settings
+
+    _quiet = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+    settings.register_profile("kernelkit", deadline=None, derandomize=True, suppress_health_check=_quiet)
+    settings.register_profile("explore", deadline=None, max_examples=1000, suppress_health_check=_quiet)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kernelkit"))
+except ImportError:  # the property tests skip themselves without hypothesis
+    pass

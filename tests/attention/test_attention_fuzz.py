@@ -1,0 +1,77 @@
+"""Property tests of attention and decode_attention (Hypothesis): random sequence lengths (s_q < s_k and s_q > s_k),
+GQA ratios, causal or not, against float64 attention with the bottom-right causal mask; the bound is attention's
+derived one (docs/tolerances.md: P rounded to the dtype for the P V product)."""
+import pytest
+import torch
+
+import kernelkit
+from torch_testing import ATOL, DEVICES, RTOL
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+def attention_ref(q, k, v, causal):
+    """float64 [b, s, h, d] attention with GQA and the bottom-right causal mask; rows that see no key are 0."""
+    q, k, v = q.double(), k.double(), v.double()
+    s_q, h, d = q.shape[1], q.shape[2], q.shape[3]
+    s_k, hk = k.shape[1], k.shape[2]
+    k, v = k.repeat_interleave(h // hk, dim=2), v.repeat_interleave(h // hk, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * d ** -0.5
+    if causal:
+        mask = torch.arange(s_k, device=q.device)[None, :] > torch.arange(s_q, device=q.device)[:, None] + (s_k - s_q)
+        s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return torch.einsum("bhqk,bkhd->bqhd", p, v), torch.einsum("bhqk,bkhd->bqhd", p, v.abs())
+
+
+def check(got, want, m, dtype):
+    bad = (got.double() - want).abs() > ATOL[dtype] + RTOL[dtype] * (want.abs() + m / 2)
+    assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} off; worst {float((got.double() - want).abs().max())}"
+
+
+def rand(shape, dtype, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1).to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=150)
+@given(b=st.integers(1, 2), s_q=st.integers(1, 40), s_k=st.integers(1, 70), kv=st.integers(1, 2),
+       group=st.sampled_from([1, 2, 4]), d=st.sampled_from([64, 128]), causal=st.booleans(),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]))
+def test_attention_matches_float64(device, b, s_q, s_k, kv, group, d, causal, dtype):
+    h = kv * group
+    q, k, v = (rand(shape, dtype, device, s_q * 1000 + s_k + i)
+               for i, shape in enumerate([(b, s_q, h, d), (b, s_k, kv, d), (b, s_k, kv, d)]))
+    want, m = attention_ref(q, k, v, causal)
+    check(kernelkit.attention(q, k, v, causal=causal), want, m, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=150)
+@given(b=st.integers(1, 3), s_q=st.integers(1, 4), cap=st.integers(1, 90), kv=st.integers(1, 2),
+       group=st.sampled_from([1, 4]), causal=st.booleans(), paged=st.booleans(), data=st.data())
+def test_decode_attention_matches_float64(device, b, s_q, cap, kv, group, causal, paged, data):
+    d, dtype, page = 64, torch.float16, 16
+    cap = (cap + page - 1) // page * page
+    lens = [data.draw(st.integers(0, cap)) for _ in range(b)]
+    h = kv * group
+    q = rand((b, s_q, h, d), dtype, device, cap * 7 + s_q)
+    kc, vc = rand((b, cap, kv, d), dtype, device, cap + 1), rand((b, cap, kv, d), dtype, device, cap + 2)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=device)
+    if paged:
+        pages = cap // page
+        perm = torch.randperm(b * pages, generator=torch.Generator().manual_seed(cap))
+        kp = kc.reshape(b * pages, page, kv, d)[perm.argsort().to(device)].contiguous()
+        vp = vc.reshape(b * pages, page, kv, d)[perm.argsort().to(device)].contiguous()
+        out = kernelkit.decode_attention(q, kp, vp, block_table=perm.reshape(b, pages).to(torch.int32).to(device),
+                                         seqlens_k=seqlens, causal=causal)
+    else:
+        out = kernelkit.decode_attention(q, kc, vc, seqlens_k=seqlens, causal=causal)
+    for i, n in enumerate(lens):
+        if n == 0:
+            assert (out[i] == 0).all()
+            continue
+        want, m = attention_ref(q[i:i + 1], kc[i:i + 1, :n], vc[i:i + 1, :n], causal)
+        check(out[i:i + 1], want, m, dtype)
