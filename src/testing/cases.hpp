@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,17 @@ VerifyCases verify_cases(OpFamily family);
 // CPU backend or when quick; hidden {64, 111, 769, 4096, 5125} when quick), and the 83-row shapes once more with 8
 // elements of padding between rows (strided views). f(rows, hidden, pad) for each.
 void for_each_row_shape(const VerifyGrid& grid, const std::function<void(int64_t, int64_t, int64_t)>& f);
+
+// ---- Random cases (the C++ side of the property tests: tests/<family>/ run a family's random_<family>_case over many
+//      seeds, on the CPU backend's invariants and on the GPU against the reference)
+
+// A random row-op shape: rows and hidden that include 1, odd sizes and primes, more than 65535 rows (the grid's y
+// limit) at small widths and widths up to 32K at a few rows, rows * hidden <= max_elements; a row padding (strided
+// rows) a third of the time.
+struct RandomRows {
+  int64_t rows = 1, hidden = 1, pad = 0;
+};
+RandomRows random_rows(std::mt19937_64& rng, int64_t max_elements);
+DType random_float_dtype(std::mt19937_64& rng);
 
 }  // namespace kernelkit::testing

@@ -7,6 +7,7 @@
 
 #include "kernelkit/ops.hpp"
 #include "ops/activation/activation_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -81,3 +82,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          OpId::gelu_tanh_and_mul, OpId::silu_and_mul, OpId::geglu),
                        ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83),
                        ::testing::Values(64, 111, 500, 4096)));
+
+// Seeded random cases (random_activation_case: shapes, dtypes, strides and magnitudes off the grid) on the same invariants.
+TEST(ActivationRandom, PropertiesHold) {
+  kernelkit::testing::for_random_cases(60, kernelkit::testing::random_activation_case, [](const auto& c) {
+    kernelkit::testing::expect_properties(kernelkit::testing::check_activation_properties(c), c.name());
+  });
+}

@@ -4,6 +4,7 @@
 
 #include "expect_case.hpp"
 #include "ops/activation/activation_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -37,4 +38,11 @@ TEST(ActivationExtremes, Fp16LargeInputsStayFinite) {
   // |x| up to 60000: silu(x) ~ x and gelu(x) ~ x stay finite; the gated product may overflow exactly as the
   // reference does (both are compared, inf to inf).
   for (OpId op : {OpId::silu, OpId::gelu, OpId::gelu_tanh}) check({op, DType::f16, 83, 4096, 0, 60000.0, 5});
+}
+
+// Seeded random cases (random_activation_case: shapes, dtypes, strides and magnitudes off the grid) against the reference.
+TEST(ActivationRandom, MatchesReference) {
+  kernelkit::testing::for_random_cases(40, kernelkit::testing::random_activation_case, [](const auto& c) {
+    kernelkit::testing::expect_case(kernelkit::testing::run_activation_case_cuda(c, 0), c.dtype, c.name());
+  });
 }

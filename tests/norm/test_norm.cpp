@@ -6,6 +6,7 @@
 
 #include "kernelkit/ops.hpp"
 #include "ops/norm/norm_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -115,3 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          OpId::ada_layer_norm, OpId::rms_norm_gelu),
                        ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83),
                        ::testing::Values(64, 111, 500, 769, 4096, 5125), ::testing::Values(0, 8)));
+
+// Seeded random cases (random_norm_case: shapes, dtypes, strides and magnitudes off the grid) on the same invariants.
+TEST(NormRandom, PropertiesHold) {
+  kernelkit::testing::for_random_cases(60, kernelkit::testing::random_norm_case, [](const auto& c) {
+    kernelkit::testing::expect_properties(kernelkit::testing::check_norm_properties(c), c.name());
+  });
+}

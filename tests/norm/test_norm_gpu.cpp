@@ -5,6 +5,7 @@
 
 #include "expect_case.hpp"
 #include "ops/norm/norm_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -111,3 +112,10 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<std::tuple<OpId, DType>>& i) {
       return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param));
     });
+
+// Seeded random cases (random_norm_case: shapes, dtypes, strides and magnitudes off the grid) against the reference.
+TEST(NormRandom, MatchesReference) {
+  kernelkit::testing::for_random_cases(40, kernelkit::testing::random_norm_case, [](const auto& c) {
+    kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.dtype, c.name());
+  });
+}

@@ -7,6 +7,7 @@
 
 #include "kernelkit/ops.hpp"
 #include "ops/rope/rope_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -77,3 +78,10 @@ INSTANTIATE_TEST_SUITE_P(Grid, RopeProperties,
                                            std::tuple{DType::bf16, RopeStyle::gptj, int64_t{128}, int64_t{64}},
                                            std::tuple{DType::f32, RopeStyle::gptj, int64_t{80}, int64_t{32}},
                                            std::tuple{DType::f16, RopeStyle::neox, int64_t{96}, int64_t{24}}));
+
+// Seeded random cases (random_rope_case: shapes, dtypes, strides and magnitudes off the grid) on the same invariants.
+TEST(RopeRandom, PropertiesHold) {
+  kernelkit::testing::for_random_cases(60, kernelkit::testing::random_rope_case, [](const auto& c) {
+    kernelkit::testing::expect_properties(kernelkit::testing::check_rope_properties(c), c.name());
+  });
+}

@@ -4,6 +4,7 @@
 
 #include "expect_case.hpp"
 #include "ops/rope/rope_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -28,3 +29,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RopeGrid,
                          ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::bf16),
                                             ::testing::Values(RopeStyle::neox, RopeStyle::gptj),
                                             ::testing::Values(0, 1, 2, 3), ::testing::Bool()));
+
+// Seeded random cases (random_rope_case: shapes, dtypes, strides and magnitudes off the grid) against the reference.
+TEST(RopeRandom, MatchesReference) {
+  kernelkit::testing::for_random_cases(40, kernelkit::testing::random_rope_case, [](const auto& c) {
+    kernelkit::testing::expect_case(kernelkit::testing::run_rope_case_cuda(c, 0), c.dtype, c.name());
+  });
+}

@@ -7,6 +7,7 @@
 
 #include "kernelkit/ops.hpp"
 #include "ops/softmax/softmax_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -68,3 +69,10 @@ INSTANTIATE_TEST_SUITE_P(Grid, SoftmaxProperties,
                          ::testing::Combine(::testing::Values(OpId::softmax, OpId::causal_softmax),
                                             ::testing::Values(DType::f32, DType::f16, DType::bf16),
                                             ::testing::Values(1, 7, 83), ::testing::Values(64, 111, 769, 4096)));
+
+// Seeded random cases (random_softmax_case: shapes, dtypes, strides and magnitudes off the grid) on the same invariants.
+TEST(SoftmaxRandom, PropertiesHold) {
+  kernelkit::testing::for_random_cases(60, kernelkit::testing::random_softmax_case, [](const auto& c) {
+    kernelkit::testing::expect_properties(kernelkit::testing::check_softmax_properties(c), c.name());
+  });
+}

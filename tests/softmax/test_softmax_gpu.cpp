@@ -4,6 +4,7 @@
 
 #include "expect_case.hpp"
 #include "ops/softmax/softmax_cases.hpp"
+#include "random_cases.hpp"
 
 using namespace kernelkit;
 
@@ -30,3 +31,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(OpId::softmax, OpId::causal_softmax),
                        ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 84, 4096),
                        ::testing::Values(64, 111, 769, 4096, 32768)));
+
+// Seeded random cases (random_softmax_case: shapes, dtypes, strides and magnitudes off the grid) against the reference.
+TEST(SoftmaxRandom, MatchesReference) {
+  kernelkit::testing::for_random_cases(40, kernelkit::testing::random_softmax_case, [](const auto& c) {
+    kernelkit::testing::expect_case(kernelkit::testing::run_softmax_case_cuda(c, 0), c.dtype, c.name());
+  });
+}

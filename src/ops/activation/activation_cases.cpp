@@ -147,4 +147,22 @@ void verify_activation_cases(OpId op, DType dtype, const VerifyGrid& grid, uint6
   });
 }
 
+ActivationCase random_activation_case(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 13);
+  constexpr OpId kOps[] = {OpId::gelu,          OpId::gelu_tanh,    OpId::silu, OpId::gelu_and_mul,
+                           OpId::gelu_tanh_and_mul, OpId::silu_and_mul, OpId::geglu};
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  ActivationCase c;
+  c.op = kOps[pick(7)];
+  c.dtype = random_float_dtype(rng);
+  const RandomRows r = random_rows(rng, int64_t{1} << 20);
+  c.rows = r.rows;
+  c.d = r.hidden;
+  c.row_pad = r.pad;
+  constexpr double kMagnitudes[] = {0.5, 3.0, 30.0};
+  c.magnitude = kMagnitudes[pick(3)];
+  c.seed = seed;
+  return c;
+}
+
 }  // namespace kernelkit::testing

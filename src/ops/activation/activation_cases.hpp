@@ -36,4 +36,7 @@ Status call_activation_op(OpId op, const TensorView& out, const TensorView& x, c
 void verify_activation_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                              std::vector<VerifyCase>* out);
 
+// A random case (testing/cases.hpp's random_rows): any activation op and dtype, inputs up to +-30.
+ActivationCase random_activation_case(uint64_t seed);
+
 }  // namespace kernelkit::testing

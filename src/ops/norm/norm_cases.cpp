@@ -5,6 +5,7 @@
 #include <functional>
 #include <random>
 #include <sstream>
+#include <utility>
 
 namespace kernelkit::testing {
 
@@ -166,30 +167,37 @@ CaseResult check_norm_properties(const NormCase& c) {
     }
     case OpId::rms_norm:
     case OpId::layer_norm: {
-      // Unweighted output: rms 1 (RMS) or mean 0 and variance 1 (layer norm); weighted = unweighted * w + b.
+      // Unweighted output: mean 0 (layer norm) and second moment v / (v + eps), v the input's (RMS: mean square,
+      // layer norm: variance; 1 unless eps matters: one-element or constant rows give 0); weighted = unweighted * w + b.
       pc.weight = pc.bias = false;
       r.status = run(pc, plain);
       const Tolerance tol = tolerance(c.dtype);
-      for (int64_t row = 0; row < c.rows; ++row) {
+      const bool centered = c.op == OpId::layer_norm;
+      auto second_moment = [&](const HostBuffer& b, int64_t row) {
         double s1 = 0, s2 = 0;
         for (int64_t i = 0; i < H; ++i) {
-          const double y = plain.out.get(row * S + i);
-          s1 += y;
-          s2 += y * y;
+          const double v = b.get(row * S + i);
+          s1 += v;
+          s2 += v * v;
         }
-        const double mean = s1 / H, ms = s2 / H;
-        const double stat = c.op == OpId::rms_norm ? ms : ms - mean * mean;
-        if (!(std::fabs(stat - 1.0) <= 4 * tol.rtol + 1e-4))
-          fail("row " + std::to_string(row) + ": second moment " + std::to_string(stat) + ", expected 1");
-        if (c.op == OpId::layer_norm && !(std::fabs(mean) <= 4 * tol.rtol + 1e-4))
+        const double mean = s1 / H;
+        return std::pair{mean, centered ? s2 / H - mean * mean : s2 / H};
+      };
+      for (int64_t row = 0; row < c.rows; ++row) {
+        const auto [mean, stat] = second_moment(plain.out, row);
+        const double v = second_moment(d.x, row).second;
+        const double want = v / (v + c.eps);
+        if (!(std::fabs(stat - want) <= 4 * tol.rtol + 1e-4))
+          fail("row " + std::to_string(row) + ": second moment " + std::to_string(stat) + ", expected " +
+               std::to_string(want));
+        if (centered && !(std::fabs(mean) <= 4 * tol.rtol + 1e-4))
           fail("row " + std::to_string(row) + ": mean " + std::to_string(mean) + ", expected 0");
       }
-      const bool layer = c.op == OpId::layer_norm;
       expect_each([&](int64_t row, int64_t i, double* m) {
         double y = plain.out.get(row * S + i);
         if (c.weight) y *= c.weight_offset + d.weight.get(i);
         *m = std::fabs(y);
-        if (layer && c.bias) {
+        if (centered && c.bias) {
           y += d.bias.get(i);
           *m += std::fabs(d.bias.get(i));
         }
@@ -238,6 +246,27 @@ void verify_norm_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* s
     c.seed = (*seed)++;
     out->push_back({c.name(), [c, grid] { return grid.cuda ? run_norm_case_cuda(c, grid.device) : check_norm_properties(c); }});
   });
+}
+
+NormCase random_norm_case(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 11);
+  constexpr OpId kOps[] = {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm,
+                           OpId::rms_norm_gelu};
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  NormCase c;
+  c.op = kOps[pick(5)];
+  c.dtype = random_float_dtype(rng);
+  const RandomRows r = random_rows(rng, int64_t{1} << 20);
+  c.rows = r.rows;
+  c.hidden = r.hidden;
+  c.row_pad = r.pad;
+  c.weight = pick(4) != 0;
+  c.bias = pick(2) == 0;
+  c.weight_offset = c.op == OpId::rms_norm && pick(3) == 0 ? 1.0f : 0.0f;
+  constexpr double kMagnitudes[] = {1.0, 1.0, 100.0, 30000.0};
+  c.magnitude = kMagnitudes[pick(4)];
+  c.seed = seed;
+  return c;
 }
 
 }  // namespace kernelkit::testing

@@ -47,4 +47,8 @@ CaseResult check_norm_properties(const NormCase& c);
 // The family's verify cases (testing/cases.hpp): the row-shape grid.
 void verify_norm_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed, std::vector<VerifyCase>* out);
 
+// A random case (testing/cases.hpp's random_rows): any norm op and dtype, with or without weight / bias, Gemma's
+// offset, magnitudes up to near fp16's limit.
+NormCase random_norm_case(uint64_t seed);
+
 }  // namespace kernelkit::testing

@@ -146,4 +146,20 @@ void verify_rope_cases(OpId, DType dtype, const VerifyGrid& grid, uint64_t* seed
         }
 }
 
+RopeCase random_rope_case(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 19);
+  auto between = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  RopeCase c;
+  c.dtype = random_float_dtype(rng);
+  c.tokens = between(0, 3) == 0 ? between(1000, 2000) : between(1, 90);
+  c.kv_heads = between(1, 4);
+  c.heads = c.kv_heads * between(1, 4);
+  c.head_dim = 2 * between(1, 128);
+  c.rot_dim = 2 * between(1, c.head_dim / 2);
+  c.style = between(0, 1) ? RopeStyle::neox : RopeStyle::gptj;
+  c.in_place = between(0, 1) == 1;
+  c.seed = seed;
+  return c;
+}
+
 }  // namespace kernelkit::testing

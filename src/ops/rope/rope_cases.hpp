@@ -29,4 +29,8 @@ CaseResult check_rope_properties(const RopeCase& c);
 // The family's verify cases (testing/cases.hpp): styles x head / rotary dims x in place x token counts.
 void verify_rope_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed, std::vector<VerifyCase>* out);
 
+// A random case: token and head counts, an even head_dim up to 256 and a rot_dim up to it, both styles, in place or
+// not.
+RopeCase random_rope_case(uint64_t seed);
+
 }  // namespace kernelkit::testing

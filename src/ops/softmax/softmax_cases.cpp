@@ -101,4 +101,27 @@ void verify_softmax_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t
   });
 }
 
+SoftmaxCase random_softmax_case(uint64_t seed) {
+  std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 17);
+  auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+  SoftmaxCase c;
+  c.op = pick(2) ? OpId::softmax : OpId::causal_softmax;
+  c.dtype = random_float_dtype(rng);
+  const RandomRows r = random_rows(rng, int64_t{1} << 20);
+  c.rows = r.rows;
+  c.hidden = r.hidden;
+  c.row_pad = r.pad;
+  if (c.op == OpId::causal_softmax) {  // queries per head: a divisor of the rows (s_q <= s_k, s_q > s_k alike)
+    constexpr int64_t kQueries[] = {1, 2, 3, 4, 7, 16};
+    c.s_q = kQueries[pick(6)];
+    c.rows = std::max<int64_t>(c.s_q, c.rows / c.s_q * c.s_q);
+  }
+  constexpr float kScales[] = {1.0f, 0.125f, 4.0f};
+  c.scale = kScales[pick(3)];
+  constexpr double kMagnitudes[] = {0.1, 4.0, 200.0};
+  c.magnitude = kMagnitudes[pick(3)];
+  c.seed = seed;
+  return c;
+}
+
 }  // namespace kernelkit::testing

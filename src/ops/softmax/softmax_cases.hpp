@@ -32,4 +32,8 @@ CaseResult check_softmax_properties(const SoftmaxCase& c);
 void verify_softmax_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                           std::vector<VerifyCase>* out);
 
+// A random case (testing/cases.hpp's random_rows): softmax or causal_softmax (s_q dividing the rows), scales and
+// magnitudes that put the logits anywhere from flat to one-hot.
+SoftmaxCase random_softmax_case(uint64_t seed);
+
 }  // namespace kernelkit::testing
