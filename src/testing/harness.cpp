@@ -67,6 +67,10 @@ void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer&
   compare(label, got, want, rows, hidden, stride, scale, r, &magnitude);
 }
 
+double fp32_terms_magnitude(double want, double terms, DType dtype) {
+  return std::fabs(want) + kFp32Roundings * std::ldexp(1.0, -24) * terms / tolerance(dtype).rtol;
+}
+
 Status first_error(std::initializer_list<Status> steps) {
   for (const Status& s : steps)
     if (!s.ok()) return s;

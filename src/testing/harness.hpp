@@ -112,6 +112,12 @@ void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer&
 // rounding error of its terms): the bound is scale (atol + rtol * max(|want[k]|, magnitude[k])).
 void compare_outputs(const char* label, const HostBuffer& got, const HostBuffer& want, int64_t rows, int64_t hidden,
                      int64_t stride, const std::vector<double>& magnitude, CaseResult* r, double scale = 1.0);
+// The magnitude to pass compare_outputs for an output `want` of dtype `dtype` whose fp32 computation goes through
+// intermediates of total size `terms` that cancel or feed an exponent (x - mean, 1 + erf(x), s - max in softmax): the
+// fp64 reference has no such error, the kernel keeps a few fp32 roundings (u32 = 2^-24) of them, so the bound becomes
+// atol + rtol |want| + kFp32Roundings u32 terms. Negligible against the table's rtol for bf16 and fp16.
+inline constexpr double kFp32Roundings = 8;
+double fp32_terms_magnitude(double want, double terms, DType dtype);
 // One element checked against an explicit bound: counted, its error tracked, a mismatch noted as label[i, j].
 void check_element(CaseResult* r, const char* label, double got, double want, double allowed, int64_t i, int64_t j);
 // A mismatch that is not one element against a bound (an invariant): counted, the first few described.

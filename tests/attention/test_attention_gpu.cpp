@@ -184,8 +184,10 @@ INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
 
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.
-  kernelkit::testing::DeviceBuffer buf, cu;
+  // Inputs may share memory; the output gets its own (an output overlapping an input is refused first).
+  kernelkit::testing::DeviceBuffer buf, out_buf, cu;
   ASSERT_TRUE(buf.alloc(1 << 20).ok());
+  ASSERT_TRUE(out_buf.alloc(1 << 20).ok());
   ASSERT_TRUE(cu.alloc(64).ok());
   kernelkit::testing::HostBuffer cuh(DType::i32, 3);
   cuh.set(0, 0);
@@ -196,21 +198,24 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   auto t = [&](std::initializer_list<int64_t> shape, DType dt = DType::f16) {
     return TensorView::contiguous(buf.data(), dt, shape, dev);
   };
+  auto out = [&](std::initializer_list<int64_t> shape) {
+    return TensorView::contiguous(out_buf.data(), DType::f16, shape, dev);
+  };
   AttentionOptions o;
   o.cu_seqlens_q = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
   o.cu_seqlens_k = TensorView::contiguous(cu.data(), DType::i32, {3}, dev);
-  Status s = attention(t({3, 4, 64}), std::nullopt, t({3, 4, 64}), t({3, 2, 64}), t({3, 2, 64}), o);
+  Status s = attention(out({3, 4, 64}), std::nullopt, t({3, 4, 64}), t({3, 2, 64}), t({3, 2, 64}), o);
   EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
   EXPECT_NE(s.message().find("options.cu_seqlens_q must be non-decreasing"), std::string::npos) << s.message();
-  s = attention(t({1, 4, 6, 64}), std::nullopt, t({1, 4, 6, 64}), t({1, 4, 4, 64}), t({1, 4, 4, 64}));
+  s = attention(out({1, 4, 6, 64}), std::nullopt, t({1, 4, 6, 64}), t({1, 4, 4, 64}), t({1, 4, 4, 64}));
   EXPECT_NE(s.message().find("q heads (6) must be a positive multiple of k/v heads (4)"), std::string::npos);
-  s = attention(t({1, 4, 4, 64}), std::nullopt, t({1, 4, 4, 64}), t({1, 4, 4, 64}, DType::bf16), t({1, 4, 4, 64}));
+  s = attention(out({1, 4, 4, 64}), std::nullopt, t({1, 4, 4, 64}), t({1, 4, 4, 64}, DType::bf16), t({1, 4, 4, 64}));
   EXPECT_NE(s.message().find("k dtype bf16 does not match q dtype f16"), std::string::npos) << s.message();
-  s = attention(t({1, 4, 4, 96}), std::nullopt, t({1, 4, 4, 96}), t({1, 4, 4, 96}), t({1, 4, 4, 96}));
+  s = attention(out({1, 4, 4, 96}), std::nullopt, t({1, 4, 4, 96}), t({1, 4, 4, 96}), t({1, 4, 4, 96}));
   EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
   // A host pointer passed as device memory.
   std::vector<uint16_t> host(4 * 64);
-  s = attention(t({1, 1, 4, 64}), std::nullopt, TensorView::contiguous(host.data(), DType::f16, {1, 1, 4, 64}, dev),
+  s = attention(out({1, 1, 4, 64}), std::nullopt, TensorView::contiguous(host.data(), DType::f16, {1, 1, 4, 64}, dev),
                 t({1, 1, 4, 64}), t({1, 1, 4, 64}));
   EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
   EXPECT_NE(s.message().find("attention: q"), std::string::npos) << s.message();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <vector>
 
 namespace kernelkit::testing {
 
@@ -85,6 +86,27 @@ Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, voi
   return call_activation_op(c.op, ov, xv, c.op == OpId::geglu ? &bv : nullptr);
 }
 
+// The fp32 intermediates behind each output (fp32_terms_magnitude): gelu's 0.5 x (1 + erf(x / sqrt 2)) cancels to a
+// tiny value for negative x, leaving roundings of |x mult|; gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi) (x + 0.044715 x^3),
+// carries the rounding of its argument as relative error |a|; silu's exp(-x) takes x exactly.
+std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
+  std::vector<double> mag(static_cast<size_t>(c.rows * d.out_stride));
+  for (int64_t row = 0; row < c.rows; ++row)
+    for (int64_t i = 0; i < c.d; ++i) {
+      const int64_t k = row * d.out_stride + i, xi = row * d.in_stride + i;
+      const double x = d.x.get(xi), want = d.out.get(k);
+      const double mult = c.op == OpId::geglu ? d.b.get(xi) : gated_op(c.op) ? d.x.get(xi + c.d) : 1.0;
+      double terms = 0;
+      switch (ungated(c.op)) {
+        case OpId::gelu: terms = std::fabs(x * mult); break;
+        case OpId::gelu_tanh: terms = std::fabs(want) * 2 * 0.7978845608028654 * std::fabs(x + 0.044715 * x * x * x); break;
+        default: break;
+      }
+      mag[static_cast<size_t>(k)] = fp32_terms_magnitude(want, terms, c.dtype);
+    }
+  return mag;
+}
+
 }  // namespace
 
 CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
@@ -93,7 +115,7 @@ CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
       [](ActData& d) { return std::vector<CaseBuffer>{{&d.x, Role::in}, {&d.b, Role::in}, {&d.out, Role::out}}; },
       [&](const ActData& d, const std::vector<void*>& p, Device dev) { return call_act(c, d, p[0], p[1], p[2], dev); },
       [&](const ActData& got, const ActData& want, CaseResult* r) {
-        compare_outputs("out", got.out, want.out, c.rows, c.d, got.out_stride, r);
+        compare_outputs("out", got.out, want.out, c.rows, c.d, got.out_stride, fp32_terms(c, want), r);
       });
 }
 
