@@ -10,6 +10,8 @@ import torch
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """x itself when its leading dims collapse to one row stride with a contiguous last dim (what the ops take),
     else a contiguous copy (e.g. the [batch, heads, seq, head_dim] transposed views attention code normalizes)."""
+    if x.is_contiguous():  # the common case, in one call: this runs on every eager op call
+        return x
     expect = None
     for d in range(x.dim() - 2, -1, -1):
         if x.shape[d] == 1:
@@ -21,7 +23,10 @@ def _rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def _out_for(x: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format) if out is None else out
+    if out is not None:
+        return out
+    # empty_like keeps a contiguous x's layout; parsing memory_format costs about a microsecond a call.
+    return torch.empty_like(x) if x.is_contiguous() else torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 def _dims(op: str, arg: str, t: torch.Tensor, dims, what: str) -> None:
@@ -41,7 +46,10 @@ def _inference_only(op: str, *tensors: Optional[torch.Tensor]) -> None:
     global _grad_warned
     if _grad_warned or not torch.is_grad_enabled():
         return
-    if any(t is not None and t.requires_grad for t in tensors):
+    for t in tensors:  # a plain loop: a generator costs more than the check on this per-call path
+        if t is None or not t.requires_grad:
+            continue
         _grad_warned = True
         warnings.warn(f"kernelkit.{op}: kernelkit ops are inference-only (no backward): the output carries no "
                       "grad_fn; call it under torch.no_grad() or torch.inference_mode()", stacklevel=3)
+        return
