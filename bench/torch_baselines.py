@@ -55,7 +55,8 @@ TOLERANCE = {"bf16": (2.0**-7, 1e-5), "fp16": (2.0**-10, 1e-5)}  # (rtol, atol)
 ROW_TENSORS = ("x", "res", "out", "pos", "cos", "sin")
 
 # Shapes as (batch, seq, hidden); LLM tokens are batch 1, rows = batch * seq.
-LLM_SHAPES = [(1, t, h) for t in (1, 16, 128, 2048, 16384, 65536) for h in (2048, 4096, 8192)]
+LLM_ROWS, LLM_HIDDEN = (1, 16, 128, 333, 2048, 16384, 65536), (2048, 4096, 5120, 8192, 14336)
+LLM_SHAPES = [(1, t, h) for t in LLM_ROWS for h in LLM_HIDDEN]
 DIFFUSION_SHAPES = [(1, 1024, 2048), (2, 1024, 2048), (4, 1024, 2048), (2, 4096, 3072), (4, 4096, 3072)]
 # The `kernelkit verify` grid (odd hidden sizes included): the target is no shape slower than F.rms_norm.
 VERIFY_SHAPES = [(1, r, h) for r in (1, 7, 83, 4096) for h in (64, 111, 500, 769, 2048, 4096, 5125, 8192)]
@@ -264,6 +265,54 @@ class Op:
     row_block: Callable = None  # row_block(b, s, h): the reference needs whole blocks of that many rows (causal)
 
 
+# ---- Liger-Kernel (optional: a pure-Python wheel over Triton; docs/benchmarking.md says how to bring it) -------------
+try:
+    from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+    from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+    from liger_kernel.ops.swiglu import LigerFusedGateUpSiLUMulFunction
+    LIGER_MISSING = None
+except Exception as _err:  # ImportError, or triton failing to load without a GPU
+    LIGER_MISSING = f"{type(_err).__name__}: {_err}"
+
+
+def liger_rms_norm(x, w, eps):  # casting_mode "llama": fp32 math, w * y.to(dtype), as HF Llama
+    return LigerRMSNormFunction.apply(x, w, eps, 0.0, "llama", False)
+
+
+def liger_fused_add_rms_norm(x, res, w, eps):
+    return LigerFusedAddRMSNormFunction.apply(x, res, w, eps, 0.0, "llama", False)
+
+
+def liger_layer_norm(x, w, b, eps):
+    return LigerLayerNormFunction.apply(x, w, b, eps)
+
+
+def liger_softmax(x, eps):  # Liger's softmax takes no scale: the same bytes and exponentials, x unscaled
+    return LigerSoftmaxFunction.apply(x)
+
+
+def liger_silu_and_mul(x, eps):  # silu(x[..., :d]) * x[..., d:] from the one [.., 2d] tensor, no chunk copies
+    return LigerFusedGateUpSiLUMulFunction.apply(x)
+
+
+def liger_version():
+    """The installed Liger-Kernel's version, or why it is not used."""
+    if LIGER_MISSING:
+        return f"not used: {LIGER_MISSING}"
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("liger-kernel")
+    except PackageNotFoundError:
+        return "unknown version"
+
+
+def liger(formula, args):
+    """The Liger-Kernel baseline of an op as a one-element tuple, or () when Liger cannot be imported (main says so)."""
+    return () if LIGER_MISSING else (Baseline("Liger", formula, args),)
+
+
 def eager_and_compiled(formula, args):
     return (Baseline("eager", formula, args), Baseline("compile", formula, args, True))
 
@@ -378,34 +427,38 @@ def ref_rope(i, eps, dtype):
     return (torch.cat([q.reshape(b, s, -1), k.reshape(b, s, -1), x[..., (heads + kv) * ROPE_D:]], -1),)
 
 
-def act_op(name, gated):
+def act_op(name, gated, extra=()):
     formula = act_formula(name, gated)
     return Op(f"{name}_and_mul" if gated else name, 0.0, ("x", "out"), ("x",), ("out",), kk_activation(name, gated),
-              lambda i, eps, dtype: (formula(i["x"], eps),), eager_and_compiled(formula, ("x",)),
+              lambda i, eps, dtype: (formula(i["x"], eps),), eager_and_compiled(formula, ("x",)) + extra,
               f"{name}(x[..., :d]) * x[..., d:]" if gated else f"{name}(x)", 2 if gated else 1)
 
 
 OPS = [
     Op("rms_norm", 1e-6, ("x", "w", "out"), ("x", "w"), ("out",), kk_rms_norm, ref_rms_norm,
-       eager_and_compiled(hf_rms_norm, ("x", "w")) + (Baseline("F.rms_norm", torch_rms_norm, ("x", "w")),),
+       eager_and_compiled(hf_rms_norm, ("x", "w")) + (Baseline("F.rms_norm", torch_rms_norm, ("x", "w")),) +
+       liger(liger_rms_norm, ("x", "w")),
        "HF Llama RMSNorm (fp32 math, w * y.to(dtype)); F.rms_norm is eager"),
     Op("fused_add_rms_norm", 1e-6, ("x", "res", "w"), ("x", "res", "w"), ("x", "res"), kk_fused_add_rms_norm,
-       ref_fused_add_rms_norm, eager_and_compiled(add_rms_norm, ("x", "res", "w")),
+       ref_fused_add_rms_norm,
+       eager_and_compiled(add_rms_norm, ("x", "res", "w")) + liger(liger_fused_add_rms_norm, ("x", "res", "w")),
        "res = x + res; HF Llama RMSNorm(res) (out of place)"),
     Op("layer_norm", 1e-5, ("x", "w", "b", "out"), ("x", "w", "b"), ("out",), kk_layer_norm, ref_layer_norm,
-       eager_and_compiled(torch_layer_norm, ("x", "w", "b")), "F.layer_norm(x, w, b)"),
+       eager_and_compiled(torch_layer_norm, ("x", "w", "b")) + liger(liger_layer_norm, ("x", "w", "b")),
+       "F.layer_norm(x, w, b)"),
     Op("ada_layer_norm", 1e-6, ("x", "scale", "shift", "out"), ("x", "scale", "shift"), ("out",), kk_ada_layer_norm,
        ref_ada_layer_norm, eager_and_compiled(ada_modulate, ("x", "scale", "shift")),
        "F.layer_norm(x) * (1 + scale[:, None]) + shift[:, None] (no affine)"),
     Op("rms_norm_gelu", 1e-6, ("x", "w", "out"), ("x", "w"), ("out",), kk_rms_norm_gelu, ref_rms_norm_gelu,
        eager_and_compiled(rms_norm_gelu, ("x", "w")), "F.gelu(HF Llama RMSNorm(x) with w, approximate='tanh')"),
-    act_op("silu", True),
+    act_op("silu", True, liger(liger_silu_and_mul, ("x",))),
     act_op("gelu", True),
     act_op("gelu_tanh", False),
     Op("softmax", 0.0, ("x", "out"), ("x",), ("out",), kk_softmax,
        lambda i, eps, dtype: (torch.softmax(i["x"] * SOFTMAX_SCALE, -1),),
-       (Baseline("torch.softmax", torch_softmax, ("x",)), Baseline("compile", torch_softmax, ("x",), True)),
-       "torch.softmax(x * 0.125, -1)"),
+       (Baseline("torch.softmax", torch_softmax, ("x",)), Baseline("compile", torch_softmax, ("x",), True)) +
+       liger(liger_softmax, ("x",)),
+       "torch.softmax(x * 0.125, -1); Liger: softmax(x) (it takes no scale)"),
     Op("causal_softmax", 0.0, ("x", "out"), ("x",), ("out",), kk_causal_softmax, ref_causal_softmax,
        eager_and_compiled(torch_causal_softmax, ("x",)),
        "torch.softmax((x * 0.125).masked_fill(causal mask, -inf), -1) over [b, s_q = s, s_k = h] scores",
@@ -831,6 +884,10 @@ def main(argv=None):
         pass
     print(f"{props.name}, torch {torch.__version__}, L2 {l2 >> 20} MiB, copy peak {peak['gbps']:.0f} GB/s",
           file=sys.stderr)
+    meta["liger"] = liger_version()
+    if LIGER_MISSING:
+        print(f"torch_baselines: Liger-Kernel not importable ({LIGER_MISSING}): its columns are left out "
+              "(docs/benchmarking.md: bring its wheel)", file=sys.stderr)
 
     cases = [(op, s, d) for op in args.op_list for d in args.dtypes for s in args.shape_list]
     rows = []
