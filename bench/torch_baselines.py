@@ -19,6 +19,7 @@ shape and dtype:
 Usage (on a CUDA machine with PyTorch; build the library first, e.g. scripts/gpu-check builds build/gc-native):
   python3 bench/torch_baselines.py [--lib build/gc-native/libkernelkit_c.so] [--out DIR] [--quick] [--ops a,b]
                                    [--dtype bf16,fp16] [--shapes llm,diffusion] [--runs 100] [--commit SHA]
+                                   [--tune KERNELKIT_TUNE-setting]...
   python3 bench/torch_baselines.py --self-test    # no GPU, no torch: doctests + the ctypes binding on host memory
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ import ctypes
 import datetime
 import json
 import math
+import os
 import platform
 import statistics
 import sys
@@ -740,7 +742,42 @@ def bind(formula, eps):
     return fn
 
 
-def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps):
+def time_tuned(op, kk, sets, dtype_name, setting, runs, nbytes, peak_gbps, default):
+    """kernelkit's check and GPU time with KERNELKIT_TUNE=setting (the planner reads it at every call, so the capture
+    records the kernels it picks), against its default timing `default`."""
+    before = os.environ.get("KERNELKIT_TUNE")
+    os.environ["KERNELKIT_TUNE"] = setting
+    try:
+        c = check(op, kk, sets[0], dtype_name)
+        if not c["ok"]:
+            return {"error": f"CHECK FAILED: {c['mismatches']} of {c['elements']} elements; first: {c['first_mismatch']}"}
+        r = time_calls([lambda t=t: op.kernelkit(kk, t, op.eps) for t in sets], runs, host=False)
+    except Exception as err:  # e.g. a setting the planner refuses for this shape
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
+    finally:
+        if before is None:
+            os.environ.pop("KERNELKIT_TUNE", None)
+        else:
+            os.environ["KERNELKIT_TUNE"] = before
+    r["gbps"] = nbytes / r["gpu_us"] / 1e3
+    r["pct_peak"] = 100 * r["gbps"] / peak_gbps
+    r["speedup"] = default["gpu_us"] / r["gpu_us"]
+    return r
+
+
+def tuned_table(rows):
+    """One line per (case, KERNELKIT_TUNE setting): its time, % of the copy ceiling and speed-up over the default."""
+    out = []
+    for r in rows:
+        for setting, t in r.get("tuned", {}).items():
+            head = [r["op"], r["label"], r["dtype"], setting, fmt_us(r["kernelkit"]["gpu_us"])]
+            out.append(head + (["-", "-", t["error"]] if "error" in t else
+                               [fmt_us(t["gpu_us"]), f"{t['pct_peak']:.0f}%", f"{t['speedup']:.3f}x"]))
+    return md_table(["op", "shape", "dtype", "KERNELKIT_TUNE", "default us", "tuned us", "% copy peak", "speed-up"], out,
+                    align="llll")
+
+
+def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps, tune=()):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     b, s, h = shape
     row = {"op": op.name, "shape": list(shape), "label": shape_label(shape), "dtype": dtype_name, "rows": b * s,
@@ -771,6 +808,8 @@ def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps):
     kkr["gbps"] = row["bytes"] / kkr["gpu_us"] / 1e3
     kkr["pct_peak"] = 100 * kkr["gbps"] / peak_gbps
     row["kernelkit"] = kkr
+    row["tuned"] = {setting: time_tuned(op, kk, sets, dtype_name, setting, runs, row["bytes"], peak_gbps, kkr)
+                    for setting in tune}
     row["baselines"] = {}
     for base in op.baselines:
         fn = bind(base.formula, op.eps)
@@ -800,6 +839,9 @@ def parse_args(argv=None):
     p.add_argument("--shapes", default="llm,diffusion", help="comma list of llm, diffusion, verify (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="a handful of shapes: " +
                    ", ".join(shape_label(s) for s in QUICK_SHAPES))
+    p.add_argument("--tune", action="append", default=[], metavar="SETTING",
+                   help="also time kernelkit with KERNELKIT_TUNE=SETTING (e.g. rows_vpt=2,rows_waves=4; repeatable), "
+                        "each checked first, reported beside the default")
     p.add_argument("--self-test", action="store_true", help="doctests and the ctypes binding on host memory (no GPU)")
     a = p.parse_args(argv)
     if a.runs < 50:
@@ -892,7 +934,7 @@ def main(argv=None):
     cases = [(op, s, d) for op in args.op_list for d in args.dtypes for s in args.shape_list]
     rows = []
     for n, (op, shape, dt) in enumerate(cases, 1):
-        r = run_case(op, shape, dt, kk, args.runs, l2, peak["gbps"])
+        r = run_case(op, shape, dt, kk, args.runs, l2, peak["gbps"], args.tune)
         rows.append(r)
         if r["status"] == "ok":
             best, res = best_baseline(r)
@@ -910,6 +952,8 @@ def main(argv=None):
         mine = [r for r in rows if r["op"] == op.name]
         if mine:
             parts += [f"## {op.name}", f"baselines: {op.baseline_formula}", op_table(op, mine)]
+    if args.tune:
+        parts += ["## kernelkit under KERNELKIT_TUNE (docs/benchmarking.md)", tuned_table(rows)]
     parts += ["## Summary: slowest ratio per op (fastest baseline / kernelkit)", summary_table(rows)]
     report = "\n\n".join(parts) + "\n"
     if args.out:

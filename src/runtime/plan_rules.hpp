@@ -44,9 +44,10 @@ Status tune_value(std::string_view key, int lo, int hi, int* value);
 Status plan_rows(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* plan);
 // Element-wise ops: threads across a row's vectors, rows along y, about one wave of resident blocks.
 Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DType dtype, LaunchPlan* plan);
-// A 1-D grid of one wave of resident blocks (a multiple of the SM count) looping over `rows` / rows_per_block
-// groups, fewer when the rows do not fill it; sets sms, grid, grid_x and occupancy.
-void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan);
+// A 1-D grid of `waves` waves of resident blocks (a multiple of the SM count; one unless KERNELKIT_TUNE's rows_waves
+// asks for more) looping over `rows` / rows_per_block groups, fewer when the rows do not fill it; sets sms, grid,
+// grid_x and occupancy.
+void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan, int waves = 1);
 // `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
 // block's steps are split into the count of parts (at most max_parts) that minimises waves x (steps a part +
 // `overhead`) (see planner.cpp).

@@ -23,7 +23,7 @@ constexpr int kRowBlockThreads = 256;
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages", "attn_bn",     "attn_wgmma",
                                           "decode_stages", "decode_splits", "decode_tc", "gemv_stages",
-                                          "gemv_kwarps"};
+                                          "gemv_kwarps",   "rows_vpt",    "rows_waves",  "ew_waves"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -63,11 +63,11 @@ int next_pow2(int64_t v) {
 }
 
 // One wave of resident blocks (a multiple of the SM count) looping over row groups; fewer when the rows do not fill it.
-void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p) {
+void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p, int waves) {
   const int64_t row_groups = ceil_div(rows, p->rows_per_block);
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
   p->sms = prof.sms;
-  p->grid = std::max<int64_t>(1, std::min(row_groups, wave));
+  p->grid = std::max<int64_t>(1, std::min(row_groups, wave * waves));
   p->grid_x = p->grid;  // a 1-D grid: blocks along x loop over the row groups
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
@@ -84,7 +84,9 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // Threads per row: about kRowVecsPerThread vectors each; powers of two up to a warp (sub-warp groups reduce with
   // shuffles alone), whole warps beyond, at most one block.
   const int64_t nvec = s.hidden / p->vec;
-  const int64_t want = ceil_div(nvec, kRowVecsPerThread);
+  int vecs_target = kRowVecsPerThread;
+  KK_RETURN_IF_ERROR(tune_value("rows_vpt", 1, 16, &vecs_target));
+  const int64_t want = ceil_div(nvec, vecs_target);
   const int tpr = want <= kWarp ? next_pow2(want)
                                 : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kRowNormMaxThreads));
   p->threads_per_row = tpr;
@@ -116,7 +118,9 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   if (p->blocks_per_sm == 0)
     return unsupported("row reduction: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
-  size_grid(prof, s.rows, p);
+  int waves = 1;
+  KK_RETURN_IF_ERROR(tune_value("rows_waves", 1, 1024, &waves));
+  size_grid(prof, s.rows, p, waves);
   return Status::Ok();
 }
 
@@ -139,7 +143,9 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   if (p->grid_x > kMaxGridX)
     return unsupported("elementwise: rows of " + std::to_string(s.hidden) + " elements are too long for one grid");
   const int64_t row_blocks = ceil_div(s.rows, p->rows_per_block);
-  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  int waves = 1;
+  KK_RETURN_IF_ERROR(tune_value("ew_waves", 1, 1024, &waves));
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm * waves;
   const int64_t grid_y = std::max<int64_t>(1, std::min({row_blocks, wave / p->grid_x, kMaxGridY}));
   p->sms = prof.sms;
   p->grid = p->grid_x * grid_y;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <utility>
 
 #include "kernelkit/planner.hpp"
 #include "runtime/plan_rules.hpp"
@@ -436,6 +437,30 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.splits, 64);
     EXPECT_EQ(d.chunk, 64);
+  }
+  {
+    // The streaming ops' work split: vectors per thread of a row reduction and waves of blocks (row ops, element-wise).
+    const OpShape big{65536, 4096, 1, 16};
+    LaunchPlan base_rows, base_ew;
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, big, DType::bf16, &base_rows).ok());
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &base_ew).ok());
+    EXPECT_EQ(base_rows.vecs_per_thread, kRowVecsPerThread);
+    Env e("rows_vpt=2,rows_waves=3,ew_waves=2");
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, big, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 2);
+    EXPECT_EQ(l.threads_per_row, 2 * base_rows.threads_per_row);  // 512 vectors of 8: 256 threads, 2 each
+    EXPECT_EQ(l.grid, 3 * static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, big, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 2);
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &l).ok());
+    EXPECT_EQ(l.grid, 2 * base_ew.grid);
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{7, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.grid, plan::ceil_div(7, l.rows_per_block));  // never more blocks than row groups
+  }
+  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu}}) {
+    Env e(bad);
+    EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }
   {
     Env e("attn_wgmma=0,attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80
