@@ -1,6 +1,7 @@
 #include "testing/bench.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -147,8 +148,14 @@ Status time_launches(const LaunchFn& launch, const RefreshFn& refresh, int runs,
   KK_RETURN_IF_ERROR(est.init(1));
   for (int i = 0; i < 3; ++i) KK_RETURN_IF_ERROR(launch(i, est.stream));
   KK_CUDA_RETURN(cudaEventRecord(est.events[0], est.stream));
-  for (int i = 0; i < 10; ++i) KK_RETURN_IF_ERROR(launch(i, est.stream));
+  std::vector<double> host_us;
+  for (int i = 0; i < 10; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    KK_RETURN_IF_ERROR(launch(i, est.stream));
+    host_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
   KK_CUDA_RETURN(cudaEventRecord(est.events[1], est.stream));
+  r->host_us = median_of(host_us);
   std::vector<double> est_us;
   KK_RETURN_IF_ERROR(est.read(&est_us));
   const double per_launch = est_us[0] / 10;

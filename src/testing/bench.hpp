@@ -37,6 +37,7 @@ struct BenchResult {
   uint64_t bytes = 0;        // from op_bytes: the single description of the op
   double flops = 0;
   double gbps = 0, pct_of_peak = 0;
+  double host_us = 0;        // host time of one launch call (the op's checks, plan and kernel launch), median
 };
 
 struct CopyCeiling {
@@ -58,7 +59,8 @@ OpShape bench_op_shape(OpId op, const BenchShape& shape);
 // ---- The pieces every family's bench is made of
 
 // Times `launch(i, stream)` (i picks the rotating buffer set): short kernels as CUDA-graph replays of many launches
-// (launch gaps excluded), long ones with events around each launch; median, p10 and p90 of `runs` into r.
+// (launch gaps excluded), long ones with events around each launch; median, p10 and p90 of `runs` into r, and the
+// median host time of one launch call (a steady clock around each of ten plain launches) into r->host_us.
 // `refresh`, when given, re-randomizes in-place inputs outside the timed windows.
 using LaunchFn = std::function<Status(int set, Stream stream)>;
 using RefreshFn = std::function<Status(Stream stream)>;

@@ -173,20 +173,24 @@ void write_reports(const nlohmann::json& report, const BenchOptions& o) {
        << std::setprecision(0) << meta.value("copy_gbps", 0.0) << " GB/s. Median of " << meta.value("runs", 0)
        << " runs; bytes = each input read once and each output written once (the op table); outputs checked against "
           "the CPU reference before timing.\n\n"
-       << "| op | dtype | shape | median µs | GB/s | % of copy peak | assessment | FLOP/B | bound | timing | L2 |\n"
-       << "|---|---|---|---:|---:|---:|---|---:|---|---|---|\n";
+       << "| op | dtype | shape | median µs | GB/s | % of copy peak | assessment | FLOP/B | bound | timing | L2 | host µs "
+          "a launch |\n"
+       << "|---|---|---|---:|---:|---:|---|---:|---|---|---|---:|\n";
     for (const auto& r : results) {
       md << "| " << r["op"].get<std::string>() << " | " << r["dtype"].get<std::string>() << " | "
          << r["shape"].get<std::string>() << " | ";
       if (r.contains("error")) {
-        md << "failed: " << r["error"].get<std::string>() << " | | | | | | | |\n";
+        md << "failed: " << r["error"].get<std::string>() << " | | | | | | | | |\n";
         continue;
       }
       md << std::setprecision(2) << r["median_us"].get<double>() << " | " << std::setprecision(0)
          << r["gbps"].get<double>() << " | " << std::setprecision(1) << r["pct_of_peak"].get<double>() << "% | "
          << r["assessment"].get<std::string>() << " | " << std::setprecision(2) << r["intensity"].get<double>()
          << " | " << r["bound"].get<std::string>() << " | " << r["timing"].get<std::string>() << " | "
-         << r["l2"].get<std::string>() << " |\n";
+         << r["l2"].get<std::string>() << " | ";
+      if (r.contains("host_us")) md << std::setprecision(1) << r["host_us"].get<double>();
+      else md << "-";  // a report from before the column
+      md << " |\n";
     }
   }
   if (!o.svg.empty() && !results.empty()) {
@@ -265,7 +269,8 @@ int run_bench(const BenchOptions& o) {
     os << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::setw(14) << "shape" << std::right
        << std::setw(10) << "median us" << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << "  " << std::left
        << std::setw(10) << "assessment" << std::right << std::setw(7) << "FLOP/B" << "  " << std::left
-       << std::setw(7) << "bound" << std::setw(7) << "timing" << std::setw(6) << "L2" << "verified\n";
+       << std::setw(7) << "bound" << std::setw(7) << "timing" << std::setw(6) << "L2" << std::right << std::setw(8)
+       << "host us" << "  verified\n";
   };
   hdr(std::cout);
   nlohmann::json results = nlohmann::json::array();
@@ -289,13 +294,14 @@ int run_bench(const BenchOptions& o) {
           j.update({{"median_us", r.median_us}, {"p10_us", r.p10_us}, {"p90_us", r.p90_us}, {"runs", r.runs},
                     {"gbps", r.gbps}, {"pct_of_peak", r.pct_of_peak}, {"assessment", testing::assessment(r.pct_of_peak)},
                     {"timing", r.graph ? "graph" : "events"}, {"l2", r.l2_cold ? "cold" : "warm"}, {"sets", r.sets},
-                    {"verified_rows", r.rows_checked}});
+                    {"verified_rows", r.rows_checked}, {"host_us", r.host_us}});
           std::cout << std::right << std::setw(10) << std::setprecision(2) << r.median_us << std::setw(9)
                     << std::setprecision(0) << r.gbps << std::setw(7) << std::setprecision(1) << r.pct_of_peak << "%  "
                     << std::left << std::setw(10) << testing::assessment(r.pct_of_peak) << std::right << std::setw(7)
                     << std::setprecision(2) << intensity << "  " << std::left << std::setw(7)
                     << (mem ? "memory" : "compute") << std::setw(7) << (r.graph ? "graph" : "events") << std::setw(6)
-                    << (r.l2_cold ? "cold" : "warm") << r.rows_checked << " rows\n";
+                    << (r.l2_cold ? "cold" : "warm") << std::right << std::setw(8) << std::setprecision(1)
+                    << r.host_us << "  " << r.rows_checked << " rows\n";
         }
         results.push_back(j);
       }
