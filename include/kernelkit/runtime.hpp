@@ -32,7 +32,24 @@ struct DeviceFacts {
 Status query_device(int index, DeviceFacts* out);
 
 // Checks that `ptr` is device memory usable on CUDA device `device` (not a plain host pointer). `arg` names it in errors.
+// Ok without a query inside a TrustedDevicePointers scope.
 Status check_device_pointer(const void* ptr, int device, const char* arg);
+
+// Within its scope, on the calling thread, the CUDA ops take every tensor's data pointer as device memory of the
+// device its view names and skip check_device_pointer (one cudaPointerGetAttributes driver call per tensor per op).
+// For callers that guarantee it, e.g. the PyTorch binding, whose CUDA tensors' storage is an allocation on their
+// device. Scopes nest; every other check (dtype, shape, strides, overlap, device agreement between views) still runs.
+class TrustedDevicePointers {
+ public:
+  TrustedDevicePointers();
+  ~TrustedDevicePointers();
+  TrustedDevicePointers(const TrustedDevicePointers&) = delete;
+  TrustedDevicePointers& operator=(const TrustedDevicePointers&) = delete;
+
+ private:
+  bool previous_;
+};
+bool device_pointers_trusted();  // inside a TrustedDevicePointers scope on this thread
 
 // Copies `bytes` of device memory on CUDA device `device` to host memory `dst` on `stream` and waits for that stream
 // (a synchronization: used only where an op must see small device values on the host, e.g. varlen cu_seqlens).

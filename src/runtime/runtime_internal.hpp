@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "kernels/common/dispatch.cuh"
@@ -60,7 +61,7 @@ Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
                       DeviceProfile* profile, LaunchPlan* plan);
 
 // bf16 needs code compiled for sm_80+; a binary whose code for this device is sm_75 has none (KK_DEVICE_HAS_BF16).
-Status check_dtype_code(DType dtype, int device, const std::string& op);
+Status check_dtype_code(DType dtype, int device, std::string_view op);
 
 // The element types a family's kernels are compiled for.
 enum class KernelTypes : uint8_t { floats, halves };  // f32 / f16 / bf16, or f16 / bf16 only

@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "kernelkit/tensor.hpp"
+#include "kernelkit/runtime.hpp"
 
 namespace kernelkit {
 
@@ -54,5 +55,13 @@ std::string TensorView::shape_string() const {
   os << ']';
   return os.str();
 }
+
+namespace {
+thread_local bool trusted_pointers = false;  // inside a TrustedDevicePointers scope on this thread
+}  // namespace
+
+TrustedDevicePointers::TrustedDevicePointers() : previous_(trusted_pointers) { trusted_pointers = true; }
+TrustedDevicePointers::~TrustedDevicePointers() { trusted_pointers = previous_; }
+bool device_pointers_trusted() { return trusted_pointers; }
 
 }  // namespace kernelkit

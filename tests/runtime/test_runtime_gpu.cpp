@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -19,6 +20,23 @@ TEST(GpuBadInput, HostPointerPassedToACudaOp) {
   const Status s = rms_norm(o, x, std::nullopt, 1e-6f);
   EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
   EXPECT_NE(s.message().find("x is a host pointer"), std::string::npos) << s.message();
+}
+
+TEST(GpuBadInput, TrustedPointersSkipOnlyThePointerQuery) {
+  // Inside the scope the pointer query is skipped (the caller vouches for its pointers); the other checks still run,
+  // and the query is back once the scope ends.
+  std::vector<float> host(64, 1.0f);
+  EXPECT_EQ(check_device_pointer(host.data(), 0, "x").code(), StatusCode::invalid_argument);
+  {
+    TrustedDevicePointers trusted;
+    EXPECT_TRUE(check_device_pointer(host.data(), 0, "x").ok());
+    kernelkit::testing::DeviceBuffer out;
+    ASSERT_TRUE(out.alloc(64 * sizeof(float)).ok());
+    auto o = TensorView::contiguous(out.data(), DType::f32, {4, 16}, Device::cuda(0));
+    auto bad = TensorView::contiguous(out.data(), DType::f16, {4, 16}, Device::cuda(0));
+    EXPECT_EQ(rms_norm(o, bad, std::nullopt, 1e-6f).code(), StatusCode::invalid_argument);  // dtype mismatch
+  }
+  EXPECT_EQ(check_device_pointer(host.data(), 0, "x").code(), StatusCode::invalid_argument);
 }
 
 TEST(GpuBadInput, DeviceIndexOutOfRange) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernelkit/runtime.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
 
@@ -39,6 +40,9 @@ class Call {
   const char* op_;
   c10::OptionalDeviceGuard guard_;
   Stream stream_ = nullptr;
+  // A CUDA tensor's data pointer is an allocation on its device: while this call lives the core skips its
+  // cudaPointerGetAttributes check (one driver call per tensor).
+  TrustedDevicePointers trusted_;
 };
 
 }  // namespace kernelkit::torch_ext

@@ -157,7 +157,8 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
   KK_RETURN_IF_ERROR(guard.set(a.device.index));
   KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.dtype, a.device.index, "linear"));
   for (auto [p, arg] : {std::pair{static_cast<const void*>(a.x), "x"}, {a.w, "w"}, {a.y, "y"}, {a.bias, "bias"}})
-    if (p) KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear: ") + arg).c_str()));
+    if (p && !device_pointers_trusted())
+      KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear: ") + arg).c_str()));
   GemmHandle::Impl* h = nullptr;
   KK_RETURN_IF_ERROR(handle_for(handle, a.device, &h));
 
