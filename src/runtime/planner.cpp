@@ -23,7 +23,8 @@ constexpr int kRowBlockThreads = 256;
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages", "attn_bn",     "attn_wgmma",
                                           "decode_stages", "decode_splits", "decode_tc", "gemv_stages",
-                                          "gemv_kwarps",   "rows_vpt",    "rows_waves",  "ew_waves"};
+                                          "gemv_kwarps",   "rows_vpt",    "rows_waves",  "ew_waves",
+                                          "softmax_stage"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -96,8 +97,14 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // Shared memory: reduction scratch (one float per warp of each row when a row spans warps), then two stages of the
   // rows (x, and the residual for the fused op) so the next row group loads while this one is reduced. Rows that do
   // not fit read global memory in each pass instead; blocks shrink to fewer rows before giving the stages up.
-  // Softmax gathers its statistics in one online pass and stages nothing (row_bytes 0 -> scratch only).
-  const bool stage = op_info(op).family == OpFamily::norm;
+  // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
+  // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
+  bool stage = op_info(op).family == OpFamily::norm;
+  if (op_info(op).family == OpFamily::softmax) {
+    int softmax_stage = 0;
+    KK_RETURN_IF_ERROR(tune_value("softmax_stage", 0, 1, &softmax_stage));
+    stage = softmax_stage == 1 && p->vecs_per_thread <= kRowVecsPerThread;
+  }
   const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);
   auto scratch = [&](int rows) {

@@ -46,3 +46,18 @@ TEST(ActivationRandom, MatchesReference) {
     kernelkit::testing::expect_case(kernelkit::testing::run_activation_case_cuda(c, 0), c.dtype, c.name());
   });
 }
+
+// The element-wise ops' KERNELKIT_TUNE grid (waves of blocks) stays correct.
+TEST(PlannerAlternatives, TunedActivationsMatchReference) {
+  uint64_t seed = 95;
+  for (const char* setting : {"ew_waves=2", "ew_waves=64"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (OpId op : {OpId::silu_and_mul, OpId::gelu_tanh})
+      for (DType dt : {DType::f32, DType::bf16})
+        for (const auto& [rows, d] : {std::pair{2049, 4096}, {7, 5125}}) {
+          const kernelkit::testing::ActivationCase c{op, dt, rows, d, 0, 3.0, seed++};
+          kernelkit::testing::expect_case(kernelkit::testing::run_activation_case_cuda(c, 0), dt,
+                                          c.name() + " " + setting);
+        }
+  }
+}

@@ -119,3 +119,22 @@ TEST(NormRandom, MatchesReference) {
     kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.dtype, c.name());
   });
 }
+
+// The row reductions' KERNELKIT_TUNE work splits (vectors a thread, waves of blocks) stay correct.
+TEST(PlannerAlternatives, TunedNormsMatchReference) {
+  uint64_t seed = 93;
+  for (const char* setting : {"rows_vpt=1", "rows_vpt=2,rows_waves=3", "rows_vpt=16"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm})
+      for (DType dt : {DType::f32, DType::bf16})
+        for (const auto& [rows, hidden] : {std::pair{333, 4096}, {8, 5125}}) {
+          kernelkit::testing::NormCase c;
+          c.op = op;
+          c.dtype = dt;
+          c.rows = rows;
+          c.hidden = hidden;
+          c.seed = seed++;
+          kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), dt, c.name() + " " + setting);
+        }
+  }
+}

@@ -457,8 +457,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{7, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.grid, plan::ceil_div(7, l.rows_per_block));  // never more blocks than row groups
   }
+  {
+    Env e("softmax_stage=1");  // the norms' two cp.async stages for rows held in registers; not for longer rows
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_TRUE(l.cached);
+    EXPECT_EQ(l.smem_bytes, l.stage_offset + 2 * l.rows_per_block * 4096 * 2);
+    ASSERT_TRUE(plan_op(h200, OpId::causal_softmax, OpShape{64, 65536, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_GT(l.vecs_per_thread, kRowVecsPerThread);
+    EXPECT_FALSE(l.cached);
+  }
+  {
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_FALSE(l.cached);  // the default: rows straight into registers
+  }
   for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu}}) {
+                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu}, std::pair{"softmax_stage=2", OpId::softmax}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

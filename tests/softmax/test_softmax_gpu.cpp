@@ -2,6 +2,8 @@
 // rows, causal with s_q < s_k, all -inf rows, fp16 near 65504.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "expect_case.hpp"
 #include "ops/softmax/softmax_cases.hpp"
 #include "random_cases.hpp"
@@ -37,4 +39,22 @@ TEST(SoftmaxRandom, MatchesReference) {
   kernelkit::testing::for_random_cases(40, kernelkit::testing::random_softmax_case, [](const auto& c) {
     kernelkit::testing::expect_case(kernelkit::testing::run_softmax_case_cuda(c, 0), c.dtype, c.name());
   });
+}
+
+// The planner's KERNELKIT_TUNE alternatives for softmax stay correct: rows staged through shared memory
+// (softmax_stage=1), fewer or more vectors a thread (rows_vpt; 8: the re-reading kernel) and several waves of blocks.
+TEST(PlannerAlternatives, TunedSoftmaxMatchesReference) {
+  uint64_t seed = 91;
+  for (const char* setting : {"softmax_stage=1", "softmax_stage=1,rows_waves=4", "rows_vpt=1", "rows_vpt=8",
+                              "softmax_stage=1,rows_vpt=2"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (OpId op : {OpId::softmax, OpId::causal_softmax})
+      for (DType dt : {DType::f32, DType::f16, DType::bf16})
+        for (const auto& [rows, hidden, pad] : {std::tuple{1, 64, 0}, {333, 4096, 8}, {2049, 2048, 0}, {40, 5125, 3}}) {
+          const int64_t s_q = op == OpId::causal_softmax ? (rows % 3 == 0 ? 3 : 1) : 1;
+          const kernelkit::testing::SoftmaxCase c{op, dt, rows, hidden, s_q, 0.125f, 8.0, pad, seed++};
+          kernelkit::testing::expect_case(kernelkit::testing::run_softmax_case_cuda(c, 0), dt,
+                                          c.name() + " " + setting);
+        }
+  }
 }

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "ops/softmax/softmax.hpp"
+#include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/launch.cuh"
@@ -28,13 +29,17 @@ struct SoftmaxParams {
   const T* x;      // [rows, s_k], row stride x_stride
   int64_t rows, hidden, out_stride, x_stride, s_q;
   float scale;
+  int64_t stage_offset;  // bytes of reduction scratch before the stages (kStaged)
 };
 
 // kCached > 0: each thread keeps its (at most kCached) vectors of the row in registers, so the row is read once: max,
 // then the sum of exponentials, then the output, all from registers. kCached = 0 (rows longer than a block can hold):
 // the statistics come from one online pass and the output pass re-reads the row.
+// kStaged (with kCached; the planner's `cached` plan, KERNELKIT_TUNE softmax_stage=1): the rows reach the registers
+// through two shared-memory stages filled by cp.async, the next row group streaming in while this one is reduced, as
+// the norm kernels do. Each thread copies and reads only its own slots, so the stages need no barrier.
 // Math in the log2 domain: v = x * scale * log2(e), p = exp2(v - max) (one FFMA + EX2 per element).
-template <typename T, int VEC, int kCached, bool kCausal>
+template <typename T, int VEC, int kCached, bool kCausal, bool kStaged = false>
 __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const SoftmaxParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -46,8 +51,29 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
     const int nvec = static_cast<int>(p.hidden / VEC);
     const float scale2 = p.scale * 1.4426950408889634f;  // log2(e)
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {
+    // kStaged: stage s holds the block's rows [rows_per_block][nvec]; prefetch(row, s) issues this thread's copies of
+    // `row` (nothing past the last row) into it and commits them as one group.
+    V* stages = reinterpret_cast<V*>(smem + p.stage_offset);
+    auto stage = [&](int s) { return stages + static_cast<int64_t>(s * blockDim.y + threadIdx.y) * nvec; };
+    auto prefetch = [&](int64_t row, int s) {
+      if (row < p.rows) {
+        V* dst = stage(s);
+#pragma unroll
+        for (int c = 0; c < kCached; ++c) {
+          const int i = tx + c * tpr;
+          if (i < nvec) copy_async<sizeof(V)>(dst + i, p.x + row * p.x_stride + static_cast<int64_t>(i) * VEC);
+        }
+      }
+      cp_async_commit();
+    };
+    int s = 0;
+    if constexpr (kStaged) prefetch(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, 0);
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step, s ^= 1) {
       const int64_t row = base + threadIdx.y;
+      if constexpr (kStaged) {
+        prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
+        cp_async_wait<1>();           // this thread's copies of the current row have landed
+      }
       const bool active = row < p.rows;
       const T* xr = p.x + row * p.x_stride;
       T* outr = p.out + row * p.out_stride;
@@ -74,7 +100,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
           if (active && i < nvec) {
-            in[c] = V::load(xr + static_cast<int64_t>(i) * VEC);
+            if constexpr (kStaged) in[c] = stage(s)[i];
+            else in[c] = V::load(xr + static_cast<int64_t>(i) * VEC);
 #pragma unroll
             for (int j = 0; j < VEC; ++j) m = fmaxf(m, value(to_float(in[c].v[j]), i, j));
           }
@@ -126,21 +153,27 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
         }
       }
     }
+    if constexpr (kStaged) cp_async_wait<0>();  // no copy may outlive the block (the last group is empty)
   }
 }
 
 template <typename T>
 Status launch_softmax(const detail::SoftmaxArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   const SoftmaxParams<T> p{static_cast<T*>(a.out), static_cast<const T*>(a.x), a.rows, a.hidden, a.out_stride,
-                           a.x_stride, a.s_q, a.scale};
+                           a.x_stride, a.s_q, a.scale, plan.stage_offset};
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     // Rows held in registers whenever the plan gives each thread at most kSoftmaxCachedVecs vectors (every row up
     // to 1024 threads x kSoftmaxCachedVecs vectors); longer rows take the online, re-reading kernel.
     const bool cached = plan.vecs_per_thread <= kSoftmaxCachedVecs;
-    auto kernel = cached ? (a.causal ? softmax_kernel<T, V, kSoftmaxCachedVecs, true>
-                                     : softmax_kernel<T, V, kSoftmaxCachedVecs, false>)
+    auto kernel = cached ? (plan.cached ? (a.causal ? softmax_kernel<T, V, kSoftmaxCachedVecs, true, true>
+                                                    : softmax_kernel<T, V, kSoftmaxCachedVecs, false, true>)
+                                        : (a.causal ? softmax_kernel<T, V, kSoftmaxCachedVecs, true>
+                                                    : softmax_kernel<T, V, kSoftmaxCachedVecs, false>))
                          : (a.causal ? softmax_kernel<T, V, 0, true> : softmax_kernel<T, V, 0, false>);
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
     kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
