@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string_view>
 
@@ -36,6 +37,7 @@ constexpr size_t dtype_size(DType t) {
 constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
 std::string_view dtype_name(DType t);                     // "f32", "f16", "bf16", ...
+std::ostream& operator<<(std::ostream& os, DType t);       // its dtype_name (also what GoogleTest prints)
 std::optional<DType> parse_dtype(std::string_view name);  // also accepts "float16", "half", "bfloat16", "float32", "fp16"...
 
 // IEEE binary16 and bfloat16 <-> float, round-to-nearest-even (NaN stays NaN, overflow goes to inf).

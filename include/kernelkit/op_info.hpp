@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -85,6 +86,7 @@ struct OpInfo {
 
 std::span<const OpInfo> op_table();
 const OpInfo& op_info(OpId id);
+std::ostream& operator<<(std::ostream& os, OpId id);  // its name (also what GoogleTest prints)
 std::optional<OpId> parse_op(std::string_view name);
 
 uint64_t op_bytes(OpId id, const OpShape& shape, DType dtype);  // minimal bytes moved

@@ -1,6 +1,7 @@
 #include "kernelkit/op_info.hpp"
 
 #include <iterator>
+#include <ostream>
 
 #include "kernelkit/profile.hpp"
 
@@ -59,6 +60,8 @@ std::string_view family_name(OpFamily family) {
 }
 
 const OpInfo& op_info(OpId id) { return kOps[static_cast<size_t>(id)]; }
+
+std::ostream& operator<<(std::ostream& os, OpId id) { return os << op_info(id).name; }
 
 std::optional<OpId> parse_op(std::string_view name) {
   for (const auto& op : kOps)

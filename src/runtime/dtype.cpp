@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <string>
 
 namespace kernelkit {
@@ -21,6 +22,8 @@ std::string_view dtype_name(DType t) {
   }
   return "?";
 }
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 std::optional<DType> parse_dtype(std::string_view name) {
   const std::string n = detail::lower(name);
