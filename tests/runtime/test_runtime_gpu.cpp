@@ -1,12 +1,21 @@
-// Bad inputs that need a device to detect, and launches on a caller's stream.
+// Bad inputs that need a device to detect, launches on a caller's stream, and calls from several host threads.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
+#include "expect_case.hpp"
+#include "ops/activation/activation_cases.hpp"
+#include "ops/gemm/gemm_cases.hpp"
+#include "ops/norm/norm_cases.hpp"
+#include "ops/rope/rope_cases.hpp"
+#include "ops/softmax/softmax_cases.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -70,4 +79,46 @@ TEST(GpuStreams, RunsOnTheCallersStreamAndInPlace) {
   const auto tol = kernelkit::testing::tolerance(DType::f32);
   for (int64_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got.get(i), want.get(i), tol.atol + tol.rtol * std::fabs(want.get(i))) << i;
+}
+
+// Several host threads calling ops at once (each case on its own buffers): the runtime's shared state (the profile and
+// arch caches, the cuBLASLt handle, KERNELKIT_TUNE parsing, the trusted-pointer scope) must serve them all; every
+// output is checked against the reference.
+TEST(GpuThreads, ConcurrentCallsMatchReference) {
+  namespace kt = kernelkit::testing;
+  constexpr int kThreads = 6, kRounds = 4;
+  std::vector<std::vector<std::pair<std::string, kt::CaseResult>>> results(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([t, &results] {
+      for (int round = 0; round < kRounds; ++round) {
+        const uint64_t seed = 1000 + static_cast<uint64_t>(t * kRounds + round);
+        const DType dt = (t + round) % 2 ? DType::f32 : DType::f16;  // both on every profile (T4: no bf16)
+        const kt::NormCase norm{OpId::rms_norm, dt, 333 + t, 4096, 0, true, true, 1e-6f, 0.0f, 1.0, seed};
+        const kt::SoftmaxCase soft{OpId::softmax, dt, 97 + t, 2048, 1, 0.125f, 8.0, 0, seed};
+        const kt::ActivationCase act{OpId::silu_and_mul, dt, 129 + t, 1024, 0, 3.0, seed};
+        const kt::RopeCase rope{dt, 45 + t, 8, 2, 128, 128, RopeStyle::neox, round % 2 == 0, seed};
+        kt::LinearCase lin;
+        lin.dtype = dt;
+        lin.m = 17 + t;
+        lin.n = 256;
+        lin.k = 512;
+        lin.seed = seed;
+        for (const auto& [name, run] :
+             std::initializer_list<std::pair<std::string, std::function<kt::CaseResult()>>>{
+                 {norm.name(), [&] { return kt::run_norm_case_cuda(norm, 0); }},
+                 {soft.name(), [&] { return kt::run_softmax_case_cuda(soft, 0); }},
+                 {act.name(), [&] { return kt::run_activation_case_cuda(act, 0); }},
+                 {rope.name(), [&] { return kt::run_rope_case_cuda(rope, 0); }},
+                 {lin.name(), [&] { return kt::run_linear_case(lin, Device::cuda(0)); }}})
+          results[static_cast<size_t>(t)].emplace_back("thread " + std::to_string(t) + ": " + name, run());
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  for (const auto& per_thread : results)
+    for (const auto& [name, r] : per_thread) {
+      ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.to_string();
+      EXPECT_GT(r.checked, 0) << name;
+      EXPECT_EQ(r.mismatches, 0) << name << "\n" << r.detail;
+    }
 }
