@@ -17,6 +17,24 @@ namespace kernelkit::cli {
 // Returns nullopt and prints why when there is neither.
 std::optional<DeviceProfile> resolve_profile(const std::string& key, int device);
 
+// Threads for work that runs cases side by side: the CPU's hardware threads, at most 16.
+int default_jobs();
+
+// A long phase's progress on stderr: "verify: 812 / 2098 cases (38%), rms_norm bf16, 45 s, ETA 72 s". On a terminal
+// one line redrawn in place at most every 0.2 s; otherwise (logs, CI) a plain line every 10 s. finish() ends it.
+class Progress {
+ public:
+  Progress(std::string what, size_t total);
+  void update(size_t done, const std::string& now);
+  void finish();
+
+ private:
+  std::string what_;
+  size_t total_;
+  bool tty_;
+  double start_, last_ = -1e9;
+};
+
 // An integer option's check: a whole number >= `min`, refused with a plain message (CLI11's own number checks print
 // the limits of a double).
 inline CLI::Validator at_least(int64_t min) {

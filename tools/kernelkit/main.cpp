@@ -1,8 +1,14 @@
 // kernelkit: the command-line front end over the core (info, verify, bench, profile, plan, demo).
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <iterator>
+#include <sstream>
+#include <thread>
+#include <utility>
 
 #include "commands.hpp"
 #include "kernelkit/runtime.hpp"
@@ -29,6 +35,36 @@ std::optional<DeviceProfile> resolve_profile(const std::string& key, int device)
     return std::nullopt;
   }
   return p;
+}
+
+int default_jobs() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)); }
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Progress::Progress(std::string what, size_t total)
+    : what_(std::move(what)), total_(total), tty_(isatty(STDERR_FILENO) != 0), start_(now_s()) {}
+
+void Progress::update(size_t done, const std::string& now) {
+  const double t = now_s(), elapsed = t - start_;
+  if (t - last_ < (tty_ ? 0.2 : 10.0)) return;
+  last_ = t;
+  std::ostringstream line;
+  line << what_ << ": " << done << " / " << total_ << " cases ("
+       << (total_ ? 100 * done / total_ : 100) << "%)" << (now.empty() ? "" : ", " + now) << ", "
+       << static_cast<int>(elapsed) << " s";
+  if (done > 0 && done < total_)
+    line << ", ETA " << static_cast<int>(elapsed * static_cast<double>(total_ - done) / static_cast<double>(done))
+         << " s";
+  if (tty_) std::cerr << "\r" << line.str() << "\033[K" << std::flush;
+  else std::cerr << line.str() << "\n";
+}
+
+void Progress::finish() {
+  if (tty_) std::cerr << "\r\033[K" << std::flush;  // the final report follows on stdout
 }
 
 }  // namespace kernelkit::cli

@@ -3,12 +3,15 @@
 //   --backend cpu:  no GPU needed: the CPU backend's own invariants (fused == composed, normalized statistics); the
 //                   quantization cases run their GPU harness with the CPU backend on both sides.
 // Exit status 1 on any failure, so scripts can gate on it.
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -25,6 +28,7 @@ struct VerifyOptions {
   int device = 0;
   bool quick = false;
   bool json = false;
+  int jobs = default_jobs();
 };
 
 struct Row {
@@ -96,14 +100,42 @@ int run_verify(const VerifyOptions& o) {
     }
     row.worst = std::max(row.worst, res.worst_ratio);
   };
-  // Every op of the registry in every dtype it takes: its family enumerates the cases.
+  // Every op of the registry in every dtype it takes: its family enumerates the cases (seeds in enumeration order).
+  struct Job {
+    OpId op;
+    DType dtype;
+    testing::VerifyCase c;
+  };
+  std::vector<Job> jobs;
   for (OpId op : ops)
     for (DType dt : dtypes) {
       if (!(op_info(op).dtypes & dtype_bit(dt))) continue;
       std::vector<testing::VerifyCase> cases;
       testing::verify_cases(op_info(op).family)(op, dt, grid, &seed, &cases);
-      for (const testing::VerifyCase& c : cases) record(op, dt, c.name, c.run());
+      for (testing::VerifyCase& c : cases) jobs.push_back({op, dt, std::move(c)});
     }
+  // The cases are independent (own inputs and buffers; the fp64 reference on the CPU is most of their time): a pool
+  // of threads takes them in order, and the results are recorded in that order, so the report does not depend on
+  // the thread count.
+  std::vector<testing::CaseResult> results(jobs.size());
+  std::atomic<size_t> next{0}, done{0};
+  const int threads = std::max(1, std::min<int>(o.jobs, static_cast<int>(jobs.size())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < jobs.size(); ++done) results[i] = jobs[i].c.run();
+    });
+  Progress progress("verify", jobs.size());
+  while (done.load() < jobs.size()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const size_t d = done.load();
+    progress.update(d, d < jobs.size() ? std::string(op_info(jobs[d].op).name) + " " +
+                                             std::string(dtype_name(jobs[d].dtype))
+                                       : std::string());
+  }
+  for (std::thread& t : pool) t.join();
+  progress.finish();
+  for (size_t i = 0; i < jobs.size(); ++i) record(jobs[i].op, jobs[i].dtype, jobs[i].c.name, results[i]);
 
   int total = 0, bad = 0;
   if (!o.json) {
@@ -164,6 +196,7 @@ std::function<int()> add_verify(CLI::App& app) {
   cmd->add_option("--dtype", o->dtype, "Only this dtype (f32, f16, bf16)");
   cmd->add_option("--device", o->device, "CUDA device index")->check(at_least(0));
   cmd->add_flag("--quick", o->quick, "A smaller shape grid");
+  cmd->add_option("--jobs", o->jobs, "Cases run at once (default: the CPU's threads, at most 16)")->check(at_least(1));
   cmd->add_flag("--json", o->json, "Machine-readable output");
   return [o] { return run_verify(*o); };
 }
