@@ -88,7 +88,7 @@ Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, voi
 
 // The fp32 intermediates behind each output (fp32_terms_magnitude): gelu's 0.5 x (1 + erf(x / sqrt 2)) cancels to a
 // tiny value for negative x, leaving roundings of |x mult|; gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi) (x + 0.044715 x^3),
-// carries the rounding of its argument as relative error |a|; silu's exp(-x) takes x exactly.
+// carries the rounding of its argument as relative error (1 - sigmoid(a)) |a|; silu's exp(-x) takes x exactly.
 std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
   std::vector<double> mag(static_cast<size_t>(c.rows * d.out_stride));
   for (int64_t row = 0; row < c.rows; ++row)
@@ -99,7 +99,11 @@ std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
       double terms = 0;
       switch (ungated(c.op)) {
         case OpId::gelu: terms = std::fabs(x * mult); break;
-        case OpId::gelu_tanh: terms = std::fabs(want) * 2 * 0.7978845608028654 * std::fabs(x + 0.044715 * x * x * x); break;
+        case OpId::gelu_tanh: {  // d sigmoid(a) / sigmoid(a) = (1 - sigmoid(a)) da: only the negative side is exposed
+          const double a = 2 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+          terms = std::fabs(want) * std::fabs(a) / (1 + std::exp(a));
+          break;
+        }
         default: break;
       }
       mag[static_cast<size_t>(k)] = fp32_terms_magnitude(want, terms, c.dtype);
