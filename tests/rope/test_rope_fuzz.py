@@ -4,25 +4,12 @@ import pytest
 import torch
 
 import kernelkit
-from torch_testing import DEVICES, close
+from torch_testing import DEVICES, close, rope_ref
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from fuzz import DTYPE, rows_view  # noqa: E402
-
-
-def rope_ref(x, cos, sin, style):
-    rot = 2 * cos.shape[-1]
-    y = x.clone()
-    c, s = cos[:, None, :], sin[:, None, :]
-    if style == "neox":
-        a, b = x[..., : rot // 2], x[..., rot // 2: rot]
-        y[..., : rot // 2], y[..., rot // 2: rot] = a * c - b * s, b * c + a * s
-    else:
-        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
-        y[..., 0:rot:2], y[..., 1:rot:2] = a * c - b * s, b * c + a * s
-    return y
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -3,21 +3,7 @@ import pytest
 import torch
 
 import kernelkit
-from torch_testing import DEVICES, DTYPES, close, rand
-
-
-def rope_ref(x, cos, sin, style):
-    """x [tokens, heads, d] float64; cos/sin [tokens, rot/2]: the HF formulas (rotate_half for neox)."""
-    rot = 2 * cos.shape[-1]
-    y = x.clone()
-    c, s = cos[:, None, :], sin[:, None, :]
-    if style == "neox":
-        a, b = x[..., : rot // 2], x[..., rot // 2: rot]
-        y[..., : rot // 2], y[..., rot // 2: rot] = a * c - b * s, b * c + a * s
-    else:
-        a, b = x[..., 0:rot:2], x[..., 1:rot:2]
-        y[..., 0:rot:2], y[..., 1:rot:2] = a * c - b * s, b * c + a * s
-    return y
+from torch_testing import DEVICES, DTYPES, close, rand, rope_ref
 
 
 @pytest.mark.parametrize("device", DEVICES)
