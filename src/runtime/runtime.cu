@@ -128,8 +128,9 @@ int code_arch(int device) {
 Status check_dtype_code(DType dtype, int device, std::string_view op) {
   const int arch = code_arch(device);
   if (dtype == DType::bf16 && arch > 0 && arch < 80)
-    return unsupported(std::string(op) + ": bf16 is not supported: the kernels running on cuda:" + std::to_string(device) +
-                       " were built for sm_" + std::to_string(arch) + " (no bf16 code); use f16");
+    return unsupported(std::string(op) + ": bf16 is not supported: the kernels running on cuda:" +
+                       std::to_string(device) + " were built for sm_" + std::to_string(arch) +
+                       " (no bf16 code); use f16");
   return Status::Ok();
 }
 

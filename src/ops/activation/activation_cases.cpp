@@ -87,8 +87,9 @@ Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, voi
 }
 
 // The fp32 intermediates behind each output (fp32_terms_magnitude): gelu's 0.5 x (1 + erf(x / sqrt 2)) cancels to a
-// tiny value for negative x, leaving roundings of |x mult|; gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi) (x + 0.044715 x^3),
-// carries the rounding of its argument as relative error (1 - sigmoid(a)) |a|; silu's exp(-x) takes x exactly.
+// tiny value for negative x, leaving roundings of |x mult|; gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi) (x +
+// 0.044715 x^3), carries the rounding of its argument as relative error (1 - sigmoid(a)) |a|; silu's exp(-x) takes x
+// exactly.
 std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
   std::vector<double> mag(static_cast<size_t>(c.rows * d.out_stride));
   for (int64_t row = 0; row < c.rows; ++row)

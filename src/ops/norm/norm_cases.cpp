@@ -116,7 +116,8 @@ std::vector<double> fp32_terms(const NormCase& c, const NormData& d) {
         t = (std::fabs(d.x.get(k)) + std::fabs(mean)) * rstd;
         if (c.weight) t *= std::fabs(d.weight.get(i));
         if (c.bias) t += std::fabs(d.bias.get(i));
-        if (c.op == OpId::ada_layer_norm) t = t * std::fabs(1 + d.scale.get(b * H + i)) + std::fabs(d.shift.get(b * H + i));
+        if (c.op == OpId::ada_layer_norm)
+          t = t * std::fabs(1 + d.scale.get(b * H + i)) + std::fabs(d.shift.get(b * H + i));
       }
       mag[static_cast<size_t>(k)] = fp32_terms_magnitude(d.out.get(k), t, c.dtype);
     }
@@ -198,7 +199,8 @@ CaseResult check_norm_properties(const NormCase& c) {
     case OpId::rms_norm:
     case OpId::layer_norm: {
       // Unweighted output: mean 0 (layer norm) and second moment v / (v + eps), v the input's (RMS: mean square,
-      // layer norm: variance; 1 unless eps matters: one-element or constant rows give 0); weighted = unweighted * w + b.
+      // layer norm: variance; 1 unless eps matters: one-element or constant rows give 0); weighted = unweighted * w
+      // + b.
       pc.weight = pc.bias = false;
       r.status = run(pc, plain);
       const Tolerance tol = tolerance(c.dtype);

@@ -71,7 +71,8 @@ CaseResult run_softmax_case_cuda(const SoftmaxCase& c, int device) {
           for (int64_t j = 0; j < c.hidden; ++j) {
             const int64_t k = row * got.stride + j;
             const double s = std::fabs(c.scale * want.x.get(k)), p = want.out.get(k);
-            mag[static_cast<size_t>(k)] = fp32_terms_magnitude(p, std::isfinite(s) ? std::fabs(p) * (s + top) : 0, c.dtype);
+            const double terms = std::isfinite(s) ? std::fabs(p) * (s + top) : 0;
+            mag[static_cast<size_t>(k)] = fp32_terms_magnitude(p, terms, c.dtype);
           }
         }
         compare_outputs("out", got.out, want.out, c.rows, c.hidden, got.stride, mag, r);
