@@ -106,8 +106,10 @@ def hub_repo(tmp_path_factory):
 
 def run_fresh(code):
     """Runs `code` in a fresh interpreter (a loaded variant registers its own op namespace next to the pip package's)
-    and returns its stdout."""
-    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    and returns its stdout; a failure shows the child's stderr."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-4000:]}"
+    return done.stdout
 
 
 def test_hub_build_variant_loads_with_get_local_kernel(hub_repo):

@@ -6,8 +6,11 @@
 
 namespace kernelkit::cuda {
 
-struct Gelu {  // exact: x * Phi(x)
-  static __device__ __forceinline__ float apply(float v) { return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); }
+// Exact GELU, x * Phi(x), as 0.5 x erfc(-x / sqrt 2): the same value as 0.5 x (1 + erf(x / sqrt 2)) without its
+// cancellation for negative x, where 1 + erf is tiny and keeps only the rounding of erf near -1 (at x = -5, one fp32
+// ulp of erf is 10% of 1 + erf); erfcf is accurate to a few ulp over its whole range.
+struct Gelu {
+  static __device__ __forceinline__ float apply(float v) { return 0.5f * v * erfcf(v * -0.7071067811865476f); }
 };
 
 // x * sigmoid(x) as x * rcp(1 + exp(-x)): expf keeps full precision and the correctly rounded reciprocal replaces an

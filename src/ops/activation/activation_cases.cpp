@@ -86,21 +86,24 @@ Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, voi
   return call_activation_op(c.op, ov, xv, c.op == OpId::geglu ? &bv : nullptr);
 }
 
-// The fp32 intermediates behind each output (fp32_terms_magnitude): gelu's 0.5 x (1 + erf(x / sqrt 2)) cancels to a
-// tiny value for negative x, leaving roundings of |x mult|; gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi) (x +
-// 0.044715 x^3), carries the rounding of its argument as relative error (1 - sigmoid(a)) |a|; silu's exp(-x) takes x
-// exactly.
+// The fp32 intermediates behind each output (fp32_terms_magnitude): the rounding of an argument becomes relative
+// error of the function's value, |z f'(z) / f(z)| per unit: for gelu's erfc(z), z = -x / sqrt 2, that is
+// |z| (2 / sqrt pi) exp(-z^2) / erfc(z) (about 2 z^2 for negative x); for gelu_tanh's sigmoid(a), a = 2 sqrt(2/pi)
+// (x + 0.044715 x^3), (1 - sigmoid(a)) |a|; only the negative side is exposed in both. silu's exp(-x) takes x exactly.
 std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
   std::vector<double> mag(static_cast<size_t>(c.rows * d.out_stride));
   for (int64_t row = 0; row < c.rows; ++row)
     for (int64_t i = 0; i < c.d; ++i) {
       const int64_t k = row * d.out_stride + i, xi = row * d.in_stride + i;
       const double x = d.x.get(xi), want = d.out.get(k);
-      const double mult = c.op == OpId::geglu ? d.b.get(xi) : gated_op(c.op) ? d.x.get(xi + c.d) : 1.0;
       double terms = 0;
       switch (ungated(c.op)) {
-        case OpId::gelu: terms = std::fabs(x * mult); break;
-        case OpId::gelu_tanh: {  // d sigmoid(a) / sigmoid(a) = (1 - sigmoid(a)) da: only the negative side is exposed
+        case OpId::gelu: {
+          const double z = -x / std::sqrt(2.0), tail = std::erfc(z);  // tail 0: want is 0 as well
+          if (std::isfinite(z) && tail > 0) terms = std::fabs(want * z) * 2 / std::sqrt(M_PI) * std::exp(-z * z) / tail;
+          break;
+        }
+        case OpId::gelu_tanh: {
           const double a = 2 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
           terms = std::fabs(want) * std::fabs(a) / (1 + std::exp(a));
           break;

@@ -7,7 +7,7 @@ namespace kernelkit::detail {
 
 double activation_reference(Activation act, double v) {
   switch (act) {
-    case Activation::gelu: return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    case Activation::gelu: return 0.5 * v * std::erfc(-v / std::sqrt(2.0));  // 1 + erf(x / sqrt 2), not cancelling
     case Activation::gelu_tanh: {
       constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
       return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
