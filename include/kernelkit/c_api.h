@@ -41,6 +41,13 @@ KK_API uint64_t kk_op_bytes(const char* op, int64_t rows, int64_t hidden, int64_
  * successful call does not clear it: check the return value first. */
 KK_API const char* kk_last_error(void);
 
+/* Waits for CUDA device `device`, then returns an error (message in kk_last_error) for the first out-of-range index a
+ * kernel met there since the last check (block_table, seqlens_k, positions: kernels skip or clamp that work and
+ * record it), and clears it; 0 when none, and without CUDA. kk_set_debug_checks(1): every op checks after itself
+ * (KERNELKIT_CHECK=1 in the environment does the same). kernelkit::check_errors in kernelkit/runtime.hpp. */
+KK_API int kk_check_errors(int device);
+KK_API void kk_set_debug_checks(int on);
+
 /* out = x / sqrt(mean(x^2) + eps) * (weight_offset + weight)
  *   out, x: [rows, hidden]; weight: [hidden] or NULL. weight_offset = 1 gives Gemma's (1 + w). */
 KK_API int kk_rms_norm(void* out, const void* x, const void* weight, int64_t rows, int64_t hidden,

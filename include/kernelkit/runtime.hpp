@@ -51,6 +51,19 @@ class TrustedDevicePointers {
 };
 bool device_pointers_trusted();  // inside a TrustedDevicePointers scope on this thread
 
+// Index values that only the device sees (a paged cache's block_table and seqlens_k, RoPE positions) are checked by the
+// kernels that use them: a kernel never follows an out-of-range index (the work behind it is skipped: those keys,
+// that token's rotation) and records the first violation, op, argument, index, value and bound, in a fixed
+// per-device record, without stopping the stream (so CUDA-graph replay stays valid). check_errors waits for the
+// device, returns that record as an error and clears it; Ok when nothing was recorded, and always without a CUDA
+// device. Not while a stream is being captured into a CUDA graph (it synchronizes).
+Status check_errors(int device = 0);
+// Debug mode: after each CUDA op, wait for its stream and run check_errors, so the error comes back from the call
+// that caused it (skipped while the stream is being captured). Off unless the environment sets KERNELKIT_CHECK=1 (or
+// any value but 0); set_debug_checks changes it for the process.
+void set_debug_checks(bool on);
+bool debug_checks();
+
 // Copies `bytes` of device memory on CUDA device `device` to host memory `dst` on `stream` and waits for that stream
 // (a synchronization: used only where an op must see small device values on the host, e.g. varlen cu_seqlens).
 Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream);

@@ -8,6 +8,7 @@
 
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
 
 #ifndef KK_VERSION_MAJOR
 #error "define KK_VERSION_MAJOR / KK_VERSION_MINOR / KK_VERSION_PATCH (CMakeLists.txt passes the project version)"
@@ -73,6 +74,12 @@ extern "C" {
 KK_API int kk_version(void) { return KK_VERSION_MAJOR * 10000 + KK_VERSION_MINOR * 100 + KK_VERSION_PATCH; }
 
 KK_API const char* kk_last_error(void) { return last_error.c_str(); }
+
+KK_API int kk_check_errors(int device) {
+  return run(KK_F32, device, nullptr, [&](const Call&) { return kernelkit::check_errors(device); });
+}
+
+KK_API void kk_set_debug_checks(int on) { kernelkit::set_debug_checks(on != 0); }
 
 KK_API uint64_t kk_op_bytes(const char* op, int64_t rows, int64_t hidden, int64_t batch, int dtype) {
   const auto id = op ? kernelkit::parse_op(op) : std::nullopt;

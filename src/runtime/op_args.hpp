@@ -13,6 +13,7 @@
 #include "kernelkit/runtime.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
+#include "runtime/device_errors.hpp"
 
 namespace kernelkit::detail {
 
@@ -130,11 +131,12 @@ class Builder {
 
 // Validation that needs no device, then: CPU tensors -> reference; CUDA tensors -> dtype support on the profile the
 // launch will use (a KERNELKIT_PROFILE override needs no device, so bf16 is refused on a T4 profile with or without a
-// GPU), the device index, then the CUDA launcher. Rows == 0 is a no-op after validation.
+// GPU), the device index, then the CUDA launcher cuda(a, stream) and, in debug mode (set_debug_checks), the wait for
+// the stream and check_errors. Rows == 0 is a no-op after validation.
 // `name` is the op's name in errors; `rows` the work (0: nothing to run).
 template <typename Args, typename Validate, typename Reference, typename Cuda>
-Status run_op(const std::string& name, const Args& a, int64_t rows, Validate validate, Reference reference,
-              Cuda cuda) {
+Status run_op(const std::string& name, const Args& a, int64_t rows, Stream stream, Validate validate,
+              Reference reference, Cuda cuda) {
   if (a.device.type == DeviceType::cpu) {
     KK_RETURN_IF_ERROR(validate(a, nullptr));
     return rows == 0 ? Status::Ok() : reference(a);
@@ -154,13 +156,15 @@ Status run_op(const std::string& name, const Args& a, int64_t rows, Validate val
   if (forced) prof = *forced;
   else KK_RETURN_IF_ERROR(active_profile(a.device.index, &prof));
   KK_RETURN_IF_ERROR(validate(a, &prof));
-  return rows == 0 ? Status::Ok() : cuda(a);
+  if (rows == 0) return Status::Ok();
+  KK_RETURN_IF_ERROR(cuda(a, stream));
+  return debug_checks() ? debug_check(a.device.index, stream) : Status::Ok();
 }
 
 // The row ops: named by their op table entry, work = a.rows.
 template <typename Args, typename Validate, typename Reference, typename Cuda>
-Status run_row_op(const Args& a, Validate validate, Reference reference, Cuda cuda) {
-  return run_op(std::string(op_info(a.op).name), a, a.rows, validate, reference, cuda);
+Status run_row_op(const Args& a, Stream stream, Validate validate, Reference reference, Cuda cuda) {
+  return run_op(std::string(op_info(a.op).name), a, a.rows, stream, validate, reference, cuda);
 }
 
 // The dtype checks every row op shares: a floating dtype, and one the profile supports for CUDA tensors.

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "kernels/common/check.cuh"
+#include "runtime/device_errors.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/runtime.hpp"
@@ -81,7 +82,60 @@ Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream
   return Status::Ok();
 }
 
+namespace {
+// The index check's record: one per device (each context has its own copy of a module's globals), zero at load.
+__device__ detail::DeviceErrorRecord kk_device_error_record;
+}  // namespace
+
+Status check_errors(int device) {
+  const int n = cuda_device_count();
+  if (n == 0) return Status::Ok();
+  if (device < 0 || device >= n)
+    return invalid_argument("check_errors: device " + std::to_string(device) + " is out of range (" +
+                            std::to_string(n) + " CUDA devices)");
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  detail::DeviceErrorRecord* rec = nullptr;
+  KK_RETURN_IF_ERROR(cuda::device_error_record(device, &rec));
+  // Every stream's kernels first (the record may come from any of them); a failed kernel reports here as well.
+  KK_CUDA_RETURN(cudaDeviceSynchronize());
+  detail::DeviceErrorRecord got{};
+  KK_CUDA_RETURN(cudaMemcpy(&got, rec, sizeof got, cudaMemcpyDeviceToHost));
+  if (got.set == 0) return Status::Ok();
+  const detail::DeviceErrorRecord empty{};
+  KK_CUDA_RETURN(cudaMemcpy(rec, &empty, sizeof empty, cudaMemcpyHostToDevice));
+  KK_CUDA_RETURN(cudaDeviceSynchronize());
+  return invalid_argument(detail::device_check_message(static_cast<OpId>(got.op), static_cast<detail::DeviceCheck>(got.arg),
+                                                      got.i, got.j, got.value, got.bound) +
+                          " (found on cuda:" + std::to_string(device) +
+                          " by the kernel, which skipped the work behind that index: that call's output is not valid)");
+}
+
+namespace detail {
+Status debug_check(int device, Stream stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  KK_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return Status::Ok();  // no waiting inside a graph capture
+  KK_CUDA_RETURN(cudaStreamSynchronize(stream));
+  return check_errors(device);
+}
+}  // namespace detail
+
 namespace cuda {
+
+Status device_error_record(int device, detail::DeviceErrorRecord** out) {
+  static std::mutex mu;
+  static std::map<int, detail::DeviceErrorRecord*> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(device); it != cache.end()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  void* addr = nullptr;
+  KK_CUDA_RETURN(cudaGetSymbolAddress(&addr, kk_device_error_record));  // the current device's copy
+  *out = cache[device] = static_cast<detail::DeviceErrorRecord*>(addr);
+  return Status::Ok();
+}
 
 DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) (void)cudaSetDevice(previous_);

@@ -2,6 +2,7 @@
 #include "ops/attention/attention.hpp"
 #include "ops/activation/activation.hpp"
 #include "ops/gemm/gemm.hpp"
+#include "runtime/device_errors.hpp"
 #include "runtime/memory.hpp"
 #include "ops/quant/quant.hpp"
 #include "ops/rope/rope.hpp"
@@ -25,8 +26,14 @@ Status kernel_occupancy(OpId, DType, const LaunchPlan&, int, int*) { return no_c
 Status set_l2_persistence(int, Stream, const void*, size_t, float, size_t*) { return no_cuda(); }
 Status clear_l2_persistence(int, Stream) { return no_cuda(); }
 Status copy_to_host(void*, const void*, size_t, int, Stream) { return no_cuda(); }
+Status check_errors(int) { return Status::Ok(); }  // no device, nothing recorded
+
+namespace cuda {
+Status device_error_record(int, detail::DeviceErrorRecord**) { return no_cuda(); }
+}  // namespace cuda
 
 namespace detail {
+Status debug_check(int, Stream) { return Status::Ok(); }
 Status device_alloc(int, size_t, void** out) {
   *out = nullptr;
   return no_cuda();

@@ -417,7 +417,7 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
                 TensorView::contiguous(lens.data(), DType::i32, {2})};
   const auto dq = t({2, 1, 4, 64});
   expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, cache), StatusCode::invalid_argument,
-         "cache.seqlens_k [1] = 40 must be in [0, 32]");
+         "cache.seqlens_k[1] = 40 must be in [0, 32]");
   KvCache paged{t({4, 8, 2, 64}), t({4, 8, 2, 64}), TensorView::contiguous(table.data(), DType::i32, {2, 2}),
                 TensorView::contiguous(lens.data(), DType::i32, {2})};
   expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::unsupported, "page size (dim 1) must be 16, got 8");
@@ -425,7 +425,7 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   lens = {3, 20};
   table = {0, 1, 2, 9};
   expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::invalid_argument,
-         "cache.block_table [1, 1] = 9 must be a page in [0, 4)");
+         "cache.block_table[1, 1] = 9 must be a page in [0, 4)");
   paged.seqlens_k.reset();
   expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::invalid_argument,
          "cache.seqlens_k is required with a paged cache");

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
     std::printf("kernelkit GPU tests: cannot resolve the profile: %s\n", s.to_string().c_str());
     return 1;
   }
+  // Debug mode (KERNELKIT_CHECK=1): every op waits for its stream and reads the device's index record, so a kernel
+  // that met a bad index fails the test that ran it.
+  kernelkit::set_debug_checks(true);
   std::printf("kernelkit GPU tests on profile %s (%s)\n", p.key.c_str(), p.source.c_str());
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -59,6 +59,16 @@ std::tuple<double, double> tolerance(c10::ScalarType dtype) {
   return {t.rtol, t.atol};
 }
 
+// check_errors(device): the device-side index record (kernelkit/runtime.hpp), raised as ValueError and cleared.
+void check_errors(int64_t device) {
+  TORCH_CHECK_VALUE(device >= 0 && device <= INT32_MAX, "kernelkit.check_errors: device must be a CUDA device index, "
+                    "got ", device);
+  raise_if_error(kernelkit::check_errors(static_cast<int>(device)));
+}
+
+void set_debug_checks(bool on) { kernelkit::set_debug_checks(on); }
+bool debug_checks() { return kernelkit::debug_checks(); }
+
 }  // namespace
 
 Call::Call(const char* op, const at::Tensor& first) : op_(op), guard_(first.device()) {
@@ -106,7 +116,9 @@ int Call::i32(int64_t v, const char* arg) const {
   return static_cast<int>(v);
 }
 
-void Call::check(const Status& s) const {
+void Call::check(const Status& s) const { raise_if_error(s); }
+
+void raise_if_error(const Status& s) {
   if (s.ok()) return;
   switch (s.code()) {
     case StatusCode::invalid_argument: TORCH_CHECK_VALUE(false, s.message());
@@ -124,4 +136,10 @@ KK_TORCH_LIBRARY_(KERNELKIT_TORCH_NAMESPACE, m) {
               _GLIBCXX_USE_CXX11_ABI, "; rebuild with one ABI (cmake/TorchInfo.cmake)");
   m.def("tolerance(ScalarType dtype) -> (float, float)");
   m.impl("tolerance", c10::DispatchKey::CompositeExplicitAutograd, &kernelkit::torch_ext::tolerance);
+  m.def("check_errors(int device) -> ()");
+  m.impl("check_errors", c10::DispatchKey::CompositeExplicitAutograd, &kernelkit::torch_ext::check_errors);
+  m.def("set_debug_checks(bool on) -> ()");
+  m.impl("set_debug_checks", c10::DispatchKey::CompositeExplicitAutograd, &kernelkit::torch_ext::set_debug_checks);
+  m.def("debug_checks() -> bool");
+  m.impl("debug_checks", c10::DispatchKey::CompositeExplicitAutograd, &kernelkit::torch_ext::debug_checks);
 }

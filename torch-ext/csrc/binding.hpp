@@ -45,6 +45,10 @@ class Call {
   TrustedDevicePointers trusted_;
 };
 
+// A Status as the Python exception for its code: ValueError (invalid_argument), NotImplementedError (unsupported),
+// RuntimeError (the rest); nothing when ok.
+void raise_if_error(const Status& s);
+
 }  // namespace kernelkit::torch_ext
 
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub

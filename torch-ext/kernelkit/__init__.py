@@ -25,7 +25,8 @@ _FAMILIES = (_norm, _activation, _softmax, _rope, _attention, _quant)
 _OPS = tuple(op for family in _FAMILIES for op in family._OPS)
 
 __all__ = [name for family in _FAMILIES for name in family.__all__] + [
-    "tolerance", "quantize", "info", "ops", "patch", "unpatch", "kernel_mapping", "mark_for_kernelize", "layers", "nn"]
+    "tolerance", "check_errors", "set_debug_checks", "debug_checks", "quantize", "info", "ops", "patch", "unpatch",
+    "kernel_mapping", "mark_for_kernelize", "layers", "nn"]
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -34,6 +35,35 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError(f"tolerance: dtype must be torch.float32, torch.float16 or torch.bfloat16, got {dtype}")
     return tuple(ops.tolerance(dtype))
+
+
+def check_errors(device: int | str | torch.device | None = None) -> None:
+    """Raises ValueError for the first out-of-range index a kernel met on the device since the last check (a paged
+    cache's block_table or seqlens_k, RoPE positions: the kernels never follow one, they skip or clamp the work behind
+    it and record it), naming the op, the argument, the index, its value and the bound, and clears the record. It
+    waits for the device (not inside a CUDA-graph capture); nothing to do without CUDA. device: an index, "cuda:1", a
+    torch.device, or None for the current device."""
+    if not torch.cuda.is_available():
+        return
+    if device is None:
+        index = torch.cuda.current_device()
+    else:
+        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        if dev.type != "cuda":
+            raise ValueError(f"check_errors: device must be a CUDA device, got {dev}")
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+    ops.check_errors(index)
+
+
+def set_debug_checks(on: bool) -> None:
+    """Debug mode: every CUDA op waits for its stream and runs check_errors, so a bad index raises at the call that
+    passed it (while a stream is being captured into a CUDA graph the check is skipped). Also KERNELKIT_CHECK=1."""
+    ops.set_debug_checks(bool(on))
+
+
+def debug_checks() -> bool:
+    """Whether debug mode (set_debug_checks, KERNELKIT_CHECK=1) is on."""
+    return bool(ops.debug_checks())
 
 
 def info() -> dict:

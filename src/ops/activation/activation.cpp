@@ -20,8 +20,7 @@ OpId op_for(Activation act, bool gated, bool two_tensors) {
 }
 
 Status run(const ElementwiseArgs& a, Stream stream) {
-  return run_row_op(a, validate_elementwise, elementwise_reference,
-                    [stream](const ElementwiseArgs& args) { return elementwise_cuda(args, stream); });
+  return run_row_op(a, stream, validate_elementwise, elementwise_reference, elementwise_cuda);
 }
 
 }  // namespace

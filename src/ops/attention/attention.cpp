@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device_errors.hpp"
 #include "runtime/op_args.hpp"
 #include "runtime/overlap.hpp"
 #include "runtime/text.hpp"
@@ -261,9 +262,8 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
                                               {{&q, "q"}, {&k, "k"}, {&v, "v"},
                                                {opt(o.cu_seqlens_q), "options.cu_seqlens_q"},
                                                {opt(o.cu_seqlens_k), "options.cu_seqlens_k"}}));
-  return detail::run_row_op(
-      a, detail::validate_attention, detail::attention_reference,
-      [stream](const detail::AttentionArgs& args) { return detail::attention_cuda(args, stream); });
+  return detail::run_row_op(a, stream, detail::validate_attention, detail::attention_reference,
+                            detail::attention_cuda);
 }
 
 Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
@@ -329,20 +329,17 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
     KK_RETURN_IF_ERROR(c.contiguous(*lse, "lse"));
     a.lse = static_cast<float*>(lse->data);
   }
-  // The CPU backend can afford to check every length and page it will read; the CUDA kernels clamp lengths to the
-  // capacity and trust the block table (reading it back would cost a synchronization per decode step).
+  // The CPU backend checks every length and page it will read here; the CUDA kernels check them on the device
+  // (reading them back would cost a synchronization per decode step) and record a bad one for check_errors.
   if (a.device.type == DeviceType::cpu) {
     for (int64_t i = 0; i < a.batch && a.seqlens; ++i) {
       const int64_t len = a.seqlens[i];
       if (len < 0 || len > a.capacity)
-        return c.err("cache.seqlens_k", "[" + std::to_string(i) + "] = " + std::to_string(len) + " must be in [0, " +
-                                            std::to_string(a.capacity) + "] (the cache capacity)");
+        return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::seqlens_k, i, -1, len, a.capacity);
       for (int64_t p = 0; a.paged && p * a.page_size < len; ++p) {
         const int64_t page = a.block_table[i * a.block_table_stride + p];
         if (page < 0 || page >= a.num_pages)
-          return c.err("cache.block_table", "[" + std::to_string(i) + ", " + std::to_string(p) +
-                                                "] = " + std::to_string(page) + " must be a page in [0, " +
-                                                std::to_string(a.num_pages) + ")");
+          return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::block_table, i, p, page, a.num_pages);
       }
     }
   }
@@ -362,9 +359,8 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
                                               {{&q, "q"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"},
                                                {opt(cache.block_table), "cache.block_table"},
                                                {opt(cache.seqlens_k), "cache.seqlens_k"}}));
-  return detail::run_row_op(
-      a, detail::validate_decode, detail::decode_reference,
-      [stream](const detail::DecodeArgs& args) { return detail::decode_attention_cuda(args, stream); });
+  return detail::run_row_op(a, stream, detail::validate_decode, detail::decode_reference,
+                            detail::decode_attention_cuda);
 }
 
 }  // namespace kernelkit

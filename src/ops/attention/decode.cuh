@@ -25,6 +25,7 @@
 #include "ops/attention/mma_softmax.cuh"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_check.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/reduce.cuh"
@@ -41,6 +42,8 @@ struct DecodeParams {
   int64_t bt_stride;
   const int* seqlens;  // [b] or null (every sequence holds `capacity` keys)
   int capacity, s_q, heads, kv_heads, group;
+  int num_pages;                 // paged: pages in the cache, the bound of every block_table entry
+  detail::DeviceErrorRecord* err;  // where a bad seqlens / block_table value is recorded (device_check.cuh)
   int chunk;  // keys per split (a multiple of the block's keys per step)
   int splits;
   float scale_log2;
@@ -73,6 +76,39 @@ __device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b,
     return static_cast<int64_t>(p.block_table[b * p.bt_stride + key / 16]) * st.batch + (key % 16) * st.token;
   else
     return b * st.batch + static_cast<int64_t>(key) * st.token;
+}
+
+// Sequence b's length and the keys [kbeg, kend) of split `split`, with the index values checked (a compare per
+// sequence and per page, not per key): a length outside [0, capacity] is recorded and clamped; with a paged cache, a
+// block_table entry under [kbeg, kend) outside [0, num_pages) is recorded and the block takes no keys, so no page
+// outside the cache is ever read (the split then adds nothing; with one split the rows come out 0). Block-wide: every
+// thread calls it, before any divergence (the page check ends in a barrier).
+struct KeyRange {
+  int len, kbeg, kend;
+};
+template <bool kPaged, typename T>
+__device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, int b, int split) {
+  int len = p.capacity;
+  if (p.seqlens) {
+    const int raw = p.seqlens[b];
+    len = min(max(raw, 0), p.capacity);
+    if (len != raw && threadIdx.x == 0)
+      record_device_error(p.err, OpId::decode_attention, detail::DeviceCheck::seqlens_k, b, -1, raw, p.capacity);
+  }
+  const int kbeg = split * p.chunk;
+  int kend = min(len, kbeg + p.chunk);
+  if constexpr (kPaged) {
+    bool bad = false;
+    for (int pg = kbeg / 16 + static_cast<int>(threadIdx.x); pg * 16 < kend; pg += blockDim.x) {
+      const int page = p.block_table[b * p.bt_stride + pg];
+      if (page < 0 || page >= p.num_pages) {
+        bad = true;
+        record_device_error(p.err, OpId::decode_attention, detail::DeviceCheck::block_table, b, pg, page, p.num_pages);
+      }
+    }
+    if (__syncthreads_or(bad)) kend = kbeg;
+  }
+  return {len, kbeg, kend};
 }
 
 // The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...
@@ -153,8 +189,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     typename Smem::Stage* const ring = reinterpret_cast<typename Smem::Stage*>(smem_raw) + warp * p.stages;
     typename Smem::Merge& merge = *reinterpret_cast<typename Smem::Merge*>(smem_raw);
     const int slot = lane / kLanesPerKey, c = lane % kLanesPerKey;  // this lane's key slot and 8-dim chunk
-    const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
-    const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
+    const KeyRange keys = checked_key_range<kPaged>(p, b, split);
+    const int len = keys.len, kbeg = keys.kbeg, kend = keys.kend;
     // Row r of the block: query token i = r / group of head kvh * group + r % group.
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
@@ -327,8 +363,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
     auto& merge = *reinterpret_cast<typename DecodeSmem<T, D, R>::Merge*>(smem_raw);
-    const int len = p.seqlens ? min(max(p.seqlens[b], 0), p.capacity) : p.capacity;
-    const int kbeg = split * p.chunk, kend = min(len, kbeg + p.chunk);
+    const KeyRange keys = checked_key_range<kPaged>(p, b, split);
+    const int len = keys.len, kbeg = keys.kbeg, kend = keys.kend;
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
@@ -563,6 +599,9 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
                        " is more than the grid's 65535");
   if (rows_all > INT32_MAX) return unsupported("decode_attention: more than 2^31 - 1 query rows in all");
+  if (a.num_pages > INT32_MAX) return unsupported("decode_attention: more than 2^31 - 1 pages in the cache");
+  detail::DeviceErrorRecord* err = nullptr;
+  KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
 
   DecodeParams<T> p{attn_tensors<T>(a),
                     a.block_table,
@@ -573,6 +612,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     static_cast<int>(a.heads),
                     static_cast<int>(a.kv_heads),
                     static_cast<int>(a.heads / a.kv_heads),
+                    static_cast<int>(a.num_pages),
+                    err,
                     static_cast<int>(plan.chunk),
                     plan.splits,
                     a.scale * kLog2e,

@@ -73,12 +73,12 @@ Status linear(const TensorView& y, const TensorView& x, const TensorView& w, con
 
   // CPU tensors: the reference; CUDA tensors: dtype support on the profile the launch will use, then cuBLASLt.
   return detail::run_op(
-      "linear", a, a.m,
+      "linear", a, a.m, stream,
       [](const detail::LinearArgs& args, const DeviceProfile* prof) {
         return detail::check_float_dtype("linear", args.dtype, args.device, prof);
       },
       detail::linear_reference,
-      [handle, stream](const detail::LinearArgs& args) { return detail::linear_cuda(args, handle, stream); });
+      [handle](const detail::LinearArgs& args, Stream s) { return detail::linear_cuda(args, handle, s); });
 }
 
 }  // namespace kernelkit

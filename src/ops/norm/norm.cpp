@@ -17,8 +17,7 @@ namespace detail {
 namespace {
 
 Status run(const RowNormArgs& a, Stream stream) {
-  return run_row_op(a, validate_row_norm, row_norm_reference,
-                    [stream](const RowNormArgs& args) { return row_norm_cuda(args, stream); });
+  return run_row_op(a, stream, validate_row_norm, row_norm_reference, row_norm_cuda);
 }
 
 }  // namespace

@@ -117,8 +117,7 @@ Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DevicePr
 }
 
 Status run_quantize(const QuantizeArgs& a, Stream stream) {
-  return run_row_op(a, validate_quantize, quantize_reference,
-                    [stream](const QuantizeArgs& args) { return quantize_cuda(args, stream); });
+  return run_row_op(a, stream, validate_quantize, quantize_reference, quantize_cuda);
 }
 
 }  // namespace
@@ -253,8 +252,8 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   KK_RETURN_IF_ERROR(detail::check_no_overlap(
       name, {{&out, "out"}},
       {{&x, "x"}, {&qweight, "qweight"}, {&scales, "scales"}, {bias ? &*bias : nullptr, "bias"}}));
-  return detail::run_row_op(a, detail::validate_weight_only, detail::weight_only_reference,
-                            [stream](const detail::WeightOnlyArgs& args) { return detail::weight_only_cuda(args, stream); });
+  return detail::run_row_op(a, stream, detail::validate_weight_only, detail::weight_only_reference,
+                            detail::weight_only_cuda);
 }
 
 Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
@@ -296,8 +295,7 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}},
                                               {{&xq, "xq"}, {&x_scales, "x_scales"}, {&qweight, "qweight"},
                                                {&w_scales, "w_scales"}, {bias ? &*bias : nullptr, "bias"}}));
-  return detail::run_op(name, a, a.rows, detail::validate_w8a8, detail::w8a8_reference,
-                        [stream](const detail::W8A8Args& args) { return detail::w8a8_cuda(args, stream); });
+  return detail::run_op(name, a, a.rows, stream, detail::validate_w8a8, detail::w8a8_reference, detail::w8a8_cuda);
 }
 
 Status pack_int4(const TensorView& packed, const TensorView& plain) {

@@ -11,11 +11,13 @@
 
 #include "ops/quant/quant.hpp"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_check.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "ops/quant/quant_common.cuh"
+#include "runtime/device_errors.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "kernelkit/planner.hpp"
 #include "runtime/plan_rules.hpp"
@@ -30,7 +32,24 @@ struct QuantizeParams {
   float* scales;  // [rows] or [rows, k / group]
   int64_t rows, k, w_stride;
   int group;
+  OpId op;
+  detail::DeviceErrorRecord* err;  // where a row (group) holding inf or NaN is recorded (device_check.cuh)
 };
+
+// max |w| kept as bits: for |w| >= 0 unsigned order is float order, and NaN (above 0x7f800000) ranks above inf, where
+// fmaxf would skip a NaN. A non-finite span then has an inf max and an inf scale, which its owner records: no state
+// beyond the max itself (these kernels are at their register budget).
+__device__ __forceinline__ unsigned abs_max_bits(unsigned bits, float v) {
+  return max(bits, __float_as_uint(fabsf(v)));
+}
+__device__ __forceinline__ float nonfinite_as_inf(unsigned bits) {
+  return bits >= 0x7f800000u ? INFINITY : __uint_as_float(bits);
+}
+__device__ __forceinline__ void record_nonfinite(detail::DeviceErrorRecord* err, OpId op, int64_t row, int64_t group) {
+  record_device_error(err, op, op == OpId::quantize_per_token_int8 ? detail::DeviceCheck::finite_x
+                                                                     : detail::DeviceCheck::finite_w,
+                      row, group, 0, 0);
+}
 
 // N values of T at p (aligned to min(16, N * sizeof(T)) bytes) as floats, in 16-byte (or smaller) accesses.
 template <typename T, int N>
@@ -58,18 +77,19 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
       const int64_t row = base + threadIdx.y;
       const bool active = row < p.rows;
       const T* wr = p.w + row * p.w_stride;
-      float amax = 0.0f;
+      unsigned amax_bits = 0;
       if (active)
         for (int64_t i = tx; i < nvec; i += tpr) {
           float f[VEC];
           load_floats<T, VEC>(wr + i * VEC, f);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) amax = fmaxf(amax, fabsf(f[j]));
+          for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
         }
-      amax = group_max(amax, tpr, scratch);
+      const float amax = group_max(nonfinite_as_inf(amax_bits), tpr, scratch);
       const float s = amax / 127.0f;  // IEEE division: the reference's fp32 scale
       if (active) {
         if (tx == 0) p.scales[row] = s;
+        if (tx == 0 && isinf(s)) record_nonfinite(p.err, p.op, row, -1);
         int8_t* qr = static_cast<int8_t*>(p.q) + row * p.k;
         for (int64_t i = tx; i < nvec; i += tpr) {
           float f[VEC];
@@ -113,12 +133,14 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
         const int64_t row = i / words_per_row, col = (i - row * words_per_row) * 8;
         load_floats<T, 8>(p.w + row * p.w_stride + col, f);
       }
-      float amax = 0.0f;
+      unsigned amax_bits = 0;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
-      amax = group_max(amax, lanes, nullptr);  // lanes <= 32: shuffles only
+      for (int j = 0; j < 8; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
+      const float amax = group_max(nonfinite_as_inf(amax_bits), lanes, nullptr);  // lanes <= 32: shuffles only
       const float s = amax / 7.0f;
       if (active) {
+        if (i % lanes == 0 && isinf(s))
+          record_nonfinite(p.err, OpId::quantize_int4_groupwise, i / words_per_row, (i % words_per_row) / lanes);
         uint32_t word = 0;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
@@ -132,7 +154,10 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
 
 template <typename T>
 Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
-  const QuantizeParams<T> p{static_cast<const T*>(a.w), a.q, a.scales, a.rows, a.hidden, a.w_stride, a.group};
+  detail::DeviceErrorRecord* err = nullptr;
+  KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
+  const QuantizeParams<T> p{static_cast<const T*>(a.w), a.q, a.scales, a.rows, a.hidden, a.w_stride, a.group,
+                            a.op, err};
   if (a.op == OpId::quantize_int4_groupwise) {
     quantize_int4_kernel<T><<<grid_of(plan), plan.block_threads, 0, stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
@@ -152,11 +177,14 @@ Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cu
 namespace kernelkit::detail {
 
 Status quantize_cuda(const QuantizeArgs& a, Stream stream) {
-  return cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(),
-                              {{a.w, "w"}, {a.q, "qweight"}, {a.scales, "scales"}},
-                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
-                                return cuda::launch_quantize<decltype(tag)>(a, plan, stream);
-                              });
+  KK_RETURN_IF_ERROR(cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(),
+                                          {{a.w, "w"}, {a.q, "qweight"}, {a.scales, "scales"}},
+                                          [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                            return cuda::launch_quantize<decltype(tag)>(a, plan, stream);
+                                          }));
+  // Weights are quantized once, off the serving path: wait and refuse an inf or NaN at the call, as on the CPU. The
+  // per-token activation quantizer only records it (check_errors, debug mode).
+  return a.op == OpId::quantize_per_token_int8 ? Status::Ok() : debug_check(a.device.index, stream);
 }
 
 }  // namespace kernelkit::detail

@@ -80,7 +80,7 @@ Status check_rot_dim(RopeArgs* a) {
 }
 
 Status run(const RopeArgs& a, Stream stream) {
-  return run_row_op(a, validate_rope, rope_reference, [stream](const RopeArgs& args) { return rope_cuda(args, stream); });
+  return run_row_op(a, stream, validate_rope, rope_reference, rope_cuda);
 }
 
 }  // namespace

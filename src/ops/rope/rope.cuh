@@ -9,6 +9,7 @@
 
 #include "ops/rope/rope.hpp"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_check.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/vec.cuh"
@@ -28,6 +29,7 @@ struct RopeParams {
   const void *cos, *sin;   // pair j of row r at r * cs_row + j * cs_step
   int cs_f32;              // cos/sin stored as f32 (else as T)
   int64_t cs_row, cs_step, max_position;
+  detail::DeviceErrorRecord* err;  // where a position outside [0, max_position) is recorded (device_check.cuh)
 };
 
 template <typename T>
@@ -58,9 +60,13 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
       const T* src = is_q ? p.q + t * p.q_tok + hh * p.q_head : p.k + t * p.k_tok + hh * p.k_head;
       T* dst = is_q ? p.q_out + t * p.qo_tok + hh * p.qo_head : p.k_out + t * p.ko_tok + hh * p.ko_head;
       int64_t row = t;
-      if (p.positions) {  // out-of-range positions are clamped here (no stray reads); the CPU path reports them
+      if (p.positions) {  // a position outside the cache is recorded (by its token's first item) and clamped into it
         row = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[t] : static_cast<const int*>(p.positions)[t];
-        row = row < 0 ? 0 : (row >= p.max_position ? p.max_position - 1 : row);
+        if (row < 0 || row >= p.max_position) {
+          if (v == 0 && h == 0)
+            record_device_error(p.err, OpId::rotary_embedding, detail::DeviceCheck::positions, t, -1, row, p.max_position);
+          row = row < 0 ? 0 : p.max_position - 1;
+        }
       }
       const int64_t cs = row * p.cs_row;
       const int64_t i0 = v * kElems;
@@ -110,11 +116,13 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
 
 template <typename T>
 Status launch_rope(const detail::RopeArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  detail::DeviceErrorRecord* err = nullptr;
+  if (a.positions) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
   const RopeParams<T> p{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<T*>(a.q_out),
                         static_cast<T*>(a.k_out), a.q_tok, a.q_head, a.k_tok, a.k_head, a.qo_tok, a.qo_head, a.ko_tok,
                         a.ko_head, a.tokens, a.heads, a.kv_heads, a.head_dim, a.rot_dim, a.positions,
                         a.positions_dtype == DType::i64 ? 1 : 0, a.cos, a.sin, a.cs_dtype == DType::f32 ? 1 : 0,
-                        a.cs_row, a.cs_step, a.max_position};
+                        a.cs_row, a.cs_step, a.max_position, err};
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     auto kernel = a.style == RopeStyle::neox ? rope_kernel<T, V, true> : rope_kernel<T, V, false>;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ops/rope/rope.hpp"
+#include "runtime/device_errors.hpp"
 
 namespace kernelkit::detail {
 
@@ -12,10 +13,10 @@ Status rope_reference(const RopeArgs& a) {
   for (int64_t t = 0; t < a.tokens; ++t) {
     int64_t row = t;
     if (a.positions) {
-      row = static_cast<int64_t>(load_as_double(a.positions, a.positions_dtype, t));
+      row = a.positions_dtype == DType::i64 ? static_cast<const int64_t*>(a.positions)[t]
+                                            : static_cast<const int32_t*>(a.positions)[t];  // exact, not via double
       if (row < 0 || row >= a.max_position)
-        return invalid_argument("rotary_embedding: positions[" + std::to_string(t) + "] = " + std::to_string(row) +
-                                " is outside the cache [0, " + std::to_string(a.max_position) + ")");
+        return device_check_error(a.op, DeviceCheck::positions, t, -1, row, a.max_position);
     }
     for (int64_t h = 0; h < a.heads + a.kv_heads; ++h) {
       const bool is_q = h < a.heads;

@@ -13,8 +13,7 @@ namespace detail {
 namespace {
 
 Status run(const SoftmaxArgs& a, Stream stream) {
-  return run_row_op(a, validate_softmax, softmax_reference,
-                    [stream](const SoftmaxArgs& args) { return softmax_cuda(args, stream); });
+  return run_row_op(a, stream, validate_softmax, softmax_reference, softmax_cuda);
 }
 
 Status build(OpId op, const TensorView& out, const TensorView& x, float scale, SoftmaxArgs* a) {

@@ -1,0 +1,53 @@
+// The device checks' message text (CPU checks and the device record) and the debug-mode switch.
+#include "runtime/device_errors.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "kernelkit/runtime.hpp"
+
+namespace kernelkit {
+
+namespace {
+bool debug_from_env() {
+  const char* v = std::getenv("KERNELKIT_CHECK");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+std::atomic<bool>& debug_flag() {
+  static std::atomic<bool> flag{debug_from_env()};
+  return flag;
+}
+}  // namespace
+
+void set_debug_checks(bool on) { debug_flag().store(on, std::memory_order_relaxed); }
+bool debug_checks() { return debug_flag().load(std::memory_order_relaxed); }
+
+namespace detail {
+
+std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j, int64_t value, int64_t bound) {
+  std::string at = "[";
+  at += std::to_string(i);
+  if (j >= 0) at += ", " + std::to_string(j);
+  at += "] = " + std::to_string(value);
+  const std::string b = std::to_string(bound);
+  std::string what;
+  switch (arg) {
+    case DeviceCheck::block_table: what = "cache.block_table" + at + " must be a page in [0, " + b + ")"; break;
+    case DeviceCheck::seqlens_k:
+      what = "cache.seqlens_k" + at + " must be in [0, " + b + "] (the cache capacity)";
+      break;
+    case DeviceCheck::positions: what = "positions" + at + " is outside the cache [0, " + b + ")"; break;
+    case DeviceCheck::finite_w:
+    case DeviceCheck::finite_x:
+      what = std::string(arg == DeviceCheck::finite_w ? "w" : "x") + " row " + std::to_string(i) +
+             (j >= 0 ? " (scale group " + std::to_string(j) + ")" : std::string()) +
+             " holds inf or NaN; quantization needs finite values";
+      break;
+    default: what = "index argument " + std::to_string(static_cast<int>(arg)) + at + " is out of range"; break;
+  }
+  return std::string(op_info(op).name) + ": " + what;
+}
+
+}  // namespace detail
+}  // namespace kernelkit

@@ -1,0 +1,272 @@
+// What the kernels check on the device. Index values only the device sees (a paged cache's block_table, seqlens_k,
+// RoPE positions): a bad one is never followed, it is recorded and comes back from check_errors (or, in debug mode,
+// from the call itself) naming the op, the argument, the index, the value and the bound; the record is then clear.
+// Negative, == bound and huge values on each, both decode kernels, one split and several, and a CUDA-graph replay.
+// The quantizers' inputs: inf or NaN is refused at the call for weights, recorded for per-token activations.
+// memcheck runs these too (gpu-check).
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "expect_case.hpp"
+#include "kernelkit/ops.hpp"
+#include "kernelkit/runtime.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::DeviceBuffer;
+using kernelkit::testing::HostBuffer;
+
+namespace {
+
+// Debug mode for the scope (the GPU test binary runs with it on; these tests need it both ways).
+class ScopedDebugChecks {
+ public:
+  explicit ScopedDebugChecks(bool on) : previous_(debug_checks()) { set_debug_checks(on); }
+  ~ScopedDebugChecks() { set_debug_checks(previous_); }
+  ScopedDebugChecks(const ScopedDebugChecks&) = delete;
+  ScopedDebugChecks& operator=(const ScopedDebugChecks&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// `call` runs an op with one bad index: with debug checks off it returns Ok and check_errors reports `want` once
+// (then the record is clear); with them on the call itself reports it. Either way the next valid work is unaffected.
+void expect_index_error(const std::function<Status()>& call, const std::string& want) {
+  ASSERT_TRUE(check_errors(0).ok()) << "a record left over from an earlier test";
+  {
+    ScopedDebugChecks off(false);
+    const Status s = call();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    const Status found = check_errors(0);
+    EXPECT_EQ(found.code(), StatusCode::invalid_argument) << found.to_string();
+    EXPECT_NE(found.message().find(want), std::string::npos) << found.message() << "\nwanted: " << want;
+    EXPECT_NE(found.message().find("found on cuda:0"), std::string::npos) << found.message();
+    EXPECT_TRUE(check_errors(0).ok()) << "check_errors did not clear the record";
+  }
+  {
+    ScopedDebugChecks on(true);
+    const Status s = call();
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
+    EXPECT_TRUE(check_errors(0).ok());
+  }
+}
+
+HostBuffer random_host(DType dt, int64_t n, uint64_t seed) {
+  HostBuffer h(dt, n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) h.set(i, u(rng));
+  return h;
+}
+
+DeviceBuffer upload(const HostBuffer& h) {
+  DeviceBuffer d;
+  EXPECT_TRUE(d.alloc(h.bytes()).ok());
+  EXPECT_TRUE(d.upload(h).ok());
+  return d;
+}
+
+HostBuffer ints(DType dt, const std::vector<int64_t>& v) {
+  HostBuffer h(dt, static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dt == DType::i64) static_cast<int64_t*>(h.data())[i] = v[i];
+    else static_cast<int32_t*>(h.data())[i] = static_cast<int32_t>(v[i]);
+  }
+  return h;
+}
+
+// A paged decode problem: batch 2, 1 query token, 4 heads over 2 KV heads, head_dim 64, 4 pages of 16 keys, two
+// pages a sequence (capacity 32), f16.
+struct PagedDecode {
+  static constexpr int64_t kBatch = 2, kHeads = 4, kKvHeads = 2, kDim = 64, kPages = 4, kMaxPages = 2;
+  DeviceBuffer q = upload(random_host(DType::f16, kBatch * kHeads * kDim, 1));
+  DeviceBuffer k = upload(random_host(DType::f16, kPages * 16 * kKvHeads * kDim, 2));
+  DeviceBuffer v = upload(random_host(DType::f16, kPages * 16 * kKvHeads * kDim, 3));
+  DeviceBuffer out, table, lens;
+  PagedDecode() {
+    EXPECT_TRUE(out.alloc(kBatch * kHeads * kDim * 2).ok());
+    EXPECT_TRUE(table.alloc(kBatch * kMaxPages * 4).ok());
+    EXPECT_TRUE(lens.alloc(kBatch * 4).ok());
+  }
+
+  Status run(const std::vector<int64_t>& block_table, const std::vector<int64_t>& seqlens, Stream stream = nullptr) {
+    set_table(block_table);
+    EXPECT_TRUE(lens.upload(ints(DType::i32, seqlens)).ok());
+    return launch(stream);
+  }
+  void set_table(const std::vector<int64_t>& block_table) {
+    EXPECT_TRUE(table.upload(ints(DType::i32, block_table)).ok());
+  }
+  Status launch(Stream stream = nullptr) const {
+    const Device d = Device::cuda(0);
+    const KvCache cache{TensorView::contiguous(k.data(), DType::f16, {kPages, 16, kKvHeads, kDim}, d),
+                        TensorView::contiguous(v.data(), DType::f16, {kPages, 16, kKvHeads, kDim}, d),
+                        TensorView::contiguous(table.data(), DType::i32, {kBatch, kMaxPages}, d),
+                        TensorView::contiguous(lens.data(), DType::i32, {kBatch}, d)};
+    return decode_attention(TensorView::contiguous(out.data(), DType::f16, {kBatch, 1, kHeads, kDim}, d),
+                            std::nullopt, TensorView::contiguous(q.data(), DType::f16, {kBatch, 1, kHeads, kDim}, d),
+                            cache, {}, stream);
+  }
+  std::vector<uint16_t> sequence_out(int64_t b) const {
+    HostBuffer h(DType::f16, kBatch * kHeads * kDim);
+    EXPECT_TRUE(out.download(&h).ok());
+    const auto* p = static_cast<const uint16_t*>(h.data()) + b * kHeads * kDim;
+    return {p, p + kHeads * kDim};
+  }
+};
+
+// The decode kernels the planner can pick: tensor cores or CUDA cores, one split or several.
+constexpr const char* kDecodeKernels[] = {"decode_tc=1", "decode_tc=0", "decode_tc=1,decode_splits=1",
+                                          "decode_tc=0,decode_splits=7"};
+
+}  // namespace
+
+TEST(GpuIndexCheck, PagedBlockTableOutsideTheCache) {
+  for (const char* tune : kDecodeKernels) {
+    SCOPED_TRACE(tune);
+    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune);
+    PagedDecode p;
+    ASSERT_TRUE(p.run({0, 1, 2, 3}, {20, 30}).ok());
+    ASSERT_TRUE(check_errors(0).ok());
+    const std::vector<uint16_t> first = p.sequence_out(0);
+    for (int64_t bad : {int64_t{99}, int64_t{-1}, int64_t{4}, int64_t{std::numeric_limits<int32_t>::max()},
+                        int64_t{std::numeric_limits<int32_t>::min()}}) {
+      expect_index_error([&] { return p.run({0, 1, 2, bad}, {20, 30}); },
+                         "decode_attention: cache.block_table[1, 1] = " + std::to_string(bad) +
+                             " must be a page in [0, 4)");
+      EXPECT_EQ(p.sequence_out(0), first) << "the other sequence's output changed";
+    }
+    // An entry past the sequence's length is never read, so it may hold anything.
+    ASSERT_TRUE(p.run({0, 1, 2, 99}, {20, 16}).ok());
+    EXPECT_TRUE(check_errors(0).ok());
+  }
+}
+
+TEST(GpuIndexCheck, SeqlensOutsideTheCapacity) {
+  for (const char* tune : kDecodeKernels) {
+    SCOPED_TRACE(tune);
+    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune);
+    PagedDecode paged;
+    for (int64_t bad : {int64_t{33}, int64_t{-1}, int64_t{std::numeric_limits<int32_t>::max()}})
+      expect_index_error([&] { return paged.run({0, 1, 2, 3}, {20, bad}); },
+                         "decode_attention: cache.seqlens_k[1] = " + std::to_string(bad) +
+                             " must be in [0, 32] (the cache capacity)");
+    EXPECT_TRUE(paged.run({0, 1, 2, 3}, {0, 32}).ok());  // both ends of the range are valid
+    EXPECT_TRUE(check_errors(0).ok());
+
+    // A contiguous cache of capacity 64 and a length of 1000.
+    const Device d = Device::cuda(0);
+    DeviceBuffer q = upload(random_host(DType::f16, 4 * 64, 4)), out;
+    DeviceBuffer k = upload(random_host(DType::f16, 64 * 2 * 64, 5));
+    DeviceBuffer v = upload(random_host(DType::f16, 64 * 2 * 64, 6));
+    ASSERT_TRUE(out.alloc(4 * 64 * 2).ok());
+    DeviceBuffer lens = upload(ints(DType::i32, {1000}));
+    const KvCache cache{TensorView::contiguous(k.data(), DType::f16, {1, 64, 2, 64}, d),
+                        TensorView::contiguous(v.data(), DType::f16, {1, 64, 2, 64}, d), std::nullopt,
+                        TensorView::contiguous(lens.data(), DType::i32, {1}, d)};
+    expect_index_error(
+        [&] {
+          return decode_attention(TensorView::contiguous(out.data(), DType::f16, {1, 1, 4, 64}, d), std::nullopt,
+                                  TensorView::contiguous(q.data(), DType::f16, {1, 1, 4, 64}, d), cache);
+        },
+        "decode_attention: cache.seqlens_k[0] = 1000 must be in [0, 64] (the cache capacity)");
+  }
+}
+
+TEST(GpuIndexCheck, RopePositionsOutsideTheCache) {
+  // 3 tokens, 4 + 2 heads of 64, a 100-row f32 cos / sin cache; token 1's position is the bad one.
+  const Device d = Device::cuda(0);
+  DeviceBuffer q = upload(random_host(DType::f16, 3 * 4 * 64, 7)), k = upload(random_host(DType::f16, 3 * 2 * 64, 8));
+  DeviceBuffer cache = upload(random_host(DType::f32, 100 * 64, 9));
+  for (DType pdt : {DType::i32, DType::i64}) {
+    const int64_t huge = pdt == DType::i64 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+    for (int64_t bad : {int64_t{5000}, int64_t{-1}, int64_t{100}, huge}) {
+      SCOPED_TRACE(std::string(dtype_name(pdt)) + " " + std::to_string(bad));
+      DeviceBuffer pos = upload(ints(pdt, {3, bad, 99}));
+      expect_index_error(
+          [&] {
+            const auto qv = TensorView::contiguous(q.data(), DType::f16, {3, 4, 64}, d);
+            const auto kv = TensorView::contiguous(k.data(), DType::f16, {3, 2, 64}, d);
+            return rotary_embedding(qv, kv, qv, kv, TensorView::contiguous(pos.data(), pdt, {3}, d),
+                                    TensorView::contiguous(cache.data(), DType::f32, {100, 64}, d), RopeStyle::neox);
+          },
+          "rotary_embedding: positions[1] = " + std::to_string(bad) + " is outside the cache [0, 100)");
+    }
+  }
+}
+
+TEST(GpuIndexCheck, RecordedUnderCudaGraphReplay) {
+  // The record is a fixed device variable: a captured decode with a bad page records on every replay, and the
+  // capture itself is not disturbed (debug mode skips its wait while the stream is capturing). Relaxed capture: the
+  // C++ API checks its pointers with cudaPointerGetAttributes (the PyTorch binding, which skips that, is tested
+  // under torch.cuda.graph's global mode in pytest).
+  ScopedDebugChecks on(true);
+  PagedDecode p;
+  ASSERT_TRUE(p.run({0, 1, 2, 3}, {20, 30}).ok());  // warm-up outside the capture (plans, occupancy)
+  p.set_table({0, 1, 2, 77});
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  const Status captured = p.launch(stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    const Status s = check_errors(0);
+    EXPECT_NE(s.message().find("cache.block_table[1, 1] = 77 must be a page in [0, 4)"), std::string::npos)
+        << s.to_string();
+  }
+  EXPECT_TRUE(check_errors(0).ok());
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GpuValueCheck, QuantizersRefuseNonFiniteInputs) {
+  // w / x [6, 256] f16 with one non-finite value at row 2, column 172 (in int4 scale group 1 of 128).
+  const Device d = Device::cuda(0);
+  const int64_t rows = 6, k = 256;
+  DeviceBuffer q, scales, q4, scales4;
+  ASSERT_TRUE(q.alloc(rows * k).ok());
+  ASSERT_TRUE(scales.alloc(rows * 4).ok());
+  ASSERT_TRUE(q4.alloc(rows * k / 2).ok());
+  ASSERT_TRUE(scales4.alloc(rows * (k / 128) * 4).ok());
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    SCOPED_TRACE(bad);
+    HostBuffer h = random_host(DType::f16, rows * k, 10);
+    h.set(2 * k + 172, bad);
+    DeviceBuffer w = upload(h);
+    const auto wv = TensorView::contiguous(w.data(), DType::f16, {rows, k}, d);
+    ASSERT_TRUE(check_errors(0).ok());
+    {
+      ScopedDebugChecks off(false);  // the weight quantizers wait and check on their own
+      Status s = quantize_int8_per_channel(TensorView::contiguous(q.data(), DType::i8, {rows, k}, d),
+                                           TensorView::contiguous(scales.data(), DType::f32, {rows}, d), wv);
+      EXPECT_NE(s.message().find("quantize_int8_per_channel: w row 2 holds inf or NaN"), std::string::npos)
+          << s.to_string();
+      s = quantize_int4_groupwise(TensorView::contiguous(q4.data(), DType::i4x2, {rows, k / 2}, d),
+                                  TensorView::contiguous(scales4.data(), DType::f32, {rows, k / 128}, d), wv, 128);
+      EXPECT_NE(s.message().find("w row 2 (scale group 1) holds inf or NaN"), std::string::npos) << s.to_string();
+      EXPECT_TRUE(check_errors(0).ok());
+    }
+    expect_index_error(
+        [&] {
+          return quantize_per_token_int8(TensorView::contiguous(q.data(), DType::i8, {rows, k}, d),
+                                         TensorView::contiguous(scales.data(), DType::f32, {rows}, d), wv);
+        },
+        "x row 2 holds inf or NaN; quantization needs finite values");
+  }
+}
