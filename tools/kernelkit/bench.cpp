@@ -275,9 +275,12 @@ int run_bench(const BenchOptions& o) {
   hdr(std::cout);
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
+  Progress progress("bench", ops.size() * dtypes.size() * shapes.size());  // on stderr: the table is on stdout
+  size_t done = 0;
   for (OpId op : ops)
     for (DType dt : dtypes)
       for (const BenchShape& sh : shapes) {
+        progress.update(done++, std::string(op_info(op).name) + " " + std::string(dtype_name(dt)) + " " + sh.label);
         const BenchResult r = testing::bench_op(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
         const double intensity = op_intensity(op, r.op_shape, dt);
         const bool mem = op_memory_bound(op, r.op_shape, dt, *prof);
@@ -306,6 +309,7 @@ int run_bench(const BenchOptions& o) {
         results.push_back(j);
       }
 
+  progress.finish();
   nlohmann::json meta = {{"gpu", facts.name},     {"driver", facts.driver_version}, {"profile", prof->key},
                          {"date", now_utc()},      {"commit", o.commit},             {"copy_gbps", copy.gbps},
                          {"copy_bytes", copy.bytes}, {"runs", o.runs}};
