@@ -132,6 +132,7 @@ Status device_error_record(int device, detail::DeviceErrorRecord** out) {
     return Status::Ok();
   }
   void* addr = nullptr;
+  const RelaxedCaptureMode relaxed;  // the first call may come inside a graph capture, and may load the module
   KK_CUDA_RETURN(cudaGetSymbolAddress(&addr, kk_device_error_record));  // the current device's copy
   *out = cache[device] = static_cast<detail::DeviceErrorRecord*>(addr);
   return Status::Ok();
