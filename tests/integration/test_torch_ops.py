@@ -129,6 +129,24 @@ def test_info():
         assert i["cuda_kernels"], "a CUDA machine running a CPU-only build"
 
 
+def test_pip_install_puts_the_cli_on_path():
+    """`pip install .` installs the kernelkit CLI into the environment's bin/ (beside this python)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from importlib.metadata import PackageNotFoundError, distribution
+    try:
+        distribution("kernelkit")
+    except PackageNotFoundError:
+        pytest.skip("kernelkit is not pip-installed here (a hub build variant or a source tree)")
+    exe = shutil.which("kernelkit", path=str(Path(sys.executable).parent))
+    assert exe, f"no kernelkit CLI in {Path(sys.executable).parent}"
+    out = subprocess.run([exe, "info", "--profile", "t4"], capture_output=True, text=True, check=True).stdout
+    assert "SMs" in out and "40" in out, out
+
+
 def test_attention_and_quantized_linear_compile_fullgraph():
     """The attention and weight-only ops trace with no graph break (their fakes) and give the eager results."""
     q, k, v = (torch.randn(1, 6, 4, 64, dtype=torch.float16) for _ in range(3))
