@@ -105,10 +105,10 @@ Status check_errors(int device) {
   const detail::DeviceErrorRecord empty{};
   KK_CUDA_RETURN(cudaMemcpy(rec, &empty, sizeof empty, cudaMemcpyHostToDevice));
   KK_CUDA_RETURN(cudaDeviceSynchronize());
-  return invalid_argument(detail::device_check_message(static_cast<OpId>(got.op), static_cast<detail::DeviceCheck>(got.arg),
-                                                      got.i, got.j, got.value, got.bound) +
-                          " (found on cuda:" + std::to_string(device) +
-                          " by the kernel, which skipped the work behind that index: that call's output is not valid)");
+  const auto check = static_cast<detail::DeviceCheck>(got.arg);
+  return invalid_argument(detail::device_check_message(static_cast<OpId>(got.op), check, got.i, got.j, got.value,
+                                                      got.bound) +
+                          " (found on cuda:" + std::to_string(device) + " by the kernel; that call's output is not valid)");
 }
 
 namespace detail {

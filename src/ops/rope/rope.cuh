@@ -64,7 +64,8 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
         row = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[t] : static_cast<const int*>(p.positions)[t];
         if (row < 0 || row >= p.max_position) {
           if (v == 0 && h == 0)
-            record_device_error(p.err, OpId::rotary_embedding, detail::DeviceCheck::positions, t, -1, row, p.max_position);
+            record_device_error(p.err, OpId::rotary_embedding, detail::DeviceCheck::positions, t, -1, row,
+                                p.max_position);
           row = row < 0 ? 0 : p.max_position - 1;
         }
       }
