@@ -32,7 +32,7 @@ inline Status device_check_error(OpId op, DeviceCheck arg, int64_t i, int64_t j,
   return invalid_argument(device_check_message(op, arg, i, j, value, bound));
 }
 
-// After a CUDA op in debug mode: unless `stream` is being captured, wait for it and check_errors(device).
+// After a CUDA op in debug mode: unless `stream` is being captured, check_errors(device) (which waits for the device).
 Status debug_check(int device, Stream stream);
 
 }  // namespace kernelkit::detail

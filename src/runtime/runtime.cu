@@ -108,7 +108,8 @@ Status check_errors(int device) {
   const auto check = static_cast<detail::DeviceCheck>(got.arg);
   return invalid_argument(detail::device_check_message(static_cast<OpId>(got.op), check, got.i, got.j, got.value,
                                                       got.bound) +
-                          " (found on cuda:" + std::to_string(device) + " by the kernel; that call's output is not valid)");
+                          " (found on cuda:" + std::to_string(device) +
+                          " by the kernel; that call's output is not valid)");
 }
 
 namespace detail {
@@ -116,8 +117,7 @@ Status debug_check(int device, Stream stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   KK_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return Status::Ok();  // no waiting inside a graph capture
-  KK_CUDA_RETURN(cudaStreamSynchronize(stream));
-  return check_errors(device);
+  return check_errors(device);  // which waits for the whole device, this stream included
 }
 }  // namespace detail
 

@@ -471,7 +471,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(l.cached);  // the default: rows straight into registers
   }
   for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu}, std::pair{"softmax_stage=2", OpId::softmax}}) {
+                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+                                 std::pair{"softmax_stage=2", OpId::softmax}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

@@ -335,11 +335,13 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
     for (int64_t i = 0; i < a.batch && a.seqlens; ++i) {
       const int64_t len = a.seqlens[i];
       if (len < 0 || len > a.capacity)
-        return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::seqlens_k, i, -1, len, a.capacity);
+        return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::seqlens_k, i, -1, len,
+                                          a.capacity);
       for (int64_t p = 0; a.paged && p * a.page_size < len; ++p) {
         const int64_t page = a.block_table[i * a.block_table_stride + p];
         if (page < 0 || page >= a.num_pages)
-          return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::block_table, i, p, page, a.num_pages);
+          return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::block_table, i, p, page,
+                                            a.num_pages);
       }
     }
   }

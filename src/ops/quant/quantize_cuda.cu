@@ -20,6 +20,7 @@
 #include "runtime/device_errors.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "kernelkit/planner.hpp"
+#include "kernelkit/runtime.hpp"
 #include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
@@ -182,9 +183,10 @@ Status quantize_cuda(const QuantizeArgs& a, Stream stream) {
                                           [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
                                             return cuda::launch_quantize<decltype(tag)>(a, plan, stream);
                                           }));
-  // Weights are quantized once, off the serving path: wait and refuse an inf or NaN at the call, as on the CPU. The
-  // per-token activation quantizer only records it (check_errors, debug mode).
-  return a.op == OpId::quantize_per_token_int8 ? Status::Ok() : debug_check(a.device.index, stream);
+  // Weights are quantized once, off the serving path: wait and refuse an inf or NaN at the call, as on the CPU (in
+  // debug mode run_op does that after every op). The per-token activation quantizer only records it.
+  const bool wait = a.op != OpId::quantize_per_token_int8 && !debug_checks();
+  return wait ? debug_check(a.device.index, stream) : Status::Ok();
 }
 
 }  // namespace kernelkit::detail
