@@ -87,12 +87,12 @@ def test_bad_index_on_cuda_is_recorded(case):
 @cuda_only
 def test_recorded_under_cuda_graph_replay():
     call = paged_decode("cuda", [0, 1, 2, 3], [20, 30])
+    bad = paged_decode("cuda", [0, 1, 2, 77], [20, 30])
     with debug_mode(True):
         call()  # warm-up outside the capture
-        bad = paged_decode("cuda", [0, 1, 2, 77], [20, 30])
-        bad()
-        with pytest.raises(ValueError):
-            kernelkit.check_errors()
+        with pytest.raises(ValueError, match=r"cache.block_table\[1, 1\] = 77"):
+            bad()  # eager in debug mode: the op itself waits and raises
+        kernelkit.check_errors()  # raising cleared the record
     with debug_mode(True):  # debug mode skips its wait inside the capture
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
