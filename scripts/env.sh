@@ -5,3 +5,11 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/kernelkit-ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 # Paths under the checkout hash relative to it, so clones at other paths (CI) reuse the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+# phase "what": prints what the next long step does, and the time the previous one took.
+phase() {
+  local now=$SECONDS
+  [ -n "${KK_PHASE:-}" ] && echo "== ${KK_PHASE}: $((now - KK_PHASE_T0)) s"
+  KK_PHASE=$1 KK_PHASE_T0=$now
+  [ -n "$1" ] && echo "== $1 ..."
+  return 0
+}
