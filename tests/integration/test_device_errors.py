@@ -88,18 +88,18 @@ def test_bad_index_on_cuda_is_recorded(case):
 def test_recorded_under_cuda_graph_replay():
     call = paged_decode("cuda", [0, 1, 2, 3], [20, 30])
     bad = paged_decode("cuda", [0, 1, 2, 77], [20, 30])
+    message = r"cache.block_table\[1, 1\] = 77"
     with debug_mode(True):
         call()  # warm-up outside the capture
-        with pytest.raises(ValueError, match=r"cache.block_table\[1, 1\] = 77"):
+        with pytest.raises(ValueError, match=message):
             bad()  # eager in debug mode: the op itself waits and raises
         kernelkit.check_errors()  # raising cleared the record
-    with debug_mode(True):  # debug mode skips its wait inside the capture
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph):  # debug mode skips its wait inside the capture
             bad()
         for _ in range(2):
             graph.replay()
-            with pytest.raises(ValueError, match=r"cache.block_table\[1, 1\] = 77"):
+            with pytest.raises(ValueError, match=message):
                 kernelkit.check_errors()
     kernelkit.check_errors()
 
