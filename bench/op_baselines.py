@@ -3,6 +3,7 @@
 
   attention   kernelkit.attention vs F.scaled_dot_product_attention with the flash, cuDNN and efficient backends
               (prefill, causal; TFLOP/s from the visible query-key pairs)
+  varlen      packed varlen prefill (cu_seqlens, max_seqlen given) vs torch.nn.attention.varlen and SDPA per sequence
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
@@ -13,7 +14,7 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,decode,linear,w8a8,accuracy] [--quick] [--tuned] [--out DIR]
+  python3 bench/op_baselines.py [--only attention,varlen,decode,linear,w8a8,accuracy] [--quick] [--tuned] [--out DIR]
                                 [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
@@ -141,6 +142,67 @@ def run_attention(dtype, runs, device):
         row["impls"].update(untimed)
         rows.append(row)
     return rows
+
+
+def torch_varlen(q, k, v, cu_q, cu_k, max_q, max_k):
+    """PyTorch's own packed-varlen attention (torch.nn.attention.varlen, FlashAttention kernels), causal; its keyword
+    for the mask changed between releases (is_causal, then window_size)."""
+    import inspect
+    from torch.nn.attention.varlen import varlen_attn
+    causal = {"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters else {"window_size": (-1, 0)}
+    return varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k, **causal)
+
+
+def run_varlen(dtype, runs, device):
+    """Packed varlen prefill (a serving batch of prompts of different lengths), causal GQA: kernelkit given
+    max_seqlen_q / k (nothing read back, so it is captured like the others) and without them (one read-back a call:
+    timed eagerly, since a synchronization cannot be captured), PyTorch's varlen_attn, and SDPA called per sequence."""
+    rows = []
+    for lens in ((512, 1024, 2048, 512), (128,) * 32):
+        h, hk, d = 32, 8, 128
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
+        total, longest = int(cu[-1]), max(lens)
+        q = torch.randn(total, h, d, device=device, dtype=dtype)
+        k, v = torch.randn(total, hk, d, device=device, dtype=dtype), torch.randn(total, hk, d, device=device, dtype=dtype)
+        spans = [(int(cu[i]), int(cu[i + 1])) for i in range(len(lens))]
+        want = torch.cat([sdpa(q[None, a:b].float(), k[None, a:b].float(), v[None, a:b].float(), True)[0]
+                          for a, b in spans])
+        given = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=longest, max_seqlen_k=longest)
+        row = {"op": "attention varlen", "shape": f"{len(lens)} seqs of {'/'.join(map(str, sorted(set(lens))))} "
+                                                  f"({total} tokens) h{h}/{hk} d{d} causal",
+               "max_err": check("attention varlen", kernelkit.attention(q, k, v, causal=True, **given), want, 2e-2)}
+        flops = 4.0 * h * d * sum(visible_pairs(n, n, True) for n in lens)
+        impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=True, **given),
+                 "torch varlen_attn": lambda: torch_varlen(q, k, v, cu, cu, longest, longest)}
+        for be in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+            impls["sdpa " + be.split("_")[0].lower() + " per sequence"] = (
+                lambda be=be: [sdpa(q[None, a:b], k[None, a:b], v[None, a:b], True, be) for a, b in spans])
+        row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
+        # Without max_seqlen: the read-back (a stream synchronization) rules out a graph; eager CUDA-event time.
+        row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time(
+            lambda: kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), runs,
+            row["impls"]["kernelkit"].get("gpu_us"), lambda us: flops / us / 1e6, "TFLOP/s")
+        rows.append(row)
+    return rows
+
+
+def eager_time(fn, runs, base_us, rate, unit):
+    """Median of `runs` eager calls between CUDA events (what a call that synchronizes costs on the stream)."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    us = sorted(times)[len(times) // 2]
+    r = {"gpu_us": us, unit: rate(us)}
+    if base_us:
+        r["time_over_kernelkit"] = us / base_us
+    return r
 
 
 def run_decode(dtype, runs, device):
@@ -325,6 +387,12 @@ def check_cpu():
         q, k, v = (torch.randn(1, 9, 4, 64, dtype=torch.float16) for _ in range(3))
         check("attention", kernelkit.attention(q, k, v, causal=causal), sdpa(q.float(), k.float(), v.float(), causal),
               2e-2)
+    cu = torch.tensor([0, 3, 9], dtype=torch.int32)
+    q, k, v = (torch.randn(9, 4, 64, dtype=torch.float16) for _ in range(3))
+    want = torch.cat([sdpa(q[None, a:b].float(), k[None, a:b].float(), v[None, a:b].float(), True)[0]
+                      for a, b in ((0, 3), (3, 9))])
+    check("attention varlen", kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                                                  max_seqlen_q=6, max_seqlen_k=6), want, 2e-2)
     q, kc = torch.randn(2, 1, 8, 64, dtype=torch.float16), torch.randn(2, 33, 2, 64, dtype=torch.float16)
     check("decode", kernelkit.decode_attention(q, kc, kc), sdpa(q.float(), kc.float(), kc.float(), False), 2e-2)
     assert visible_pairs(4, 4, True) == 10 and visible_pairs(2, 4, True) == 7 and visible_pairs(3, 5, False) == 15
@@ -347,7 +415,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,decode,linear,w8a8,accuracy")
+    p.add_argument("--only", default="attention,varlen,decode,linear,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -369,6 +437,8 @@ def main(argv=None):
     only = args.only.split(",")
     if "attention" in only:
         rows += run_attention(dtype, args.runs, "cuda")
+    if "varlen" in only:
+        rows += run_varlen(dtype, args.runs, "cuda")
     if "decode" in only:
         rows += run_decode(dtype, args.runs, "cuda")
     if "linear" in only:

@@ -44,6 +44,21 @@ std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j,
              (j >= 0 ? " (scale group " + std::to_string(j) + ")" : std::string()) +
              " holds inf or NaN; quantization needs finite values";
       break;
+    case DeviceCheck::cu_seqlens_q:
+    case DeviceCheck::cu_seqlens_k: {
+      const char* qk = arg == DeviceCheck::cu_seqlens_q ? "q" : "k";
+      what = std::string("options.cu_seqlens_") + qk + at + " breaks the rise from 0 to total_" + qk + " = " + b +
+             " (0 first, non-decreasing, total_" + qk + " last)";
+      break;
+    }
+    case DeviceCheck::max_seqlen_q:
+    case DeviceCheck::max_seqlen_k: {
+      const char* qk = arg == DeviceCheck::max_seqlen_q ? "q" : "k";
+      what = std::string("sequence ") + std::to_string(i) + " has " + std::to_string(value) +
+             (arg == DeviceCheck::max_seqlen_q ? " query" : " key") + " tokens, more than options.max_seqlen_" + qk +
+             " = " + b;
+      break;
+    }
     default: what = "index argument " + std::to_string(static_cast<int>(arg)) + at + " is out of range"; break;
   }
   return std::string(op_info(op).name) + ": " + what;

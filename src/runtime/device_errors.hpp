@@ -15,8 +15,20 @@ namespace kernelkit::detail {
 
 // A checked argument, with its bound's meaning: block_table entries are pages in [0, num_pages), seqlens_k lengths in
 // [0, capacity], positions rows of the cos / sin cache in [0, max_position); finite_w / finite_x: row i (group j, or
-// -1 for a whole row) of a quantizer's input w / x holds inf or NaN (no value or bound).
-enum class DeviceCheck : int32_t { block_table = 1, seqlens_k = 2, positions = 3, finite_w = 4, finite_x = 5 };
+// -1 for a whole row) of a quantizer's input w / x holds inf or NaN (no value or bound); cu_seqlens_q / k: entry i
+// breaks the rise from 0 to the packed token count `bound`; max_seqlen_q / k: sequence i's `value` tokens exceed the
+// max_seqlen `bound` given.
+enum class DeviceCheck : int32_t {
+  block_table = 1,
+  seqlens_k = 2,
+  positions = 3,
+  finite_w = 4,
+  finite_x = 5,
+  cu_seqlens_q = 6,
+  cu_seqlens_k = 7,
+  max_seqlen_q = 8,
+  max_seqlen_k = 9
+};
 
 struct DeviceErrorRecord {
   uint32_t set;          // 0: nothing recorded; the first violation claims it (atomicCAS) and fills the rest

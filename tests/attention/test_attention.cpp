@@ -219,6 +219,19 @@ TEST(Attention, VarlenEqualsPerSequenceCalls) {
                         TensorView::contiguous(k.data(), DType::bf16, {TK, HK, D}),
                         TensorView::contiguous(v.data(), DType::bf16, {TK, HK, D}), o)
                   .ok());
+  // Given max_seqlen_q / k (at or above the longest), the same bits.
+  for (int64_t extra : {0, 3}) {
+    AttentionOptions m = o;
+    m.max_seqlen_q = 5 + extra;
+    m.max_seqlen_k = 9 + extra;
+    HostBuffer out2(DType::bf16, TQ * H * D);
+    ASSERT_TRUE(attention(TensorView::contiguous(out2.data(), DType::bf16, {TQ, H, D}), std::nullopt,
+                          TensorView::contiguous(q.data(), DType::bf16, {TQ, H, D}),
+                          TensorView::contiguous(k.data(), DType::bf16, {TK, HK, D}),
+                          TensorView::contiguous(v.data(), DType::bf16, {TK, HK, D}), m)
+                    .ok());
+    for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out2.get(i), out.get(i)) << "max_seqlen + " << extra;
+  }
   AttentionOptions dense;
   dense.causal = true;
   const size_t e = dtype_size(DType::bf16);
@@ -410,6 +423,32 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
          "options.cu_seqlens_k is missing");
   expect(attention(t({2, 4, 4, 64}), std::nullopt, q, kv, kv, vo), StatusCode::invalid_argument,
          "q must have 3 dims [total_q, heads, head_dim]");
+  // max_seqlen_q / k: varlen only, both or neither, within the packed counts, and (checked here on the CPU) at least
+  // the longest sequence: (2, 4) and (1, 4) query / key tokens.
+  cq = {0, 2, 3};
+  AttentionOptions mo = vo;
+  mo.max_seqlen_q = 2;
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo), StatusCode::invalid_argument,
+         "options.max_seqlen_k is missing: give both max_seqlen_q and max_seqlen_k, or neither");
+  mo.max_seqlen_k = 9;
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo), StatusCode::invalid_argument,
+         "options.max_seqlen_k = 9 must be in [0, 8] (the packed token count)");
+  mo.max_seqlen_k = 3;
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo), StatusCode::invalid_argument,
+         "options.max_seqlen_k = 3 is less than the longest sequence's 4 tokens");
+  mo.max_seqlen_q = -1;
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo), StatusCode::invalid_argument,
+         "options.max_seqlen_q = -1 must be in [0, 3] (the packed token count)");
+  mo.max_seqlen_q = 1;
+  mo.max_seqlen_k = 4;
+  expect(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo), StatusCode::invalid_argument,
+         "options.max_seqlen_q = 1 is less than the longest sequence's 2 tokens");
+  mo.max_seqlen_q = 3;
+  EXPECT_TRUE(attention(t({3, 4, 64}), std::nullopt, vq, vkv, vkv, mo).ok());
+  AttentionOptions dense_max;
+  dense_max.max_seqlen_k = 8;
+  expect(attention(t({2, 4, 4, 64}), std::nullopt, q, kv, kv, dense_max), StatusCode::invalid_argument,
+         "options.max_seqlen_k is for packed varlen batches (with cu_seqlens_q / cu_seqlens_k) only");
 
   // Decode: page size, block table shape, lengths within the capacity, pages within the pool.
   std::vector<int32_t> lens = {3, 40}, table = {0, 1, 2, 3};
@@ -431,6 +470,10 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
          "cache.seqlens_k is required with a paged cache");
   expect(decode_attention(t({2, 1, 3, 64}), std::nullopt, t({2, 1, 3, 64}), cache), StatusCode::invalid_argument,
          "q heads (3) must be a positive multiple of k/v heads (2)");
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, cache, vo), StatusCode::invalid_argument,
+         "options.cu_seqlens_q/k are not used by decode");
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, cache, dense_max), StatusCode::invalid_argument,
+         "options.max_seqlen_q/k are not used by decode");
 }
 
 TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {

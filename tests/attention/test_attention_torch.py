@@ -37,6 +37,27 @@ def test_attention_matches_float64(device, dtype, causal):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("max_seqlen", [None, (9, 13)])
+def test_varlen_matches_float64_per_sequence(device, max_seqlen):
+    """3 packed sequences of (9, 13), (0, 4), (6, 6) query / key tokens, causal GQA; with max_seqlen_q / k given (on
+    CUDA: nothing read back) or not."""
+    dt = torch.bfloat16
+    cu_q, cu_k = [0, 9, 9, 15], [0, 13, 17, 23]
+    q = rand(15, 8, 128, dtype=dt, device=device)
+    k, v = rand(23, 2, 128, dtype=dt, device=device), rand(23, 2, 128, dtype=dt, device=device)
+    mq, mk = max_seqlen or (None, None)
+    out = kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=torch.tensor(cu_q, dtype=torch.int32, device=device),
+                              cu_seqlens_k=torch.tensor(cu_k, dtype=torch.int32, device=device), max_seqlen_q=mq,
+                              max_seqlen_k=mk)
+    for b in range(3):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0:
+            continue
+        want = attention_ref(q[None, q0:q1].cpu(), k[None, k0:k1].cpu(), v[None, k0:k1].cpu(), True)[0]
+        assert (out[q0:q1].cpu().double() - want).abs().max().item() < 2e-2, f"sequence {b}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_decode_attention_contiguous_and_paged(device):
     dt = torch.float16
     b, h, hk, d, cap = 2, 8, 2, 64, 48
@@ -67,5 +88,9 @@ def test_opcheck(device):
         (kernelkit.ops.decode_attention.default, (torch.empty(1, 1, 4, 64, device=device, dtype=h), None,
                                                   torch.randn(1, 1, 4, 64, device=device, dtype=h), k, k.clone(), None,
                                                   None, 0.0, False)),
+        (kernelkit.ops.attention.default, (torch.empty(9, 4, 64, device=device, dtype=h), None,
+                                           torch.randn(9, 4, 64, device=device, dtype=h), k[0], k[0].clone(), 0.0, True,
+                                           torch.tensor([0, 5, 9], dtype=torch.int32, device=device),
+                                           torch.tensor([0, 4, 9], dtype=torch.int32, device=device), 5, 5)),
     ]:
         torch.library.opcheck(op, args)

@@ -1,5 +1,5 @@
 """What the kernels check on the device. Index values only the device sees (decode's block_table / seqlens_k, RoPE
-positions): on the CPU a bad one is a ValueError at the call; on CUDA the kernel never follows it and records it, and
+positions, packed varlen cu_seqlens when max_seqlen_q / k are given): on the CPU a bad one is a ValueError at the call; on CUDA the kernel never follows it and records it, and
 it comes back from kernelkit.check_errors() (or, in debug mode, from the call itself) naming the op, the argument, the
 index, the value and the bound. Also under torch.cuda.graph replay. And the quantizers' non-finite inputs."""
 import re
@@ -82,6 +82,79 @@ def test_bad_index_on_cuda_is_recorded(case):
             call()
         assert want in str(raised.value)
     kernelkit.check_errors()
+
+
+def varlen_prefill(device, cu_q, cu_k, max_seqlen=(7, 11)):
+    """3 packed sequences of (5, 7), (0, 2), (7, 11) query / key tokens when cu_q / cu_k are valid; 4 + 2 heads of 64,
+    causal; max_seqlen_q / k given (None: not), so on CUDA nothing is read back and the kernels check the entries."""
+    torch.manual_seed(1)
+    q = rand(12, 4, 64, dtype=torch.float16, device=device)
+    k, v = (rand(20, 2, 64, dtype=torch.float16, device=device) for _ in range(2))
+    cq, ck = (torch.tensor(c, dtype=torch.int32, device=device) for c in (cu_q, cu_k))
+    mq, mk = max_seqlen if max_seqlen else (None, None)
+
+    def call():
+        return kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=mq,
+                                   max_seqlen_k=mk)
+    call.cu_seqlens_q = cq  # for a test that rewrites it under a captured graph
+    return call
+
+
+CQ, CK = [0, 5, 5, 12], [0, 7, 9, 20]
+VARLEN_CASES = [  # (cu_q, cu_k, max_seqlen, the device's message, the CPU's)
+    ([0, 5, 4, 12], CK, (12, 20), "options.cu_seqlens_q[2] = 4 breaks the rise from 0 to total_q = 12",
+     "options.cu_seqlens_q must be non-decreasing"),
+    ([0, 5, 5, 2 ** 31 - 1], CK, (12, 20), f"options.cu_seqlens_q[3] = {2 ** 31 - 1} breaks the rise",
+     "options.cu_seqlens_q[batch] must equal total_q"),
+    (CQ, [0, -1, 9, 20], (12, 20), "options.cu_seqlens_k[1] = -1 breaks the rise from 0 to total_k = 20",
+     "options.cu_seqlens_k must be non-decreasing"),
+    (CQ, CK, (6, 11), "sequence 2 has 7 query tokens, more than options.max_seqlen_q = 6",
+     "options.max_seqlen_q = 6 is less than the longest sequence's 7 tokens"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(VARLEN_CASES)))
+def test_bad_cu_seqlens_on_cpu_raise_at_the_call(case):
+    cu_q, cu_k, max_seqlen, _, want = VARLEN_CASES[case]
+    with pytest.raises(ValueError, match=re.escape(want)):
+        varlen_prefill("cpu", cu_q, cu_k, max_seqlen)()
+
+
+@cuda_only
+@pytest.mark.parametrize("case", range(len(VARLEN_CASES)))
+def test_bad_cu_seqlens_given_max_seqlen_are_recorded_on_cuda(case):
+    cu_q, cu_k, max_seqlen, want, _ = VARLEN_CASES[case]
+    call = varlen_prefill("cuda", cu_q, cu_k, max_seqlen)
+    kernelkit.check_errors()
+    with debug_mode(False):
+        call()
+        with pytest.raises(ValueError) as raised:
+            kernelkit.check_errors()
+        assert "attention: " + want in str(raised.value) and "found on cuda:0" in str(raised.value)
+    with debug_mode(True):
+        with pytest.raises(ValueError, match=re.escape(want)):
+            call()
+    kernelkit.check_errors()
+
+
+@cuda_only
+def test_varlen_given_max_seqlen_captures_in_a_cuda_graph():
+    """Nothing read back, so torch.cuda.graph's global capture mode (where a synchronization raises) takes it; the
+    replay gives the host-checked call's bits, and a bad entry written into the captured cu_seqlens is recorded."""
+    want = varlen_prefill("cuda", CQ, CK, None)()
+    call = varlen_prefill("cuda", CQ, CK)
+    call()  # warm-up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)
+    kernelkit.check_errors()
+    call.cu_seqlens_q[2] = 4
+    graph.replay()
+    with pytest.raises(ValueError, match=re.escape("options.cu_seqlens_q[2] = 4 breaks the rise")):
+        kernelkit.check_errors()
 
 
 @cuda_only

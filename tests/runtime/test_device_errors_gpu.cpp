@@ -1,7 +1,8 @@
 // What the kernels check on the device. Index values only the device sees (a paged cache's block_table, seqlens_k,
 // RoPE positions): a bad one is never followed, it is recorded and comes back from check_errors (or, in debug mode,
 // from the call itself) naming the op, the argument, the index, the value and the bound; the record is then clear.
-// Negative, == bound and huge values on each, both decode kernels, one split and several, and a CUDA-graph replay.
+// Negative, == bound and huge values on each, both decode kernels, one split and several, and a CUDA-graph replay;
+// packed varlen cu_seqlens given max_seqlen (not read back), on both prefill kernels.
 // The quantizers' inputs: inf or NaN is refused at the call for weights, recorded for per-token activations.
 // memcheck runs these too (gpu-check).
 #include <cuda_runtime_api.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -201,6 +203,86 @@ TEST(GpuIndexCheck, RopePositionsOutsideTheCache) {
                                     TensorView::contiguous(cache.data(), DType::f32, {100, 64}, d), RopeStyle::neox);
           },
           "rotary_embedding: positions[1] = " + std::to_string(bad) + " is outside the cache [0, 100)");
+    }
+  }
+}
+
+// A packed varlen prefill given max_seqlen_q / k, so nothing is read back: 3 sequences of (5, 7), (0, 2), (7, 11)
+// query / key tokens, 4 heads over 2 KV heads, head_dim 64, f16, causal.
+struct VarlenPrefill {
+  static constexpr int64_t kHeads = 4, kKvHeads = 2, kDim = 64, kTotalQ = 12, kTotalK = 20;
+  DeviceBuffer q = upload(random_host(DType::f16, kTotalQ * kHeads * kDim, 11));
+  DeviceBuffer k = upload(random_host(DType::f16, kTotalK * kKvHeads * kDim, 12));
+  DeviceBuffer v = upload(random_host(DType::f16, kTotalK * kKvHeads * kDim, 13));
+  DeviceBuffer out, cu_q, cu_k;
+  VarlenPrefill() {
+    EXPECT_TRUE(out.alloc(kTotalQ * kHeads * kDim * 2).ok());
+    EXPECT_TRUE(cu_q.alloc(4 * 4).ok());
+    EXPECT_TRUE(cu_k.alloc(4 * 4).ok());
+  }
+
+  Status run(const std::vector<int64_t>& cq, const std::vector<int64_t>& ck, std::optional<int64_t> max_q = 7,
+             std::optional<int64_t> max_k = 11) {
+    EXPECT_TRUE(cu_q.upload(ints(DType::i32, cq)).ok());
+    EXPECT_TRUE(cu_k.upload(ints(DType::i32, ck)).ok());
+    const Device d = Device::cuda(0);
+    AttentionOptions o;
+    o.causal = true;
+    o.cu_seqlens_q = TensorView::contiguous(cu_q.data(), DType::i32, {3 + 1}, d);
+    o.cu_seqlens_k = TensorView::contiguous(cu_k.data(), DType::i32, {3 + 1}, d);
+    o.max_seqlen_q = max_q;
+    o.max_seqlen_k = max_k;
+    return attention(TensorView::contiguous(out.data(), DType::f16, {kTotalQ, kHeads, kDim}, d), std::nullopt,
+                     TensorView::contiguous(q.data(), DType::f16, {kTotalQ, kHeads, kDim}, d),
+                     TensorView::contiguous(k.data(), DType::f16, {kTotalK, kKvHeads, kDim}, d),
+                     TensorView::contiguous(v.data(), DType::f16, {kTotalK, kKvHeads, kDim}, d), o);
+  }
+  std::vector<uint16_t> first_sequence_out() const {  // its 5 query tokens
+    HostBuffer h(DType::f16, kTotalQ * kHeads * kDim);
+    EXPECT_TRUE(out.download(&h).ok());
+    const auto* p = static_cast<const uint16_t*>(h.data());
+    return {p, p + 5 * kHeads * kDim};
+  }
+};
+
+TEST(GpuIndexCheck, VarlenCuSeqlensCheckedOnTheDevice) {
+  const std::vector<int64_t> cq = {0, 5, 5, 12}, ck = {0, 7, 9, 20};
+  const int64_t huge = std::numeric_limits<int32_t>::max();
+  // The planner's choice (on sm_90 the wgmma kernel), and the mma.sync kernel.
+  for (const char* tune : {static_cast<const char*>(nullptr), "attn_wgmma=0"}) {
+    SCOPED_TRACE(tune ? tune : "default");
+    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune);
+    VarlenPrefill p;
+    ASSERT_TRUE(p.run(cq, ck, std::nullopt, std::nullopt).ok());  // read back and checked on the host
+    const std::vector<uint16_t> want = p.first_sequence_out();
+    ASSERT_TRUE(p.run(cq, ck).ok());
+    ASSERT_TRUE(check_errors(0).ok());
+    EXPECT_EQ(p.first_sequence_out(), want) << "max_seqlen changed the result";
+    ASSERT_TRUE(p.run(cq, ck, 12, 20).ok());  // a max above the longest is valid
+    EXPECT_TRUE(check_errors(0).ok());
+    EXPECT_EQ(p.first_sequence_out(), want);
+    // One bad entry each (the maxes at the packed counts, so only the entry is wrong): decreasing, negative, past
+    // the count, huge, a first entry not 0, a last not the count; then a key entry; then a max below the longest.
+    const struct {
+      std::vector<int64_t> cq, ck;
+      int64_t max_q, max_k;
+      std::string want;
+    } cases[] = {
+        {{0, 5, 4, 12}, ck, 12, 20, "options.cu_seqlens_q[2] = 4 breaks the rise from 0 to total_q = 12"},
+        {{0, -3, 5, 12}, ck, 12, 20, "options.cu_seqlens_q[1] = -3 breaks the rise from 0 to total_q = 12"},
+        {{0, 5, 13, 12}, ck, 12, 20, "options.cu_seqlens_q[2] = 13 breaks the rise from 0 to total_q = 12"},
+        {{0, 5, huge, 12}, ck, 12, 20,
+         "options.cu_seqlens_q[2] = " + std::to_string(huge) + " breaks the rise from 0 to total_q = 12"},
+        {{2, 5, 5, 12}, ck, 12, 20, "options.cu_seqlens_q[0] = 2 breaks the rise from 0 to total_q = 12"},
+        {{0, 5, 5, 11}, ck, 12, 20, "options.cu_seqlens_q[3] = 11 breaks the rise from 0 to total_q = 12"},
+        {cq, {0, 7, 21, 20}, 12, 20, "options.cu_seqlens_k[2] = 21 breaks the rise from 0 to total_k = 20"},
+        {cq, ck, 6, 11, "sequence 2 has 7 query tokens, more than options.max_seqlen_q = 6"},
+        {cq, ck, 7, 10, "sequence 2 has 11 key tokens, more than options.max_seqlen_k = 10"},
+    };
+    for (const auto& c : cases) {
+      expect_index_error([&] { return p.run(c.cq, c.ck, c.max_q, c.max_k); }, "attention: " + c.want);
+      if (c.cq[1] == 5 && c.ck[1] == 7 && c.cq[0] == 0)  // sequence 0's span is intact: its output is too
+        EXPECT_EQ(p.first_sequence_out(), want) << c.want;
     }
   }
 }

@@ -7,7 +7,8 @@ namespace {
 
 void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
                const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
-               const std::optional<at::Tensor>& cu_seqlens_k) {
+               const std::optional<at::Tensor>& cu_seqlens_k, std::optional<int64_t> max_seqlen_q,
+               std::optional<int64_t> max_seqlen_k) {
   const Call c("attention", q);
   const TensorView qv = c(q, "q"), kv = c(k, "k"), vv = c(v, "v"), outv = c(out, "out");
   AttentionOptions o;
@@ -15,6 +16,8 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
   o.causal = causal;
   o.cu_seqlens_q = c(cu_seqlens_q, "cu_seqlens_q");
   o.cu_seqlens_k = c(cu_seqlens_k, "cu_seqlens_k");
+  o.max_seqlen_q = max_seqlen_q;
+  o.max_seqlen_k = max_seqlen_k;
   c.check(kernelkit::attention(outv, c(lse, "lse"), qv, kv, vv, o, c.stream()));
 }
 
@@ -41,7 +44,7 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
 KK_TORCH_OPS(m) {
   using namespace kernelkit::torch_ext;
   def_op(m, "attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
-            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k) -> ()",
+            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int? max_seqlen_q=None, int? max_seqlen_k=None) -> ()",
          &attention);
   def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
             "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal) -> ()",

@@ -15,13 +15,17 @@ _OPS = ("attention", "decode_attention")
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
-              cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False):
+              cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False,
+              max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None):
     """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim 64, 128 or 256).
 
     q [b, s_q, h, d], k and v [b, s_k, h_kv, d] with h % h_kv == 0 (GQA / MQA); any strides with a contiguous last dim
     (so a [b, h, s, d] tensor passes as .transpose(1, 2)). causal: query i sees keys j <= i + s_k - s_q (bottom-right).
     Packed variable lengths: q [total_q, h, d], k, v [total_k, h_kv, d] with int32 cu_seqlens_q / cu_seqlens_k
-    [batch + 1]. scale defaults to 1 / sqrt(d). Returns out, or (out, lse) with lse float32 [b, h, s_q]
+    [batch + 1]; max_seqlen_q / max_seqlen_k (both or neither): the longest sequence's query / key tokens, or more.
+    Without them a CUDA call reads cu_seqlens back (one synchronization) to check them and size the grid; with them it
+    reads nothing back (CUDA-graph capturable) and the kernels check the entries on the device: a bad one skips its
+    sequence and is raised by kernelkit.check_errors() (at the call in debug mode). scale defaults to 1 / sqrt(d). Returns out, or (out, lse) with lse float32 [b, h, s_q]
     ([h, total_q] when packed), the natural-log sum of exp of each query's scaled scores (-inf where it sees no key).
     """
     _inference_only("attention", q, k, v)
@@ -34,7 +38,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if return_lse:
         shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k)
+    ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k,
+                  max_seqlen_q, max_seqlen_k)
     return (out, lse) if return_lse else out
 
 

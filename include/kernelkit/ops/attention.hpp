@@ -20,9 +20,16 @@ struct AttentionOptions {
   bool causal = false;  // bottom-right aligned: query i sees keys j <= i + s_k - s_q (s_q < s_k: a KV prefix)
   // Packed variable lengths (FlashAttention's varlen): cu_seqlens_q / cu_seqlens_k are i32 [batch + 1], starting at
   // 0, non-decreasing, ending at the packed token counts; sequence b owns query tokens [cu_q[b], cu_q[b+1]) and key
-  // tokens [cu_k[b], cu_k[b+1]). Both or neither. On CUDA they are device memory that the op also reads back once
-  // (one stream synchronization) to check them and to size the grid by the longest sequence.
+  // tokens [cu_k[b], cu_k[b+1]). Both or neither. On CUDA they are device memory, read back once (one stream
+  // synchronization) to check them and to size the grid by the longest sequence, unless max_seqlen_q / k are given.
   std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
+  // Varlen only, both or neither: the longest sequence's query / key tokens (FlashAttention's max_seqlen_q / k), at
+  // least the true longest. Given, a CUDA call reads nothing back (no synchronization; it can be captured in a CUDA
+  // graph): the grid is sized by them and the kernels check each cu_seqlens entry they use on the device. A bad entry
+  // (negative, decreasing, past the packed count, a first entry not 0 or a last not the count, a sequence longer than
+  // its max_seqlen) is never followed: its sequence is skipped and the first one is recorded for check_errors
+  // (kernelkit/runtime.hpp). The CPU backend checks the entries as without them, and that each max covers the longest.
+  std::optional<int64_t> max_seqlen_q, max_seqlen_k;
 };
 
 // Prefill / full attention: out = softmax(scale q k^T, masked) v, lse = log(sum_j exp(scale q k_j)) (natural log).

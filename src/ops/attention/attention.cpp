@@ -3,7 +3,9 @@
 #include "ops/attention/attention.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/device_errors.hpp"
@@ -184,6 +186,9 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   if (o.cu_seqlens_q.has_value() != o.cu_seqlens_k.has_value())
     return c.err(o.cu_seqlens_q ? "options.cu_seqlens_k" : "options.cu_seqlens_q",
                  "is missing: varlen needs both cu_seqlens_q and cu_seqlens_k");
+  if (!a.varlen && (o.max_seqlen_q || o.max_seqlen_k))
+    return c.err(o.max_seqlen_q ? "options.max_seqlen_q" : "options.max_seqlen_k",
+                 "is for packed varlen batches (with cu_seqlens_q / cu_seqlens_k) only");
   const int want_ndim = a.varlen ? 3 : 4;
   if (q.ndim != want_ndim)
     return c.err("q", "must have " + std::to_string(want_ndim) + " dims " +
@@ -217,16 +222,39 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
       KK_RETURN_IF_ERROR(c.tensor(*lse, "lse", {h, {"total_q", total_q}}, DType::f32));
       KK_RETURN_IF_ERROR(c.contiguous(*lse, "lse"));
     }
-    std::vector<int32_t> hq, hk2;
-    KK_RETURN_IF_ERROR(detail::read_i32(cq, stream, &hq));
-    KK_RETURN_IF_ERROR(detail::read_i32(ck, stream, &hk2));
-    KK_RETURN_IF_ERROR(
-        detail::check_cu_seqlens(name, "options.cu_seqlens_q", hq, total_q, "total_q (q dim 0)", &a.s_q));
-    KK_RETURN_IF_ERROR(
-        detail::check_cu_seqlens(name, "options.cu_seqlens_k", hk2, total_k, "total_k (k dim 0)", &a.s_k));
+    for (const auto& [arg, total] : {std::pair{"q", total_q}, std::pair{"k", total_k}})
+      if (total > INT32_MAX)
+        return c.err(arg, "has " + std::to_string(total) + " packed tokens, more than int32 cu_seqlens can index");
+    if (o.max_seqlen_q.has_value() != o.max_seqlen_k.has_value())
+      return c.err(o.max_seqlen_q ? "options.max_seqlen_k" : "options.max_seqlen_q",
+                   "is missing: give both max_seqlen_q and max_seqlen_k, or neither");
+    const bool given = o.max_seqlen_q.has_value();
+    for (const auto& [arg, max, total] : {std::tuple{"options.max_seqlen_q", o.max_seqlen_q, total_q},
+                                          std::tuple{"options.max_seqlen_k", o.max_seqlen_k, total_k}})
+      if (given && (*max < 0 || *max > total))
+        return c.err(arg, "= " + std::to_string(*max) + " must be in [0, " + std::to_string(total) +
+                              "] (the packed token count)");
+    if (given && a.device.type == DeviceType::cuda) {
+      a.s_q = *o.max_seqlen_q;  // the kernels check the entries against these on the device
+      a.s_k = *o.max_seqlen_k;
+    } else {
+      std::vector<int32_t> hq, hk2;
+      KK_RETURN_IF_ERROR(detail::read_i32(cq, stream, &hq));
+      KK_RETURN_IF_ERROR(detail::read_i32(ck, stream, &hk2));
+      KK_RETURN_IF_ERROR(
+          detail::check_cu_seqlens(name, "options.cu_seqlens_q", hq, total_q, "total_q (q dim 0)", &a.s_q));
+      KK_RETURN_IF_ERROR(
+          detail::check_cu_seqlens(name, "options.cu_seqlens_k", hk2, total_k, "total_k (k dim 0)", &a.s_k));
+      for (const auto& [arg, max, longest] : {std::tuple{"options.max_seqlen_q", o.max_seqlen_q, a.s_q},
+                                              std::tuple{"options.max_seqlen_k", o.max_seqlen_k, a.s_k}})
+        if (given && *max < longest)
+          return c.err(arg, "= " + std::to_string(*max) + " is less than the longest sequence's " +
+                                std::to_string(longest) + " tokens");
+    }
     a.cu_q = static_cast<const int32_t*>(cq.data);
     a.cu_k = static_cast<const int32_t*>(ck.data);
     a.rows = total_q;
+    a.total_k = total_k;
     a.lse_batch = 0;
     a.lse_head = total_q;
   } else {
@@ -272,8 +300,9 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   detail::DecodeArgs a;
   const std::string name = "decode_attention";
   detail::Checker c(OpId::decode_attention, q);
-  if (o.cu_seqlens_q || o.cu_seqlens_k)
-    return c.err("options.cu_seqlens_q/k", "are not used by decode; give each sequence's length in cache.seqlens_k");
+  if (o.cu_seqlens_q || o.cu_seqlens_k || o.max_seqlen_q || o.max_seqlen_k)
+    return c.err(o.cu_seqlens_q || o.cu_seqlens_k ? "options.cu_seqlens_q/k" : "options.max_seqlen_q/k",
+                 "are not used by decode; give each sequence's length in cache.seqlens_k");
   if (q.ndim != 4) return c.err("q", "must have 4 dims [batch, s_q, heads, head_dim], got " + q.shape_string());
   const TensorView& k = cache.k;
   if (k.ndim != 4)

@@ -26,6 +26,7 @@ struct AttentionArgs {
   bool varlen = false;
   const int32_t* cu_q = nullptr;  // varlen: [batch + 1] on the tensors' device
   const int32_t* cu_k = nullptr;
+  int64_t total_k = 0;  // varlen: packed key tokens (total_q is `rows`)
   void* out = nullptr;
   float* lse = nullptr;  // optional; dense [b, h, s_q], varlen [h, total_q], contiguous
   const void *q = nullptr, *k = nullptr, *v = nullptr;

@@ -26,6 +26,7 @@ std::string AttentionCase::name() const {
   if (causal) os << " causal";
   if (bhsd) os << " bhsd";
   if (varlen) os << " varlen";
+  if (max_seqlen) os << " max_seqlen";
   if (paged) os << " paged";
   if (magnitude > 1) os << " |x|~" << magnitude;
   if (kv_pad) os << " kv_pad " << kv_pad;
@@ -138,6 +139,10 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
   if (c.varlen) {
     o.cu_seqlens_q = TensorView::contiguous(p.cu_q, DType::i32, {B + 1}, dev);
     o.cu_seqlens_k = TensorView::contiguous(p.cu_k, DType::i32, {B + 1}, dev);
+    if (c.max_seqlen) {  // sequence 0 is the longest (make_attention_inputs)
+      o.max_seqlen_q = c.s_q;
+      o.max_seqlen_k = c.s_k;
+    }
     return attention(TensorView::contiguous(p.out, t, {d.total_q, h, D}, dev),
                      TensorView::contiguous(p.lse, DType::f32, {h, d.total_q}, dev),
                      TensorView::contiguous(p.q, t, {d.total_q, h, D}, dev),
@@ -241,6 +246,7 @@ void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64
           c.varlen = !decode && layout == 1;
           c.paged = decode && layout == 1;
           c.seed = (*seed)++;
+          c.max_seqlen = c.varlen && c.seed / 2 % 2 == 1;  // every other varlen case
           out->push_back({c.name(), [c, grid] {
                             return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
                           }});

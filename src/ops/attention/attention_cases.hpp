@@ -30,6 +30,7 @@ struct AttentionCase {
   // dense attention ([b, s, h, d]): k / v stored with kv_pad more rows a sequence, NaN, and seen through strides; a
   // kernel that reads a key past s_k and lets it reach the output turns that row NaN
   int64_t kv_pad = 0;
+  bool max_seqlen = false;  // varlen: max_seqlen_q / k given (the longest), so CUDA checks cu_seqlens on the device
   std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen"
 };
 // On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.

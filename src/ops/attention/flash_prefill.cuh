@@ -24,6 +24,7 @@
 #include "ops/attention/mma_softmax.cuh"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_check.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/vec.cuh"
 #include "kernelkit/planner.hpp"
@@ -37,7 +38,9 @@ struct FlashParams {
   int64_t lse_sb, lse_sh;
   const int* cu_q;  // varlen [b + 1] or null
   const int* cu_k;
-  int s_q, s_k;      // dense lengths (varlen: read from cu_q / cu_k)
+  int s_q, s_k;      // dense lengths (varlen: each sequence's from cu_q / cu_k, at most these)
+  int batch, total_q, total_k;          // varlen: what cu_q / cu_k are checked against
+  detail::DeviceErrorRecord* err;       // where a bad cu_seqlens entry is recorded (device_check.cuh)
   int group;         // heads / kv_heads
   float scale_log2;  // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
   bool causal;
@@ -80,22 +83,52 @@ struct FlashBlock {
   int n_tiles;  // K/V tiles to walk: [0, kv_end) with kv_end the last key any row sees; tiles past it are skipped
 };
 
-// False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest).
+// Varlen: sequence b's span [cu[b], cu[b + 1]) of one cu_seqlens array, checked (a few compares a block, on the
+// entries it loads anyway): inside [0, total], non-decreasing, 0 first and total last, at most max_len long (the grid
+// covers max_len). False for a bad span, recorded once (thread 0) and never followed. Uniform over the block.
+__device__ __forceinline__ bool varlen_span(const int* cu, int b, int batch, int total, int max_len,
+                                            detail::DeviceCheck cu_arg, detail::DeviceCheck len_arg,
+                                            detail::DeviceErrorRecord* err, int& start, int& len) {
+  const int lo = cu[b], hi = cu[b + 1];
+  int bad = -1, value = 0;
+  if (lo < 0 || lo > total || (b == 0 && lo != 0)) bad = b, value = lo;
+  else if (hi < lo || hi > total || (b == batch - 1 && hi != total)) bad = b + 1, value = hi;
+  if (bad >= 0) {
+    if (threadIdx.x == 0) record_device_error(err, OpId::attention, cu_arg, bad, -1, value, total);
+    return false;
+  }
+  if (hi - lo > max_len) {
+    if (threadIdx.x == 0) record_device_error(err, OpId::attention, len_arg, b, -1, hi - lo, max_len);
+    return false;
+  }
+  start = lo, len = hi - lo;
+  return true;
+}
+
+// The query and key spans of sequence b: dense from the lengths, varlen from cu_q / cu_k (checked). False: skip the
+// block (a bad cu_seqlens entry).
+template <typename T>
+__device__ __forceinline__ bool sequence_spans(const FlashParams<T>& p, int b, int& q_start, int& s_q, int& k_start,
+                                               int& s_k) {
+  q_start = 0, s_q = p.s_q, k_start = 0, s_k = p.s_k;
+  if (!p.cu_q) return true;
+  using detail::DeviceCheck;
+  return varlen_span(p.cu_q, b, p.batch, p.total_q, p.s_q, DeviceCheck::cu_seqlens_q, DeviceCheck::max_seqlen_q,
+                     p.err, q_start, s_q) &&
+         varlen_span(p.cu_k, b, p.batch, p.total_k, p.s_k, DeviceCheck::cu_seqlens_k, DeviceCheck::max_seqlen_k,
+                     p.err, k_start, s_k);
+}
+
+// False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
+// sequence with a bad cu_seqlens entry).
 template <int BM, int BN, typename T>
 __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<T>& f) {
   // Causal: the last query tiles see the most keys, so they are scheduled first (blockIdx.x 0 is the last tile) and
   // the tail of the grid is the short ones.
   const int m_tile = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
   f.b = blockIdx.z, f.h = blockIdx.y, f.m0 = m_tile * BM;
-  int k_start = 0;
-  f.q_start = 0, f.s_q = p.s_q, f.s_k = p.s_k;
-  if (p.cu_q) {
-    f.q_start = p.cu_q[f.b];
-    f.s_q = p.cu_q[f.b + 1] - f.q_start;
-    k_start = p.cu_k[f.b];
-    f.s_k = p.cu_k[f.b + 1] - k_start;
-  }
-  if (f.m0 >= f.s_q) return false;
+  int k_start;
+  if (!sequence_spans(p, f.b, f.q_start, f.s_q, k_start, f.s_k) || f.m0 >= f.s_q) return false;
   const int hk = f.h / p.group;
   f.q = p.t.q + f.b * p.t.qs.batch + static_cast<int64_t>(f.q_start + f.m0) * p.t.qs.token + f.h * p.t.qs.head;
   f.k = p.t.k + f.b * p.t.ks.batch + static_cast<int64_t>(k_start) * p.t.ks.token + hk * p.t.ks.head;
@@ -199,14 +232,9 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
     // the tail of the grid is the short ones.
     const int m_tile = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
     const int b = blockIdx.z, h = blockIdx.y, m0 = m_tile * BM;
-    int q_start = 0, k_start = 0, s_q = p.s_q, s_k = p.s_k;
-    if (p.cu_q) {
-      q_start = p.cu_q[b];
-      s_q = p.cu_q[b + 1] - q_start;
-      k_start = p.cu_k[b];
-      s_k = p.cu_k[b + 1] - k_start;
-    }
-    if (m0 >= s_q) return;  // a shorter sequence of a varlen batch (the grid covers the longest)
+    int q_start, k_start, s_q, s_k;
+    // A shorter sequence of a varlen batch (the grid covers the longest), or one with a bad cu_seqlens entry.
+    if (!sequence_spans(p, b, q_start, s_q, k_start, s_k) || m0 >= s_q) return;
     const int hk = h / p.group;
     const T* qg = p.t.q + b * p.t.qs.batch + static_cast<int64_t>(q_start + m0) * p.t.qs.token + h * p.t.qs.head;
     const T* kg = p.t.k + b * p.t.ks.batch + static_cast<int64_t>(k_start) * p.t.ks.token + hk * p.t.ks.head;
@@ -421,23 +449,31 @@ Status dispatch_head_dim(int64_t d, F&& f) {
 }
 
 template <typename T>
-FlashParams<T> flash_params(const detail::AttentionArgs& a, int stages) {
-  return {attn_tensors<T>(a),
-          a.lse_batch,
-          a.lse_head,
-          a.cu_q,
-          a.cu_k,
-          static_cast<int>(a.s_q),
-          static_cast<int>(a.s_k),
-          static_cast<int>(a.heads / a.kv_heads),
-          a.scale * kLog2e,
-          a.causal,
-          stages};
+Status flash_params(const detail::AttentionArgs& a, int stages, FlashParams<T>* p) {
+  detail::DeviceErrorRecord* err = nullptr;
+  if (a.cu_q) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
+  *p = {attn_tensors<T>(a),
+        a.lse_batch,
+        a.lse_head,
+        a.cu_q,
+        a.cu_k,
+        static_cast<int>(a.s_q),
+        static_cast<int>(a.s_k),
+        static_cast<int>(a.batch),
+        static_cast<int>(a.rows),
+        static_cast<int>(a.total_k),
+        err,
+        static_cast<int>(a.heads / a.kv_heads),
+        a.scale * kLog2e,
+        a.causal,
+        stages};
+  return Status::Ok();
 }
 
 template <typename T>
 Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  const FlashParams<T> p = flash_params<T>(a, tile.stages);
+  FlashParams<T> p;
+  KK_RETURN_IF_ERROR(flash_params<T>(a, tile.stages, &p));
   return dispatch_head_dim(a.head_dim, [&](auto d) {
     return dispatch_attention_tile(tile.block_m, tile.block_n, tile.warps, [&](auto bm, auto bn, auto mw) -> Status {
       constexpr int D = decltype(d)::value, BM = decltype(bm)::value, BN = decltype(bn)::value;

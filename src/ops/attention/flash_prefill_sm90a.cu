@@ -173,7 +173,8 @@ Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) 
 
 template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  const FlashParams<T> p = flash_params<T>(a, tile.stages);
+  FlashParams<T> p;
+  KK_RETURN_IF_ERROR(flash_params<T>(a, tile.stages, &p));
   // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
   // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
   // take the cp.async kernel.
