@@ -75,6 +75,22 @@ def test_kernelkit_as_the_transformers_attention(device, dtype, monkeypatch):
     assert torch.equal(got_pad, want_pad)
 
 
+def test_patched_static_cache_generate_traces_without_graph_breaks():
+    """transformers' fast decode path (static cache + torch.compile of forward) on a patched model: dynamo traces
+    the whole forward with fullgraph=True (a kernelkit op that broke the graph would raise here), on the eager backend
+    (no inductor compile: the trace is what this guards), and the greedy tokens equal the unpatched model's."""
+    model = tiny_llama()
+    ids = torch.randint(0, 128, (2, 6))
+    gen = dict(max_new_tokens=6, do_sample=False, cache_implementation="static", pad_token_id=0)
+    with torch.no_grad():
+        want = model.generate(ids, **gen)
+        kernelkit.patch(model)
+        torch._dynamo.reset()
+        model.forward = torch.compile(model.forward, backend="eager", fullgraph=True)
+        got = model.generate(ids, **gen)
+    assert torch.equal(got, want), (got, want)
+
+
 def test_patch_auto_dtype_and_report():
     model = tiny_llama()
     report = kernelkit.patch(model, dtype="auto")
