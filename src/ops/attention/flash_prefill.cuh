@@ -83,15 +83,17 @@ struct FlashBlock {
   int n_tiles;  // K/V tiles to walk: [0, kv_end) with kv_end the last key any row sees; tiles past it are skipped
 };
 
-// Varlen: sequence b's span [cu[b], cu[b + 1]) of one cu_seqlens array, checked (a few compares a block, on the
-// entries it loads anyway): inside [0, total], non-decreasing, 0 first and total last, at most max_len long (the grid
-// covers max_len). False for a bad span, recorded once (thread 0) and never followed. Uniform over the block.
+// Varlen: sequence b's span [cu[b], cu[b + 1]) of one cu_seqlens array, checked (a few compares a block): inside
+// [0, total], not decreasing (nor from the previous entry: one decreasing entry skips both sequences beside it, and
+// the span cannot reach into the rows before), 0 first and total last, at most max_len long (the grid covers
+// max_len). False for a bad span, recorded once (thread 0) and never followed: no access outside the tensors, and
+// the call's output is not valid (check_errors says so). Uniform over the block.
 __device__ __forceinline__ bool varlen_span(const int* cu, int b, int batch, int total, int max_len,
                                             detail::DeviceCheck cu_arg, detail::DeviceCheck len_arg,
                                             detail::DeviceErrorRecord* err, int& start, int& len) {
   const int lo = cu[b], hi = cu[b + 1];
   int bad = -1, value = 0;
-  if (lo < 0 || lo > total || (b == 0 && lo != 0)) bad = b, value = lo;
+  if (lo < 0 || lo > total || (b == 0 ? lo != 0 : cu[b - 1] > lo)) bad = b, value = lo;
   else if (hi < lo || hi > total || (b == batch - 1 && hi != total)) bad = b + 1, value = hi;
   if (bad >= 0) {
     if (threadIdx.x == 0) record_device_error(err, OpId::attention, cu_arg, bad, -1, value, total);
