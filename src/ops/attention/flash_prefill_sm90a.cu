@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 
   __shared__ uint64_t bars[3];  // kTma: the two K/V buffers' and Q's mbarriers
   FlashBlock<T> f;
-  if (!flash_block<kBM, BN>(p, f)) return;
+  if (!flash_block<kBM, BN, !kTma>(p, f)) return;  // TMA: dense batches only (launch)
   if constexpr (kTma) {
     if (threadIdx.x == 0) tma::init(bars, 3);
     __syncthreads();
