@@ -457,6 +457,8 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         (out / "op_baselines.json").write_text(json.dumps(results, indent=2))
         (out / "op_baselines.md").write_text(md)
+        from compare_chart import write_chart  # ratio bars per op and shape (kernelkit vs each baseline)
+        write_chart([results], out / "op_baselines.svg")
     for failure in CHECK_FAILURES:
         print("CHECK FAILED:", failure, file=sys.stderr)
     return 1 if CHECK_FAILURES else 0

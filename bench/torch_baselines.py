@@ -961,7 +961,10 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
         (out / "torch_baselines.md").write_text(report)
         (out / "torch_baselines.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
-        print(f"wrote {out / 'torch_baselines.md'} and {out / 'torch_baselines.json'}", file=sys.stderr)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from compare_chart import write_chart  # ratio bars per op and shape (kernelkit vs each baseline)
+        write_chart([{"meta": meta, "results": rows}], out / "torch_baselines.svg")
+        print(f"wrote {out / 'torch_baselines.md'}, .json and .svg", file=sys.stderr)
     sys.stderr.flush()
     print(report)  # the summary table is its last part
     return 0 if all(r["status"] == "ok" for r in rows) else 1

@@ -232,3 +232,28 @@ def test_op_baselines_formulas_on_cpu():
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "op_baselines.py"), "--check-cpu"], check=True,
                          capture_output=True, text=True).stdout
     assert "CPU check ok" in out
+
+
+def test_compare_chart_draws_every_case(tmp_path):
+    """bench/compare_chart.py over both baselines scripts' JSON (made-up numbers in their formats): one row a case,
+    the bar green where kernelkit is faster than the fastest baseline and red where it is not, the ratio printed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import compare_chart
+    finally:
+        sys.path.pop(0)
+    torch_doc = {"meta": {"gpu": "G", "commit": "c1"}, "results": [
+        {"op": "rms_norm", "label": "16x4096", "dtype": "bf16", "status": "ok",
+         "baselines": {"eager": {"ratio": 6.0}, "compile": {"ratio": 0.5}}},
+        {"op": "rms_norm", "label": "16x4096", "dtype": "fp16", "status": "ok", "baselines": {"eager": {"ratio": 2.0}}},
+        {"op": "softmax", "label": "1x8", "dtype": "bf16", "status": "failed", "baselines": {}}]}
+    op_doc = {"meta": {"gpu": "G", "commit": "c2"}, "rows": [
+        {"op": "attention", "shape": "b1 s4096", "impls": {
+            "kernelkit": {"gpu_us": 10.0}, "kernelkit attn_wgmma=0": {"gpu_us": 14.0, "time_over_kernelkit": 1.4},
+            "sdpa flash": {"gpu_us": 12.0, "time_over_kernelkit": 1.2}, "sdpa efficient": {"error": "no kernel"}}}]}
+    out = tmp_path / "chart.svg"
+    assert compare_chart.write_chart([torch_doc, op_doc], out, dtype="bf16") == 2  # fp16 and failed rows left out
+    text = out.read_text()
+    assert "commit c1, c2" in text and "0.50x vs compile" in text and "1.20x vs sdpa flash" in text
+    assert text.count('fill="#d62728" opacity') == 1 and text.count('fill="#2ca02c" opacity') == 1
+    assert "attn_wgmma" not in text  # kernelkit's own alternatives are not baselines
