@@ -245,6 +245,24 @@ def test_generate_benchmark_runs_and_checks(tmp_path):
     assert all(r["tokens_equal_compiled"] == "4/4" for r in result["rows"]), result["rows"]
 
 
+def test_diffusion_benchmark_runs_and_checks(tmp_path):
+    """bench/diffusion.py's wiring on a tiny SD3 transformer: the four variants denoise, patched latents match."""
+    pytest.importorskip("diffusers")
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import diffusion
+    finally:
+        sys.path.pop(0)
+    out = tmp_path / "diffusion.json"
+    assert diffusion.main(["--tiny", "--device", "cpu", "--dtype", "fp32", "--compile-backend", "eager",
+                           "--json", str(out)]) == 0
+    import json
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["eager", "kernelkit eager", "compiled", "kernelkit compiled"]
+    assert rows[1]["patched"].get("RMSNorm", 0) > 0 and rows[1]["patched"].get("AdaLayerNormZero", 0) > 0
+    assert all(r["finite"] and r["max_rel_diff_vs_eager"] < 1e-4 for r in rows), rows
+
+
 def test_op_baselines_formulas_on_cpu():
     """bench/op_baselines.py's references and checks (the GPU run compares kernelkit with SDPA and F.linear)."""
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "op_baselines.py"), "--check-cpu"], check=True,
