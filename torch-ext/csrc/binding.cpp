@@ -13,6 +13,12 @@
 #endif
 
 #include "kernelkit/runtime.hpp"
+
+#ifndef KERNELKIT_TORCH_NAMESPACE
+#define KERNELKIT_TORCH_NAMESPACE kernelkit
+#endif
+// TORCH_LIBRARY pastes its first argument: expand the macro first.
+#define KK_TORCH_LIBRARY_(ns, m) TORCH_LIBRARY(ns, m)
 #include "kernelkit/tolerance.hpp"
 
 namespace kernelkit::torch_ext {
@@ -126,6 +132,8 @@ void raise_if_error(const Status& s) {
     default: TORCH_CHECK(false, s.message());
   }
 }
+
+const char* op_namespace() { return C10_STRINGIZE(KERNELKIT_TORCH_NAMESPACE); }
 
 }  // namespace kernelkit::torch_ext
 

@@ -51,18 +51,25 @@ void raise_if_error(const Status& s);
 
 }  // namespace kernelkit::torch_ext
 
+namespace kernelkit::torch_ext {
+
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub
 // build variants, so a hub copy and the pip package can be loaded in one process (torch allows one TORCH_LIBRARY per
-// namespace).
-#ifndef KERNELKIT_TORCH_NAMESPACE
-#define KERNELKIT_TORCH_NAMESPACE kernelkit
-#endif
-// TORCH_LIBRARY* paste their first argument: expand the macro first.
-#define KK_TORCH_LIBRARY_(ns, m) TORCH_LIBRARY(ns, m)
-#define KK_TORCH_FRAGMENT_(ns, m) TORCH_LIBRARY_FRAGMENT(ns, m)
-#define KK_TORCH_IMPL_(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
-// A family's ops: KK_TORCH_OPS(m) { def_op(m, "name(Tensor! out, ...) -> ()", &name); ... }
-#define KK_TORCH_OPS(m) KK_TORCH_FRAGMENT_(KERNELKIT_TORCH_NAMESPACE, m)
+// namespace). Only binding.cpp is compiled with KERNELKIT_TORCH_NAMESPACE: the family files ask this function, so
+// they compile the same for every variant (a variant's build takes them from the compiler cache).
+const char* op_namespace();
+
+}  // namespace kernelkit::torch_ext
+
+// A family's ops: KK_TORCH_OPS(m) { def_op(m, "name(Tensor! out, ...) -> ()", &name); ... }. TORCH_LIBRARY_FRAGMENT
+// with the namespace from op_namespace() at static initialization instead of a macro token.
+#define KK_TORCH_OPS(m) KK_TORCH_OPS_(m, C10_UID)
+#define KK_TORCH_OPS_(m, uid)                                                                                \
+  static void C10_CONCATENATE(kk_torch_ops_init_, uid)(torch::Library&);                                    \
+  static const torch::detail::TorchLibraryInit C10_CONCATENATE(kk_torch_ops_static_init_, uid)(            \
+      torch::Library::FRAGMENT, &C10_CONCATENATE(kk_torch_ops_init_, uid), kernelkit::torch_ext::op_namespace(), \
+      std::nullopt, __FILE__, __LINE__);                                                                     \
+  void C10_CONCATENATE(kk_torch_ops_init_, uid)(torch::Library & m)
 
 namespace kernelkit::torch_ext {
 
