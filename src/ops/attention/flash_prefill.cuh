@@ -38,11 +38,11 @@ struct FlashParams {
   int64_t lse_sb, lse_sh;
   const int* cu_q;  // varlen [b + 1] or null
   const int* cu_k;
-  int s_q, s_k;      // dense lengths (varlen: each sequence's from cu_q / cu_k, at most these)
-  int batch, total_q, total_k;          // varlen: what cu_q / cu_k are checked against
-  detail::DeviceErrorRecord* err;       // where a bad cu_seqlens entry is recorded (device_check.cuh)
-  int group;         // heads / kv_heads
-  float scale_log2;  // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
+  int s_q, s_k;                    // dense lengths (varlen: each sequence's from cu_q / cu_k, at most these)
+  int batch, total_q, total_k;     // varlen: what cu_q / cu_k are checked against
+  detail::DeviceErrorRecord* err;  // where a bad cu_seqlens entry is recorded (device_check.cuh)
+  int group;                       // heads / kv_heads
+  float scale_log2;                // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
   bool causal;
   int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
 };
@@ -93,8 +93,10 @@ __device__ __forceinline__ bool varlen_span(const int* cu, int b, int batch, int
                                             detail::DeviceErrorRecord* err, int& start, int& len) {
   const int lo = cu[b], hi = cu[b + 1];
   int bad = -1, value = 0;
-  if (lo < 0 || lo > total || (b == 0 ? lo != 0 : cu[b - 1] > lo)) bad = b, value = lo;
-  else if (hi < lo || hi > total || (b == batch - 1 && hi != total)) bad = b + 1, value = hi;
+  if (lo < 0 || lo > total || (b == 0 ? lo != 0 : cu[b - 1] > lo))
+    bad = b, value = lo;
+  else if (hi < lo || hi > total || (b == batch - 1 && hi != total))
+    bad = b + 1, value = hi;
   if (bad >= 0) {
     if (threadIdx.x == 0) record_device_error(err, OpId::attention, cu_arg, bad, -1, value, total);
     return false;
@@ -116,10 +118,10 @@ __device__ __forceinline__ bool sequence_spans(const FlashParams<T>& p, int b, i
   q_start = 0, s_q = p.s_q, k_start = 0, s_k = p.s_k;
   if (!kVarlen || !p.cu_q) return true;
   using detail::DeviceCheck;
-  return varlen_span(p.cu_q, b, p.batch, p.total_q, p.s_q, DeviceCheck::cu_seqlens_q, DeviceCheck::max_seqlen_q,
-                     p.err, q_start, s_q) &&
-         varlen_span(p.cu_k, b, p.batch, p.total_k, p.s_k, DeviceCheck::cu_seqlens_k, DeviceCheck::max_seqlen_k,
-                     p.err, k_start, s_k);
+  return varlen_span(p.cu_q, b, p.batch, p.total_q, p.s_q, DeviceCheck::cu_seqlens_q, DeviceCheck::max_seqlen_q, p.err,
+                     q_start, s_q) &&
+         varlen_span(p.cu_k, b, p.batch, p.total_k, p.s_k, DeviceCheck::cu_seqlens_k, DeviceCheck::max_seqlen_k, p.err,
+                     k_start, s_k);
 }
 
 // False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
