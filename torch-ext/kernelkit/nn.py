@@ -1,13 +1,15 @@
 """Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, and W8A8 with dynamic per-token INT8
-activations), and `quantize(model)` for transformers."""
+activations), `quantize(model)` for transformers, and the layers of downloaded GPTQ / AWQ checkpoints (`from_gptq`,
+`from_awq`)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Optional
 
 import torch
 from torch import nn
 
-from . import linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
+from . import formats, linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
 
 
 class _QuantLinear(nn.Module):
@@ -66,6 +68,81 @@ class W8A8Linear(_QuantLinear):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, weights int8, activations int8"
+
+
+class ZeroPointInt4Linear(nn.Module):
+    """W4A16 from a GPTQ or AWQ checkpoint: 4-bit values q in [0, 15] with a zero point z and a scale s per group of
+    inputs, w = s (q - z); built with `from_gptq` / `from_awq` (kernelkit.formats reads the stored tensors).
+
+    Repacked once: q - 8 in kernelkit's signed INT4 layout runs the W4A16 kernel with the checkpoint's scales, and the
+    zero points add x's group sums times s (8 - z), a [m, groups] x [groups, n] product (none for symmetric
+    checkpoints, where z = 8). Act-order checkpoints (g_idx) have k permuted once so each group is contiguous, and x
+    is gathered to match. Groups of 64 or 128 inputs, or one per output channel (run as groups of 128)."""
+
+    def __init__(self, in_features: int, out_features: int, group: int):
+        super().__init__()
+        self.in_features, self.out_features, self.group = in_features, out_features, group
+        self.register_buffer("qweight", torch.empty(0, dtype=torch.uint8))
+        self.register_buffer("scales", torch.empty(0, dtype=torch.float32))
+        self.register_buffer("zero_term", None)  # s (8 - z) [n, groups] float32; None when every z is 8
+        self.register_buffer("perm", None)  # act-order: x[..., perm] is what the repacked weights expect
+        self.bias = None
+
+    @classmethod
+    def from_weights(cls, w: "formats.Int4Weights", bias: Optional[torch.Tensor] = None) -> "ZeroPointInt4Linear":
+        n, k = w.q.shape
+        groups = w.scales.shape[1]
+        size = k // groups
+        g_idx = w.g_idx.to(w.q.device)
+        perm = None
+        if not torch.equal(g_idx, torch.arange(k, device=g_idx.device) // size):
+            perm = torch.argsort(g_idx, stable=True)
+            if not torch.equal(torch.bincount(g_idx, minlength=groups), torch.full((groups,), size, device=g_idx.device)):
+                raise ValueError(f"ZeroPointInt4Linear: g_idx must give every group {size} inputs")
+        if size in (64, 128):
+            group, repeat = size, 1
+        elif groups == 1 and k % 128 == 0:
+            group, repeat = 128, k // 128  # per output channel: the same scale and zero for each group of 128
+        else:
+            raise ValueError(f"ZeroPointInt4Linear: groups of {size} inputs are not supported yet (64, 128, or one "
+                             "per output channel with k % 128 == 0)")
+        layer = cls(k, n, group)
+        q = w.q if perm is None else w.q[:, perm]
+        layer.qweight = formats.pack_int4(q.to(torch.int8) - 8)
+        layer.scales = w.scales.float().repeat_interleave(repeat, dim=1).contiguous()
+        zeros = w.zeros.to(torch.float32).repeat_interleave(repeat, dim=1)
+        if bool((zeros != 8).any()):
+            layer.zero_term = (layer.scales * (8 - zeros)).contiguous()
+        layer.perm = perm
+        if bias is not None:
+            layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xp = x if self.perm is None else x[..., self.perm]
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        y = linear_weight_only(xp, self.qweight, self.scales, 4, self.group, bias)
+        if self.zero_term is None:
+            return y
+        sums = xp.reshape(-1, self.in_features // self.group, self.group).float().sum(-1)  # [m, groups]
+        return (y.float() + (sums @ self.zero_term.t()).reshape(y.shape)).to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bits=4, group={self.group}, "
+                f"zero points={'yes' if self.zero_term is not None else 'no (symmetric)'}, "
+                f"act-order={'yes' if self.perm is not None else 'no'}")
+
+
+def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, g_idx: Optional[torch.Tensor] = None,
+              bias: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128) -> ZeroPointInt4Linear:
+    """A GPTQ layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear on kernelkit's W4A16 kernel."""
+    return ZeroPointInt4Linear.from_weights(formats.unpack_gptq(qweight, qzeros, scales, g_idx, bits, group), bias)
+
+
+def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor] = None,
+             group: int = 128) -> ZeroPointInt4Linear:
+    """An AWQ (GEMM) layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear."""
+    return ZeroPointInt4Linear.from_weights(formats.unpack_awq(qweight, qzeros, scales, group), bias)
 
 
 def _bytes(model: nn.Module) -> int:

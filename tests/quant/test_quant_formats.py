@@ -1,0 +1,158 @@
+"""GPTQ and AWQ checkpoints as stored: tensors packed here the way each format's own packing code does it (AutoGPTQ's
+QuantLinear.pack, AutoAWQ's WQLinear_GEMM.from_linear), read back by kernelkit.formats, and run through
+kernelkit.nn.from_gptq / from_awq against a float64 reference of the dequantized weights; fresh random values."""
+import pytest
+import torch
+
+import kernelkit
+from kernelkit import formats
+from torch_testing import DEVICES
+
+
+def to_int32(acc):
+    """int64 words in [0, 2^32) -> int32 with the same bits (the formats store unsigned words in int32)."""
+    return torch.where(acc >= 2 ** 31, acc - 2 ** 32, acc).to(torch.int32)
+
+
+def gptq_pack(q, zeros, scales, g_idx):
+    """q [n, k] in [0, 15], zeros [n, groups] in [1, 16], scales [n, groups] -> GPTQ's qweight, qzeros, scales, g_idx
+    (AutoGPTQ: qweight[i] |= intweight[8 i + j] << 4 j along k; zeros - 1 packed along n)."""
+    n, k = q.shape
+    intweight = q.t().to(torch.int64)  # [k, n]
+    qweight = torch.zeros(k // 8, n, dtype=torch.int64)
+    for row in range(k // 8):
+        for j in range(8):
+            qweight[row] |= intweight[row * 8 + j] << (4 * j)
+    stored = (zeros.t().to(torch.int64) - 1)  # [groups, n]
+    qzeros = torch.zeros(stored.shape[0], n // 8, dtype=torch.int64)
+    for col in range(n // 8):
+        for j in range(8):
+            qzeros[:, col] |= stored[:, col * 8 + j] << (4 * j)
+    return to_int32(qweight), to_int32(qzeros), scales.t().half().contiguous(), g_idx.to(torch.int32)
+
+
+def awq_pack(q, zeros, scales):
+    """AutoAWQ: word c of a row holds column 8 c + order[i] in bits 4 i, for qweight [k, n / 8] and qzeros."""
+    order = [0, 2, 4, 6, 1, 3, 5, 7]
+
+    def pack(cols):  # [rows, n] -> [rows, n / 8]
+        out = torch.zeros(cols.shape[0], cols.shape[1] // 8, dtype=torch.int64)
+        for c in range(cols.shape[1] // 8):
+            for i in range(8):
+                out[:, c] |= cols[:, c * 8 + order[i]].to(torch.int64) << (4 * i)
+        return to_int32(out)
+    return pack(q.t()), pack(zeros.t()), scales.t().half().contiguous()
+
+
+def random_int4(n, k, groups, sym, act_order, seed, zeros_from=1):
+    """Random values, zeros (8 when symmetric; else [1, 16] for GPTQ, which stores zero - 1, or [0, 15] for AWQ with
+    zeros_from=0), fp16-representable scales, and the group of each input (shuffled for act-order)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 16, (n, k), generator=g, dtype=torch.uint8)
+    zeros = torch.full((n, groups), 8, dtype=torch.int16) if sym else \
+        torch.randint(zeros_from, zeros_from + 16, (n, groups), generator=g, dtype=torch.int16)
+    scales = (torch.rand(n, groups, generator=g) * 0.02 + 0.001).half().float()  # fp16 in the checkpoint
+    g_idx = torch.arange(k) // (k // groups)
+    if act_order:
+        g_idx = g_idx[torch.randperm(k, generator=g)]
+    return q, zeros, scales, g_idx
+
+
+def reference(x, q, zeros, scales, g_idx):
+    """float64: x @ w^T with w[n, k] = s[n, g_idx[k]] (q[n, k] - z[n, g_idx[k]]), and the part on q - 8 alone."""
+    s, z = scales.double()[:, g_idx], zeros.double()[:, g_idx]
+    x = x.double().cpu()
+    return x @ (s * (q.double() - z)).t(), x @ (s * (q.double() - 8)).t(), x.abs() @ (s * 15).t()
+
+
+def check(y, want, part, absum, dtype, k):
+    """Each element within two roundings to `dtype` (the kernel's output of the q - 8 part, then the sum) plus the
+    fp32 accumulation over k terms and the groups' sums."""
+    u = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+    bound = u * (part.abs() + want.abs() + part.abs() * u) + (k + 64) * 2.0 ** -23 * absum
+    err = (y.cpu().double() - want).abs()
+    assert torch.isfinite(y).all()
+    assert (err <= bound).all(), f"max err {err.max().item():.3g}, worst err / bound {(err / bound).max().item():.3g}"
+
+
+@pytest.mark.parametrize("sym,act_order,group", [(True, False, 128), (False, False, 128), (False, True, 128),
+                                                 (False, False, 64), (True, True, 64), (False, False, -1)])
+def test_gptq_unpacks_to_the_packed_values(sym, act_order, group):
+    n, k = 48, 256
+    groups = 1 if group == -1 else k // group
+    q, zeros, scales, g_idx = random_int4(n, k, groups, sym, act_order, seed=n + groups)
+    w = formats.unpack_gptq(*gptq_pack(q, zeros, scales, g_idx), bits=4, group=group)
+    assert torch.equal(w.q, q) and torch.equal(w.zeros, zeros) and torch.equal(w.g_idx, g_idx)
+    assert torch.equal(w.scales, scales)
+    want = scales.double()[:, g_idx] * (q.double() - zeros.double()[:, g_idx])
+    assert torch.equal(formats.dequantize(w), want)
+
+
+@pytest.mark.parametrize("group", [64, 128])
+def test_awq_unpacks_to_the_packed_values(group):
+    n, k = 64, 256
+    q, zeros, scales, _ = random_int4(n, k, k // group, False, False, seed=group, zeros_from=0)
+    w = formats.unpack_awq(*awq_pack(q, zeros, scales), group=group)
+    assert torch.equal(w.q, q) and torch.equal(w.zeros, zeros) and torch.equal(w.scales, scales)
+    assert torch.equal(w.g_idx, torch.arange(k) // group)
+
+
+def test_pack_int4_is_the_kernel_layout():
+    """Values packed by formats.pack_int4 come back from kernelkit's own W4A16 op (CPU reference) unchanged."""
+    n, k = 24, 256
+    v = torch.randint(-8, 8, (n, k), generator=torch.Generator().manual_seed(3), dtype=torch.int8)
+    got = kernelkit.linear_weight_only(torch.eye(k, dtype=torch.bfloat16), formats.pack_int4(v),
+                                       torch.ones(n, k // 128), 4, 128)
+    assert torch.equal(got.t().to(torch.int8), v)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("sym,act_order,group", [(True, False, 128), (False, False, 128), (False, True, 128),
+                                                 (False, True, 64), (False, False, -1)])
+@pytest.mark.parametrize("m", [1, 5])
+def test_gptq_layer_matches_the_float64_reference(device, dtype, sym, act_order, group, m):
+    n, k = 40, 512
+    groups = 1 if group == -1 else k // group
+    q, zeros, scales, g_idx = random_int4(n, k, groups, sym, act_order, seed=m * 7 + groups)
+    layer = kernelkit.nn.from_gptq(*gptq_pack(q, zeros, scales, g_idx), group=group).to(device)
+    assert (layer.zero_term is None) == sym and (layer.perm is None) == (not act_order)
+    x = (torch.rand(m, k, generator=torch.Generator().manual_seed(m)) * 2 - 1).to(device=device, dtype=dtype)
+    with torch.no_grad():
+        y = layer(x)
+    assert y.dtype == dtype and y.shape == (m, n)
+    check(y, *reference(x, q, zeros, scales, g_idx), dtype, k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("group", [64, 128])
+def test_awq_layer_matches_the_float64_reference(device, group):
+    n, k, dtype = 56, 384, torch.float16
+    q, zeros, scales, g_idx = random_int4(n, k, k // group, False, False, seed=group + 1, zeros_from=0)
+    bias = torch.randn(n, dtype=dtype)
+    layer = kernelkit.nn.from_awq(*awq_pack(q, zeros, scales), bias=bias, group=group).to(device)
+    x = (torch.rand(3, 2, k, generator=torch.Generator().manual_seed(5)) * 2 - 1).to(device=device, dtype=dtype)
+    with torch.no_grad():
+        y = layer(x)
+    want, part, absum = reference(x.reshape(-1, k), q, zeros, scales, g_idx)
+    b = bias.double()
+    check(y.reshape(-1, n), want + b, part + b, absum + b.abs(), dtype, k)
+
+
+def test_formats_refuse_what_they_do_not_hold():
+    q, zeros, scales, g_idx = random_int4(16, 256, 8, False, False, seed=9)
+    packed = gptq_pack(q, zeros, scales, g_idx)
+    with pytest.raises(ValueError, match="groups of 32 inputs are not supported yet"):
+        kernelkit.nn.from_gptq(*packed, group=32)
+    with pytest.raises(ValueError, match="bits must be 4"):
+        formats.unpack_gptq(*packed, bits=8, group=32)
+    with pytest.raises(ValueError, match="group must divide k = 256"):
+        formats.unpack_gptq(*packed, group=100)
+    with pytest.raises(ValueError, match=r"qzeros: shape \[8, 2\] must be \[2, 2\]"):
+        formats.unpack_gptq(*packed, group=128)
+    with pytest.raises(ValueError, match="qweight: must be torch.int32"):
+        formats.unpack_awq(packed[0].float(), packed[1], packed[2], group=32)
+    with pytest.raises(ValueError, match=r"g_idx values must be groups in \[0, 8\)"):
+        formats.unpack_gptq(packed[0], packed[1], packed[2], packed[3] + 8, group=32)
+    with pytest.raises(ValueError, match=r"values must be in \[-8, 7\]"):
+        formats.pack_int4(torch.full((2, 8), 8, dtype=torch.int8))

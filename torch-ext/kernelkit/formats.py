@@ -1,0 +1,114 @@
+"""The INT4 checkpoint formats people download, read as they are stored in Hugging Face checkpoints, and the CPU
+references of their dequantization; `kernelkit.nn.from_gptq` / `from_awq` repack them for the kernels.
+
+GPTQ (AutoGPTQ / optimum, checkpoint_format "gptq"), bits 4:
+  qweight int32 [k / 8, n]: word [i, c] holds w[k = 8i + j, c] in bits 4j .. 4j + 3 (packed along k);
+  qzeros  int32 [groups, n / 8]: word [g, i] holds zero[g, n = 8i + j] - 1 in bits 4j (packed along n; the format
+          stores zero - 1, so the zero is the stored value + 1);
+  scales  float16 [groups, n]; g_idx int32 [k] (optional): the group of input k (act-order: not k // group).
+  w[n, k] = scales[g_idx[k], n] * (q[k, n] - zero[g_idx[k], n]).
+AWQ (AutoAWQ GEMM), bits 4:
+  qweight int32 [k, n / 8] and qzeros int32 [groups, n / 8], packed along n in AWQ's order: bits 4i hold column
+          8c + AWQ_ORDER[i]; the zeros are stored as they are;
+  scales  float16 [groups, n]; w[n, k] = scales[k // group, n] * (q[k, n] - zero[k // group, n]).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble i of an AWQ word holds column AWQ_ORDER[i] of its 8
+
+
+class Int4Weights(NamedTuple):
+    """A checkpoint's INT4 weights unpacked, in nn.Linear's orientation: q [n, k] in [0, 15] (uint8), zeros [n, groups]
+    (int16: GPTQ's stored + 1 can reach 16), scales [n, groups] float32, group of each input k (int64 [k])."""
+    q: torch.Tensor
+    zeros: torch.Tensor
+    scales: torch.Tensor
+    g_idx: torch.Tensor
+
+
+def _nibbles(words: torch.Tensor) -> torch.Tensor:
+    """int32 [..., w] -> uint8 [..., 8 w]: the 8 nibbles of each word, bits 0-3 first."""
+    shifts = torch.arange(0, 32, 4, device=words.device, dtype=torch.int32)
+    return ((words[..., None] >> shifts) & 0xF).to(torch.uint8).flatten(-2)
+
+
+def _check(name: str, t: torch.Tensor, dtype, shape) -> None:
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: must be {dtype}, got {t.dtype}")
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name}: shape {list(t.shape)} must be {list(shape)}")
+
+
+def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
+                g_idx: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128) -> Int4Weights:
+    """GPTQ tensors (see the module docstring) -> Int4Weights. group -1: one group (per output channel)."""
+    if bits != 4:
+        raise ValueError(f"unpack_gptq: bits must be 4 (8-bit GPTQ is not supported yet), got {bits}")
+    if qweight.dim() != 2:
+        raise ValueError(f"unpack_gptq: qweight must be int32 [k / 8, n], got shape {list(qweight.shape)}")
+    k, n = qweight.shape[0] * 8, qweight.shape[1]
+    groups = 1 if group == -1 else k // group if group > 0 and k % group == 0 else None
+    if groups is None:
+        raise ValueError(f"unpack_gptq: group must divide k = {k} (or be -1), got {group}")
+    _check("unpack_gptq: qweight", qweight, torch.int32, (k // 8, n))
+    _check("unpack_gptq: qzeros", qzeros, torch.int32, (groups, n // 8))
+    _check("unpack_gptq: scales", scales, scales.dtype, (groups, n))
+    q = _nibbles(qweight.t().contiguous())  # [n, k]: word column c's nibbles are k = 8i + j
+    zeros = _nibbles(qzeros).to(torch.int16) + 1  # [groups, n]
+    if g_idx is None:
+        g_idx = torch.arange(k, device=qweight.device) // (k // groups)
+    else:
+        _check("unpack_gptq: g_idx", g_idx, g_idx.dtype, (k,))
+        g_idx = g_idx.to(torch.int64)
+        if bool((g_idx < 0).any()) or bool((g_idx >= groups).any()):
+            raise ValueError(f"unpack_gptq: g_idx values must be groups in [0, {groups})")
+    return Int4Weights(q, zeros.t().contiguous(), scales.t().float().contiguous(), g_idx)
+
+
+def unpack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group: int = 128) -> Int4Weights:
+    """AWQ GEMM tensors (see the module docstring) -> Int4Weights."""
+    if qweight.dim() != 2:
+        raise ValueError(f"unpack_awq: qweight must be int32 [k, n / 8], got shape {list(qweight.shape)}")
+    k, n = qweight.shape[0], qweight.shape[1] * 8
+    if group <= 0 or k % group:
+        raise ValueError(f"unpack_awq: group must divide k = {k}, got {group}")
+    _check("unpack_awq: qweight", qweight, torch.int32, (k, n // 8))
+    _check("unpack_awq: qzeros", qzeros, torch.int32, (k // group, n // 8))
+    _check("unpack_awq: scales", scales, scales.dtype, (k // group, n))
+    # Nibble i of word c is column 8c + AWQ_ORDER[i]: put each nibble back in its column.
+    where = torch.tensor(AWQ_ORDER, device=qweight.device)
+    natural = torch.argsort(where)  # natural column j is nibble natural[j]
+
+    def columns(words):
+        nib = _nibbles(words).unflatten(-1, (-1, 8))
+        return nib[..., natural].flatten(-2)
+
+    q = columns(qweight).t().contiguous()  # [n, k]
+    zeros = columns(qzeros).to(torch.int16).t().contiguous()  # [n, groups]
+    g_idx = torch.arange(k, device=qweight.device) // group
+    return Int4Weights(q, zeros, scales.t().float().contiguous(), g_idx)
+
+
+def dequantize(w: Int4Weights) -> torch.Tensor:
+    """The CPU reference: w[n, k] = scales[n, g_idx[k]] * (q[n, k] - zeros[n, g_idx[k]]) in float64."""
+    s = w.scales.double()[:, w.g_idx]
+    z = w.zeros.double()[:, w.g_idx]
+    return s * (w.q.double() - z)
+
+
+def pack_int4(values: torch.Tensor) -> torch.Tensor:
+    """int8 [n, k] in [-8, 7] -> uint8 [n, k / 2] in kernelkit's kernel layout (include/kernelkit/ops/quant.hpp:
+    little-endian words of 8 values, value j's nibble at bit 4 P(j), P = (0, 4, 1, 5, 2, 6, 3, 7))."""
+    n, k = values.shape
+    if k % 8:
+        raise ValueError(f"pack_int4: k must be a multiple of 8, got {k}")
+    if bool((values < -8).any()) or bool((values > 7).any()):
+        raise ValueError("pack_int4: values must be in [-8, 7]")
+    nib = (values.to(torch.int64) & 0xF).view(n, k // 8, 8)
+    shift = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7], dtype=torch.int64, device=values.device) * 4
+    words = (nib << shift).sum(-1)  # distinct nibbles: the sum is the OR
+    return torch.stack([(words >> (8 * b)) & 0xFF for b in range(4)], -1).to(torch.uint8).view(n, k // 2)
