@@ -156,3 +156,45 @@ def test_formats_refuse_what_they_do_not_hold():
         formats.unpack_gptq(packed[0], packed[1], packed[2], packed[3] + 8, group=32)
     with pytest.raises(ValueError, match=r"values must be in \[-8, 7\]"):
         formats.pack_int4(torch.full((2, 8), 8, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("method", ["gptq", "awq"])
+def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_twin(method, tmp_path):
+    """A small transformers Llama whose every decoder linear is stored in the format (asymmetric; GPTQ with
+    act-order), saved with safetensors: loaded through kernelkit.nn.load_quantized in float16, its logits match a
+    float16 twin holding the dequantized weights, and greedy generation gives the same tokens."""
+    transformers = pytest.importorskip("transformers")
+    from safetensors.torch import load_file, save_file
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
+    twin = transformers.LlamaForCausalLM(cfg).eval()
+    tensors = {k: v.clone() for k, v in twin.state_dict().items()}
+    for i, (name, lin) in enumerate((n, m) for n, m in twin.named_modules()
+                                    if type(m) is torch.nn.Linear and n != "lm_head"):
+        n, k = lin.weight.shape
+        q, zeros, scales, g_idx = random_int4(n, k, k // 128, False, method == "gptq", seed=100 + i,
+                                              zeros_from=1 if method == "gptq" else 0)
+        stored = gptq_pack(q, zeros, scales, g_idx) if method == "gptq" else awq_pack(q, zeros, scales)
+        for key, t in zip(("qweight", "qzeros", "scales", "g_idx"), stored):
+            tensors[f"{name}.{key}"] = t
+        del tensors[f"{name}.weight"]
+        with torch.no_grad():
+            lin.weight.copy_(scales[:, g_idx] * (q.float() - zeros.float()[:, g_idx]))
+    twin.half()  # the float16 model with the dequantized weights (every other op rounds alike)
+    save_file(tensors, tmp_path / "model.safetensors")
+    tensors = load_file(tmp_path / "model.safetensors")
+    model = transformers.LlamaForCausalLM(cfg).half().eval()
+    report = kernelkit.nn.load_quantized(model, tensors, {"quant_method": method, "bits": 4, "group_size": 128})
+    assert report["replaced"] == 2 * 7  # q, k, v, o, gate, up, down in each layer
+    missing, unexpected = model.load_state_dict({k: v for k, v in tensors.items() if not k.endswith(
+        ("qweight", "qzeros", "scales", "g_idx"))}, strict=False)
+    assert not unexpected and all(k.endswith(("qweight", "scales", "zero_term", "perm")) for k in missing), missing
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        got, want = model(ids).logits.double(), twin(ids).logits.double()
+        # The linears round differently (fp32 sums, the zero points' part added after the kernel's rounding): a few
+        # float16 steps (2^-11) through two layers, here 0.2% of the largest logit.
+        assert (got - want).abs().max().item() < 1e-2 * want.abs().max().item(), (got - want).abs().max().item()
+        gen = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
+        assert torch.equal(model.generate(ids, **gen), twin.generate(ids, **gen))

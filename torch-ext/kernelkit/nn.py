@@ -1,6 +1,6 @@
 """Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, and W8A8 with dynamic per-token INT8
 activations), `quantize(model)` for transformers, and the layers of downloaded GPTQ / AWQ checkpoints (`from_gptq`,
-`from_awq`)."""
+`from_awq`, `load_quantized` for a whole model)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -143,6 +143,39 @@ def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, 
              group: int = 128) -> ZeroPointInt4Linear:
     """An AWQ (GEMM) layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear."""
     return ZeroPointInt4Linear.from_weights(formats.unpack_awq(qweight, qzeros, scales, group), bias)
+
+
+def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -> dict:
+    """Replaces each nn.Linear of `model` whose `<name>.qweight` is in `tensors` (the state dict of a GPTQ or AWQ
+    checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointInt4Linear built from that layer's
+    tensors, on the linear's device. `quantization_config`: the checkpoint's (config.json): quant_method "gptq" or
+    "awq" (AWQ's GEMM version), bits 4, group_size. The model is built from the checkpoint's config as an ordinary
+    (unquantized) model first; its other weights load from `tensors` as usual. Returns {"replaced": count, ...}."""
+    method = quantization_config.get("quant_method")
+    bits, group = quantization_config.get("bits", 4), quantization_config.get("group_size", 128)
+    if method not in ("gptq", "awq"):
+        raise ValueError(f"load_quantized: quant_method must be 'gptq' or 'awq', got {method!r}")
+    if method == "awq" and str(quantization_config.get("version", "gemm")).lower() != "gemm":
+        raise ValueError(f"load_quantized: AWQ version {quantization_config['version']!r} is not supported (gemm)")
+    replaced = 0
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            full = f"{name}.{child_name}" if name else child_name
+            if type(child) is not nn.Linear or f"{full}.qweight" not in tensors:
+                continue
+            t = {key: tensors.get(f"{full}.{key}") for key in ("qweight", "qzeros", "scales", "g_idx", "bias")}
+            if method == "gptq":
+                layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group)
+            else:
+                if bits != 4:
+                    raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
+                layer = from_awq(t["qweight"], t["qzeros"], t["scales"], t["bias"], group)
+            if (layer.in_features, layer.out_features) != (child.in_features, child.out_features):
+                raise ValueError(f"load_quantized: {full} is [{child.out_features}, {child.in_features}] in the "
+                                 f"model, [{layer.out_features}, {layer.in_features}] in the checkpoint")
+            setattr(module, child_name, layer.to(child.weight.device))
+            replaced += 1
+    return {"replaced": replaced, "quant_method": method, "bits": bits, "group_size": group}
 
 
 def _bytes(model: nn.Module) -> int:
