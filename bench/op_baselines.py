@@ -7,6 +7,8 @@
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
+  checkpoints GPTQ (zero points, act-order) and AWQ INT4 layers (kernelkit.nn.ZeroPointInt4Linear) vs F.linear
+              and kernelkit's symmetric W4A16; GB/s of the int4 weights
   w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
               epilogue in torch) and F.linear; TOPS
   accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
@@ -14,8 +16,8 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,decode,linear,w8a8,accuracy] [--quick] [--tuned] [--out DIR]
-                                [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,varlen,decode,linear,checkpoints,w8a8,accuracy] [--quick] [--tuned]
+                                [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -277,6 +279,65 @@ def run_linear(dtype, runs, device, peak_gbps):
     return rows
 
 
+def checkpoint_layers(n, k, device, seed):
+    """Random INT4 checkpoint weights [n, k] with groups of 128 as GPTQ (asymmetric, act-order) and AWQ
+    (asymmetric) layers, and the float weights they dequantize to (for F.linear and the check)."""
+    from kernelkit import formats
+    g = torch.Generator(device=device).manual_seed(seed)
+    groups = k // 128
+    q = torch.randint(0, 16, (n, k), generator=g, device=device, dtype=torch.uint8)
+    zeros = torch.randint(1, 16, (n, groups), generator=g, device=device, dtype=torch.int16)
+    scales = (torch.rand(n, groups, generator=g, device=device) * 0.004 + 0.001).half().float()
+    act = torch.arange(k, device=device)[torch.randperm(k, generator=g, device=device)] // 128
+    plain = torch.arange(k, device=device) // 128
+    layers = {"gptq act-order": kernelkit.nn.ZeroPointInt4Linear.from_weights(formats.Int4Weights(q, zeros, scales, act)),
+              "awq": kernelkit.nn.ZeroPointInt4Linear.from_weights(formats.Int4Weights(q, zeros, scales, plain))}
+    deq = {name: scales[:, gi] * (q.float() - zeros.float()[:, gi]) for name, gi in (("gptq act-order", act),
+                                                                                    ("awq", plain))}
+    return layers, deq
+
+
+def run_checkpoints(dtype, runs, device, peak_gbps):
+    """GPTQ- and AWQ-format layers (zero points; GPTQ with act-order) on kernelkit.nn.ZeroPointInt4Linear against
+    F.linear on the dequantized weights and kernelkit's own symmetric W4A16 layout; GB/s of the int4 weights."""
+    import copy
+    rows = []
+    shapes = [(13824, 5120), (5120, 13824), (14336, 4096), (4096, 14336), (28672, 8192), (151936, 3584)]
+    ms = (1, 16) if args.quick else (1, 2, 4, 8, 16, 32, 64)
+    for n, k in shapes[:2] if args.quick else shapes:
+        layers, deq = checkpoint_layers(n, k, device, seed=n + k)
+        w = deq["awq"].to(dtype)
+        native = kernelkit.quantize_weight(w, 4, 128)
+        q_bytes = n * k // 2 + 2 * n * (k // 128) * 4  # int4 values, scales and the zero points' term
+        for m in ms:
+            x = torch.randn(m, k, device=device, dtype=dtype)
+            count, cold = tb.buffer_sets(q_bytes + x.numel() * x.element_size(),
+                                         torch.cuda.get_device_properties(0).L2_cache_size)
+            sets = [(x, layers, w, native)] + [(x.clone(), copy.deepcopy(layers), w.clone(),
+                                                tuple(t.clone() for t in native)) for _ in range(count - 1)]
+            row = {"op": "linear checkpoint int4", "shape": f"m{m} n{n} k{k} g128", "l2": "cold" if cold else "warm",
+                   "buffer_sets": len(sets)}
+            impls = {}
+            for name in ("gptq act-order", "awq"):
+                calls = [lambda st=st, name=name: st[1][name](st[0]) for st in sets]
+                row[f"max_err_{name}"] = check(name, calls[0](), x.float() @ deq[name].T, 1e-2)
+                impls[f"kernelkit {name}"] = calls
+            impls["kernelkit int4 (symmetric, native)"] = [lambda st=st: kernelkit.linear_weight_only(
+                st[0], *st[3], 4, 128) for st in sets]
+            impls["F.linear " + str(dtype).split(".")[-1]] = [lambda st=st: F.linear(st[0], st[2]) for st in sets]
+            res = time_all(impls, runs, None, None)
+            for name, r in res["impls"].items():
+                if "gpu_us" in r:
+                    r["weight_GBps"] = (w.numel() * w.element_size() if name.startswith("F.") else q_bytes) / \
+                        r["gpu_us"] / 1e3
+                    r["pct_copy"] = 100 * r["weight_GBps"] / peak_gbps
+            row.update(res)
+            rows.append(row)
+        del layers, deq, w, native
+        torch.cuda.empty_cache()
+    return rows
+
+
 def run_w8a8(dtype, runs, device):
     """W8A8 on INT8 tensor cores vs torch._int_mm (cuBLASLt INT8; with and without the same scaling epilogue in torch)
     and F.linear in the activation dtype; rate in TOPS (2 m n k int8 ops)."""
@@ -393,6 +454,10 @@ def check_cpu():
                       for a, b in ((0, 3), (3, 9))])
     check("attention varlen", kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu,
                                                   max_seqlen_q=6, max_seqlen_k=6), want, 2e-2)
+    layers, deq = checkpoint_layers(16, 256, "cpu", seed=0)
+    x = torch.randn(3, 256, dtype=torch.float16)
+    for name, layer in layers.items():
+        check(name, layer(x), x.float() @ deq[name].T, 1e-2)
     q, kc = torch.randn(2, 1, 8, 64, dtype=torch.float16), torch.randn(2, 33, 2, 64, dtype=torch.float16)
     check("decode", kernelkit.decode_attention(q, kc, kc), sdpa(q.float(), kc.float(), kc.float(), False), 2e-2)
     assert visible_pairs(4, 4, True) == 10 and visible_pairs(2, 4, True) == 7 and visible_pairs(3, 5, False) == 15
@@ -415,7 +480,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,varlen,decode,linear,w8a8,accuracy")
+    p.add_argument("--only", default="attention,varlen,decode,linear,checkpoints,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -443,6 +508,8 @@ def main(argv=None):
         rows += run_decode(dtype, args.runs, "cuda")
     if "linear" in only:
         rows += run_linear(dtype, args.runs, "cuda", peak)
+    if "checkpoints" in only:
+        rows += run_checkpoints(dtype, args.runs, "cuda", peak)
     if "w8a8" in only:
         rows += run_w8a8(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
