@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_common import DTYPES, add_common_args, write_outputs  # noqa: E402
 
 
 def build(args, dtype, device):
@@ -65,19 +68,13 @@ def main(argv=None):
     p.add_argument("--text-dim", type=int, default=4096)
     p.add_argument("--pooled-dim", type=int, default=2048)
     p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--compile-backend", default="inductor")
     p.add_argument("--tiny", action="store_true", help="2 layers, 2 heads of 16, an 8 x 8 latent, 2 steps")
-    p.add_argument("--json")
-    p.add_argument("--markdown")
-    p.add_argument("--commit", default="")
+    add_common_args(p, runs=3)
     args = p.parse_args(argv)
     if args.tiny:
         args.layers, args.heads, args.head_dim, args.latent, args.channels = 2, 2, 16, 8, 4
         args.text_tokens, args.text_dim, args.pooled_dim, args.steps, args.runs = 5, 32, 32, 2, 1
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    dtype = DTYPES[args.dtype]
     import kernelkit
 
     def sync():
@@ -127,13 +124,7 @@ def main(argv=None):
         lines.append(f"| {r['variant']} | {r['ms_per_step']:.2f} | {r['ms']:.1f} | {r['speedup_vs_eager']:.2f}x | "
                      f"{r['max_rel_diff_vs_eager']:.2e} |")
     md = "\n".join(lines) + "\n"
-    print(md)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
+    write_outputs(args, {"meta": meta, "rows": rows}, md)
     return 0 if all(r["finite"] for r in rows) else 1
 
 

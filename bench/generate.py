@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from e2e_common import DTYPES, add_common_args, write_outputs  # noqa: E402
 
 
 def build_model(args, dtype, device):
@@ -80,21 +83,15 @@ def main(argv=None):
     p.add_argument("--batch", type=int, nargs="+", help="batch sizes (default 1 16; --tiny: 1 2)")
     p.add_argument("--prompt", type=int, default=512)
     p.add_argument("--new", type=int, default=64, help="new tokens a timed generate makes")
-    p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--compile-backend", default="inductor")
     p.add_argument("--compile-mode", default="reduce-overhead")
     p.add_argument("--tiny", action="store_true", help="hidden 64, 2 layers, vocab 128, prompt 8, 4 new tokens")
-    p.add_argument("--json")
-    p.add_argument("--markdown")
-    p.add_argument("--commit", default="")
+    add_common_args(p, runs=3)
     args = p.parse_args(argv)
     if args.tiny:
         args.layers, args.hidden, args.intermediate, args.head_dim, args.vocab = 2, 64, 128, 16, 128
         args.prompt, args.new, args.runs = 8, 4, 1
     args.batch = args.batch or ([1, 2] if args.tiny else [1, 16])
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    dtype = DTYPES[args.dtype]
     import kernelkit
 
     compile_kw = dict(backend=args.compile_backend, fullgraph=True)
@@ -152,13 +149,7 @@ def main(argv=None):
         lines.append(f"| {r['variant']} | {r['batch']} | {r['prefill_ms']:.1f} | {r['decode_ms_per_step']:.2f} | "
                      f"{r['decode_tokens_per_s']:.0f} | {r['tokens_equal_compiled']} |")
     md = "\n".join(lines) + "\n"
-    print(md)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(md)
+    write_outputs(args, result, md)
     return 0 if result["graph_breaks_patched_compiled"] == 0 else 1
 
 
