@@ -161,10 +161,10 @@ def test_formats_refuse_what_they_do_not_hold():
 @pytest.mark.parametrize("method", ["gptq", "awq"])
 def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_twin(method, tmp_path):
     """A small transformers Llama whose every decoder linear is stored in the format (asymmetric; GPTQ with
-    act-order), saved with safetensors: loaded through kernelkit.nn.load_quantized in float16, its logits match a
-    float16 twin holding the dequantized weights, and greedy generation gives the same tokens."""
+    act-order), saved as a hub checkpoint directory: loaded by kernelkit.nn.load_checkpoint in float16, its logits
+    match a float16 twin holding the dequantized weights, and greedy generation gives the same tokens."""
     transformers = pytest.importorskip("transformers")
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                                    num_key_value_heads=2, vocab_size=128, max_position_embeddings=64)
@@ -182,14 +182,13 @@ def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_t
         with torch.no_grad():
             lin.weight.copy_(scales[:, g_idx] * (q.float() - zeros.float()[:, g_idx]))
     twin.half()  # the float16 model with the dequantized weights (every other op rounds alike)
+    # The checkpoint directory as the hub has it: config.json with its quantization_config, the safetensors.
+    cfg.quantization_config = {"quant_method": method, "bits": 4, "group_size": 128, "desc_act": method == "gptq"}
+    cfg.save_pretrained(tmp_path)
     save_file(tensors, tmp_path / "model.safetensors")
-    tensors = load_file(tmp_path / "model.safetensors")
-    model = transformers.LlamaForCausalLM(cfg).half().eval()
-    report = kernelkit.nn.load_quantized(model, tensors, {"quant_method": method, "bits": 4, "group_size": 128})
-    assert report["replaced"] == 2 * 7  # q, k, v, o, gate, up, down in each layer
-    missing, unexpected = model.load_state_dict({k: v for k, v in tensors.items() if not k.endswith(
-        ("qweight", "qzeros", "scales", "g_idx"))}, strict=False)
-    assert not unexpected and all(k.endswith(("qweight", "scales", "zero_term", "perm")) for k in missing), missing
+    model = kernelkit.nn.load_checkpoint(tmp_path, torch.float16)
+    assert sum(type(m) is kernelkit.nn.ZeroPointInt4Linear for m in model.modules()) == 2 * 7  # q k v o gate up down
+    assert (model.model.layers[0].mlp.down_proj.perm is not None) == (method == "gptq")  # k 256: two groups
     ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         got, want = model(ids).logits.double(), twin(ids).logits.double()

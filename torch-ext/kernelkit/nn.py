@@ -1,6 +1,6 @@
 """Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, and W8A8 with dynamic per-token INT8
 activations), `quantize(model)` for transformers, and the layers of downloaded GPTQ / AWQ checkpoints (`from_gptq`,
-`from_awq`, `load_quantized` for a whole model)."""
+`from_awq`, `load_quantized` / `load_checkpoint` for a whole model)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -176,6 +176,43 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
             setattr(module, child_name, layer.to(child.weight.device))
             replaced += 1
     return {"replaced": replaced, "quant_method": method, "bits": bits, "group_size": group}
+
+
+def load_checkpoint(path, dtype: torch.dtype = torch.float16, device="cpu") -> nn.Module:
+    """A GPTQ or AWQ checkpoint directory as downloaded from the Hugging Face hub (config.json with its
+    quantization_config, *.safetensors) -> the transformers model with its quantized linears on kernelkit
+    (load_quantized) and every other weight from the checkpoint, in `dtype` on `device`, in eval mode."""
+    from pathlib import Path
+
+    import transformers
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    config = transformers.AutoConfig.from_pretrained(path)
+    qc = getattr(config, "quantization_config", None)
+    if qc is None:
+        raise ValueError(f"load_checkpoint: {path / 'config.json'} has no quantization_config")
+    qc = qc if isinstance(qc, dict) else qc.to_dict()
+    del config.quantization_config  # built as an ordinary model; its linears are replaced below
+    shards = sorted(path.glob("*.safetensors"))
+    if not shards:
+        raise ValueError(f"load_checkpoint: no *.safetensors files in {path}")
+    tensors = {}
+    for shard in shards:
+        tensors.update(load_file(shard, device=str(device)))
+    model = transformers.AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype).eval()
+    load_quantized(model, tensors, qc)
+    quant = ("qweight", "qzeros", "scales", "g_idx")
+    rest = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items() if not k.endswith(quant)}
+    missing, unexpected = model.load_state_dict(rest, strict=False)
+    missing = [k for k in missing if not k.endswith(("qweight", "scales", "zero_term", "perm"))]
+    if getattr(config, "tie_word_embeddings", False):
+        missing = [k for k in missing if k != "lm_head.weight"]
+        model.tie_weights()
+    if missing or unexpected:
+        raise ValueError(f"load_checkpoint: weights missing from the checkpoint {missing[:8]}, not in the model "
+                         f"{unexpected[:8]}")
+    return model
 
 
 def _bytes(model: nn.Module) -> int:
