@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 # Baseline colours by name prefix (first match); anything else takes the last one.
 PALETTE = [("eager", "#7f7f7f"), ("compile", "#1f77b4"), ("liger", "#9467bd"), ("F.", "#8c564b"),
            ("sdpa flash", "#ff7f0e"), ("sdpa cudnn", "#d62728"), ("sdpa efficient", "#bcbd22"),
-           ("torch varlen", "#e377c2"), ("torch._int_mm", "#17becf"), ("F.linear", "#8c564b"), ("", "#2ca02c")]
+           ("torch varlen", "#e377c2"), ("torch._int_mm", "#17becf"), ("", "#2ca02c")]
 RATIO_RANGE = (1 / 8, 8)  # ratios outside are drawn at the edge (the label gives the value)
 ROW, LABEL_W, PLOT_W, RIGHT_W, TOP = 15, 330, 560, 240, 70
 
@@ -58,7 +58,8 @@ def svg(cases, title):
         if not groups or groups[-1][0] != g:
             groups.append((g, []))
         groups[-1][1].append((label, ratios))
-    height = TOP + ROW * (len(cases) + 2 * len(groups)) + 40
+    legend_rows = (len(names) - 1) // 6 if names else 0
+    height = TOP + 14 * legend_rows + ROW * (len(cases) + 2 * len(groups)) + 40
     width = LABEL_W + PLOT_W + RIGHT_W
     e = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
          f'font-size="11"><rect width="100%" height="100%" fill="white"/>',
@@ -70,7 +71,7 @@ def svg(cases, title):
         y = 54 + (i // 6) * 14
         e.append(f'<circle cx="{x + 4}" cy="{y - 4}" r="4" fill="{colour(n)}"/><text x="{x + 12}" y="{y}">'
                  f'{escape(n)}</text>')
-    top = TOP + 14 * ((len(names) - 1) // 6)
+    top = TOP + 14 * legend_rows
     for tick in (0.125, 0.25, 0.5, 1, 2, 4, 8):  # axis
         x = x_of(tick)
         e.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - 30}" stroke="'
@@ -90,8 +91,8 @@ def svg(cases, title):
             for n, r in sorted(ratios.items()):
                 e.append(f'<circle cx="{x_of(r):.1f}" cy="{y + ROW / 2:.1f}" r="3.5" fill="{colour(n)}">'
                          f'<title>{escape(n)}: {r:.2f}x</title></circle>')
-            slowest_to = min(ratios, key=ratios.get)
-            e.append(f'<text x="{LABEL_W + PLOT_W + 8}" y="{y + 11}">{best:.2f}x vs {escape(slowest_to)}</text>')
+            fastest = min(ratios, key=ratios.get)
+            e.append(f'<text x="{LABEL_W + PLOT_W + 8}" y="{y + 11}">{best:.2f}x vs {escape(fastest)}</text>')
             y += ROW
     e.append("</svg>")
     return "\n".join(e)
@@ -112,7 +113,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("json", nargs="+")
     p.add_argument("--out", required=True)
-    p.add_argument("--dtype", help="only this dtype's rows of bench/torch_baselines.py")
+    p.add_argument("--dtype", help="only this dtype's rows of bench/torch_baselines.py (op_baselines.py runs one)")
     a = p.parse_args()
     n = write_chart([json.loads(Path(f).read_text()) for f in a.json], a.out, a.dtype)
     print(f"compare_chart: {n} cases -> {a.out}")

@@ -78,7 +78,7 @@ def main(argv=None):
     import kernelkit
 
     def sync():
-        if args.device == "cuda":
+        if torch.device(args.device).type == "cuda":
             torch.cuda.synchronize()
 
     rows, ref = [], None
@@ -104,12 +104,12 @@ def main(argv=None):
                      "max_rel_diff_vs_eager": diff,
                      "patched": dict(sorted(report.patched.items())) if report else {}})
         del model
-        if args.device == "cuda":
+        if torch.device(args.device).type == "cuda":
             torch.cuda.empty_cache()
     base = rows[0]["ms"]
     for r in rows:
         r["speedup_vs_eager"] = base / r["ms"]
-    meta = {"gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
+    meta = {"gpu": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu", "torch": torch.__version__,
             "commit": args.commit, "dtype": args.dtype,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "config": {k: getattr(args, k) for k in ("layers", "heads", "head_dim", "latent", "channels",

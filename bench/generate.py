@@ -42,7 +42,7 @@ def build_model(args, dtype, device):
 
 
 def sync(device):
-    if device == "cuda":
+    if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
 
@@ -91,6 +91,8 @@ def main(argv=None):
         args.layers, args.hidden, args.intermediate, args.head_dim, args.vocab = 2, 64, 128, 16, 128
         args.prompt, args.new, args.runs = 8, 4, 1
     args.batch = args.batch or ([1, 2] if args.tiny else [1, 16])
+    if args.new < 2:
+        p.error("--new must be at least 2 (decode time = time of --new tokens minus the prefill's)")
     dtype = DTYPES[args.dtype]
     import kernelkit
 
@@ -122,14 +124,14 @@ def main(argv=None):
                          "decode_tokens_per_s": batch * 1e3 / step_ms if step_ms > 0 else float("inf"),
                          "tokens": tokens[:, args.prompt:].tolist()})
         del model
-        if args.device == "cuda":
+        if torch.device(args.device).type == "cuda":
             torch.cuda.empty_cache()
     ref = {r["batch"]: r["tokens"] for r in rows if r["variant"] == "compiled"}
     for r in rows:
         want, got = ref[r["batch"]], r.pop("tokens")
         same = [a == b for ra, rb in zip(got, want) for a, b in zip(ra, rb)]
         r["tokens_equal_compiled"] = f"{sum(same)}/{len(same)}"
-    result = {"meta": {"gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+    result = {"meta": {"gpu": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu",
                        "torch": torch.__version__, "commit": args.commit, "dtype": args.dtype,
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "config": {k: getattr(args, k) for k in ("layers", "hidden", "intermediate", "head_dim",

@@ -181,11 +181,18 @@ def run_varlen(dtype, runs, device):
                 lambda be=be: [sdpa(q[None, a:b], k[None, a:b], v[None, a:b], True, be) for a, b in spans])
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         # Without max_seqlen: the read-back (a stream synchronization) rules out a graph; eager CUDA-event time.
-        row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time(
+        row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time_or_error(
             lambda: kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), runs,
             row["impls"]["kernelkit"].get("gpu_us"), lambda us: flops / us / 1e6, "TFLOP/s")
         rows.append(row)
     return rows
+
+
+def eager_time_or_error(*a):
+    try:
+        return eager_time(*a)
+    except Exception as err:  # reported in its row, as time_all does
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
 
 
 def eager_time(fn, runs, base_us, rate, unit):

@@ -88,6 +88,29 @@ def test_gptq_unpacks_to_the_packed_values(sym, act_order, group):
     assert torch.equal(formats.dequantize(w), want)
 
 
+def test_gptq_v2_stores_the_zeros_themselves():
+    """GPTQModel's checkpoint_format "gptq_v2": qzeros hold the zeros, not zero - 1."""
+    q, zeros, scales, g_idx = random_int4(16, 256, 2, False, False, seed=4, zeros_from=0)
+    qweight, qzeros, s16, gi = gptq_pack(q, zeros + 1, scales, g_idx)  # packs zeros + 1 - 1: the zeros themselves
+    w = formats.unpack_gptq(qweight, qzeros, s16, gi, group=128, checkpoint_format="gptq_v2")
+    assert torch.equal(w.zeros, zeros)
+    with pytest.raises(ValueError, match="checkpoint_format must be 'gptq' or 'gptq_v2'"):
+        formats.unpack_gptq(qweight, qzeros, s16, gi, group=128, checkpoint_format="marlin")
+
+
+def test_model_half_keeps_the_scales_float32():
+    """model.half() / .to(bfloat16) converts parameters and buffers; the layers keep what the kernels read float32."""
+    q, zeros, scales, g_idx = random_int4(16, 256, 2, False, False, seed=5)
+    layer = kernelkit.nn.from_gptq(*gptq_pack(q, zeros, scales, g_idx), bias=torch.randn(16), group=128)
+    x = torch.rand(2, 256).half()
+    want = layer.half()(x)  # the bias (a parameter) is half now, the scales still float32
+    assert layer.scales.dtype == torch.float32 and layer.zero_term.dtype == torch.float32
+    assert layer.bias.dtype == torch.float16
+    assert torch.equal(layer.to(torch.bfloat16).scales, formats.unpack_gptq(
+        *gptq_pack(q, zeros, scales, g_idx), group=128).scales)  # the values too, not a round trip through bf16
+    assert torch.isfinite(want).all() and layer(x.bfloat16()).dtype == torch.bfloat16
+
+
 @pytest.mark.parametrize("group", [64, 128])
 def test_awq_unpacks_to_the_packed_values(group):
     n, k = 64, 256

@@ -56,8 +56,9 @@ namespace kernelkit::torch_ext {
 // The op namespace: `kernelkit` for the pip package; a versioned one (e.g. `_kernelkit_0_1_0`) for Hugging Face hub
 // build variants, so a hub copy and the pip package can be loaded in one process (torch allows one TORCH_LIBRARY per
 // namespace). Only binding.cpp is compiled with KERNELKIT_TORCH_NAMESPACE: the family files ask this function, so
-// they compile the same for every variant (a variant's build takes them from the compiler cache).
-const char* op_namespace();
+// they compile the same for every variant (a variant's build takes them from the compiler cache). Hidden: with the pip
+// package and a hub variant in one process, each library's fragments must bind to its own.
+__attribute__((visibility("hidden"))) const char* op_namespace();
 
 }  // namespace kernelkit::torch_ext
 

@@ -1,7 +1,7 @@
 """The INT4 checkpoint formats people download, read as they are stored in Hugging Face checkpoints, and the CPU
 references of their dequantization; `kernelkit.nn.from_gptq` / `from_awq` repack them for the kernels.
 
-GPTQ (AutoGPTQ / optimum, checkpoint_format "gptq"), bits 4:
+GPTQ (AutoGPTQ / optimum, checkpoint_format "gptq"; "gptq_v2" stores the zeros themselves), bits 4:
   qweight int32 [k / 8, n]: word [i, c] holds w[k = 8i + j, c] in bits 4j .. 4j + 3 (packed along k);
   qzeros  int32 [groups, n / 8]: word [g, i] holds zero[g, n = 8i + j] - 1 in bits 4j (packed along n; the format
           stores zero - 1, so the zero is the stored value + 1);
@@ -44,8 +44,12 @@ def _check(name: str, t: torch.Tensor, dtype, shape) -> None:
 
 
 def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
-                g_idx: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128) -> Int4Weights:
-    """GPTQ tensors (see the module docstring) -> Int4Weights. group -1: one group (per output channel)."""
+                g_idx: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128,
+                checkpoint_format: str = "gptq") -> Int4Weights:
+    """GPTQ tensors (see the module docstring) -> Int4Weights. group -1: one group (per output channel).
+    checkpoint_format "gptq_v2" (GPTQModel's): the zeros are stored as they are, not as zero - 1."""
+    if checkpoint_format not in ("gptq", "gptq_v2"):
+        raise ValueError(f"unpack_gptq: checkpoint_format must be 'gptq' or 'gptq_v2', got {checkpoint_format!r}")
     if bits != 4:
         raise ValueError(f"unpack_gptq: bits must be 4 (8-bit GPTQ is not supported yet), got {bits}")
     if qweight.dim() != 2:
@@ -58,7 +62,7 @@ def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tenso
     _check("unpack_gptq: qzeros", qzeros, torch.int32, (groups, n // 8))
     _check("unpack_gptq: scales", scales, scales.dtype, (groups, n))
     q = _nibbles(qweight.t().contiguous())  # [n, k]: word column c's nibbles are k = 8i + j
-    zeros = _nibbles(qzeros).to(torch.int16) + 1  # [groups, n]
+    zeros = _nibbles(qzeros).to(torch.int16) + (checkpoint_format == "gptq")  # [groups, n]
     if g_idx is None:
         g_idx = torch.arange(k, device=qweight.device) // (k // groups)
     else:

@@ -12,7 +12,22 @@ from torch import nn
 from . import formats, linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
 
 
-class _QuantLinear(nn.Module):
+class _Float32Scales(nn.Module):
+    """Keeps the float32 buffers the kernels read (scales, zero_term) float32 through model.half() / .to(dtype):
+    they move with the module's device, never to another dtype."""
+
+    _float32 = ("scales", "zero_term")
+
+    def _apply(self, fn, recurse=True):
+        keep = {n: b for n in self._float32 if (b := self._buffers.get(n)) is not None}
+        super()._apply(fn, recurse)
+        for n, b in keep.items():
+            if self._buffers[n].dtype != torch.float32:
+                self._buffers[n] = b.to(self._buffers[n].device)
+        return self
+
+
+class _QuantLinear(_Float32Scales):
     """y = x @ dequant(q)^T + b for float16 / bfloat16 activations; built from an nn.Linear with `from_linear`."""
 
     bits = 0
@@ -70,7 +85,7 @@ class W8A8Linear(_QuantLinear):
         return f"in_features={self.in_features}, out_features={self.out_features}, weights int8, activations int8"
 
 
-class ZeroPointInt4Linear(nn.Module):
+class ZeroPointInt4Linear(_Float32Scales):
     """W4A16 from a GPTQ or AWQ checkpoint: 4-bit values q in [0, 15] with a zero point z and a scale s per group of
     inputs, w = s (q - z); built with `from_gptq` / `from_awq` (kernelkit.formats reads the stored tensors).
 
@@ -134,9 +149,11 @@ class ZeroPointInt4Linear(nn.Module):
 
 
 def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, g_idx: Optional[torch.Tensor] = None,
-              bias: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128) -> ZeroPointInt4Linear:
+              bias: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128,
+              checkpoint_format: str = "gptq") -> ZeroPointInt4Linear:
     """A GPTQ layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear on kernelkit's W4A16 kernel."""
-    return ZeroPointInt4Linear.from_weights(formats.unpack_gptq(qweight, qzeros, scales, g_idx, bits, group), bias)
+    return ZeroPointInt4Linear.from_weights(
+        formats.unpack_gptq(qweight, qzeros, scales, g_idx, bits, group, checkpoint_format), bias)
 
 
 def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -149,15 +166,16 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
     """Replaces each nn.Linear of `model` whose `<name>.qweight` is in `tensors` (the state dict of a GPTQ or AWQ
     checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointInt4Linear built from that layer's
     tensors, on the linear's device. `quantization_config`: the checkpoint's (config.json): quant_method "gptq" or
-    "awq" (AWQ's GEMM version), bits 4, group_size. The model is built from the checkpoint's config as an ordinary
-    (unquantized) model first; its other weights load from `tensors` as usual. Returns {"replaced": count, ...}."""
+    "awq" (AWQ's GEMM version), bits 4, group_size, and GPTQ's checkpoint_format ("gptq" or "gptq_v2"). The model is
+    built from the checkpoint's config as an ordinary (unquantized) model first; its other weights load from `tensors`
+    as usual. Returns {"replaced": count, "layers": their names, ...}."""
     method = quantization_config.get("quant_method")
     bits, group = quantization_config.get("bits", 4), quantization_config.get("group_size", 128)
     if method not in ("gptq", "awq"):
         raise ValueError(f"load_quantized: quant_method must be 'gptq' or 'awq', got {method!r}")
     if method == "awq" and str(quantization_config.get("version", "gemm")).lower() != "gemm":
         raise ValueError(f"load_quantized: AWQ version {quantization_config['version']!r} is not supported (gemm)")
-    replaced = 0
+    replaced = []
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
             full = f"{name}.{child_name}" if name else child_name
@@ -165,7 +183,8 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
                 continue
             t = {key: tensors.get(f"{full}.{key}") for key in ("qweight", "qzeros", "scales", "g_idx", "bias")}
             if method == "gptq":
-                layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group)
+                layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group,
+                                  quantization_config.get("checkpoint_format", "gptq"))
             else:
                 if bits != 4:
                     raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
@@ -174,8 +193,8 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
                 raise ValueError(f"load_quantized: {full} is [{child.out_features}, {child.in_features}] in the "
                                  f"model, [{layer.out_features}, {layer.in_features}] in the checkpoint")
             setattr(module, child_name, layer.to(child.weight.device))
-            replaced += 1
-    return {"replaced": replaced, "quant_method": method, "bits": bits, "group_size": group}
+            replaced.append(full)
+    return {"replaced": len(replaced), "layers": replaced, "quant_method": method, "bits": bits, "group_size": group}
 
 
 def load_checkpoint(path, dtype: torch.dtype = torch.float16, device="cpu") -> nn.Module:
@@ -200,12 +219,18 @@ def load_checkpoint(path, dtype: torch.dtype = torch.float16, device="cpu") -> n
     tensors = {}
     for shard in shards:
         tensors.update(load_file(shard, device=str(device)))
-    model = transformers.AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype).eval()
-    load_quantized(model, tensors, qc)
-    quant = ("qweight", "qzeros", "scales", "g_idx")
-    rest = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items() if not k.endswith(quant)}
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # initialized in `dtype` (half the memory of float32), overwritten below
+    try:
+        model = transformers.AutoModelForCausalLM.from_config(config).to(device=device, dtype=dtype).eval()
+    finally:
+        torch.set_default_dtype(default)
+    layers = load_quantized(model, tensors, qc)["layers"]
+    quant = {f"{name}.{key}" for name in layers for key in ("qweight", "qzeros", "scales", "g_idx")}
+    own = {f"{name}.{key}" for name in layers for key in ("qweight", "scales", "zero_term", "perm")}
+    rest = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items() if k not in quant}
     missing, unexpected = model.load_state_dict(rest, strict=False)
-    missing = [k for k in missing if not k.endswith(("qweight", "scales", "zero_term", "perm"))]
+    missing = [k for k in missing if k not in own]
     if getattr(config, "tie_word_embeddings", False):
         missing = [k for k in missing if k != "lm_head.weight"]
         model.tie_weights()

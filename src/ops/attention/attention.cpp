@@ -2,6 +2,7 @@
 // expectation, then the CPU reference or the CUDA launcher (through run_row_op: CPU tensors never need a device).
 #include "ops/attention/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -230,13 +231,17 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
                    "is missing: give both max_seqlen_q and max_seqlen_k, or neither");
     const bool given = o.max_seqlen_q.has_value();
     for (const auto& [arg, max, total] : {std::tuple{"options.max_seqlen_q", o.max_seqlen_q, total_q},
-                                          std::tuple{"options.max_seqlen_k", o.max_seqlen_k, total_k}})
-      if (given && (*max < 0 || *max > total))
-        return c.err(arg, "= " + std::to_string(*max) + " must be in [0, " + std::to_string(total) +
-                              "] (the packed token count)");
+                                          std::tuple{"options.max_seqlen_k", o.max_seqlen_k, total_k}}) {
+      if (given && *max < 0) return c.err(arg, "= " + std::to_string(*max) + " must be >= 0");
+      if (given && total > 0 && (*max == 0 || a.batch == 0))  // the grid would be empty and the tokens unread
+        return c.err(arg, "= " + std::to_string(*max) + " with " + std::to_string(a.batch) +
+                              " sequences cannot hold " + std::to_string(total) + " packed tokens");
+    }
     if (given && a.device.type == DeviceType::cuda) {
-      a.s_q = *o.max_seqlen_q;  // the kernels check the entries against these on the device
-      a.s_k = *o.max_seqlen_k;
+      // The kernels check the entries against these on the device; an upper bound past the packed count (a model's
+      // longest context, say) sizes the grid by the count.
+      a.s_q = std::min(*o.max_seqlen_q, total_q);
+      a.s_k = std::min(*o.max_seqlen_k, total_k);
     } else {
       std::vector<int32_t> hq, hk2;
       KK_RETURN_IF_ERROR(detail::read_i32(cq, stream, &hq));

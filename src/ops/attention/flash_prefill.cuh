@@ -84,10 +84,11 @@ struct FlashBlock {
 };
 
 // Varlen: sequence b's span [cu[b], cu[b + 1]) of one cu_seqlens array, checked (a few compares a block): inside
-// [0, total], not decreasing (nor from the previous entry: one decreasing entry skips both sequences beside it, and
-// the span cannot reach into the rows before), 0 first and total last, at most max_len long (the grid covers
-// max_len). False for a bad span, recorded once (thread 0) and never followed: no access outside the tensors, and
-// the call's output is not valid (check_errors says so). Uniform over the block.
+// [0, total], not decreasing (nor from the previous entry: one decreasing entry skips both sequences beside it), 0
+// first and total last, at most max_len long (the grid covers max_len). False for a bad span, recorded once (thread
+// 0) and never followed. A bad array never makes a block access outside the tensors, but spans that pass can still
+// overlap farther apart (cu = 0 4 8 2 3 10: [3, 10) and [4, 8)): the call's output is then not valid, as
+// check_errors says. Uniform over the block (every thread reads the same entries).
 __device__ __forceinline__ bool varlen_span(const int* cu, int b, int batch, int total, int max_len,
                                             detail::DeviceCheck cu_arg, detail::DeviceCheck len_arg,
                                             detail::DeviceErrorRecord* err, int& start, int& len) {
