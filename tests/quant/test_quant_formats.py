@@ -132,7 +132,7 @@ def test_pack_int4_is_the_kernel_layout():
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("sym,act_order,group", [(True, False, 128), (False, False, 128), (False, True, 128),
-                                                 (False, True, 64), (False, False, -1)])
+                                                 (False, True, 64), (False, False, -1), (False, True, 256)])
 @pytest.mark.parametrize("m", [1, 5])
 def test_gptq_layer_matches_the_float64_reference(device, dtype, sym, act_order, group, m):
     n, k = 40, 512

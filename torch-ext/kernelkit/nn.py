@@ -92,7 +92,7 @@ class ZeroPointInt4Linear(_Float32Scales):
     Repacked once: q - 8 in kernelkit's signed INT4 layout runs the W4A16 kernel with the checkpoint's scales, and the
     zero points add x's group sums times s (8 - z), a [m, groups] x [groups, n] product (none for symmetric
     checkpoints, where z = 8). Act-order checkpoints (g_idx) have k permuted once so each group is contiguous, and x
-    is gathered to match. Groups of 64 or 128 inputs, or one per output channel (run as groups of 128)."""
+    is gathered to match. Groups of any multiple of 64 inputs, or one per output channel (k a multiple of 64)."""
 
     def __init__(self, in_features: int, out_features: int, group: int):
         super().__init__()
@@ -114,13 +114,13 @@ class ZeroPointInt4Linear(_Float32Scales):
             perm = torch.argsort(g_idx, stable=True)
             if not torch.equal(torch.bincount(g_idx, minlength=groups), torch.full((groups,), size, device=g_idx.device)):
                 raise ValueError(f"ZeroPointInt4Linear: g_idx must give every group {size} inputs")
-        if size in (64, 128):
-            group, repeat = size, 1
-        elif groups == 1 and k % 128 == 0:
-            group, repeat = 128, k // 128  # per output channel: the same scale and zero for each group of 128
-        else:
-            raise ValueError(f"ZeroPointInt4Linear: groups of {size} inputs are not supported yet (64, 128, or one "
-                             "per output channel with k % 128 == 0)")
+        # The kernel's groups are 64 or 128 inputs: a checkpoint group that is a multiple (256, or one per output
+        # channel) repeats its scale and zero over the kernel's groups inside it.
+        group = next((g for g in (128, 64) if size % g == 0), None)
+        if group is None:
+            raise ValueError(f"ZeroPointInt4Linear: groups of {size} inputs are not supported yet (a multiple of 64: "
+                             "64, 128, 256, ..., or one per output channel)")
+        repeat = size // group
         layer = cls(k, n, group)
         q = w.q if perm is None else w.q[:, perm]
         layer.qweight = formats.pack_int4(q.to(torch.int8) - 8)
