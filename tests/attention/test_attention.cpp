@@ -486,6 +486,11 @@ TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
                    v = random_buffer(DType::f16, B * SK * HK * D, 33);
   AttentionOptions o;
   o.causal = true;
+  // Plain causal, then with a sliding window and a soft-cap (the chunks then start inside and past the window).
+  for (const auto& [window, softcap] : {std::pair{int64_t{-1}, 0.0f}, std::pair{int64_t{7}, 4.0f}}) {
+  SCOPED_TRACE(window);
+  o.window_left = window;
+  o.softcap = softcap;
   auto run = [&](HostBuffer* out, std::vector<float>* lse, HostBuffer* dout, std::vector<float>* dlse) {
     const auto kv = [&](const HostBuffer& t) {
       return TensorView::contiguous(const_cast<void*>(t.data()), DType::f16, {B, SK, HK, D});
@@ -513,6 +518,95 @@ TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
   EXPECT_EQ(std::memcmp(lw.data(), lc.data(), lw.size() * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(dwhole.data(), dchunked.data(), dwhole.bytes()), 0);
   EXPECT_EQ(std::memcmp(dlw.data(), dlc.data(), dlw.size() * sizeof(float)), 0);
+  }
+}
+
+TEST(Attention, SlidingWindowAndSoftcapMatchTheirDefinition) {
+  // Prefill and decode against a direct float64 evaluation of the definitions (include/kernelkit/ops/attention.hpp):
+  // query i at position p = i + s_k - s_q sees keys j in [p - window, p] (causal) or [p - window, s_k) (not), each
+  // scaled score s becomes cap tanh(s / cap); GQA 4 / 2, s_q 6 < s_k 11, bf16, every element within one rounding.
+  const int64_t B = 2, SQ = 6, SK = 11, H = 4, HK = 2, D = 64;
+  const HostBuffer q = random_buffer(DType::bf16, B * SQ * H * D, 41, 2.0),
+                   k = random_buffer(DType::bf16, B * SK * HK * D, 42, 2.0),
+                   v = random_buffer(DType::bf16, B * SK * HK * D, 43);
+  const struct {
+    bool causal;
+    int64_t window;
+    float softcap;
+  } cases[] = {{true, 3, 0.0f}, {false, 2, 0.0f}, {true, -1, 5.0f}, {true, 4, 3.0f}, {false, 0, 2.0f}, {true, 0, 0.0f}};
+  const auto kv = [&](const HostBuffer& t) {
+    return TensorView::contiguous(const_cast<void*>(t.data()), DType::bf16, {B, SK, HK, D});
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " window " << c.window << " softcap " << c.softcap);
+    AttentionOptions o;
+    o.causal = c.causal;
+    o.window_left = c.window;
+    o.softcap = c.softcap;
+    HostBuffer out(DType::bf16, q.size()), dout(DType::bf16, B * 2 * H * D);
+    for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
+    std::vector<float> lse(static_cast<size_t>(B * H * SQ), NAN);
+    ASSERT_TRUE(attention(TensorView::contiguous(out.data(), DType::bf16, {B, SQ, H, D}),
+                          TensorView::contiguous(lse.data(), DType::f32, {B, H, SQ}),
+                          TensorView::contiguous(const_cast<void*>(q.data()), DType::bf16, {B, SQ, H, D}), kv(k), kv(v),
+                          o)
+                    .ok());
+    // Decode: the first 2 query tokens as the last 2 positions of each sequence.
+    ASSERT_TRUE(decode_attention(TensorView::contiguous(dout.data(), DType::bf16, {B, 2, H, D}), std::nullopt,
+                                 TensorView::contiguous(const_cast<void*>(q.data()), DType::bf16, {B, 2, H, D}),
+                                 KvCache{kv(k), kv(v), std::nullopt, std::nullopt}, o)
+                    .ok());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    // Query token i of sequence b, stored as row `qtok` of q ([b, s_q] tokens of H heads), against out row `row`.
+    auto expect_row = [&](int64_t b, int64_t i, int64_t h, int64_t s_q, int64_t qtok, const HostBuffer& got,
+                          int64_t row, const float* got_lse) {
+      const int64_t p = i + SK - s_q, hi = c.causal ? std::min(p + 1, SK) : SK;
+      const int64_t lo = c.window >= 0 ? std::max<int64_t>(0, p - c.window) : 0;
+      std::vector<double> w;
+      double m = -INFINITY;
+      for (int64_t j = lo; j < hi; ++j) {
+        double s = 0;
+        for (int64_t x = 0; x < D; ++x)
+          s += q.get((qtok * H + h) * D + x) * k.get(((b * SK + j) * HK + h / 2) * D + x);
+        s *= scale;
+        if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
+        w.push_back(s);
+        m = std::max(m, s);
+      }
+      double l = 0;
+      for (double& s : w) l += (s = std::exp(s - m));
+      for (int64_t x = 0; x < D; ++x) {
+        double o_x = 0;
+        for (int64_t j = lo; j < hi; ++j) o_x += w[static_cast<size_t>(j - lo)] * v.get(((b * SK + j) * HK + h / 2) * D + x);
+        const double want = hi > lo ? o_x / l : 0.0, g = got.get(row * D + x);
+        ASSERT_LE(std::fabs(g - want), std::ldexp(std::fabs(want), -8) + 1e-12) << "b " << b << " i " << i << " h " << h;
+      }
+      if (got_lse) {
+        const double want = hi > lo ? m + std::log(l) : -INFINITY;
+        if (std::isinf(want)) EXPECT_EQ(*got_lse, want);
+        else EXPECT_NEAR(*got_lse, want, 1e-6 * std::max(1.0, std::fabs(want)));
+      }
+    };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t i = 0; i < SQ; ++i)
+          expect_row(b, i, h, SQ, b * SQ + i, out, (b * SQ + i) * H + h, &lse[(b * H + h) * SQ + i]);
+        for (int64_t i = 0; i < 2; ++i) expect_row(b, i, h, 2, b * 2 + i, dout, (b * 2 + i) * H + h, nullptr);
+      }
+  }
+  AttentionOptions bad;
+  bad.window_left = -2;
+  HostBuffer o1(DType::bf16, q.size());
+  const auto qv = TensorView::contiguous(const_cast<void*>(q.data()), DType::bf16, {B, SQ, H, D});
+  const auto ov = TensorView::contiguous(o1.data(), DType::bf16, {B, SQ, H, D});
+  Status s = attention(ov, std::nullopt, qv, kv(k), kv(v), bad);
+  EXPECT_NE(s.message().find("attention: options.window_left must be >= 0 (or -1: no window), got -2"),
+            std::string::npos) << s.message();
+  bad.window_left = -1;
+  bad.softcap = -1.0f;
+  s = attention(ov, std::nullopt, qv, kv(k), kv(v), bad);
+  EXPECT_NE(s.message().find("attention: options.softcap must be finite and >= 0 (0: none), got -1"), std::string::npos)
+      << s.message();
 }
 
 TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {

@@ -6,17 +6,22 @@ import kernelkit
 from torch_testing import DEVICES, rand
 
 
-def attention_ref(q, k, v, causal, scale=None):
-    """float64 attention over [b, s, h, d] with GQA and the bottom-right causal mask."""
+def attention_ref(q, k, v, causal, scale=None, window_left=-1, softcap=0.0):
+    """float64 attention over [b, s, h, d] with GQA, the bottom-right causal mask, a sliding window (keys from
+    position - window_left) and the soft-cap (softcap tanh(s / softcap))."""
     q, k, v = q.double(), k.double(), v.double()
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     k = k.repeat_interleave(h // hk, dim=2)
     v = v.repeat_interleave(h // hk, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale if scale else d ** -0.5)
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    pos = torch.arange(sq)[:, None] + (sk - sq)
     if causal:
-        mask = torch.arange(sk)[None, :] > torch.arange(sq)[:, None] + (sk - sq)
-        s = s.masked_fill(mask, float("-inf"))
+        s = s.masked_fill(torch.arange(sk)[None, :] > pos, float("-inf"))
+    if window_left >= 0:
+        s = s.masked_fill(torch.arange(sk)[None, :] < pos - window_left, float("-inf"))
     p = torch.softmax(s, -1).nan_to_num(0.0)
     return torch.einsum("bhqk,bkhd->bqhd", p, v)
 
@@ -55,6 +60,28 @@ def test_varlen_matches_float64_per_sequence(device, max_seqlen):
             continue
         want = attention_ref(q[None, q0:q1].cpu(), k[None, k0:k1].cpu(), v[None, k0:k1].cpu(), True)[0]
         assert (out[q0:q1].cpu().double() - want).abs().max().item() < 2e-2, f"sequence {b}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("causal,window_left,softcap", [(True, 4, 0.0), (False, 3, 0.0), (True, -1, 2.5),
+                                                        (True, 2, 4.0)])
+def test_sliding_window_and_softcap(device, causal, window_left, softcap):
+    """Prefill and decode with a sliding window and / or Gemma 2's soft-cap against float64 (CPU backend); the CUDA
+    kernels refuse them for now rather than ignore them."""
+    q = rand(2, 7, 8, 64, dtype=torch.bfloat16, device=device) * 2
+    k, v = rand(2, 19, 2, 64, dtype=torch.bfloat16, device=device) * 2, rand(2, 19, 2, 64, dtype=torch.bfloat16,
+                                                                               device=device)
+    kw = dict(causal=causal, window_left=window_left, softcap=softcap)
+    if device == "cuda":
+        with pytest.raises(NotImplementedError, match="options.window_left / options.softcap are not in the CUDA"):
+            kernelkit.attention(q, k, v, **kw)
+        with pytest.raises(NotImplementedError, match="not in the CUDA kernels yet"):
+            kernelkit.decode_attention(q[:, :1], k, v, **kw)
+        return
+    want = attention_ref(q, k, v, causal, window_left=window_left, softcap=softcap)
+    assert (kernelkit.attention(q, k, v, **kw).double() - want).abs().max().item() < 2e-2
+    want = attention_ref(q[:, :2], k, v, causal, window_left=window_left, softcap=softcap)
+    assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).double() - want).abs().max().item() < 2e-2
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -8,7 +8,7 @@ namespace {
 void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
                const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
                const std::optional<at::Tensor>& cu_seqlens_k, std::optional<int64_t> max_seqlen_q,
-               std::optional<int64_t> max_seqlen_k) {
+               std::optional<int64_t> max_seqlen_k, int64_t window_left, double softcap) {
   const Call c("attention", q);
   const TensorView qv = c(q, "q"), kv = c(k, "k"), vv = c(v, "v"), outv = c(out, "out");
   AttentionOptions o;
@@ -18,12 +18,15 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
   o.cu_seqlens_k = c(cu_seqlens_k, "cu_seqlens_k");
   o.max_seqlen_q = max_seqlen_q;
   o.max_seqlen_k = max_seqlen_k;
+  o.window_left = window_left;
+  o.softcap = c.f32(softcap, "softcap");
   c.check(kernelkit::attention(outv, c(lse, "lse"), qv, kv, vv, o, c.stream()));
 }
 
 void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
                       const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
-                      const std::optional<at::Tensor>& seqlens_k, double scale, bool causal) {
+                      const std::optional<at::Tensor>& seqlens_k, double scale, bool causal, int64_t window_left,
+                      double softcap) {
   const Call c("decode_attention", q);
   const TensorView qv = c(q, "q");
   KvCache cache;
@@ -35,6 +38,8 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
   AttentionOptions o;
   o.scale = c.f32(scale, "scale");
   o.causal = causal;
+  o.window_left = window_left;
+  o.softcap = c.f32(softcap, "softcap");
   c.check(kernelkit::decode_attention(outv, c(lse, "lse"), qv, cache, o, c.stream()));
 }
 
@@ -44,9 +49,11 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
 KK_TORCH_OPS(m) {
   using namespace kernelkit::torch_ext;
   def_op(m, "attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
-            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int? max_seqlen_q=None, int? max_seqlen_k=None) -> ()",
+            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int? max_seqlen_q=None, int? max_seqlen_k=None, "
+            "int window_left=-1, float softcap=0.0) -> ()",
          &attention);
   def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
-            "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal) -> ()",
+            "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal, int window_left=-1, "
+            "float softcap=0.0) -> ()",
          &decode_attention);
 }

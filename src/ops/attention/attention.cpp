@@ -101,6 +101,18 @@ Status resolve_scale(const std::string& name, float scale, int64_t head_dim, flo
   return Status::Ok();
 }
 
+// The sliding window and the soft-cap of `o`, checked, into *window / *softcap.
+Status resolve_masks(const std::string& name, const AttentionOptions& o, int64_t* window, float* softcap) {
+  if (o.window_left < -1)
+    return invalid_argument(name + ": options.window_left must be >= 0 (or -1: no window), got " +
+                            std::to_string(o.window_left));
+  if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
+    return invalid_argument(name + ": options.softcap must be finite and >= 0 (0: none), got " + number(o.softcap));
+  *window = o.window_left;
+  *softcap = o.softcap;
+  return Status::Ok();
+}
+
 // Checks the values of cu_seqlens (host copy): starts at 0, non-decreasing, ends at `total`. Returns the longest.
 Status check_cu_seqlens(const std::string& name, const char* arg, const std::vector<int32_t>& cu, int64_t total,
                         const char* total_name, int64_t* longest) {
@@ -290,6 +302,7 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
                                               {{&q, "q"}, {&k, "k"}, {&v, "v"},
@@ -390,6 +403,7 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
+  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
                                               {{&q, "q"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"},

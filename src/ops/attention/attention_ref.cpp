@@ -18,28 +18,33 @@ struct KvRows {
   std::vector<double> k, v;
 };
 
-// o = softmax(scale q K[0..visible)^T) V[0..visible), lse = log sum exp; no visible key: o = 0, lse = -inf.
-void attend(const double* q, const KvRows& kv, int64_t visible, double scale, double* o, double* lse,
-            std::vector<double>& logits) {
+// The score of a query-key dot product: scaled, then soft-capped (cap tanh(s / cap)) when softcap > 0.
+double score(double dot, double scale, double softcap) {
+  const double s = scale * dot;
+  return softcap > 0 ? softcap * std::tanh(s / softcap) : s;
+}
+
+// o = softmax(scores of K[lo..hi)) V[lo..hi), lse = log sum exp; no visible key: o = 0, lse = -inf.
+void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, double scale, double softcap, double* o,
+            double* lse, std::vector<double>& logits) {
   const int64_t d = kv.d;
   std::fill(o, o + d, 0.0);
-  visible = std::min(visible, kv.s_k);
-  if (visible <= 0) {
+  if (hi <= lo) {
     *lse = -INFINITY;
     return;
   }
-  logits.resize(static_cast<size_t>(visible));
+  logits.resize(static_cast<size_t>(hi - lo));
   double m = -INFINITY;
-  for (int64_t j = 0; j < visible; ++j) {
+  for (int64_t j = lo; j < hi; ++j) {
     const double* kr = &kv.k[static_cast<size_t>(j * d)];
     double s = 0;
     for (int64_t i = 0; i < d; ++i) s += q[i] * kr[i];
-    logits[static_cast<size_t>(j)] = scale * s;
-    m = std::max(m, scale * s);
+    logits[static_cast<size_t>(j - lo)] = score(s, scale, softcap);
+    m = std::max(m, logits[static_cast<size_t>(j - lo)]);
   }
   double l = 0;
-  for (int64_t j = 0; j < visible; ++j) {
-    const double p = std::exp(logits[static_cast<size_t>(j)] - m);
+  for (int64_t j = lo; j < hi; ++j) {
+    const double p = std::exp(logits[static_cast<size_t>(j - lo)] - m);
     l += p;
     const double* vr = &kv.v[static_cast<size_t>(j * d)];
     for (int64_t i = 0; i < d; ++i) o[i] += p * vr[i];
@@ -48,8 +53,17 @@ void attend(const double* q, const KvRows& kv, int64_t visible, double scale, do
   *lse = m + std::log(l);
 }
 
-// Keys visible to query `i` of a sequence of s_q queries and s_k keys (bottom-right causal alignment).
-int64_t visible_keys(bool causal, int64_t i, int64_t s_q, int64_t s_k) { return causal ? i + s_k - s_q + 1 : s_k; }
+// The keys [lo, hi) query `i` of a sequence of s_q queries and s_k keys sees: bottom-right aligned (its position is
+// p = i + s_k - s_q), up to p when causal, from p - window when window >= 0; hi <= lo: none.
+struct KeySpan {
+  int64_t lo, hi;
+};
+KeySpan visible_keys(bool causal, int64_t window, int64_t i, int64_t s_q, int64_t s_k) {
+  const int64_t p = i + s_k - s_q;
+  const int64_t hi = causal ? std::min(p + 1, s_k) : s_k;
+  const int64_t lo = window >= 0 ? std::max<int64_t>(0, p - window) : 0;
+  return {lo, std::max(lo, hi)};
+}
 
 // Query rows of one (sequence, KV head): every query head of the group and every query token; writes out and lse.
 // The group's K and V as doubles when they fit in `max_kv_bytes`; else chunks of keys in two passes (every row's max
@@ -58,7 +72,8 @@ template <typename KeyOffset>
 void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, const HeadStrides& os, float* lse,
                   int64_t lse_batch, int64_t lse_head, const void* k, const HeadStrides& ks, const void* v,
                   const HeadStrides& vs, KeyOffset key_row, int64_t b, int64_t q_start, int64_t s_q, int64_t s_k,
-                  int64_t kvh, int64_t group, int64_t d, double scale, bool causal, size_t max_kv_bytes) {
+                  int64_t kvh, int64_t group, int64_t d, double scale, bool causal, int64_t window, double softcap,
+                  size_t max_kv_bytes) {
   // K and V rows [j0, j1) as doubles into kv (whose s_k becomes the chunk's length).
   auto load = [&](KvRows* kv, int64_t j0, int64_t j1, bool with_v) {
     kv->s_k = j1 - j0;
@@ -90,7 +105,8 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
       for (int64_t t = 0; t < s_q; ++t) {
         query(g, t, qr.data());
         double l = 0;
-        attend(qr.data(), kv, visible_keys(causal, t, s_q, s_k), scale, o.data(), &l, logits);
+        const KeySpan span = visible_keys(causal, window, t, s_q, s_k);
+        attend(qr.data(), kv, span.lo, span.hi, scale, softcap, o.data(), &l, logits);
         store(g, t, o.data(), l);
       }
     return;
@@ -100,19 +116,19 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
   const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(max_kv_bytes / (2 * sizeof(double))) / d);
   std::vector<double> qs_all(static_cast<size_t>(rows * d)), m(static_cast<size_t>(rows), -INFINITY),
       l(static_cast<size_t>(rows), 0.0), o_all(static_cast<size_t>(rows * d), 0.0);
-  std::vector<int64_t> visible(static_cast<size_t>(rows));
+  std::vector<KeySpan> visible(static_cast<size_t>(rows));
   for (int64_t g = 0; g < group; ++g)
     for (int64_t t = 0; t < s_q; ++t) {
       const int64_t r = g * s_q + t;
       query(g, t, &qs_all[static_cast<size_t>(r * d)]);
-      visible[static_cast<size_t>(r)] = std::min(visible_keys(causal, t, s_q, s_k), s_k);
+      visible[static_cast<size_t>(r)] = visible_keys(causal, window, t, s_q, s_k);
     }
   auto dot = [&](int64_t r, const KvRows& kv, int64_t j) {
     const double* qp = &qs_all[static_cast<size_t>(r * d)];
     const double* kr = &kv.k[static_cast<size_t>(j * d)];
     double s = 0;
     for (int64_t i = 0; i < d; ++i) s += qp[i] * kr[i];
-    return scale * s;
+    return score(s, scale, softcap);
   };
   KvRows kv;
   for (int pass = 0; pass < 2; ++pass)
@@ -121,7 +137,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
       load(&kv, j0, j1, pass == 1);
       for (int64_t r = 0; r < rows; ++r) {
         const auto ru = static_cast<size_t>(r);
-        for (int64_t j = j0; j < std::min(j1, visible[ru]); ++j) {
+        for (int64_t j = std::max(j0, visible[ru].lo); j < std::min(j1, visible[ru].hi); ++j) {
           const double s = dot(r, kv, j - j0);
           if (pass == 0) {
             m[ru] = std::max(m[ru], s);
@@ -139,7 +155,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
     for (int64_t t = 0; t < s_q; ++t) {
       const auto r = static_cast<size_t>(g * s_q + t);
       double* op = &o_all[r * static_cast<size_t>(d)];
-      if (visible[r] <= 0) {
+      if (visible[r].hi <= visible[r].lo) {
         std::fill(op, op + d, 0.0);
         store(g, t, op, -INFINITY);
         continue;
@@ -167,7 +183,8 @@ Status attention_reference(const AttentionArgs& a) {
     auto key_row = [&](const HeadStrides& st, int64_t j) { return b * st.batch + (k0 + j) * st.token; };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, max_kv_bytes);
+                   key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
+                   max_kv_bytes);
   }
   return Status::Ok();
 }
@@ -185,7 +202,8 @@ Status decode_reference(const DecodeArgs& a) {
     };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, max_kv_bytes);
+                   key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
+                   max_kv_bytes);
   }
   return Status::Ok();
 }
