@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e_common import DTYPES, add_common_args, write_outputs  # noqa: E402
+from e2e_common import DTYPES, add_common_args, gpu_name, on_cuda, sync, write_outputs  # noqa: E402
 
 
 def build(args, dtype, device):
@@ -77,10 +77,6 @@ def main(argv=None):
     dtype = DTYPES[args.dtype]
     import kernelkit
 
-    def sync():
-        if torch.device(args.device).type == "cuda":
-            torch.cuda.synchronize()
-
     rows, ref = [], None
     for name, patched, compiled in (("eager", False, False), ("kernelkit eager", True, False),
                                     ("compiled", False, True), ("kernelkit compiled", True, True)):
@@ -92,10 +88,10 @@ def main(argv=None):
         out = denoise(model, inputs, args.steps)  # warm-up (compiles)
         times = []
         for _ in range(args.runs):
-            sync()
+            sync(args.device)
             t0 = time.perf_counter()
             out = denoise(model, inputs, args.steps)
-            sync()
+            sync(args.device)
             times.append((time.perf_counter() - t0) * 1e3)
         ms = statistics.median(times)
         ref = out.double() if ref is None else ref
@@ -104,12 +100,12 @@ def main(argv=None):
                      "max_rel_diff_vs_eager": diff,
                      "patched": dict(sorted(report.patched.items())) if report else {}})
         del model
-        if torch.device(args.device).type == "cuda":
+        if on_cuda(args.device):
             torch.cuda.empty_cache()
     base = rows[0]["ms"]
     for r in rows:
         r["speedup_vs_eager"] = base / r["ms"]
-    meta = {"gpu": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu", "torch": torch.__version__,
+    meta = {"gpu": gpu_name(args.device), "torch": torch.__version__,
             "commit": args.commit, "dtype": args.dtype,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "config": {k: getattr(args, k) for k in ("layers", "heads", "head_dim", "latent", "channels",

@@ -18,6 +18,20 @@ def add_common_args(p, runs):
     p.add_argument("--commit", default="")
 
 
+def on_cuda(device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def sync(device):
+    """Waits for the device (wall-clock timing of what a caller sees)."""
+    if on_cuda(device):
+        torch.cuda.synchronize()
+
+
+def gpu_name(device):
+    return torch.cuda.get_device_name(device) if on_cuda(device) else "cpu"
+
+
 def write_outputs(args, result, md):
     """Prints the table and writes --json / --markdown when given."""
     print(md)

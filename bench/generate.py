@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from e2e_common import DTYPES, add_common_args, write_outputs  # noqa: E402
+from e2e_common import DTYPES, add_common_args, gpu_name, on_cuda, sync, write_outputs  # noqa: E402
 
 
 def build_model(args, dtype, device):
@@ -39,11 +39,6 @@ def build_model(args, dtype, device):
         if type(m).__name__.endswith("RMSNorm"):
             m.weight.data.uniform_(0.5, 1.5)
     return model
-
-
-def sync(device):
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
 
 
 def generate(model, ids, new, static):
@@ -124,14 +119,14 @@ def main(argv=None):
                          "decode_tokens_per_s": batch * 1e3 / step_ms if step_ms > 0 else float("inf"),
                          "tokens": tokens[:, args.prompt:].tolist()})
         del model
-        if torch.device(args.device).type == "cuda":
+        if on_cuda(args.device):
             torch.cuda.empty_cache()
     ref = {r["batch"]: r["tokens"] for r in rows if r["variant"] == "compiled"}
     for r in rows:
         want, got = ref[r["batch"]], r.pop("tokens")
         same = [a == b for ra, rb in zip(got, want) for a, b in zip(ra, rb)]
         r["tokens_equal_compiled"] = f"{sum(same)}/{len(same)}"
-    result = {"meta": {"gpu": torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu",
+    result = {"meta": {"gpu": gpu_name(args.device),
                        "torch": torch.__version__, "commit": args.commit, "dtype": args.dtype,
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "config": {k: getattr(args, k) for k in ("layers", "hidden", "intermediate", "head_dim",

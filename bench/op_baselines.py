@@ -151,7 +151,8 @@ def torch_varlen(q, k, v, cu_q, cu_k, max_q, max_k):
     for the mask changed between releases (is_causal, then window_size)."""
     import inspect
     from torch.nn.attention.varlen import varlen_attn
-    causal = {"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters else {"window_size": (-1, 0)}
+    old_api = "is_causal" in inspect.signature(varlen_attn).parameters
+    causal = {"is_causal": True} if old_api else {"window_size": (-1, 0)}
     return varlen_attn(q, k, v, cu_q, cu_k, max_q, max_k, **causal)
 
 
@@ -165,7 +166,7 @@ def run_varlen(dtype, runs, device):
         cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=device)
         total, longest = int(cu[-1]), max(lens)
         q = torch.randn(total, h, d, device=device, dtype=dtype)
-        k, v = torch.randn(total, hk, d, device=device, dtype=dtype), torch.randn(total, hk, d, device=device, dtype=dtype)
+        k, v = (torch.randn(total, hk, d, device=device, dtype=dtype) for _ in range(2))
         spans = [(int(cu[i]), int(cu[i + 1])) for i in range(len(lens))]
         want = torch.cat([sdpa(q[None, a:b].float(), k[None, a:b].float(), v[None, a:b].float(), True)[0]
                           for a, b in spans])
@@ -181,32 +182,29 @@ def run_varlen(dtype, runs, device):
                 lambda be=be: [sdpa(q[None, a:b], k[None, a:b], v[None, a:b], True, be) for a, b in spans])
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         # Without max_seqlen: the read-back (a stream synchronization) rules out a graph; eager CUDA-event time.
-        row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time_or_error(
+        row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time(
             lambda: kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), runs,
             row["impls"]["kernelkit"].get("gpu_us"), lambda us: flops / us / 1e6, "TFLOP/s")
         rows.append(row)
     return rows
 
 
-def eager_time_or_error(*a):
-    try:
-        return eager_time(*a)
-    except Exception as err:  # reported in its row, as time_all does
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-
-
 def eager_time(fn, runs, base_us, rate, unit):
-    """Median of `runs` eager calls between CUDA events (what a call that synchronizes costs on the stream)."""
-    for _ in range(3):
-        fn()
+    """Median of `runs` eager calls between CUDA events (what a call that synchronizes costs on the stream); a
+    failure is reported in its row, as time_all does."""
     times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
+    try:
+        for _ in range(3):
+            fn()
+        for _ in range(runs):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+    except Exception as err:
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
     us = sorted(times)[len(times) // 2]
     r = {"gpu_us": us, unit: rate(us)}
     if base_us:
@@ -297,8 +295,9 @@ def checkpoint_layers(n, k, device, seed):
     scales = (torch.rand(n, groups, generator=g, device=device) * 0.004 + 0.001).half().float()
     act = torch.arange(k, device=device)[torch.randperm(k, generator=g, device=device)] // 128
     plain = torch.arange(k, device=device) // 128
-    layers = {"gptq act-order": kernelkit.nn.ZeroPointInt4Linear.from_weights(formats.Int4Weights(q, zeros, scales, act)),
-              "awq": kernelkit.nn.ZeroPointInt4Linear.from_weights(formats.Int4Weights(q, zeros, scales, plain))}
+    layer = kernelkit.nn.ZeroPointInt4Linear.from_weights
+    layers = {"gptq act-order": layer(formats.Int4Weights(q, zeros, scales, act)),
+              "awq": layer(formats.Int4Weights(q, zeros, scales, plain))}
     deq = {name: scales[:, gi] * (q.float() - zeros.float()[:, gi]) for name, gi in (("gptq act-order", act),
                                                                                     ("awq", plain))}
     return layers, deq

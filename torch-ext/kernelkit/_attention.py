@@ -28,8 +28,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     reads nothing back (CUDA-graph capturable) and the kernels check the entries on the device: a bad one skips its
     sequence and is raised by kernelkit.check_errors() (at the call in debug mode). scale defaults to 1 / sqrt(d).
     window_left >= 0: a sliding window, query at position p sees keys from p - window_left; softcap > 0: each scaled
-    score s becomes softcap tanh(s / softcap) (Gemma 2). Both on the CPU only for now (CUDA: NotImplementedError). Returns out, or (out, lse) with lse float32 [b, h, s_q]
-    ([h, total_q] when packed), the natural-log sum of exp of each query's scaled scores (-inf where it sees no key).
+    score s becomes softcap tanh(s / softcap) (Gemma 2). Both on the CPU only for now (CUDA: NotImplementedError).
+    Returns out, or (out, lse) with lse float32 [b, h, s_q] ([h, total_q] when packed), the natural-log sum of exp
+    of each query's scaled scores (-inf where it sees no key).
     """
     _inference_only("attention", q, k, v)
     if cu_seqlens_q is not None:

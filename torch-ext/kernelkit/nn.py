@@ -112,7 +112,8 @@ class ZeroPointInt4Linear(_Float32Scales):
         perm = None
         if not torch.equal(g_idx, torch.arange(k, device=g_idx.device) // size):
             perm = torch.argsort(g_idx, stable=True)
-            if not torch.equal(torch.bincount(g_idx, minlength=groups), torch.full((groups,), size, device=g_idx.device)):
+            counts = torch.bincount(g_idx, minlength=groups)
+            if not torch.equal(counts, torch.full((groups,), size, device=g_idx.device)):
                 raise ValueError(f"ZeroPointInt4Linear: g_idx must give every group {size} inputs")
         # The kernel's groups are 64 or 128 inputs: a checkpoint group that is a multiple (256, or one per output
         # channel) repeats its scale and zero over the kernel's groups inside it.
@@ -162,6 +163,15 @@ def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, 
     return ZeroPointInt4Linear.from_weights(formats.unpack_awq(qweight, qzeros, scales, group), bias)
 
 
+def _linears(model: nn.Module):
+    """(parent module, attribute name, full name, layer) of every plain nn.Linear of `model`, listed before any is
+    replaced."""
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if type(child) is nn.Linear:
+                yield module, child_name, f"{name}.{child_name}" if name else child_name, child
+
+
 def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -> dict:
     """Replaces each nn.Linear of `model` whose `<name>.qweight` is in `tensors` (the state dict of a GPTQ or AWQ
     checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointInt4Linear built from that layer's
@@ -176,24 +186,22 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
     if method == "awq" and str(quantization_config.get("version", "gemm")).lower() != "gemm":
         raise ValueError(f"load_quantized: AWQ version {quantization_config['version']!r} is not supported (gemm)")
     replaced = []
-    for name, module in list(model.named_modules()):
-        for child_name, child in list(module.named_children()):
-            full = f"{name}.{child_name}" if name else child_name
-            if type(child) is not nn.Linear or f"{full}.qweight" not in tensors:
-                continue
-            t = {key: tensors.get(f"{full}.{key}") for key in ("qweight", "qzeros", "scales", "g_idx", "bias")}
-            if method == "gptq":
-                layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group,
-                                  quantization_config.get("checkpoint_format", "gptq"))
-            else:
-                if bits != 4:
-                    raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
-                layer = from_awq(t["qweight"], t["qzeros"], t["scales"], t["bias"], group)
-            if (layer.in_features, layer.out_features) != (child.in_features, child.out_features):
-                raise ValueError(f"load_quantized: {full} is [{child.out_features}, {child.in_features}] in the "
-                                 f"model, [{layer.out_features}, {layer.in_features}] in the checkpoint")
-            setattr(module, child_name, layer.to(child.weight.device))
-            replaced.append(full)
+    for module, child_name, full, child in _linears(model):
+        if f"{full}.qweight" not in tensors:
+            continue
+        t = {key: tensors.get(f"{full}.{key}") for key in ("qweight", "qzeros", "scales", "g_idx", "bias")}
+        if method == "gptq":
+            layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group,
+                              quantization_config.get("checkpoint_format", "gptq"))
+        else:
+            if bits != 4:
+                raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
+            layer = from_awq(t["qweight"], t["qzeros"], t["scales"], t["bias"], group)
+        if (layer.in_features, layer.out_features) != (child.in_features, child.out_features):
+            raise ValueError(f"load_quantized: {full} is [{child.out_features}, {child.in_features}] in the "
+                             f"model, [{layer.out_features}, {layer.in_features}] in the checkpoint")
+        setattr(module, child_name, layer.to(child.weight.device))
+        replaced.append(full)
     return {"replaced": len(replaced), "layers": replaced, "quant_method": method, "bits": bits, "group_size": group}
 
 
@@ -256,10 +264,8 @@ def quantize(model: nn.Module, bits: int = 8, group: int = 128, skip: tuple = ("
     cls = W8A8Linear if activations else Int8Linear if bits == 8 else Int4Linear
     before = _bytes(model)
     replaced = Counter()
-    for name, module in list(model.named_modules()):
-        for child_name, child in list(module.named_children()):
-            full = f"{name}.{child_name}" if name else child_name
-            if type(child) is nn.Linear and not any(full.endswith(s) for s in skip):
-                setattr(module, child_name, cls.from_linear(child, group))
-                replaced[cls.__name__] += 1
+    for module, child_name, full, child in _linears(model):
+        if not any(full.endswith(s) for s in skip):
+            setattr(module, child_name, cls.from_linear(child, group))
+            replaced[cls.__name__] += 1
     return {"replaced": dict(replaced), "bytes_before": before, "bytes_after": _bytes(model)}

@@ -24,8 +24,9 @@ struct AttentionOptions {
   // synchronization) to check them and to size the grid by the longest sequence, unless max_seqlen_q / k are given.
   std::optional<TensorView> cu_seqlens_q, cu_seqlens_k;
   // Varlen only, both or neither: the longest sequence's query / key tokens (FlashAttention's max_seqlen_q / k), at
-  // least the true longest (an upper bound such as the model's context is fine). Given, a CUDA call reads nothing back (no synchronization; it can be captured in a CUDA
-  // graph): the grid is sized by them and the kernels check each cu_seqlens entry they use on the device. A bad entry
+  // least the true longest (an upper bound such as the model's context is fine). Given, a CUDA call reads nothing
+  // back (no synchronization; it can be captured in a CUDA graph): the grid is sized by them and the kernels check
+  // each cu_seqlens entry they use on the device. A bad entry
   // (negative, decreasing, past the packed count, a first entry not 0 or a last not the count, a sequence longer than
   // its max_seqlen) is never followed: its sequence is skipped and the first one is recorded for check_errors
   // (kernelkit/runtime.hpp). The CPU backend checks the entries as without them, and that each max covers the longest.
