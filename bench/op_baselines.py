@@ -4,6 +4,7 @@
   attention   kernelkit.attention vs F.scaled_dot_product_attention with the flash, cuDNN and efficient backends
               (prefill, causal; TFLOP/s from the visible query-key pairs)
   varlen      packed varlen prefill (cu_seqlens, max_seqlen given) vs torch.nn.attention.varlen and SDPA per sequence
+  masks       sliding-window and soft-capped prefill vs kernelkit without them, flex_attention and SDPA with a mask
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
@@ -16,7 +17,7 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,decode,linear,checkpoints,w8a8,accuracy] [--quick] [--tuned]
+  python3 bench/op_baselines.py [--only attention,varlen,masks,decode,linear,checkpoints,w8a8,accuracy] [--quick] [--tuned]
                                 [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
@@ -140,6 +141,77 @@ def run_attention(dtype, runs, device):
                 CHECK_FAILURES.append(f"attention {row['shape']} {setting}: {e}")
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
+        row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
+        row["impls"].update(untimed)
+        rows.append(row)
+    return rows
+
+
+def masked_ref(q, k, v, rows, causal, window=-1, softcap=0.0):
+    """float32 attention of query rows `rows` (a slice) of [b, s_q, h, d] q against every key: the bottom-right
+    causal mask, a sliding window (keys from position - window) and a soft-cap, spelled out."""
+    sq, h, d, sk, hk = q.shape[1], q.shape[2], q.shape[3], k.shape[1], k.shape[2]
+    qs = q[:, rows].float().transpose(1, 2)
+    ks, vs = (t.float().transpose(1, 2).repeat_interleave(h // hk, 1) for t in (k, v))
+    s = qs @ ks.transpose(-1, -2) * d ** -0.5
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    pos = torch.arange(sq, device=q.device)[rows][:, None] + (sk - sq)
+    key = torch.arange(sk, device=q.device)[None, :]
+    hidden = (key > pos) & causal
+    if window >= 0:
+        hidden |= key < pos - window
+    return (s.masked_fill(hidden, float("-inf")).softmax(-1).nan_to_num(0.0) @ vs).transpose(1, 2)
+
+
+def flex(q, k, v, causal, window=-1, softcap=0.0):
+    """torch.nn.attention.flex_attention (compiled, a block mask that skips the hidden tiles), the PyTorch way to a
+    sliding window or a soft-cap."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    s_q, s_k = q.shape[1], k.shape[1]
+
+    def visible(b, h, i, j):
+        pos = i + (s_k - s_q)
+        ok = (j <= pos) if causal else (j >= 0)
+        return ok & (j >= pos - window) if window >= 0 else ok
+
+    def cap(score, b, h, i, j):
+        return softcap * torch.tanh(score / softcap)
+    mask = create_block_mask(visible, None, None, s_q, s_k, device=q.device)
+    fn = torch.compile(flex_attention)
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    kw = dict(block_mask=mask, enable_gqa=q.shape[2] != k.shape[2], score_mod=cap if softcap > 0 else None)
+    return lambda: fn(qt, kt, vt, **kw).transpose(1, 2)
+
+
+def run_masks(dtype, runs, device):
+    """Sliding window (Mistral / Gemma) and soft-cap (Gemma 2) prefill, causal GQA: kernelkit with them, kernelkit
+    without them on the same inputs (the window's rate is the tiles it skips: its time over the full causal one),
+    flex_attention (compiled, block mask) and SDPA given the window as a boolean mask. Checked on the first and last
+    512 query rows against masked_ref."""
+    rows = []
+    for h, hk, s, d, window, softcap in ((32, 8, 16384, 128, 4096, 0.0), (16, 8, 4096, 128, 4096, 50.0)):
+        q = torch.randn(1, s, h, d, device=device, dtype=dtype)
+        k, v = (torch.randn(1, s, hk, d, device=device, dtype=dtype) for _ in range(2))
+        kw = dict(causal=True, window_left=window, softcap=softcap)
+        got = kernelkit.attention(q, k, v, **kw)
+        err = max(check("attention masked", got[:, r], masked_ref(q, k, v, r, True, window, softcap), 2e-2)
+                  for r in (slice(0, 512), slice(s - 512, s)))
+        what = (f" window {window}" if window >= 0 else "") + (f" softcap {softcap:g}" if softcap else "")
+        row = {"op": "attention" + what, "shape": f"b1 h{h}/{hk} s{s} d{d} causal", "max_err": err}
+        flops = 4.0 * h * d * sum(min(i + 1, window + 1) for i in range(s))  # the visible pairs
+        impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, **kw),
+                 "kernelkit without" + what: lambda: kernelkit.attention(q, k, v, causal=True)}
+        untimed = {}
+        try:
+            impls["flex_attention"] = flex(q, k, v, True, window, softcap)
+        except Exception as e:  # its compile needs Triton and a working inductor
+            untimed["flex_attention"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        if not softcap:
+            pos = torch.arange(s, device=device)
+            mask = (pos[None, :] <= pos[:, None]) & (pos[None, :] >= pos[:, None] - window)
+            impls["sdpa, window as a boolean mask"] = lambda: F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         row["impls"].update(untimed)
         rows.append(row)
@@ -460,6 +532,10 @@ def check_cpu():
                       for a, b in ((0, 3), (3, 9))])
     check("attention varlen", kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu,
                                                   max_seqlen_q=6, max_seqlen_k=6), want, 2e-2)
+    q, k, v = (torch.randn(1, 40, 4, 64, dtype=torch.float16) for _ in range(3))
+    for window, softcap in ((5, 0.0), (-1, 2.0), (7, 3.0)):
+        got = kernelkit.attention(q, k, v, causal=True, window_left=window, softcap=softcap)
+        check("attention masked", got[:, 30:], masked_ref(q, k, v, slice(30, 40), True, window, softcap), 2e-2)
     layers, deq = checkpoint_layers(16, 256, "cpu", seed=0)
     x = torch.randn(3, 256, dtype=torch.float16)
     for name, layer in layers.items():
@@ -486,7 +562,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,varlen,decode,linear,checkpoints,w8a8,accuracy")
+    p.add_argument("--only", default="attention,varlen,masks,decode,linear,checkpoints,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -510,6 +586,8 @@ def main(argv=None):
         rows += run_attention(dtype, args.runs, "cuda")
     if "varlen" in only:
         rows += run_varlen(dtype, args.runs, "cuda")
+    if "masks" in only:
+        rows += run_masks(dtype, args.runs, "cuda")
     if "decode" in only:
         rows += run_decode(dtype, args.runs, "cuda")
     if "linear" in only:

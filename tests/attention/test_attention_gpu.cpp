@@ -1,7 +1,8 @@
 // attention / decode_attention on the GPU against the fp64 CPU reference, every element of out and lse, outputs
 // poisoned first. Run natively (sm_90) and on the PTX paths (KERNELKIT_PROFILE=a100 / t4 with compute_80 / compute_75
 // code): lengths 1, 7, 127, 1000, 4097; s_q < s_k and s_q > s_k (fully masked causal rows); GQA ratios 1, 4, 8 and
-// MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; bad inputs.
+// MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; sliding
+// windows and soft-caps; bad inputs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -181,6 +182,87 @@ TEST_P(DecodeGrid, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
                                             ::testing::Bool()));
+
+// Sliding window and soft-cap, alone and together, with causal and not, GQA, s_q < s_k and s_q > s_k, varlen, the
+// head dims; on sm_90a every prefill kernel (the TMA-fed wgmma default, cp.async-fed wgmma, mma.sync) and both
+// decode kernels with contiguous and paged caches.
+struct MaskShape {
+  int64_t batch, s_q, s_k, heads, kv_heads;
+  bool causal;
+  int64_t window;
+  float softcap;
+  double magnitude;  // q, k in [-magnitude, magnitude]: 8 gives logits the cap bends hard
+};
+
+AttentionCase masked_case(OpId op, DType dt, const MaskShape& m, int64_t d, uint64_t seed) {
+  AttentionCase c{op, dt, m.batch, m.s_q, m.s_k, m.heads, m.kv_heads, d, m.causal};
+  c.magnitude = m.magnitude;
+  c.seed = seed;
+  c.window_left = m.window;
+  c.softcap = m.softcap;
+  return c;
+}
+
+using MaskParam = std::tuple<DType, int64_t>;  // dtype, head_dim
+class AttentionMasks : public ::testing::TestWithParam<MaskParam> {};
+
+TEST_P(AttentionMasks, PrefillMatchesReference) {
+  const auto [dt, d] = GetParam();
+  const std::vector<MaskShape> shapes = {
+      {1, 1000, 1000, 4, 1, true, 100, 0.0f, 1.0},  // a window over many tiles: tiles skipped on both sides
+      {2, 300, 300, 4, 2, true, 0, 0.0f, 1.0},      // window 0: each query sees itself only
+      {1, 127, 1000, 2, 1, true, 200, 0.0f, 1.0},   // s_q < s_k: windows from the bottom-right positions
+      {1, 1000, 300, 2, 2, true, 64, 0.0f, 1.0},    // s_q > s_k: early rows see nothing
+      {1, 1000, 1000, 4, 4, false, 333, 0.0f, 1.0},  // not causal: keys from p - 333 to the end
+      {1, 1000, 1000, 4, 1, true, -1, 5.0f, 8.0},   // a soft-cap on large logits: the cap decides the softmax
+      {2, 127, 127, 8, 2, false, -1, 50.0f, 1.0},   // Gemma 2's cap of 50 on ordinary logits
+      {1, 1000, 1000, 4, 2, true, 128, 30.0f, 4.0},  // both
+  };
+  std::vector<std::string> settings = {""};
+  DeviceProfile prof;
+  ASSERT_TRUE(active_profile(0, &prof).ok());
+  if (prof.sm == 90 && cuda::sm90a_available(0)) settings = {"", "attn_wgmma=1", "attn_wgmma=0"};
+  for (const std::string& setting : settings) {
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
+    uint64_t seed = 81;
+    for (const MaskShape& m : shapes) {
+      if (d == 256 && m.s_q * m.s_k > 300 * 300) continue;  // keep the fp64 reference's time in check
+      expect_attention(masked_case(OpId::attention, dt, m, d, seed++));
+    }
+    // Packed sequences (odd ones shorter) with a window and a cap, and [b, h, s, d] strides.
+    AttentionCase c = masked_case(OpId::attention, dt, {3, 300, 500, 8, 2, true, 50, 20.0f, 4.0}, d, seed++);
+    c.varlen = true;
+    expect_attention(c);
+    c.varlen = false, c.bhsd = true, c.seed = seed++;
+    expect_attention(c);
+  }
+}
+
+TEST_P(AttentionMasks, DecodeMatchesReference) {
+  const auto [dt, d] = GetParam();
+  const std::vector<MaskShape> shapes = {
+      {2, 1, 4097, 8, 2, false, 1000, 0.0f, 1.0},  // a window over a long cache: the splits cover the window only
+      {2, 4, 1000, 8, 1, true, 100, 0.0f, 1.0},    // speculative tokens, each its own window
+      {3, 1, 127, 4, 4, true, 0, 0.0f, 1.0},       // window 0: the last key only
+      {3, 1, 300, 4, 4, false, -1, 30.0f, 4.0},    // a soft-cap
+      {2, 2, 1000, 16, 2, true, 64, 20.0f, 4.0},   // both
+  };
+  uint64_t seed = 91;
+  for (bool tc : {true, false}) {
+    if (tc && d > 128) continue;  // the tensor-core decode is planned up to head_dim 128
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
+    for (bool paged : {false, true})
+      for (const MaskShape& m : shapes) {
+        AttentionCase c = masked_case(OpId::decode_attention, dt, m, d, seed++);
+        c.paged = paged;
+        expect_attention(c);
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Masks, AttentionMasks,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256)));
 
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.

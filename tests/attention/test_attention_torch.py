@@ -66,22 +66,15 @@ def test_varlen_matches_float64_per_sequence(device, max_seqlen):
 @pytest.mark.parametrize("causal,window_left,softcap", [(True, 4, 0.0), (False, 3, 0.0), (True, -1, 2.5),
                                                         (True, 2, 4.0)])
 def test_sliding_window_and_softcap(device, causal, window_left, softcap):
-    """Prefill and decode with a sliding window and / or Gemma 2's soft-cap against float64 (CPU backend); the CUDA
-    kernels refuse them for now rather than ignore them."""
+    """Prefill and decode with a sliding window and / or Gemma 2's soft-cap against float64."""
     q = rand(2, 7, 8, 64, dtype=torch.bfloat16, device=device) * 2
     k, v = rand(2, 19, 2, 64, dtype=torch.bfloat16, device=device) * 2, rand(2, 19, 2, 64, dtype=torch.bfloat16,
                                                                                device=device)
     kw = dict(causal=causal, window_left=window_left, softcap=softcap)
-    if device == "cuda":
-        with pytest.raises(NotImplementedError, match="options.window_left / options.softcap are not in the CUDA"):
-            kernelkit.attention(q, k, v, **kw)
-        with pytest.raises(NotImplementedError, match="not in the CUDA kernels yet"):
-            kernelkit.decode_attention(q[:, :1], k, v, **kw)
-        return
-    want = attention_ref(q, k, v, causal, window_left=window_left, softcap=softcap)
-    assert (kernelkit.attention(q, k, v, **kw).double() - want).abs().max().item() < 2e-2
-    want = attention_ref(q[:, :2], k, v, causal, window_left=window_left, softcap=softcap)
-    assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).double() - want).abs().max().item() < 2e-2
+    want = attention_ref(q.cpu(), k.cpu(), v.cpu(), causal, window_left=window_left, softcap=softcap)
+    assert (kernelkit.attention(q, k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2
+    want = attention_ref(q[:, :2].cpu(), k.cpu(), v.cpu(), causal, window_left=window_left, softcap=softcap)
+    assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2
 
 
 @pytest.mark.parametrize("device", DEVICES)

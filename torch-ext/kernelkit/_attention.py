@@ -28,7 +28,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     reads nothing back (CUDA-graph capturable) and the kernels check the entries on the device: a bad one skips its
     sequence and is raised by kernelkit.check_errors() (at the call in debug mode). scale defaults to 1 / sqrt(d).
     window_left >= 0: a sliding window, query at position p sees keys from p - window_left; softcap > 0: each scaled
-    score s becomes softcap tanh(s / softcap) (Gemma 2). Both on the CPU only for now (CUDA: NotImplementedError).
+    score s becomes softcap tanh(s / softcap) (Gemma 2); both compose with causal, GQA and varlen.
     Returns out, or (out, lse) with lse float32 [b, h, s_q] ([h, total_q] when packed), the natural-log sum of exp
     of each query's scaled scores (-inf where it sees no key).
     """
@@ -56,7 +56,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, 16, h_kv, d] with an int32
     block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
     the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. window_left / softcap
-    as in `attention` (CPU only for now). Returns out, or (out, lse) with lse float32 [b, h, s_q].
+    as in `attention`. Returns out, or (out, lse) with lse float32 [b, h, s_q].
     """
     _inference_only("decode_attention", q, k_cache, v_cache)
     _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")

@@ -32,10 +32,11 @@ struct AttentionOptions {
   // (kernelkit/runtime.hpp). The CPU backend checks the entries as without them, and that each max covers the longest.
   std::optional<int64_t> max_seqlen_q, max_seqlen_k;
   // Sliding window (Mistral, Gemma 2/3; FlashAttention's window_size[0]): query i, at position p = i + s_k - s_q,
-  // sees keys j >= p - window_left (and j <= p when causal); -1: no window.
+  // sees keys j >= p - window_left (and j <= p when causal); -1: no window. On CUDA the K/V tiles no query row of a
+  // block sees are skipped, not masked (decode: the splits cover the window, not the cache).
   int64_t window_left = -1;
   // Logit soft-capping (Gemma 2; FlashAttention's softcap): each scaled score s becomes softcap tanh(s / softcap)
-  // before the softmax; 0: none. Both: the CPU backend only for now (CUDA calls are refused, not ignored).
+  // before the softmax; 0: none.
   float softcap = 0.0f;
 };
 

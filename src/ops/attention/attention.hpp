@@ -34,8 +34,8 @@ struct AttentionArgs {
   int64_t lse_batch = 0, lse_head = 0;  // lse offset = b * lse_batch + h * lse_head + token
   float scale = 1.0f;
   bool causal = false;
-  int64_t window_left = -1;  // keys from position - window_left (-1: none); the CPU backend only, for now
-  float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none); the CPU backend only
+  int64_t window_left = -1;  // keys from position - window_left (-1: none)
+  float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
 };
 
 struct DecodeArgs {
@@ -57,8 +57,8 @@ struct DecodeArgs {
   HeadStrides q_st, k_st, v_st, o_st;
   float scale = 1.0f;
   bool causal = false;
-  int64_t window_left = -1;  // keys from position - window_left (-1: none); the CPU backend only, for now
-  float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none); the CPU backend only
+  int64_t window_left = -1;  // keys from position - window_left (-1: none)
+  float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
 };
 
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);

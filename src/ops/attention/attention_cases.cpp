@@ -30,6 +30,8 @@ std::string AttentionCase::name() const {
   if (paged) os << " paged";
   if (magnitude > 1) os << " |x|~" << magnitude;
   if (kv_pad) os << " kv_pad " << kv_pad;
+  if (window_left >= 0) os << " window " << window_left;
+  if (softcap > 0) os << " softcap " << softcap;
   return os.str();
 }
 
@@ -120,6 +122,8 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
   const int64_t B = c.batch, h = c.heads, hk = c.kv_heads, D = c.head_dim;
   AttentionOptions o;
   o.causal = c.causal;
+  o.window_left = c.window_left;
+  o.softcap = c.softcap;
   if (c.op == OpId::decode_attention) {
     KvCache cache;
     const int64_t S = c.s_q;

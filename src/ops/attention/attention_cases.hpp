@@ -31,7 +31,9 @@ struct AttentionCase {
   // kernel that reads a key past s_k and lets it reach the output turns that row NaN
   int64_t kv_pad = 0;
   bool max_seqlen = false;  // varlen: max_seqlen_q / k given (the longest), so CUDA checks cu_seqlens on the device
-  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen"
+  int64_t window_left = -1;  // options.window_left
+  float softcap = 0.0f;      // options.softcap
+  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16"
 };
 // On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.
 CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);

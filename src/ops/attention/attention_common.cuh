@@ -9,6 +9,41 @@ namespace kernelkit::cuda {
 constexpr float kLog2e = 1.4426950408889634f;  // exp(s x) = exp2(s log2(e) x): the scale is folded into exp2's domain
 constexpr float kLn2 = 0.6931471805599453f;    // lse = ln2 * max_log2 + ln(sum)
 
+// How a raw score s = q . k enters the exp2-domain softmax: scale log2(e) s, or with a soft-cap (Gemma 2)
+// cap log2(e) tanh(scale s / cap). Host side: score_transform (attention_cuda.cu).
+struct ScoreTransform {
+  float scale_in;  // scale log2(e); with a soft-cap scale / cap
+  float cap_log2;  // cap log2(e); 0: no soft-cap
+  __device__ __forceinline__ float operator()(float s) const {
+    return cap_log2 != 0.0f ? cap_log2 * tanhf(s * scale_in) : s * scale_in;
+  }
+  // A tile of C fragments at once: one warp-uniform branch for the tile, not one per score.
+  template <int NB>
+  __device__ __forceinline__ void apply(float (&s)[NB][4]) const {
+    if (cap_log2 != 0.0f) {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nb][e] = cap_log2 * tanhf(s[nb][e] * scale_in);
+    } else {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[nb][e] *= scale_in;
+    }
+  }
+};
+
+inline ScoreTransform score_transform(float scale, float softcap) {
+  return softcap > 0.0f ? ScoreTransform{scale / softcap, softcap * kLog2e} : ScoreTransform{scale * kLog2e, 0.0f};
+}
+
+// The kernels' sliding window: a window that hides nothing (at least s_k keys back, s_k the longest sequence's) is
+// none (-1), which also keeps their 32-bit position arithmetic in range.
+inline int kernel_window(int64_t window_left, int64_t s_k) {
+  return window_left < 0 || window_left >= s_k ? -1 : static_cast<int>(window_left);
+}
+
 template <typename T>
 struct AttnTensors {
   const T* q;  // element (b, token, head, i) at b * qs.batch + token * qs.token + head * qs.head + i

@@ -39,18 +39,7 @@ Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile,
 
 namespace kernelkit::detail {
 
-namespace {
-// The CUDA kernels have no sliding window or soft-cap yet: refused, not ignored.
-Status refuse_masks(const char* name, int64_t window_left, float softcap) {
-  if (window_left >= 0 || softcap > 0.0f)
-    return unsupported(std::string(name) + ": options.window_left / options.softcap are not in the CUDA kernels yet "
-                                           "(the CPU backend has them)");
-  return Status::Ok();
-}
-}  // namespace
-
 Status attention_cuda(const AttentionArgs& a, Stream stream) {
-  KK_RETURN_IF_ERROR(refuse_masks("attention", a.window_left, a.softcap));
   KK_RETURN_IF_ERROR(cuda::check_limits("attention", {{"s_q", a.s_q}, {"s_k", a.s_k}}));
   if (a.batch > 65535 || a.heads > 65535)
     return unsupported("attention: batch (" + std::to_string(a.batch) + ") and heads (" + std::to_string(a.heads) +
@@ -75,7 +64,6 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
-  KK_RETURN_IF_ERROR(refuse_masks("decode_attention", a.window_left, a.softcap));
   KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
   if (a.batch * a.kv_heads > 65535)
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +

@@ -18,6 +18,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "ops/attention/attention.hpp"
@@ -46,8 +47,9 @@ struct DecodeParams {
   detail::DeviceErrorRecord* err;  // where a bad seqlens / block_table value is recorded (device_check.cuh)
   int chunk;  // keys per split (a multiple of the block's keys per step)
   int splits;
-  float scale_log2;
+  ScoreTransform score;  // scale, soft-cap, into the log2 domain
   bool causal;
+  int window;  // sliding window: query i (position len - s_q + i) sees keys >= its position - window; -1: none
   float* part_o;    // splits > 1: [splits, b * s_q * h, d], rows ordered as out's (b, token, head)
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
   int stages;       // K/V buffers per warp, 2 to kDecodeMaxStages
@@ -78,7 +80,8 @@ __device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b,
     return b * st.batch + static_cast<int64_t>(key) * st.token;
 }
 
-// Sequence b's length and the keys [kbeg, kend) of split `split`, with the index values checked (a compare per
+// Sequence b's length and the keys [kbeg, kend) of split `split` (the splits cover the keys from the first query's
+// window start, 0 without a window: the planner sized them for the window), with the index values checked (a compare per
 // sequence and per page, not per key): a length outside [0, capacity] is recorded and clamped; with a paged cache, a
 // block_table entry under [kbeg, kend) outside [0, num_pages) is recorded and the block takes no keys, so no page
 // outside the cache is ever read (the split then adds nothing; with one split the rows come out 0). Block-wide: every
@@ -95,7 +98,8 @@ __device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, 
     if (len != raw && threadIdx.x == 0)
       record_device_error(p.err, OpId::decode_attention, detail::DeviceCheck::seqlens_k, b, -1, raw, p.capacity);
   }
-  const int kbeg = split * p.chunk;
+  const int first = p.window >= 0 ? max(0, len - p.s_q - p.window) : 0;
+  const int kbeg = first + split * p.chunk;
   int kend = min(len, kbeg + p.chunk);
   if constexpr (kPaged) {
     bool bad = false;
@@ -109,6 +113,13 @@ __device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, 
     if (__syncthreads_or(bad)) kend = kbeg;
   }
   return {len, kbeg, kend};
+}
+
+// Query token i of a sequence of len keys (position len - s_q + i) does not see `key`: causal, or before its window.
+template <typename T>
+__device__ __forceinline__ bool decode_key_hidden(const DecodeParams<T>& p, int len, int i, int key) {
+  const int pos = len - p.s_q + i;
+  return (p.causal && key > pos) || (p.window >= 0 && key < pos - p.window);
 }
 
 // The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...
@@ -195,7 +206,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
-    float q[R][8];  // this lane's 8 dims of each row, times scale * log2(e): scores come out in exp2's domain
+    float q[R][8];  // this lane's 8 dims of each row, times score.scale_in (then only the soft-cap is left to apply)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       Vec<T, 8> qv{};
@@ -203,7 +214,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
         qv = Vec<T, 8>::load(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token + row_head(r) * p.t.qs.head +
                              c * 8);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.scale_log2 : 0.0f;
+      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.score.scale_in : 0.0f;
     }
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
@@ -248,8 +259,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
-      // Scores, masked: keys past this split or sequence, padding rows, causal (the s_q queries are the sequence's
-      // last positions: query i sees keys <= len - s_q + i).
+      // Scores, soft-capped and masked: keys past this split or sequence, padding rows, causal and the window (the s_q
+      // queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
       const int key0 = tile_key0(i);
       float sc[kSteps][R];
 #pragma unroll
@@ -266,9 +277,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
           for (int e = 0; e < 8; ++e) dot = fmaf(q[r][e], kf[e], dot);
 #pragma unroll
           for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-          const bool masked =
-              key >= kend || r0 + r >= rows_total || (p.causal && key > len - p.s_q + row_token(r));
-          sc[stp][r] = masked ? -INFINITY : dot;
+          if (p.score.cap_log2 != 0.0f) dot = p.score.cap_log2 * tanhf(dot);
+          sc[stp][r] = key >= kend || r0 + r >= rows_total || decode_key_hidden(p, len, row_token(r), key)
+                           ? -INFINITY
+                           : dot;
         }
       }
       // Online softmax over the tile: the new running max (across the key slots), then P and O = O corr + P V.
@@ -434,17 +446,18 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
         mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
         mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
       }
-      // Scale into the log2 domain and mask: keys past this split or sequence, causal (the s_q queries are the
-      // sequence's last positions: query i sees keys <= len - s_q + i). Then the online softmax of the prefill.
+      // Into the log2 domain and masked: keys past this split or sequence, causal and the window (the s_q queries are
+      // the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window). Then the online
+      // softmax of the prefill.
       const int key0 = tile_key0(i);
+      p.score.apply(s);
       float tile_max[2] = {m_run[0], m_run[1]};
 #pragma unroll
       for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = key0 + nb * 8 + 2 * t + (e & 1), r = g + 8 * (e / 2);
-          const bool masked = key >= kend || (p.causal && key > len - p.s_q + row_token(r));
-          s[nb][e] = masked ? -INFINITY : s[nb][e] * p.scale_log2;
+          if (key >= kend || decode_key_hidden(p, len, row_token(r), key)) s[nb][e] = -INFINITY;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
       online_softmax_step<false>(s, tile_max, m_run, l_run, acc);
@@ -581,9 +594,12 @@ void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cor
 template <typename T>
 Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cudaStream_t stream) {
   const int64_t rows = a.heads / a.kv_heads * a.s_q, rows_all = a.batch * a.s_q * a.heads;
+  // A window: the splits cover the s_q + window keys any query of a sequence sees, not the whole cache.
+  const int window = kernel_window(a.window_left, a.capacity);
+  const int64_t span = window >= 0 ? std::min<int64_t>(a.capacity, window + a.s_q) : a.capacity;
   DecodePlan plan;
   KK_RETURN_IF_ERROR(
-      plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, a.capacity, &plan));
+      plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, span, &plan));
   const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged, plan.tensor_cores);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
@@ -592,8 +608,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   int resident = 0;
   KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), &resident));
   if (resident > 0 && resident < plan.blocks_per_sm)  // (the same stages: they depend on the profile alone)
-    KK_RETURN_IF_ERROR(plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all,
-                                   a.capacity, &plan, resident));
+    KK_RETURN_IF_ERROR(
+        plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, span, &plan, resident));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
   if (a.batch * a.kv_heads > 65535)  // grid.y
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
@@ -616,8 +632,9 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     err,
                     static_cast<int>(plan.chunk),
                     plan.splits,
-                    a.scale * kLog2e,
+                    score_transform(a.scale, a.softcap),
                     a.causal,
+                    window,
                     nullptr,
                     nullptr,
                     plan.stages};

@@ -1,7 +1,8 @@
 // Prefill attention, FlashAttention-2 style: one block owns BM query rows of one (sequence, head) and walks the K/V
 // tiles of BN keys that those rows can see.
-//   S = Q K^T on tensor cores (Q fragments from shared memory, K via ldmatrix), scaled into the log2 domain,
-//   masked to -inf (keys past the sequence; causal: key j > query i + s_k - s_q), online softmax in fp32 registers
+//   S = Q K^T on tensor cores (Q fragments from shared memory, K via ldmatrix), scaled into the log2 domain (with a
+//   soft-cap: cap tanh(scale s / cap) first), masked to -inf (keys past the sequence; causal: key j > query i + s_k -
+//   s_q; a sliding window: key j < that position - window_left), online softmax in fp32 registers
 //   (running max m and sum l per row; exp2_ftz; O rescaled only when a row's max moved, see online_softmax_step), P
 //   rounded to T, O += P V on tensor cores (V via ldmatrix.trans, every ldmatrix address a per-lane register plus an
 //   immediate: swz_lane_offsets).
@@ -42,8 +43,9 @@ struct FlashParams {
   int batch, total_q, total_k;     // varlen: what cu_q / cu_k are checked against
   detail::DeviceErrorRecord* err;  // where a bad cu_seqlens entry is recorded (device_check.cuh)
   int group;                       // heads / kv_heads
-  float scale_log2;                // softmax scale * log2(e): exp(scale x) = exp2(scale_log2 x)
+  ScoreTransform score;            // scale, soft-cap, into the log2 domain
   bool causal;
+  int window;  // sliding window: query i sees keys j >= i + s_k - s_q - window; -1: none
   int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
 };
 
@@ -80,7 +82,9 @@ struct FlashBlock {
   int b, h, q_start, m0, s_q, s_k;
   int rows;    // query rows of the block inside the sequence (the last tile may be partial)
   int offset;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
-  int n_tiles;  // K/V tiles to walk: [0, kv_end) with kv_end the last key any row sees; tiles past it are skipped
+  // K/V tiles to walk: tile0 .. tile0 + n_tiles - 1, the tiles of [kv_begin, kv_end), the keys any row sees (the
+  // first row's window start, the last row's causal end); tiles outside are skipped, not masked
+  int tile0, n_tiles;
 };
 
 // Varlen: sequence b's span [cu[b], cu[b + 1]) of one cu_seqlens array, checked (a few compares a block): inside
@@ -125,6 +129,33 @@ __device__ __forceinline__ bool sequence_spans(const FlashParams<T>& p, int b, i
                      k_start, s_k);
 }
 
+// The K/V tiles of BN keys the query rows m0 .. m0 + rows - 1 can see: from the first row's window start (0 without a
+// window) to the last row's causal end (s_k without causal); none when that span is empty.
+struct KvSpan {
+  int tile0, n_tiles;
+};
+template <int BN, typename T>
+__device__ __forceinline__ KvSpan visible_tiles(const FlashParams<T>& p, int m0, int rows, int offset, int s_k) {
+  const int kv_end = p.causal ? min(s_k, m0 + rows + offset) : s_k;
+  const int kv_begin = p.window >= 0 ? max(0, m0 + offset - p.window) : 0;
+  const int tile0 = kv_begin / BN;
+  return {tile0, kv_end > kv_begin ? (kv_end + BN - 1) / BN - tile0 : 0};
+}
+
+// Whether K/V tile n0 .. n0 + BN - 1 holds a key some row of m0 .. m0 + BM - 1 does not see, so its scores need the
+// per-element mask: it crosses the sequence end, the causal diagonal or the window's start.
+template <int BM, int BN, typename T>
+__device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0, int m0, int offset, int s_k) {
+  return n0 + BN > s_k || (p.causal && n0 + BN - 1 > m0 + offset) ||
+         (p.window >= 0 && n0 < m0 + BM - 1 + offset - p.window);
+}
+
+// Key col is hidden from query row (positions in the sequence).
+template <typename T>
+__device__ __forceinline__ bool key_hidden(const FlashParams<T>& p, int row, int col, int offset, int s_k) {
+  return col >= s_k || (p.causal && col > row + offset) || (p.window >= 0 && col < row + offset - p.window);
+}
+
 // False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
 // sequence with a bad cu_seqlens entry).
 template <int BM, int BN, bool kVarlen = true, typename T>
@@ -141,32 +172,29 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
   f.v = p.t.v + f.b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
   f.rows = min(BM, f.s_q - f.m0);
   f.offset = f.s_k - f.s_q;
-  const int kv_end = p.causal ? min(f.s_k, f.m0 + f.rows + f.offset) : f.s_k;
-  f.n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+  const KvSpan kv = visible_tiles<BN>(p, f.m0, f.rows, f.offset, f.s_k);
+  f.tile0 = kv.tile0, f.n_tiles = kv.n_tiles;
   return true;
 }
 
-// One 16-row tile's scores of K/V tile `it` (keys n0 = it BN ..): scaled into the log2 domain, masked to -inf (only
-// tiles that cross the sequence end or the causal diagonal), then the online-softmax step (s becomes P, O and l
-// rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
-template <int BN, int D8, typename T>
-__device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int it, int row_a,
+// One 16-row tile's scores of K/V tile `tile` (keys n0 = tile BN ..): into the log2 domain (score), masked to -inf
+// (only tiles that cross the sequence end, the causal diagonal or the window start), then the online-softmax step (s
+// becomes P, O and l rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
+template <int BM, int BN, int D8, typename T>
+__device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                                  float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
                                                  float (&acc)[D8][4]) {
-  const int n0 = it * BN, t = threadIdx.x % 4;
-  const bool mask = n0 + BN > f.s_k || (p.causal && n0 + BN - 1 > f.m0 + f.offset);
+  const int n0 = tile * BN, t = threadIdx.x % 4;
+  p.score.apply(s);
   float tile_max[2] = {m_run[0], m_run[1]};
+  const bool mask = tile_needs_mask<BM, BN>(p, n0, f.m0, f.offset, f.s_k);
 #pragma unroll
   for (int nb = 0; nb < BN / 8; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = s[nb][e] * p.scale_log2;
-      if (mask) {
-        const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_a + 8 * (e / 2);
-        if (col >= f.s_k || (p.causal && col > row + f.offset)) x = -INFINITY;
-      }
-      s[nb][e] = x;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+      if (mask && key_hidden(p, row_a + 8 * (e / 2), n0 + nb * 8 + 2 * t + (e & 1), f.offset, f.s_k))
+        s[nb][e] = -INFINITY;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
     }
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
 }
@@ -247,9 +275,9 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
     const T* vg = p.t.v + b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
     const int rows = min(BM, s_q - m0);
     const int offset = s_k - s_q;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
-    // Keys any row of this block can see: [0, kv_end); tiles past it are skipped, not masked.
-    const int kv_end = p.causal ? min(s_k, m0 + rows + offset) : s_k;
-    const int n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+    // The tiles any row of this block can see: tile0 .. tile0 + n_tiles - 1; the others are skipped, not masked.
+    const KvSpan kv = visible_tiles<BN>(p, m0, rows, offset, s_k);
+    const int tile0 = kv.tile0, n_tiles = kv.n_tiles;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wr = warp * kRowsPerWarp;  // the warp's first row in the tile
@@ -273,8 +301,8 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 #pragma unroll
     for (int mi = 0; mi < MW; ++mi) m_run[mi][0] = m_run[mi][1] = -INFINITY, l_run[mi][0] = l_run[mi][1] = 0.0f;
 
-    auto load_kv = [&](int tile, int buf) {
-      const int valid = min(BN, s_k - tile * BN);
+    auto load_kv = [&](int it, int buf) {  // the it-th tile walked: tile0 + it
+      const int tile = tile0 + it, valid = min(BN, s_k - tile * BN);
       load_tile<BN, D, kThreads>(sK + buf * BN * D, kg + static_cast<int64_t>(tile) * BN * p.t.ks.token, p.t.ks.token,
                                  valid);
       load_tile<BN, D, kThreads>(sV + buf * BN * D, vg + static_cast<int64_t>(tile) * BN * p.t.vs.token, p.t.vs.token,
@@ -339,23 +367,21 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
         }
       }
 
-      // Scale into the log2 domain and mask (only tiles that cross the sequence end or the causal diagonal).
-      const int n0 = it * BN;
-      const bool mask = n0 + BN > s_k || (p.causal && n0 + BN - 1 > m0 + offset);
+      // Into the log2 domain and masked (only tiles that cross the sequence end, the causal diagonal or the window
+      // start).
+      const int n0 = (tile0 + it) * BN;
+      const bool mask = tile_needs_mask<BM, BN>(p, n0, m0, offset, s_k);
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
+        p.score.apply(s[mi]);
         float tile_max[2] = {m_run[mi][0], m_run[mi][1]};
 #pragma unroll
         for (int nb = 0; nb < BN / 8; ++nb)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            float x = s[mi][nb][e] * p.scale_log2;
-            if (mask) {
-              const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_of(mi, e / 2);
-              if (col >= s_k || (p.causal && col > row + offset)) x = -INFINITY;
-            }
-            s[mi][nb][e] = x;
-            tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+            if (mask && key_hidden(p, row_of(mi, e / 2), n0 + nb * 8 + 2 * t + (e & 1), offset, s_k))
+              s[mi][nb][e] = -INFINITY;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[mi][nb][e]);
           }
         online_softmax_step<true>(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
@@ -470,8 +496,9 @@ Status flash_params(const detail::AttentionArgs& a, int stages, FlashParams<T>* 
         static_cast<int>(a.total_k),
         err,
         static_cast<int>(a.heads / a.kv_heads),
-        a.scale * kLog2e,
+        score_transform(a.scale, a.softcap),
         a.causal,
+        kernel_window(a.window_left, a.s_k),
         stages};
   return Status::Ok();
 }

@@ -76,7 +76,8 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
   for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = 0.0f;
   float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
 
-  auto load_kv = [&](int tile, int buf) {
+  auto load_kv = [&](int it, int buf) {  // the it-th tile walked: tile0 + it
+    const int tile = f.tile0 + it;
     if constexpr (kTma) {
       if (threadIdx.x == 0) {
         tma::expect(&bars[buf], 2 * BN * D * static_cast<uint32_t>(sizeof(T)));
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
     wgmma_commit();
     wgmma_wait<0>();
 
-    mask_and_softmax<BN>(p, f, it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
+    mask_and_softmax<kBM, BN>(p, f, f.tile0 + it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
 
     unsigned pa[BN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
 #pragma unroll
