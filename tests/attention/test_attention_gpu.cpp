@@ -265,6 +265,43 @@ TEST_P(AttentionMasks, DecodeMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Masks, AttentionMasks,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256)));
 
+// Head dims between the kernels' 64, 128 and 256 (each runs on the next one up, its padding columns zeros): prefill
+// with GQA, partial tiles, s_q < s_k and s_q > s_k, varlen and a window with a soft-cap; decode on both caches and
+// both kernels (the tensor-core one up to 128). On sm_90a also the cp.async-fed wgmma prefill and the mma.sync one.
+using HeadDimParam = std::tuple<DType, int64_t>;
+class AttentionHeadDims : public ::testing::TestWithParam<HeadDimParam> {};
+
+TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
+  const auto [dt, d] = GetParam();
+  std::vector<std::string> settings = {""};
+  DeviceProfile prof;
+  ASSERT_TRUE(active_profile(0, &prof).ok());
+  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128) settings = {"", "attn_wgmma=1", "attn_wgmma=0"};
+  uint64_t seed = 101;
+  for (const std::string& setting : settings) {
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
+    for (bool causal : {false, true}) {
+      expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, d, causal, false, false, false, 1.0, seed++});
+      expect_attention({OpId::attention, dt, 1, 300, 127, 4, 1, d, causal, false, false, false, 1.0, seed++});
+      expect_attention({OpId::attention, dt, 3, 100, 200, 4, 2, d, causal, false, true, false, 1.0, seed++});
+    }
+    expect_attention(masked_case(OpId::attention, dt, {1, 300, 300, 4, 2, true, 50, 20.0f, 4.0}, d, seed++));
+  }
+  for (bool tc : {true, false}) {
+    if (tc && d > 128) continue;
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
+    for (bool paged : {false, true}) {
+      expect_attention({OpId::decode_attention, dt, 2, 1, 1000, 8, 2, d, false, false, false, paged, 1.0, seed++});
+      expect_attention({OpId::decode_attention, dt, 3, 2, 300, 8, 1, d, true, false, false, paged, 1.0, seed++});
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionHeadDims,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(8, 32, 40, 72, 80, 96, 112, 160, 192)));
+
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.
   // Inputs may share memory; the output gets its own (an output overlapping an input is refused first).
@@ -294,7 +331,7 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   EXPECT_NE(s.message().find("q heads (6) must be a positive multiple of k/v heads (4)"), std::string::npos);
   s = attention(out({1, 4, 4, 64}), std::nullopt, t({1, 4, 4, 64}), t({1, 4, 4, 64}, DType::bf16), t({1, 4, 4, 64}));
   EXPECT_NE(s.message().find("k dtype bf16 does not match q dtype f16"), std::string::npos) << s.message();
-  s = attention(out({1, 4, 4, 96}), std::nullopt, t({1, 4, 4, 96}), t({1, 4, 4, 96}), t({1, 4, 4, 96}));
+  s = attention(out({1, 4, 4, 100}), std::nullopt, t({1, 4, 4, 100}), t({1, 4, 4, 100}), t({1, 4, 4, 100}));
   EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
   // A host pointer passed as device memory.
   std::vector<uint16_t> host(4 * 64);

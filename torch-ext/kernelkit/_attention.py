@@ -18,7 +18,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False,
               max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, window_left: int = -1,
               softcap: float = 0.0):
-    """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim 64, 128 or 256).
+    """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim a multiple of 8 up to
+    256).
 
     q [b, s_q, h, d], k and v [b, s_k, h_kv, d] with h % h_kv == 0 (GQA / MQA); any strides with a contiguous last dim
     (so a [b, h, s, d] tensor passes as .transpose(1, 2)). causal: query i sees keys j <= i + s_k - s_q (bottom-right).

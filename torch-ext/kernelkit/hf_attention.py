@@ -5,7 +5,7 @@ AttentionMaskInterface under the same name, so that a batch without padding reac
 (causal through `is_causal`) exactly as it reaches SDPA. A model then uses it through
 `model.set_attn_implementation("kernelkit")` or `kernelkit.patch(model, attention=True)`.
 
-The kernel takes the calls it handles: float16 / bfloat16, head_dim 64 / 128 / 256, no mask tensor, no dropout, no
+The kernel takes the calls it handles: float16 / bfloat16, head_dim a multiple of 8 up to 256, no mask tensor, no dropout, no
 softcap or position bias, GQA with num_heads % num_kv_heads == 0. Every other call goes to transformers' own SDPA
 implementation unchanged, so a model's results never silently depend on what the kernel does not support.
 """
@@ -21,7 +21,7 @@ def _kernel_handles(query, key, value, attention_mask, dropout, kwargs) -> bool:
     return (attention_mask is None and dropout == 0.0 and kwargs.get("softcap") is None
             and kwargs.get("position_bias") is None and not kwargs.get("output_attentions", False)
             and query.dtype in (torch.float16, torch.bfloat16) and key.dtype == query.dtype == value.dtype
-            and d in (64, 128, 256) and key.shape[-1] == d and value.shape[-1] == d
+            and d % 8 == 0 and d <= 256 and key.shape[-1] == d and value.shape[-1] == d
             and query.shape[1] % key.shape[1] == 0)
 
 

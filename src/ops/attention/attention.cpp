@@ -13,6 +13,7 @@
 #include "runtime/op_args.hpp"
 #include "runtime/overlap.hpp"
 #include "runtime/text.hpp"
+#include "ops/attention/attention_plan.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/runtime.hpp"
 
@@ -79,9 +80,9 @@ HeadStrides head_strides(const TensorView& t) {
 }
 
 Status check_head_dim(const std::string& name, int64_t d) {
-  if (d != 64 && d != 128 && d != 256)
+  if (d <= 0 || d % 8 != 0 || d > kAttnMaxHeadDim)
     return unsupported(name + ": head_dim (q last dim) " + std::to_string(d) +
-                       " is not supported (expected 64, 128 or 256)");
+                       " is not supported (expected a multiple of 8 up to " + std::to_string(kAttnMaxHeadDim) + ")");
   return Status::Ok();
 }
 

@@ -56,7 +56,8 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                            {a.cu_k, "options.cu_seqlens_k"}},
                                           &guard, &prof));
   TilePlan tile;
-  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, static_cast<int>(a.head_dim), &tile,
+  // Tiles for the kernel's head_dim (a head_dim between its sizes runs on the next one up).
+  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_kernel_head_dim(a.head_dim), &tile,
                                cuda::sm90a_available(a.device.index)));
   if (tile.wgmma) return cuda::flash_prefill_wgmma(a, tile, stream);
   return cuda::dispatch_half("attention", a.dtype,

@@ -7,6 +7,14 @@
 
 namespace kernelkit {
 
+// ---- Head dims
+
+// The kernels are compiled for head_dim 64, 128 and 256; any other multiple of 8 up to 256 runs on the next one up,
+// its columns past head_dim zero-filled in shared memory and never stored (FlashAttention-2's padding): head_dim 80
+// does the MMA work of 128, and the planner sizes tiles for the kernel's head_dim.
+constexpr int kAttnMaxHeadDim = 256;
+constexpr int attention_kernel_head_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+
 // ---- Prefill on mma.sync (sm_75, sm_80, and sm_90 where no sm_90a code runs)
 
 // K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through KERNELKIT_TUNE

@@ -53,6 +53,8 @@ struct DecodeParams {
   float* part_o;    // splits > 1: [splits, b * s_q * h, d], rows ordered as out's (b, token, head)
   float* part_lse;  // splits > 1: [splits, b * s_q * h]
   int stages;       // K/V buffers per warp, 2 to kDecodeMaxStages
+  int chunks;       // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
+                    // attention_kernel_head_dim: the others are zeros in q and the K/V tiles and never stored)
 };
 
 // Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes.
@@ -167,7 +169,8 @@ __device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
     for (int e = 0; e < 8; ++e) y[e] *= inv;
     const int token = row_token(r), head = row_head(r);
     if (p.splits == 1) {
-      store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
+      if (ch < p.chunks)
+        store_rounded<T, 8>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + ch * 8, y);
       if (p.t.lse && ch == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = lse;
     } else {
       const int64_t row = (static_cast<int64_t>(b) * p.s_q + token) * p.heads + head;
@@ -210,7 +213,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       Vec<T, 8> qv{};
-      if (r0 + r < rows_total)
+      if (r0 + r < rows_total && c < p.chunks)
         qv = Vec<T, 8>::load(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token + row_head(r) * p.t.qs.head +
                              c * 8);
 #pragma unroll
@@ -226,7 +229,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
       for (int cp = 0; cp < kCopies; ++cp) {
         const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
-        if (key < kend) {
+        if (key < kend && ch < p.chunks) {
           copy_async<16>(&st.k[j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
           copy_async<16>(&st.v[j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
@@ -394,7 +397,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          qa[kk][2 * half + rr] = own ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t) : 0u;
+          qa[kk][2 * half + rr] = own && 2 * kk + half < p.chunks
+                                      ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t)
+                                      : 0u;
     }
 
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
@@ -408,7 +413,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
         const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
         T* const dk = st.k + swz<D>(j, ch * 8);
         T* const dv = st.v + swz<D>(j, ch * 8);
-        if (key < kend) {
+        if (key < kend && ch < p.chunks) {
           copy_async<16>(dk, p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
           copy_async<16>(dv, p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
@@ -557,7 +562,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
         for (int e = 0; e < 4; ++e) y[e] += part[gg][v * 4 + e];
       const int head = static_cast<int>(row % p.heads), token = static_cast<int>((row / p.heads) % p.s_q);
       const int b = static_cast<int>(row / (static_cast<int64_t>(p.heads) * p.s_q));
-      store_rounded<T, 4>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + v * 4, y);
+      if (v < 2 * p.chunks)  // 4 dims a thread
+        store_rounded<T, 4>(p.t.out + b * p.t.os.batch + token * p.t.os.token + head * p.t.os.head + v * 4, y);
       if (p.t.lse && tid == 0) p.t.lse[(static_cast<int64_t>(b) * p.heads + head) * p.s_q + token] = row_lse;
     }
   }
@@ -597,10 +603,11 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   // A window: the splits cover the s_q + window keys any query of a sequence sees, not the whole cache.
   const int window = kernel_window(a.window_left, a.capacity);
   const int64_t span = window >= 0 ? std::min<int64_t>(a.capacity, window + a.s_q) : a.capacity;
+  // The kernel's head_dim (a head_dim between its sizes runs on the next one up): the plan, the partials' rows.
+  const int D = attention_kernel_head_dim(a.head_dim);
   DecodePlan plan;
-  KK_RETURN_IF_ERROR(
-      plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, span, &plan));
-  const auto kernel = decode_kernel_for<T>(a.head_dim, plan.rows_per_block, a.paged, plan.tensor_cores);
+  KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan));
+  const auto kernel = decode_kernel_for<T>(D, plan.rows_per_block, a.paged, plan.tensor_cores);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -608,8 +615,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   int resident = 0;
   KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), &resident));
   if (resident > 0 && resident < plan.blocks_per_sm)  // (the same stages: they depend on the profile alone)
-    KK_RETURN_IF_ERROR(
-        plan_decode(prof, static_cast<int>(a.head_dim), a.batch, a.kv_heads, rows, rows_all, span, &plan, resident));
+    KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, resident));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
   if (a.batch * a.kv_heads > 65535)  // grid.y
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
@@ -637,20 +643,21 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     window,
                     nullptr,
                     nullptr,
-                    plan.stages};
+                    plan.stages,
+                    static_cast<int>(a.head_dim / 8)};
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
     if (workspace) {  // the partials: o [splits, rows_all, d], then lse [splits, rows_all]
       p.part_o = static_cast<float*>(workspace);
-      p.part_lse = p.part_o + plan.splits * rows_all * a.head_dim;
+      p.part_lse = p.part_o + plan.splits * rows_all * D;
     }
     kernel<<<grid, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     if (plan.splits > 1) {  // one block a row (rows_all < 2^31: checked above)
-      const auto merge = a.head_dim == 64    ? decode_merge_kernel<T, 64>
-                         : a.head_dim == 128 ? decode_merge_kernel<T, 128>
-                                             : decode_merge_kernel<T, 256>;
+      const auto merge = D == 64    ? decode_merge_kernel<T, 64>
+                         : D == 128 ? decode_merge_kernel<T, 128>
+                                    : decode_merge_kernel<T, 256>;
       KK_RETURN_IF_ERROR(launch_dependent(merge, dim3(static_cast<unsigned>(rows_all)), dim3(kDecodeThreads), 0,
                                           stream, p, rows_all));
     }

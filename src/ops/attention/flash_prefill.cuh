@@ -47,16 +47,19 @@ struct FlashParams {
   bool causal;
   int window;  // sliding window: query i sees keys j >= i + s_k - s_q - window; -1: none
   int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
+  int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
+               // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
 };
 
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
-// `valid` are zero-filled (never stale data: a NaN in an unused V row would survive P = 0 as 0 * NaN). A thread keeps
+// `valid` and chunks past `chunks` (a head_dim under D) are zero-filled (never stale data: a NaN in an unused V row
+// would survive P = 0 as 0 * NaN). A thread keeps
 // one 16-byte chunk column and steps kRowStep rows: a fixed trip count, so the loop unrolls into straight-line copies
 // with constant offsets (a loop from threadIdx.x compiled to a counted loop with remainder branches, every tile).
 // Layout: [ROWS][D] in swz<D> (ldmatrix's), or with kColumnBlocks D / 64 blocks of [ROWS][64] in swz<64> one after
 // the other (wgmma's 128-byte swizzle, wgmma.cuh: every operand row 128 bytes); the same for D = 64.
 template <int ROWS, int D, int THREADS, bool kColumnBlocks = false, typename T>
-__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid) {
+__device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int valid, int chunks) {
   constexpr int kChunks = D / 8, kRowStep = THREADS / kChunks;
   static_assert(THREADS % kChunks == 0 && ROWS % kRowStep == 0, "tile copy: whole rows a pass, whole passes");
   const int ch = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
@@ -64,7 +67,7 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
   for (int i = 0; i < ROWS / kRowStep; ++i) {
     const int r = r0 + i * kRowStep;
     T* dst = kColumnBlocks ? s + (ch / 8) * ROWS * 64 + swz<64>(r, ch % 8 * 8) : s + swz<D>(r, ch * 8);
-    if (r < valid)
+    if (r < valid && ch < chunks)
       copy_async<16>(dst, g + r * stride + ch * 8);
     else
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
@@ -236,7 +239,7 @@ __device__ __forceinline__ void store_warp_rows(const FlashParams<T>& p, const F
 #pragma unroll
   for (int c = lane; c < 16 * MW * kChunks; c += 32) {
     const int r = wr + c / kChunks, ch = c % kChunks;
-    if (r < f.rows)
+    if (r < f.rows && ch < p.chunks)
       *reinterpret_cast<uint4*>(og + r * p.t.os.token + ch * 8) =
           *reinterpret_cast<const uint4*>(stage + swz<D>(r, ch * 8));
   }
@@ -304,13 +307,13 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
     auto load_kv = [&](int it, int buf) {  // the it-th tile walked: tile0 + it
       const int tile = tile0 + it, valid = min(BN, s_k - tile * BN);
       load_tile<BN, D, kThreads>(sK + buf * BN * D, kg + static_cast<int64_t>(tile) * BN * p.t.ks.token, p.t.ks.token,
-                                 valid);
+                                 valid, p.chunks);
       load_tile<BN, D, kThreads>(sV + buf * BN * D, vg + static_cast<int64_t>(tile) * BN * p.t.vs.token, p.t.vs.token,
-                                 valid);
+                                 valid, p.chunks);
     };
 
     if (n_tiles > 0) {
-      load_tile<BM, D, kThreads>(sQ, qg, p.t.qs.token, rows);
+      load_tile<BM, D, kThreads>(sQ, qg, p.t.qs.token, rows, p.chunks);
       if constexpr (kRing > 0) {  // tiles 0 .. kRing - 2 in flight, one commit group each (Q's with tile 0's)
         for (int s = 0; s < kRing - 1; ++s) {
           if (s < n_tiles) load_kv(s, s);
@@ -438,7 +441,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 #pragma unroll
     for (int c = lane; c < kRowsPerWarp * kChunks; c += 32) {
       const int r = wr + c / kChunks, ch = c % kChunks;
-      if (r < rows)
+      if (r < rows && ch < p.chunks)
         *reinterpret_cast<uint4*>(og + r * p.t.os.token + ch * 8) =
             *reinterpret_cast<const uint4*>(sQ + swz<D>(r, ch * 8));
     }
@@ -465,9 +468,10 @@ Status dispatch_attention_tile(int block_m, int block_n, int warps, F&& f) {
                                           std::to_string(block_n) + " with " + std::to_string(warps) + " warps");
 }
 
+// f receives the kernel's head_dim (attention_kernel_head_dim: 64, 128 or 256) for a head_dim up to kAttnMaxHeadDim.
 template <typename F>
 Status dispatch_head_dim(int64_t d, F&& f) {
-  switch (d) {
+  switch (d > 0 && d <= kAttnMaxHeadDim ? attention_kernel_head_dim(d) : 0) {
     case 64:
       return f(std::integral_constant<int, 64>{});
     case 128:
@@ -477,7 +481,8 @@ Status dispatch_head_dim(int64_t d, F&& f) {
     default:
       break;
   }
-  return unsupported("attention: head_dim " + std::to_string(d) + " has no kernel (expected 64, 128 or 256)");
+  return unsupported("attention: head_dim " + std::to_string(d) + " has no kernel (expected at most " +
+                     std::to_string(kAttnMaxHeadDim) + ")");
 }
 
 template <typename T>
@@ -499,7 +504,8 @@ Status flash_params(const detail::AttentionArgs& a, int stages, FlashParams<T>* 
         score_transform(a.scale, a.softcap),
         a.causal,
         kernel_window(a.window_left, a.s_k),
-        stages};
+        stages,
+        static_cast<int>(a.head_dim / 8)};
   return Status::Ok();
 }
 

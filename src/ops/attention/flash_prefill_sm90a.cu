@@ -90,9 +90,9 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
     }
     const int valid = min(BN, f.s_k - tile * BN);
     load_tile<BN, D, kThreads, true>(sK + buf * BN * D, f.k + static_cast<int64_t>(tile) * BN * p.t.ks.token,
-                                     p.t.ks.token, valid);
+                                     p.t.ks.token, valid, p.chunks);
     load_tile<BN, D, kThreads, true>(sV + buf * BN * D, f.v + static_cast<int64_t>(tile) * BN * p.t.vs.token,
-                                     p.t.vs.token, valid);
+                                     p.t.vs.token, valid, p.chunks);
   };
   if (f.n_tiles > 0) {
     if constexpr (kTma) {
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
           tma::load(tma_ops.q, sQ + c * kBM * 64, &bars[2], 64 * c, f.m0, f.h, f.b);
       }
     } else {
-      load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows);
+      load_tile<kBM, D, kThreads, true>(sQ, f.q, p.t.qs.token, f.rows, p.chunks);
     }
     load_kv(0, 0);
     if constexpr (!kTma) cp_async_commit();
@@ -198,13 +198,14 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
     return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
   const bool wide = tile.block_n == 128;
-  if (a.head_dim == 64)
+  const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
+  if (d == 64)
     return wide ? with_tile(integral_constant<int, 64>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 64>{}, integral_constant<int, 64>{});
-  if (a.head_dim == 128)
+  if (d == 128)
     return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
-  return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (64 or 128)");
+  return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (up to 128)");
 }
 
 }  // namespace
