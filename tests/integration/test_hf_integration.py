@@ -75,6 +75,80 @@ def test_kernelkit_as_the_transformers_attention(device, dtype, monkeypatch):
     assert torch.equal(got_pad, want_pad)
 
 
+WINDOW_MODELS = {
+    # Mistral: a sliding window on every layer; Gemma 2: window and full layers alternating, soft-capped logits
+    # (a cap of 5 on q.k logits of a few units, so that it bends them), reference its eager attention (SDPA has no
+    # soft-cap); Qwen2 with use_sliding_window: the window from layer max_window_layers on.
+    "mistral": lambda: transformers.MistralConfig(sliding_window=8, attn_implementation="sdpa"),
+    "gemma2": lambda: transformers.Gemma2Config(sliding_window=8, attn_logit_softcapping=5.0, head_dim=64,
+                                                query_pre_attn_scalar=64, final_logit_softcapping=None,
+                                                attn_implementation="eager"),
+    "qwen2": lambda: transformers.Qwen2Config(sliding_window=8, use_sliding_window=True, max_window_layers=1,
+                                              attn_implementation="sdpa"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WINDOW_MODELS))
+@pytest.mark.parametrize("device,dtype", [("cpu", torch.bfloat16)] +
+                         ([("cuda", torch.float16), ("cuda", torch.bfloat16)] if torch.cuda.is_available() else []))
+def test_sliding_window_and_softcap_models_run_the_kernel(name, device, dtype, monkeypatch):
+    """patch(model, attention=True) on models with a sliding window (8, over 24 tokens) and / or a soft-cap: every
+    layer's attention goes through kernelkit.attention (no fallback) with the layer's window and cap, and the logits
+    match the model's own attention; a padded batch (a mask tensor) falls back and matches it too."""
+    torch.manual_seed(0)
+    cfg = WINDOW_MODELS[name]()
+    for key, value in dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, vocab_size=128, max_position_embeddings=64).items():
+        setattr(cfg, key, value)
+    if name == "gemma2":
+        cfg.layer_types = ["sliding_attention", "full_attention"]
+    if name == "qwen2":
+        cfg.layer_types = ["full_attention", "sliding_attention"]
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(device=device, dtype=dtype).eval()
+    ids = torch.randint(0, 128, (2, 24), device=device)
+    pad = torch.ones_like(ids)
+    pad[0, :5] = 0
+    kernelkit.patch(model)
+    with torch.no_grad():
+        want, want_pad = model(ids).logits.double(), model(ids, attention_mask=pad).logits.double()
+    calls = []
+    real = kernelkit.attention
+    monkeypatch.setattr(kernelkit, "attention", lambda *a, **k: calls.append(
+        (k["causal"], k["window_left"], k["softcap"])) or real(*a, **k))
+    kernelkit.patch(model, attention=True)
+    with torch.no_grad():
+        got = model(ids).logits.double()
+        expected = {"mistral": [(True, 7, 0.0)] * 2, "gemma2": [(True, 7, 5.0), (True, -1, 5.0)],
+                    "qwen2": [(True, -1, 0.0), (True, 7, 0.0)]}[name]
+        assert calls == expected
+        got_pad = model(ids, attention_mask=pad).logits.double()
+        assert calls == expected  # the padded batch stayed on the model's own attention
+    tol = {torch.float16: 2e-2, torch.bfloat16: 1e-1}[dtype]
+    assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
+    assert (got_pad - want_pad).abs().max().item() < tol
+
+
+def test_the_window_mask_is_dropped_only_when_exact():
+    """kernelkit's mask function returns None only for a padding-free sliding-window causal mask with the queries at
+    the end of the keys; otherwise it is sdpa_mask's, element for element."""
+    from transformers.masking_utils import causal_mask_function, chunked_overlay, sdpa_mask, \
+        sliding_window_causal_mask_function, and_masks
+    from kernelkit import hf_attention
+    kw = dict(batch_size=2, q_length=24, kv_length=24, local_size=8, device="cpu")
+    assert hf_attention.mask(mask_function=sliding_window_causal_mask_function(8), **kw) is None
+    pad = torch.ones(2, 24, dtype=torch.bool)
+    assert hf_attention.mask(mask_function=sliding_window_causal_mask_function(8), attention_mask=pad, **kw) is None
+    pad[0, :3] = False
+    others = [dict(mask_function=sliding_window_causal_mask_function(8), attention_mask=pad),   # padding
+              dict(mask_function=sliding_window_causal_mask_function(6)),                        # another window
+              dict(mask_function=and_masks(causal_mask_function, chunked_overlay(8, torch.zeros(2, dtype=torch.long)))),
+              dict(mask_function=sliding_window_causal_mask_function(8), allow_is_causal_skip=False)]
+    for extra in others:
+        args = {**kw, **extra}
+        got = hf_attention.mask(**args)
+        assert got is not None and torch.equal(got, sdpa_mask(**args))
+
+
 def test_patched_static_cache_generate_traces_without_graph_breaks():
     """transformers' fast decode path (static cache + torch.compile of forward) on a patched model: dynamo traces
     the whole forward with fullgraph=True (a kernelkit op that broke the graph would raise here), on the eager backend
