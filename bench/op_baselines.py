@@ -6,6 +6,7 @@
   varlen      packed varlen prefill (cu_seqlens, max_seqlen given) vs torch.nn.attention.varlen and SDPA per sequence
   masks       sliding-window and soft-capped prefill vs kernelkit without them, flex_attention and SDPA with a mask
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
+  pages       paged decode with pages of 16, 1 and 64 keys and the contiguous cache (268 MB of K/V: past L2 as is)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
   checkpoints GPTQ (zero points, act-order) and AWQ INT4 layers (kernelkit.nn.ZeroPointInt4Linear) vs F.linear
@@ -17,8 +18,8 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,masks,decode,linear,checkpoints,w8a8,accuracy] [--quick] [--tuned]
-                                [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,varlen,masks,decode,pages,linear,checkpoints,w8a8,accuracy]
+                                [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -310,6 +311,36 @@ def run_decode(dtype, runs, device):
     return rows
 
 
+def paged(cache, page, perm):
+    """cache [b, s, h_kv, d] as pages of `page` keys, the pool's pages in the order perm (the block table's)."""
+    b, s = cache.shape[:2]
+    return cache.reshape(b * s // page, page, *cache.shape[2:])[perm.argsort()].contiguous()
+
+
+def run_decode_pages(dtype, runs, device):
+    """Paged decode at b16 h32/8 ctx 4096 d128 with pages of 16 keys (vLLM's default, the base) against pages of 1
+    (SGLang / TGI) and 64, shuffled page tables; the contiguous cache for reference. TB/s of K and V read."""
+    b, h, hk, s, d = 16, 32, 8, 4096, 128
+    q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
+    kc, vc = (torch.randn(b, s, hk, d, device=device, dtype=dtype) for _ in range(2))
+    lens = torch.full((b,), s, dtype=torch.int32, device=device)
+    want = sdpa(q.float(), kc.float(), vc.float(), False)
+    kv_bytes = 2 * kc.numel() * kc.element_size()
+    impls, errs = {}, []
+    for page in (16, 1, 64):
+        perm = torch.randperm(b * s // page, device=device)
+        table = perm.reshape(b, s // page).to(torch.int32)
+        kp, vp = paged(kc, page, perm), paged(vc, page, perm)
+        errs.append(check(f"decode page {page}", kernelkit.decode_attention(q, kp, vp, block_table=table,
+                                                                          seqlens_k=lens), want, 2e-2))
+        impls[f"kernelkit page {page}"] = (lambda kp=kp, vp=vp, table=table: kernelkit.decode_attention(
+            q, kp, vp, block_table=table, seqlens_k=lens))
+    impls["kernelkit contiguous"] = lambda: kernelkit.decode_attention(q, kc, vc)
+    row = {"op": "decode_attention paged", "shape": f"b{b} h{h}/{hk} s{s} d{d}", "max_err": max(errs)}
+    row.update(time_all(impls, runs, lambda us: kv_bytes / us / 1e6, "TB/s (KV)"))
+    return [row]
+
+
 def run_linear(dtype, runs, device, peak_gbps):
     rows = []
     shapes = [(11008, 4096), (4096, 11008), (28672, 8192)]
@@ -562,7 +593,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,varlen,masks,decode,linear,checkpoints,w8a8,accuracy")
+    p.add_argument("--only", default="attention,varlen,masks,decode,pages,linear,checkpoints,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -590,6 +621,8 @@ def main(argv=None):
         rows += run_masks(dtype, args.runs, "cuda")
     if "decode" in only:
         rows += run_decode(dtype, args.runs, "cuda")
+    if "pages" in only:
+        rows += run_decode_pages(dtype, args.runs, "cuda")
     if "linear" in only:
         rows += run_linear(dtype, args.runs, "cuda", peak)
     if "checkpoints" in only:

@@ -300,8 +300,8 @@ TEST(Attention, FullyMaskedRowsAreZeroWithMinusInfLse) {
 
 TEST(DecodeAttention, ContiguousAndPagedEqualAttentionOverEachSequence) {
   // b = 3 sequences of 37, 0 and 16 keys in a cache of capacity 48; s_q = 2 causal queries (the last two positions),
-  // 8 query heads over 2 KV heads. The paged cache holds the same rows in shuffled pages of 16.
-  const int64_t B = 3, SQ = 2, H = 8, HK = 2, D = 128, CAP = 48, PAGE = KvCache::kPageSize, MP = CAP / PAGE;
+  // 8 query heads over 2 KV heads. The paged cache holds the same rows in shuffled pages of 1, 8 and 16.
+  const int64_t B = 3, SQ = 2, H = 8, HK = 2, D = 128, CAP = 48;
   const std::vector<int32_t> lens = {37, 0, 16};
   HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 21), k = random_buffer(DType::f16, B * CAP * HK * D, 22),
              v = random_buffer(DType::f16, B * CAP * HK * D, 23);
@@ -316,29 +316,32 @@ TEST(DecodeAttention, ContiguousAndPagedEqualAttentionOverEachSequence) {
                                TensorView::contiguous(lse.data(), DType::f32, {B, H, SQ}),
                                TensorView::contiguous(q.data(), DType::f16, {B, SQ, H, D}), cache, o)
                   .ok());
-  // Pages: sequence b's page p lands at page perm[b * MP + p] of the pool.
-  std::vector<int32_t> perm(static_cast<size_t>(B * MP));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
   const int64_t row = HK * D;  // one token of one page
-  HostBuffer kp(DType::f16, B * MP * PAGE * row), vp(DType::f16, B * MP * PAGE * row);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < CAP; ++t)
-      for (int64_t x = 0; x < row; ++x) {
-        const int64_t dst = (perm[static_cast<size_t>(b * MP + t / PAGE)] * PAGE + t % PAGE) * row + x;
-        kp.set(dst, k.get((b * CAP + t) * row + x));
-        vp.set(dst, v.get((b * CAP + t) * row + x));
-      }
-  KvCache paged{TensorView::contiguous(kp.data(), DType::f16, {B * MP, PAGE, HK, D}),
-                TensorView::contiguous(vp.data(), DType::f16, {B * MP, PAGE, HK, D}),
-                TensorView::contiguous(perm.data(), DType::i32, {B, MP}),
-                TensorView::contiguous(const_cast<int32_t*>(lens.data()), DType::i32, {B})};
-  ASSERT_TRUE(decode_attention(TensorView::contiguous(outp.data(), DType::f16, {B, SQ, H, D}),
-                               TensorView::contiguous(lsep.data(), DType::f32, {B, H, SQ}),
-                               TensorView::contiguous(q.data(), DType::f16, {B, SQ, H, D}), paged, o)
-                  .ok());
-  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out.get(i), outp.get(i)) << i;
-  for (size_t i = 0; i < lse.size(); ++i) ASSERT_EQ(lse[i], lsep[i]) << i;
+  for (const int64_t PAGE : {1, 8, 16}) {
+    const int64_t MP = CAP / PAGE;
+    // Pages: sequence b's page p lands at page perm[b * MP + p] of the pool.
+    std::vector<int32_t> perm(static_cast<size_t>(B * MP));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937(5));
+    HostBuffer kp(DType::f16, B * MP * PAGE * row), vp(DType::f16, B * MP * PAGE * row);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < CAP; ++t)
+        for (int64_t x = 0; x < row; ++x) {
+          const int64_t dst = (perm[static_cast<size_t>(b * MP + t / PAGE)] * PAGE + t % PAGE) * row + x;
+          kp.set(dst, k.get((b * CAP + t) * row + x));
+          vp.set(dst, v.get((b * CAP + t) * row + x));
+        }
+    KvCache paged{TensorView::contiguous(kp.data(), DType::f16, {B * MP, PAGE, HK, D}),
+                  TensorView::contiguous(vp.data(), DType::f16, {B * MP, PAGE, HK, D}),
+                  TensorView::contiguous(perm.data(), DType::i32, {B, MP}),
+                  TensorView::contiguous(const_cast<int32_t*>(lens.data()), DType::i32, {B})};
+    ASSERT_TRUE(decode_attention(TensorView::contiguous(outp.data(), DType::f16, {B, SQ, H, D}),
+                                 TensorView::contiguous(lsep.data(), DType::f32, {B, H, SQ}),
+                                 TensorView::contiguous(q.data(), DType::f16, {B, SQ, H, D}), paged, o)
+                    .ok());
+    for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out.get(i), outp.get(i)) << i;
+    for (size_t i = 0; i < lse.size(); ++i) ASSERT_EQ(lse[i], lsep[i]) << i;
+  }
   // Each sequence equals prefill attention over its valid keys (causal, bottom-right).
   const size_t e = dtype_size(DType::f16);
   for (int64_t b = 0; b < B; ++b) {
@@ -475,9 +478,13 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
   const auto dq = t({2, 1, 4, 64});
   expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, cache), StatusCode::invalid_argument,
          "cache.seqlens_k[1] = 40 must be in [0, 32]");
-  KvCache paged{t({4, 8, 2, 64}), t({4, 8, 2, 64}), TensorView::contiguous(table.data(), DType::i32, {2, 2}),
+  KvCache paged{t({4, 12, 2, 64}), t({4, 12, 2, 64}), TensorView::contiguous(table.data(), DType::i32, {2, 2}),
                 TensorView::contiguous(lens.data(), DType::i32, {2})};
-  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::unsupported, "page size (dim 1) must be 16, got 8");
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::unsupported,
+         "page size (dim 1) must be a power of two up to 256, got 12");
+  paged.k = paged.v = t({4, 512, 2, 64});
+  expect(decode_attention(t({2, 1, 4, 64}), std::nullopt, dq, paged), StatusCode::unsupported,
+         "page size (dim 1) must be a power of two up to 256, got 512");
   paged.k = paged.v = t({4, 16, 2, 64});
   lens = {3, 20};
   table = {0, 1, 2, 9};
@@ -629,7 +636,7 @@ TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {
   // 2^21 keys of one head through a block table that repeats 4 pages: the input is small, but the whole head as
   // doubles would be 2 GiB. The reference walks it in chunks; the softmax over keys that repeat evenly equals the one
   // over the 64 distinct keys, with lse larger by log(repeats).
-  const int64_t D = 64, PAGE = KvCache::kPageSize, PAGES = 4, KEYS = int64_t{1} << 21, MP = KEYS / PAGE;
+  const int64_t D = 64, PAGE = 16, PAGES = 4, KEYS = int64_t{1} << 21, MP = KEYS / PAGE;
   const HostBuffer q = random_buffer(DType::f16, D, 41), k = random_buffer(DType::f16, PAGES * PAGE * D, 42),
                    v = random_buffer(DType::f16, PAGES * PAGE * D, 43);
   std::vector<int32_t> table(static_cast<size_t>(MP)), lens = {static_cast<int32_t>(KEYS)}, short_len = {PAGES * PAGE};

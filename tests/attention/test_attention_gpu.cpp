@@ -302,6 +302,27 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionHeadDims,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
                                             ::testing::Values(8, 32, 40, 72, 80, 96, 112, 160, 192)));
 
+// Paged caches of every page size (a power of two up to 256; shuffled page tables) on both decode kernels, with
+// GQA, speculative causal tokens and a window.
+class DecodePages : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DecodePages, EveryPageSizeMatchesReference) {
+  uint64_t seed = 121;
+  for (bool tc : {true, false}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
+    for (int64_t page : {1, 2, 8, 16, 32, 64, 128, 256}) {
+      AttentionCase c{OpId::decode_attention, GetParam(), 3, 1, 1000, 8, 2, 128};
+      c.paged = true, c.page_size = page, c.seed = seed++;
+      expect_attention(c);
+      c = masked_case(OpId::decode_attention, GetParam(), {2, 3, 600, 8, 1, true, 100, 0.0f, 1.0}, 64, seed++);
+      c.paged = true, c.page_size = page;
+      expect_attention(c);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, DecodePages, ::testing::Values(DType::f16, DType::bf16));
+
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.
   // Inputs may share memory; the output gets its own (an output overlapping an input is refused first).

@@ -88,14 +88,15 @@ def test_decode_attention_contiguous_and_paged(device):
     for i, n in enumerate([40, 17]):
         want = attention_ref(q[i:i + 1].cpu(), kc[i:i + 1, :n].cpu(), vc[i:i + 1, :n].cpu(), False)
         assert (out[i:i + 1].cpu().double() - want).abs().max().item() < 3e-3
-    # the same cache in pages of 16, pages shuffled
-    pages = cap // 16
-    perm = torch.randperm(b * pages)
-    kp = kc.reshape(b * pages, 16, hk, d)[perm.argsort()].contiguous()
-    vp = vc.reshape(b * pages, 16, hk, d)[perm.argsort()].contiguous()
-    table = perm.reshape(b, pages).to(torch.int32).to(device)
-    paged = kernelkit.decode_attention(q, kp, vp, block_table=table, seqlens_k=lens)
-    torch.testing.assert_close(paged, out)
+    # the same cache in pages of 1, 16 and 8 (the page size read from the shape), pages shuffled
+    for page in (1, 16, 8):
+        pages = cap // page
+        perm = torch.randperm(b * pages)
+        kp = kc.reshape(b * pages, page, hk, d)[perm.argsort()].contiguous()
+        vp = vc.reshape(b * pages, page, hk, d)[perm.argsort()].contiguous()
+        table = perm.reshape(b, pages).to(torch.int32).to(device)
+        paged = kernelkit.decode_attention(q, kp, vp, block_table=table, seqlens_k=lens)
+        torch.testing.assert_close(paged, out)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -49,12 +49,12 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
                  const TensorView& v, const AttentionOptions& options = {}, Stream stream = nullptr);
 
 // The KV cache of decode_attention. Contiguous: k_cache, v_cache [b, capacity, h_kv, d]. Paged: k_cache, v_cache
-// [num_pages, page_size, h_kv, d] with page_size = kPageSize, and block_table i32 [b, max_pages] naming the pages of
-// each sequence in order (entries past a sequence's length are never read). seqlens_k i32 [b]: the valid keys of each
-// sequence (<= capacity, or <= max_pages * kPageSize); none means every sequence fills a contiguous cache (a paged
-// cache requires it).
+// [num_pages, page_size, h_kv, d] with page_size a power of two up to kMaxPageSize (1 as SGLang / TGI, 16 or 32 as
+// vLLM, ...: read from the shape), and block_table i32 [b, max_pages] naming the pages of each sequence in order
+// (entries past a sequence's length are never read). seqlens_k i32 [b]: the valid keys of each sequence (<= capacity,
+// or <= max_pages * page_size); none means every sequence fills a contiguous cache (a paged cache requires it).
 struct KvCache {
-  static constexpr int64_t kPageSize = 16;
+  static constexpr int64_t kMaxPageSize = 256;
   TensorView k, v;
   std::optional<TensorView> block_table;  // set: paged
   std::optional<TensorView> seqlens_k;

@@ -347,9 +347,9 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
     const TensorView& bt = *cache.block_table;
     a.num_pages = k.size(0);
     a.page_size = k.size(1);
-    if (a.page_size != KvCache::kPageSize)
-      return unsupported(name + ": cache.k page size (dim 1) must be " + std::to_string(KvCache::kPageSize) + ", got " +
-                         std::to_string(a.page_size));
+    if (a.page_size < 1 || a.page_size > KvCache::kMaxPageSize || (a.page_size & (a.page_size - 1)) != 0)
+      return unsupported(name + ": cache.k page size (dim 1) must be a power of two up to " +
+                         std::to_string(KvCache::kMaxPageSize) + ", got " + std::to_string(a.page_size));
     if (bt.ndim != 2) return c.err("cache.block_table", "must have shape [batch, max_pages], got " + bt.shape_string());
     a.max_pages = bt.size(1);
     KK_RETURN_IF_ERROR(c.tensor(bt, "cache.block_table", {b, {"max_pages", a.max_pages}}, DType::i32));

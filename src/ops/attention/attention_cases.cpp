@@ -27,7 +27,7 @@ std::string AttentionCase::name() const {
   if (bhsd) os << " bhsd";
   if (varlen) os << " varlen";
   if (max_seqlen) os << " max_seqlen";
-  if (paged) os << " paged";
+  if (paged) os << " paged " << page_size;
   if (magnitude > 1) os << " |x|~" << magnitude;
   if (kv_pad) os << " kv_pad " << kv_pad;
   if (window_left >= 0) os << " window " << window_left;
@@ -36,8 +36,6 @@ std::string AttentionCase::name() const {
 }
 
 namespace {
-
-constexpr int64_t kPage = KvCache::kPageSize;
 
 struct AttnData {
   int64_t total_q = 0, total_k = 0;  // attention: packed tokens; decode: b * s_q and the pool's rows
@@ -69,8 +67,9 @@ AttnData make_attention_inputs(const AttentionCase& c) {
   const int64_t h = c.heads, hk = c.kv_heads, dim = c.head_dim;
   int64_t k_rows = 0;  // rows of h_kv x d in k / v
   if (c.op == OpId::decode_attention) {
-    d.capacity = (c.s_k + kPage - 1) / kPage * kPage + kPage;
-    d.max_pages = d.capacity / kPage;
+    const int64_t page = c.page_size;
+    d.capacity = (c.s_k + page - 1) / page * page + page;
+    d.max_pages = d.capacity / page;
     d.total_q = c.batch * c.s_q;
     k_rows = c.batch * d.capacity;
     std::vector<int64_t> lens, table(static_cast<size_t>(c.batch * d.max_pages));
@@ -128,8 +127,8 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
     KvCache cache;
     const int64_t S = c.s_q;
     if (c.paged) {
-      cache.k = TensorView::contiguous(p.k, t, {B * d.max_pages, kPage, hk, D}, dev);
-      cache.v = TensorView::contiguous(p.v, t, {B * d.max_pages, kPage, hk, D}, dev);
+      cache.k = TensorView::contiguous(p.k, t, {B * d.max_pages, c.page_size, hk, D}, dev);
+      cache.v = TensorView::contiguous(p.v, t, {B * d.max_pages, c.page_size, hk, D}, dev);
       cache.block_table = TensorView::contiguous(p.table, DType::i32, {B, d.max_pages}, dev);
     } else {
       cache.k = TensorView::contiguous(p.k, t, {B, d.capacity, hk, D}, dev);

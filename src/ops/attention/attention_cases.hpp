@@ -16,7 +16,7 @@ namespace kernelkit::testing {
 //   attention: dense [b, s, h, d] (bhsd: stored [b, h, s, d] and passed through strides), or varlen: `batch` packed
 //     sequences, the odd ones shorter (s_q / 2 queries, s_k / 2 + 1 keys: an empty query sequence when s_q = 1).
 //   decode_attention: q [b, s_q, h, d] against a cache of capacity s_k rounded up to a page (+ one page); sequence i
-//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of 16.
+//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of page_size.
 struct AttentionCase {
   OpId op = OpId::attention;
   DType dtype = DType::f16;
@@ -31,6 +31,7 @@ struct AttentionCase {
   // kernel that reads a key past s_k and lets it reach the output turns that row NaN
   int64_t kv_pad = 0;
   bool max_seqlen = false;  // varlen: max_seqlen_q / k given (the longest), so CUDA checks cu_seqlens on the device
+  int64_t page_size = 16;    // decode_attention, paged
   int64_t window_left = -1;  // options.window_left
   float softcap = 0.0f;      // options.softcap
   std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16"

@@ -38,9 +38,10 @@ namespace kernelkit::cuda {
 
 template <typename T>
 struct DecodeParams {
-  AttnTensors<T> t;  // q, out [b, s_q, h, d]; k, v contiguous [b, capacity, h_kv, d] or paged [pages, 16, h_kv, d]
+  AttnTensors<T> t;  // q, out [b, s_q, h, d]; k, v contiguous [b, capacity, h_kv, d] or paged [pages, page, h_kv, d]
   const int* block_table;  // paged: [b, max_pages], row stride bt_stride
   int64_t bt_stride;
+  int page_shift;      // paged: log2(page size)
   const int* seqlens;  // [b] or null (every sequence holds `capacity` keys)
   int capacity, s_q, heads, kv_heads, group;
   int num_pages;                 // paged: pages in the cache, the bound of every block_table entry
@@ -72,12 +73,13 @@ struct DecodeSmem {
 };
 
 // Element offset of `key` of sequence b in a K or V cache (head 0): contiguous [b, capacity, h_kv, d], or page
-// key / 16 of the block table ([pages, 16, h_kv, d]).
+// key / page_size of the block table ([pages, page_size, h_kv, d]; a power of two: shifts, not divisions).
 template <bool kPaged, typename T>
 __device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b, const detail::HeadStrides& st,
                                                 int key) {
   if constexpr (kPaged)
-    return static_cast<int64_t>(p.block_table[b * p.bt_stride + key / 16]) * st.batch + (key % 16) * st.token;
+    return static_cast<int64_t>(p.block_table[b * p.bt_stride + (key >> p.page_shift)]) * st.batch +
+           (key & ((1 << p.page_shift) - 1)) * st.token;
   else
     return b * st.batch + static_cast<int64_t>(key) * st.token;
 }
@@ -105,7 +107,8 @@ __device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, 
   int kend = min(len, kbeg + p.chunk);
   if constexpr (kPaged) {
     bool bad = false;
-    for (int pg = kbeg / 16 + static_cast<int>(threadIdx.x); pg * 16 < kend; pg += blockDim.x) {
+    for (int pg = (kbeg >> p.page_shift) + static_cast<int>(threadIdx.x); (pg << p.page_shift) < kend;
+         pg += blockDim.x) {
       const int page = p.block_table[b * p.bt_stride + pg];
       if (page < 0 || page >= p.num_pages) {
         bad = true;
@@ -625,9 +628,12 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   detail::DeviceErrorRecord* err = nullptr;
   KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
 
+  int page_shift = 0;
+  while (a.paged && (int64_t{1} << page_shift) < a.page_size) ++page_shift;  // a power of two (validate_decode)
   DecodeParams<T> p{attn_tensors<T>(a),
                     a.block_table,
                     a.block_table_stride,
+                    page_shift,
                     a.seqlens,
                     static_cast<int>(a.capacity),
                     static_cast<int>(a.s_q),
