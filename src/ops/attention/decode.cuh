@@ -120,10 +120,10 @@ __device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, 
   return {len, kbeg, kend};
 }
 
-// Query token i of a sequence of len keys (position len - s_q + i) does not see `key`: causal, or before its window.
+// The query at position `pos` (token i of a sequence of len keys: len - s_q + i, computed once a row, outside the
+// key loop) does not see `key`: causal, or before its window.
 template <typename T>
-__device__ __forceinline__ bool decode_key_hidden(const DecodeParams<T>& p, int len, int i, int key) {
-  const int pos = len - p.s_q + i;
+__device__ __forceinline__ bool decode_key_hidden(const DecodeParams<T>& p, int pos, int key) {
   return (p.causal && key > pos) || (p.window >= 0 && key < pos - p.window);
 }
 
@@ -243,8 +243,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     };
 
     float acc[R][8], m_run[R], l_part[R];  // m_run: warp-uniform; l_part, acc: this lane's key slot only
+    int pos[R];                            // each row's position in the sequence (decode_key_hidden)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
+      pos[r] = len - p.s_q + row_token(r);
       m_run[r] = -INFINITY, l_part[r] = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
@@ -283,8 +285,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
           for (int e = 0; e < 8; ++e) dot = fmaf(q[r][e], kf[e], dot);
 #pragma unroll
           for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-          if (p.score.cap_log2 != 0.0f) dot = p.score.cap_log2 * tanhf(dot);
-          sc[stp][r] = key >= kend || r0 + r >= rows_total || decode_key_hidden(p, len, row_token(r), key)
+          if (p.score.cap_log2 != 0.0f) dot = p.score.cap_log2 * tanh_fast(dot);
+          sc[stp][r] = key >= kend || r0 + r >= rows_total || decode_key_hidden(p, pos[r], key)
                            ? -INFINITY
                            : dot;
         }
@@ -430,6 +432,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
+    const int pos[2] = {len - p.s_q + row_token(g), len - p.s_q + row_token(g + 8)};  // (decode_key_hidden)
 
     // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
     for (int i = 0; i < p.stages - 1; ++i) {
@@ -464,8 +467,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       for (int nb = 0; nb < 2; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = key0 + nb * 8 + 2 * t + (e & 1), r = g + 8 * (e / 2);
-          if (key >= kend || decode_key_hidden(p, len, row_token(r), key)) s[nb][e] = -INFINITY;
+          const int key = key0 + nb * 8 + 2 * t + (e & 1);
+          if (key >= kend || decode_key_hidden(p, pos[e / 2], key)) s[nb][e] = -INFINITY;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
       online_softmax_step<false>(s, tile_max, m_run, l_run, acc);

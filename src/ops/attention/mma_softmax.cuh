@@ -4,17 +4,9 @@
 #pragma once
 
 #include "kernels/common/mma.cuh"
+#include "ops/attention/attention_common.cuh"
 
 namespace kernelkit::cuda {
-
-// 2^x for x <= 0 as one MUFU.EX2: exp2f adds a range test and two predicated multiplies around it to keep results
-// below 2^-126 (denormals), which here are terms under 2^-126 of a sum holding at least 1; flushed to 0 instead.
-// 2^-inf = +0 (masked scores, an empty row's first correction).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // s: the tile's NB x 8 scores of this lane, already scaled into the log2 domain and masked to -inf; tile_max: the
 // running max of rows g, g + 8 combined with this lane's scores. The quad (4 lanes) shares each row: the new max is
