@@ -85,8 +85,8 @@ __device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b,
 }
 
 // Sequence b's length and the keys [kbeg, kend) of split `split` (the splits cover the keys from the first query's
-// window start, 0 without a window: the planner sized them for the window), with the index values checked (a compare per
-// sequence and per page, not per key): a length outside [0, capacity] is recorded and clamped; with a paged cache, a
+// window start, 0 without a window: the planner sized them for the window), with the index values checked (a compare
+// per sequence and per page, not per key): a length outside [0, capacity] is recorded and clamped; with a paged cache, a
 // block_table entry under [kbeg, kend) outside [0, num_pages) is recorded and the block takes no keys, so no page
 // outside the cache is ever read (the split then adds nothing; with one split the rows come out 0). Block-wide: every
 // thread calls it, before any divergence (the page check ends in a barrier).

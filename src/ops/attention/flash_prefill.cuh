@@ -20,6 +20,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "ops/attention/attention.hpp"
 #include "ops/attention/attention_common.cuh"
 #include "ops/attention/mma_softmax.cuh"
@@ -145,18 +147,39 @@ __device__ __forceinline__ KvSpan visible_tiles(const FlashParams<T>& p, int m0,
   return {tile0, kv_end > kv_begin ? (kv_end + BN - 1) / BN - tile0 : 0};
 }
 
+// kMasks: the kernel variant for a sliding window or a soft-cap. The plain one compiles without their code: with it
+// in the loop (not taken) the TMA-fed wgmma prefill ran 488.6 us against 420 at b1 h32 s4096 d128 causal on the
+// H200, at nearly the same registers (190 vs 186) and 3632 instructions against 2712.
+
 // Whether K/V tile n0 .. n0 + BN - 1 holds a key some row of m0 .. m0 + BM - 1 does not see, so its scores need the
-// per-element mask: it crosses the sequence end, the causal diagonal or the window's start.
-template <int BM, int BN, typename T>
+// per-element mask: it crosses the sequence end, the causal diagonal or (kMasks) the window's start.
+template <bool kMasks, int BM, int BN, typename T>
 __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0, int m0, int offset, int s_k) {
   return n0 + BN > s_k || (p.causal && n0 + BN - 1 > m0 + offset) ||
-         (p.window >= 0 && n0 < m0 + BM - 1 + offset - p.window);
+         (kMasks && p.window >= 0 && n0 < m0 + BM - 1 + offset - p.window);
 }
 
-// Key col is hidden from query row (positions in the sequence).
-template <typename T>
-__device__ __forceinline__ bool key_hidden(const FlashParams<T>& p, int row, int col, int offset, int s_k) {
-  return col >= s_k || (p.causal && col > row + offset) || (p.window >= 0 && col < row + offset - p.window);
+// The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap too), masked to
+// -inf where `mask` (tile_needs_mask) and the key is hidden from the row, and folded into the rows' running max.
+// row_a: the lane's first row (position in the sequence); its second is row_a + 8.
+template <bool kMasks, int NB, typename T>
+__device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
+                                           int offset, int s_k, float (&tile_max)[2]) {
+  const int t = threadIdx.x % 4;
+  if constexpr (kMasks) p.score.apply(s);
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = kMasks ? s[nb][e] : s[nb][e] * p.score.scale_in;
+      if (mask) {
+        const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_a + 8 * (e / 2);
+        const bool before_window = kMasks && p.window >= 0 && col < row + offset - p.window;
+        if (col >= s_k || (p.causal && col > row + offset) || before_window) x = -INFINITY;
+      }
+      s[nb][e] = x;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+    }
 }
 
 // False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
@@ -183,22 +206,14 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
 // One 16-row tile's scores of K/V tile `tile` (keys n0 = tile BN ..): into the log2 domain (score), masked to -inf
 // (only tiles that cross the sequence end, the causal diagonal or the window start), then the online-softmax step (s
 // becomes P, O and l rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
-template <int BM, int BN, int D8, typename T>
+template <bool kMasks, int BM, int BN, int D8, typename T>
 __device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                                  float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
                                                  float (&acc)[D8][4]) {
-  const int n0 = tile * BN, t = threadIdx.x % 4;
-  p.score.apply(s);
+  const int n0 = tile * BN;
   float tile_max[2] = {m_run[0], m_run[1]};
-  const bool mask = tile_needs_mask<BM, BN>(p, n0, f.m0, f.offset, f.s_k);
-#pragma unroll
-  for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      if (mask && key_hidden(p, row_a + 8 * (e / 2), n0 + nb * 8 + 2 * t + (e & 1), f.offset, f.s_k))
-        s[nb][e] = -INFINITY;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
-    }
+  score_tile<kMasks>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset, f.s_k,
+                     tile_max);
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
 }
 
@@ -251,7 +266,7 @@ __device__ __forceinline__ void store_warp_rows(const FlashParams<T>& p, const F
 // two independent MMA chains, halving the shared-memory reads per MMA and doubling the work in flight per warp
 // (FlashAttention-2's 128-row tile on 4 warps). It doubles the O and S registers, so it is planned for head_dim <= 128
 // only. (With MW = 1 everywhere: 173 TFLOP/s for bf16 d128 causal s4096 on the H200, against SDPA flash's 271.)
-template <typename T, int D, int BM, int BN, int MW, int kRing>
+template <typename T, int D, int BM, int BN, int MW, int kRing, bool kMasks>
 __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -373,19 +388,11 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
       // Into the log2 domain and masked (only tiles that cross the sequence end, the causal diagonal or the window
       // start).
       const int n0 = (tile0 + it) * BN;
-      const bool mask = tile_needs_mask<BM, BN>(p, n0, m0, offset, s_k);
+      const bool mask = tile_needs_mask<kMasks, BM, BN>(p, n0, m0, offset, s_k);
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
-        p.score.apply(s[mi]);
         float tile_max[2] = {m_run[mi][0], m_run[mi][1]};
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            if (mask && key_hidden(p, row_of(mi, e / 2), n0 + nb * 8 + 2 * t + (e & 1), offset, s_k))
-              s[mi][nb][e] = -INFINITY;
-            tile_max[e / 2] = fmaxf(tile_max[e / 2], s[mi][nb][e]);
-          }
+        score_tile<kMasks>(p, s[mi], mask, n0, row_of(mi, 0), offset, s_k, tile_max);
         online_softmax_step<true>(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
 
@@ -523,8 +530,13 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
       } else {
-        auto kernel = tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3>
-                                       : flash_prefill_kernel<T, D, BM, BN, MW, 0>;
+        // A window or a soft-cap: the kMasks variant, compiled with the 1- and 2-buffer loop only (the 3-buffer ring
+        // is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
+        const bool masks = p.window >= 0 || p.score.cap_log2 != 0.0f;
+        if (masks) p.stages = std::min(p.stages, 2);
+        auto kernel = masks              ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true>
+                      : tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3, false>
+                                         : flash_prefill_kernel<T, D, BM, BN, MW, 0, false>;
         const size_t smem = static_cast<size_t>(tile.smem_bytes);
         if (tile.smem_optin)
           KK_CUDA_RETURN(
