@@ -66,24 +66,38 @@ def _auto_dtype(model: nn.Module) -> torch.dtype:
     return torch.bfloat16 if major >= 8 else torch.float16
 
 
+def _modules(model) -> list:
+    """The modules of a model, or of a diffusers pipeline's model components."""
+    from . import diffusers_attention
+    if isinstance(model, nn.Module):
+        return list(model.modules())
+    return [m for d in diffusers_attention.diffusers_models(model) for m in d.modules()]
+
+
 def patch(model: nn.Module, dtype: torch.dtype | str | None = None, attention: bool = False) -> PatchReport:
-    """Replace the forward of every supported module of `model` with kernelkit's; returns what was patched.
+    """Replace the forward of every supported module of `model` (a model, or a diffusers pipeline) with kernelkit's;
+    returns what was patched.
 
     dtype: None keeps the model's dtype; "auto" casts it to fp16 on a T4 (no bf16), bf16 on sm_80+, fp32 on the CPU;
     a torch.dtype casts it to that.
-    attention: also switch a transformers model's attention to kernelkit.attention (kernelkit.hf_attention: the calls
-    the kernel does not handle, e.g. a padding mask, stay on transformers' SDPA).
+    attention: also run the model's attention on kernelkit.attention: a transformers model through
+    kernelkit.hf_attention, a diffusers model's (or pipeline's) attention processors wrapped in
+    kernelkit.diffusers_attention.AttnProcessor; the calls the kernel does not handle (e.g. a mask) stay on PyTorch.
     """
     report = PatchReport()
     if dtype is not None:
         report.dtype = _auto_dtype(model) if dtype == "auto" else dtype
         model.to(report.dtype)
-    if attention:
+    from . import diffusers_attention
+    diffusers = diffusers_attention.diffusers_models(model)  # a diffusers model, or a pipeline's models
+    if attention and diffusers:
+        report.patched["attention processors (kernelkit)"] += sum(diffusers_attention.wrap(d) for d in diffusers)
+    elif attention:
         from . import hf_attention
 
         model.set_attn_implementation(hf_attention.register())
         report.patched["attention (kernelkit)"] += 1
-    for module in model.modules():
+    for module in _modules(model):
         layer = _layer_for(module)
         if layer is None or hasattr(module, "_kernelkit_original_forward"):
             continue
@@ -94,9 +108,11 @@ def patch(model: nn.Module, dtype: torch.dtype | str | None = None, attention: b
 
 
 def unpatch(model: nn.Module) -> int:
-    """Restore the original forwards; returns how many modules were restored."""
-    restored = 0
-    for module in model.modules():
+    """Restore the original forwards (and a diffusers model's attention processors); returns how many modules and
+    processors were restored."""
+    from . import diffusers_attention
+    restored = sum(diffusers_attention.unwrap(d) for d in diffusers_attention.diffusers_models(model))
+    for module in _modules(model):
         original = module.__dict__.pop("_kernelkit_original_forward", None)
         if original is not None:
             module.forward = original
