@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """diffusers denoising end to end: the SD3 pipeline's loop (the MMDiT transformer under classifier-free guidance and
-the flow-matching Euler scheduler) with and without kernelkit.patch, eager and torch.compile'd.
+the flow-matching Euler scheduler) with and without kernelkit.patch (and its attention=True), eager and
+torch.compile'd.
 
 An SD3.5-medium-shaped SD3Transformer2DModel (24 joint blocks, 24 heads of 64, qk RMSNorm, 16 latent channels) with
 random weights on a 1024 x 1024 image's latent (128 x 128, 4096 image tokens) and 333 text tokens of random prompt
@@ -78,10 +79,14 @@ def main(argv=None):
     import kernelkit
 
     rows, ref = [], None
-    for name, patched, compiled in (("eager", False, False), ("kernelkit eager", True, False),
-                                    ("compiled", False, True), ("kernelkit compiled", True, True)):
+    # patched: kernelkit.patch (norms, GELU, AdaLayerNorm); + attention: with attention=True (the processors' SDPA on
+    # kernelkit.attention).
+    for name, patched, attention, compiled in (
+            ("eager", False, False, False), ("kernelkit eager", True, False, False),
+            ("kernelkit eager + attention", True, True, False), ("compiled", False, False, True),
+            ("kernelkit compiled", True, False, True)):
         model, inputs = build(args, dtype, args.device)
-        report = kernelkit.patch(model) if patched else None
+        report = kernelkit.patch(model, attention=attention) if patched else None
         if compiled:
             torch._dynamo.reset()
             model = torch.compile(model, backend=args.compile_backend)
