@@ -509,11 +509,15 @@ TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
                    v = random_buffer(DType::f16, B * SK * HK * D, 33);
   AttentionOptions o;
   o.causal = true;
-  // Plain causal, then with a sliding window and a soft-cap (the chunks then start inside and past the window).
-  for (const auto& [window, softcap] : {std::pair{int64_t{-1}, 0.0f}, std::pair{int64_t{7}, 4.0f}}) {
-  SCOPED_TRACE(window);
-  o.window_left = window;
-  o.softcap = softcap;
+  // Plain causal, then with a sliding window and a soft-cap (the chunks then start inside and past the window), then
+  // with ALiBi slopes per (sequence, head) too (the bias at each chunk's absolute key positions).
+  std::vector<float> slopes(static_cast<size_t>(B * H));
+  for (size_t i = 0; i < slopes.size(); ++i) slopes[i] = 0.1f * static_cast<float>(i + 1);
+  for (int variant = 0; variant < 3; ++variant) {
+  SCOPED_TRACE(variant);
+  o.window_left = variant ? 7 : -1;
+  o.softcap = variant ? 4.0f : 0.0f;
+  if (variant == 2) o.alibi_slopes = TensorView::contiguous(slopes.data(), DType::f32, {B, H});
   auto run = [&](HostBuffer* out, std::vector<float>* lse, HostBuffer* dout, std::vector<float>* dlse) {
     const auto kv = [&](const HostBuffer& t) {
       return TensorView::contiguous(const_cast<void*>(t.data()), DType::f16, {B, SK, HK, D});
@@ -544,10 +548,11 @@ TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
   }
 }
 
-TEST(Attention, SlidingWindowAndSoftcapMatchTheirDefinition) {
+TEST(Attention, SlidingWindowSoftcapAndAlibiMatchTheirDefinition) {
   // Prefill and decode against a direct float64 evaluation of the definitions (include/kernelkit/ops/attention.hpp):
   // query i at position p = i + s_k - s_q sees keys j in [p - window, p] (causal) or [p - window, s_k) (not), each
-  // scaled score s becomes cap tanh(s / cap); GQA 4 / 2, s_q 6 < s_k 11, bf16, every element within one rounding.
+  // scaled score s becomes cap tanh(s / cap), then gets -slope |p - j| (ALiBi: per head, or per sequence and head);
+  // GQA 4 / 2, s_q 6 < s_k 11, bf16, every element within one rounding.
   const int64_t B = 2, SQ = 6, SK = 11, H = 4, HK = 2, D = 64;
   const HostBuffer q = random_buffer(DType::bf16, B * SQ * H * D, 41, 2.0),
                    k = random_buffer(DType::bf16, B * SK * HK * D, 42, 2.0),
@@ -556,16 +561,30 @@ TEST(Attention, SlidingWindowAndSoftcapMatchTheirDefinition) {
     bool causal;
     int64_t window;
     float softcap;
-  } cases[] = {{true, 3, 0.0f}, {false, 2, 0.0f}, {true, -1, 5.0f}, {true, 4, 3.0f}, {false, 0, 2.0f}, {true, 0, 0.0f}};
+    float alibi;     // slopes alibi 2^-h (0: no ALiBi) ...
+    bool per_batch;  // ... as [batch, heads] (sequence b's times 1 + b) instead of [heads]
+  } cases[] = {{true, 3, 0.0f, 0, false},   {false, 2, 0.0f, 0, false}, {true, -1, 5.0f, 0, false},
+               {true, 4, 3.0f, 0, false},   {false, 0, 2.0f, 0, false}, {true, 0, 0.0f, 0, false},
+               {true, -1, 0.0f, 0.5f, false}, {false, 3, 2.0f, 0.25f, true}, {false, -1, 0.0f, 1.0f, true}};
   const auto kv = [&](const HostBuffer& t) {
     return TensorView::contiguous(const_cast<void*>(t.data()), DType::bf16, {B, SK, HK, D});
   };
   for (const auto& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " window " << c.window << " softcap " << c.softcap);
+    SCOPED_TRACE(::testing::Message() << "causal " << c.causal << " window " << c.window << " softcap " << c.softcap
+                                      << " alibi " << c.alibi << (c.per_batch ? " per sequence" : ""));
     AttentionOptions o;
     o.causal = c.causal;
     o.window_left = c.window;
     o.softcap = c.softcap;
+    std::vector<float> slopes;
+    for (int64_t b = 0; b < (c.per_batch ? B : 1); ++b)
+      for (int64_t h = 0; h < H; ++h) slopes.push_back(c.alibi * std::ldexp(1.0f, -static_cast<int>(h)) * (1 + b));
+    auto slope = [&](int64_t b, int64_t h) {
+      return c.alibi ? slopes[static_cast<size_t>((c.per_batch ? b : 0) * H + h)] : 0.0f;
+    };
+    if (c.alibi)
+      o.alibi_slopes = c.per_batch ? TensorView::contiguous(slopes.data(), DType::f32, {B, H})
+                                   : TensorView::contiguous(slopes.data(), DType::f32, {H});
     HostBuffer out(DType::bf16, q.size()), dout(DType::bf16, B * 2 * H * D);
     for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
     std::vector<float> lse(static_cast<size_t>(B * H * SQ), NAN);
@@ -593,6 +612,7 @@ TEST(Attention, SlidingWindowAndSoftcapMatchTheirDefinition) {
           s += q.get((qtok * H + h) * D + x) * k.get(((b * SK + j) * HK + h / 2) * D + x);
         s *= scale;
         if (c.softcap > 0) s = c.softcap * std::tanh(s / c.softcap);
+        s -= slope(b, h) * std::fabs(static_cast<double>(p - j));
         w.push_back(s);
         m = std::max(m, s);
       }
@@ -630,6 +650,29 @@ TEST(Attention, SlidingWindowAndSoftcapMatchTheirDefinition) {
   s = attention(ov, std::nullopt, qv, kv(k), kv(v), bad);
   EXPECT_NE(s.message().find("attention: options.softcap must be finite and >= 0 (0: none), got -1"), std::string::npos)
       << s.message();
+  bad.softcap = 0.0f;
+  std::vector<float> slopes(static_cast<size_t>(B * H + 1), 0.5f);
+  const struct {
+    TensorView t;
+    const char* message;
+  } bad_slopes[] = {
+      {TensorView::contiguous(slopes.data(), DType::bf16, {H}), "options.alibi_slopes dtype bf16 must be f32"},
+      {TensorView::contiguous(slopes.data(), DType::f32, {H + 1}), "options.alibi_slopes shape [5] must be [heads=4]"},
+      {TensorView::contiguous(slopes.data(), DType::f32, {B + 1, H}),
+       "options.alibi_slopes shape [3, 4] must be [batch=2, heads=4]"},
+      {TensorView::contiguous(slopes.data(), DType::f32, {B, H, 1}),
+       "options.alibi_slopes shape [2, 4, 1] must be [heads=4]"},
+  };
+  for (const auto& b : bad_slopes) {
+    bad.alibi_slopes = b.t;
+    s = attention(ov, std::nullopt, qv, kv(k), kv(v), bad);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
+    EXPECT_NE(s.message().find(b.message), std::string::npos) << s.message();
+    s = decode_attention(TensorView::contiguous(o1.data(), DType::bf16, {B, 2, H, D}), std::nullopt,
+                         TensorView::contiguous(const_cast<void*>(q.data()), DType::bf16, {B, 2, H, D}),
+                         KvCache{kv(k), kv(v), std::nullopt, std::nullopt}, bad);
+    EXPECT_NE(s.message().find(b.message), std::string::npos) << s.message();
+  }
 }
 
 TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {

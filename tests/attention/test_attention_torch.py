@@ -6,9 +6,10 @@ import kernelkit
 from torch_testing import DEVICES, rand
 
 
-def attention_ref(q, k, v, causal, scale=None, window_left=-1, softcap=0.0):
+def attention_ref(q, k, v, causal, scale=None, window_left=-1, softcap=0.0, alibi=None):
     """float64 attention over [b, s, h, d] with GQA, the bottom-right causal mask, a sliding window (keys from
-    position - window_left) and the soft-cap (softcap tanh(s / softcap))."""
+    position - window_left), the soft-cap (softcap tanh(s / softcap)) and ALiBi (-slope |p - j|, slopes [h] or
+    [b, h])."""
     q, k, v = q.double(), k.double(), v.double()
     b, sq, h, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
@@ -18,6 +19,9 @@ def attention_ref(q, k, v, causal, scale=None, window_left=-1, softcap=0.0):
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
     pos = torch.arange(sq)[:, None] + (sk - sq)
+    if alibi is not None:
+        slopes = alibi.double().reshape(-1 if alibi.dim() == 2 else 1, h)[:, :, None, None]
+        s = s - slopes * (pos - torch.arange(sk)[None, :]).abs().double()
     if causal:
         s = s.masked_fill(torch.arange(sk)[None, :] > pos, float("-inf"))
     if window_left >= 0:
@@ -75,6 +79,30 @@ def test_sliding_window_and_softcap(device, causal, window_left, softcap):
     assert (kernelkit.attention(q, k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2
     want = attention_ref(q[:, :2].cpu(), k.cpu(), v.cpu(), causal, window_left=window_left, softcap=softcap)
     assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("per_sequence", [False, True])
+def test_alibi(device, per_sequence):
+    """ALiBi slopes ([h], or [b, h]) with causal and a window against float64 on the CPU; CUDA refuses them for now
+    (NotImplementedError naming the option) rather than ignoring them."""
+    q = rand(2, 7, 8, 64, dtype=torch.bfloat16, device=device) * 2
+    k, v = (rand(2, 19, 2, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
+    slopes = 2.0 ** -torch.arange(1, 9, dtype=torch.float32)
+    slopes = (slopes * torch.tensor([[1.0], [3.0]]) if per_sequence else slopes).to(device)
+    kw = dict(causal=True, window_left=6, alibi_slopes=slopes)
+    if device == "cuda":
+        with pytest.raises(NotImplementedError, match="options.alibi_slopes is not in the CUDA kernels yet"):
+            kernelkit.attention(q, k, v, **kw)
+        with pytest.raises(NotImplementedError, match="options.alibi_slopes is not in the CUDA kernels yet"):
+            kernelkit.decode_attention(q[:, :1], k, v, **kw)
+        return
+    want = attention_ref(q, k, v, True, window_left=6, alibi=slopes)
+    assert (kernelkit.attention(q, k, v, **kw).double() - want).abs().max().item() < 2e-2
+    want = attention_ref(q[:, :2], k, v, True, window_left=6, alibi=slopes)
+    assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).double() - want).abs().max().item() < 2e-2
+    with pytest.raises(ValueError, match="options.alibi_slopes dtype bf16 must be f32"):
+        kernelkit.attention(q, k, v, alibi_slopes=slopes.bfloat16())
 
 
 @pytest.mark.parametrize("device", DEVICES)

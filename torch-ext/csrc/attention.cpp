@@ -8,7 +8,8 @@ namespace {
 void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q, const at::Tensor& k,
                const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
                const std::optional<at::Tensor>& cu_seqlens_k, std::optional<int64_t> max_seqlen_q,
-               std::optional<int64_t> max_seqlen_k, int64_t window_left, double softcap) {
+               std::optional<int64_t> max_seqlen_k, int64_t window_left, double softcap,
+               const std::optional<at::Tensor>& alibi_slopes) {
   const Call c("attention", q);
   const TensorView qv = c(q, "q"), kv = c(k, "k"), vv = c(v, "v"), outv = c(out, "out");
   AttentionOptions o;
@@ -20,13 +21,14 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
   o.max_seqlen_k = max_seqlen_k;
   o.window_left = window_left;
   o.softcap = c.f32(softcap, "softcap");
+  o.alibi_slopes = c(alibi_slopes, "alibi_slopes");
   c.check(kernelkit::attention(outv, c(lse, "lse"), qv, kv, vv, o, c.stream()));
 }
 
 void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
                       const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
                       const std::optional<at::Tensor>& seqlens_k, double scale, bool causal, int64_t window_left,
-                      double softcap) {
+                      double softcap, const std::optional<at::Tensor>& alibi_slopes) {
   const Call c("decode_attention", q);
   const TensorView qv = c(q, "q");
   KvCache cache;
@@ -40,6 +42,7 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
   o.causal = causal;
   o.window_left = window_left;
   o.softcap = c.f32(softcap, "softcap");
+  o.alibi_slopes = c(alibi_slopes, "alibi_slopes");
   c.check(kernelkit::decode_attention(outv, c(lse, "lse"), qv, cache, o, c.stream()));
 }
 
@@ -50,10 +53,10 @@ KK_TORCH_OPS(m) {
   using namespace kernelkit::torch_ext;
   def_op(m, "attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
             "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int? max_seqlen_q=None, int? max_seqlen_k=None, "
-            "int window_left=-1, float softcap=0.0) -> ()",
+            "int window_left=-1, float softcap=0.0, Tensor? alibi_slopes=None) -> ()",
          &attention);
   def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
             "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal, int window_left=-1, "
-            "float softcap=0.0) -> ()",
+            "float softcap=0.0, Tensor? alibi_slopes=None) -> ()",
          &decode_attention);
 }

@@ -17,7 +17,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: Optional[float] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
               cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False,
               max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, window_left: int = -1,
-              softcap: float = 0.0):
+              softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
     """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim a multiple of 8 up to
     256).
 
@@ -29,7 +29,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     reads nothing back (CUDA-graph capturable) and the kernels check the entries on the device: a bad one skips its
     sequence and is raised by kernelkit.check_errors() (at the call in debug mode). scale defaults to 1 / sqrt(d).
     window_left >= 0: a sliding window, query at position p sees keys from p - window_left; softcap > 0: each scaled
-    score s becomes softcap tanh(s / softcap) (Gemma 2); both compose with causal, GQA and varlen.
+    score s becomes softcap tanh(s / softcap) (Gemma 2); both compose with causal, GQA and varlen. alibi_slopes
+    (float32 [h] or [b, h], BLOOM / MPT): the score of the query at position p and key j gets -slope |p - j| (the CPU
+    only for now: CUDA raises NotImplementedError).
     Returns out, or (out, lse) with lse float32 [b, h, s_q] ([h, total_q] when packed), the natural-log sum of exp
     of each query's scaled scores (-inf where it sees no key).
     """
@@ -44,26 +46,26 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k,
-                  max_seqlen_q, max_seqlen_k, window_left, softcap)
+                  max_seqlen_q, max_seqlen_k, window_left, softcap, alibi_slopes)
     return (out, lse) if return_lse else out
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      block_table: Optional[torch.Tensor] = None, seqlens_k: Optional[torch.Tensor] = None,
                      causal: bool = False, scale: Optional[float] = None, return_lse: bool = False,
-                     window_left: int = -1, softcap: float = 0.0):
+                     window_left: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
     """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
 
     Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, page_size, h_kv, d] (page_size a power of
     two up to 256) with an int32
     block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
     the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. window_left / softcap
-    as in `attention`. Returns out, or (out, lse) with lse float32 [b, h, s_q].
+    / alibi_slopes as in `attention`. Returns out, or (out, lse) with lse float32 [b, h, s_q].
     """
     _inference_only("decode_attention", q, k_cache, v_cache)
     _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
     ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
-                         causal, window_left, softcap)
+                         causal, window_left, softcap, alibi_slopes)
     return (out, lse) if return_lse else out

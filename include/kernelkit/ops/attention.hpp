@@ -38,6 +38,10 @@ struct AttentionOptions {
   // Logit soft-capping (Gemma 2; FlashAttention's softcap): each scaled score s becomes softcap tanh(s / softcap)
   // before the softmax; 0: none.
   float softcap = 0.0f;
+  // ALiBi (BLOOM, MPT; FlashAttention's alibi_slopes): f32 [heads] or [batch, heads]; the score of the query at
+  // position p and key j gets -slope |p - j| added (after the soft-cap), slope the head's (and sequence's). The CPU
+  // backend only for now (CUDA calls are refused, not ignored).
+  std::optional<TensorView> alibi_slopes;
 };
 
 // Prefill / full attention: out = softmax(scale q k^T, masked) v, lse = log(sum_j exp(scale q k_j)) (natural log).

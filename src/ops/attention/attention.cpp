@@ -114,6 +114,23 @@ Status resolve_masks(const std::string& name, const AttentionOptions& o, int64_t
   return Status::Ok();
 }
 
+// ALiBi slopes of `o`: f32 [heads] or [batch, heads] on q's device, into *slopes and *batch_stride (0 for [heads]).
+Status resolve_alibi(const Checker& c, const AttentionOptions& o, int64_t batch, int64_t heads, const float** slopes,
+                     int64_t* batch_stride) {
+  if (!o.alibi_slopes) return Status::Ok();
+  const TensorView& t = *o.alibi_slopes;
+  const Dim b{"batch", batch}, h{"heads", heads};
+  if (t.ndim == 2) {
+    KK_RETURN_IF_ERROR(c.tensor(t, "options.alibi_slopes", {b, h}, DType::f32));
+    *batch_stride = t.strides[0];
+  } else {
+    KK_RETURN_IF_ERROR(c.tensor(t, "options.alibi_slopes", {h}, DType::f32));
+    *batch_stride = 0;
+  }
+  *slopes = static_cast<const float*>(t.data);
+  return Status::Ok();
+}
+
 // Checks the values of cu_seqlens (host copy): starts at 0, non-decreasing, ends at `total`. Returns the longest.
 Status check_cu_seqlens(const std::string& name, const char* arg, const std::vector<int32_t>& cu, int64_t total,
                         const char* total_name, int64_t* longest) {
@@ -304,11 +321,13 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
   KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
+  KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
                                               {{&q, "q"}, {&k, "k"}, {&v, "v"},
                                                {opt(o.cu_seqlens_q), "options.cu_seqlens_q"},
-                                               {opt(o.cu_seqlens_k), "options.cu_seqlens_k"}}));
+                                               {opt(o.cu_seqlens_k), "options.cu_seqlens_k"},
+                                               {opt(o.alibi_slopes), "options.alibi_slopes"}}));
   return detail::run_row_op(a, stream, detail::validate_attention, detail::attention_reference,
                             detail::attention_cuda);
 }
@@ -405,11 +424,13 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
   KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
+  KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
                                               {{&q, "q"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"},
                                                {opt(cache.block_table), "cache.block_table"},
-                                               {opt(cache.seqlens_k), "cache.seqlens_k"}}));
+                                               {opt(cache.seqlens_k), "cache.seqlens_k"},
+                                               {opt(o.alibi_slopes), "options.alibi_slopes"}}));
   return detail::run_row_op(a, stream, detail::validate_decode, detail::decode_reference,
                             detail::decode_attention_cuda);
 }

@@ -36,6 +36,8 @@ struct AttentionArgs {
   bool causal = false;
   int64_t window_left = -1;  // keys from position - window_left (-1: none)
   float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
+  const float* alibi = nullptr;  // ALiBi slopes: head h of sequence b at alibi[b * alibi_batch + h] (none: null)
+  int64_t alibi_batch = 0;
 };
 
 struct DecodeArgs {
@@ -59,6 +61,8 @@ struct DecodeArgs {
   bool causal = false;
   int64_t window_left = -1;  // keys from position - window_left (-1: none)
   float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
+  const float* alibi = nullptr;  // ALiBi slopes: head h of sequence b at alibi[b * alibi_batch + h] (none: null)
+  int64_t alibi_batch = 0;
 };
 
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);

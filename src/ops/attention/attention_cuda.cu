@@ -39,7 +39,18 @@ Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile,
 
 namespace kernelkit::detail {
 
+namespace {
+// The CUDA kernels have no ALiBi yet: refused, not ignored.
+Status refuse_alibi(const char* name, const float* alibi) {
+  if (alibi)
+    return unsupported(std::string(name) + ": options.alibi_slopes is not in the CUDA kernels yet (the CPU backend "
+                                           "has it)");
+  return Status::Ok();
+}
+}  // namespace
+
 Status attention_cuda(const AttentionArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(refuse_alibi("attention", a.alibi));
   KK_RETURN_IF_ERROR(cuda::check_limits("attention", {{"s_q", a.s_q}, {"s_k", a.s_k}}));
   if (a.batch > 65535 || a.heads > 65535)
     return unsupported("attention: batch (" + std::to_string(a.batch) + ") and heads (" + std::to_string(a.heads) +
@@ -65,6 +76,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
+  KK_RETURN_IF_ERROR(refuse_alibi("decode_attention", a.alibi));
   KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
   if (a.batch * a.kv_heads > 65535)
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +

@@ -18,15 +18,20 @@ struct KvRows {
   std::vector<double> k, v;
 };
 
-// The score of a query-key dot product: scaled, then soft-capped (cap tanh(s / cap)) when softcap > 0.
-double score(double dot, double scale, double softcap) {
-  const double s = scale * dot;
-  return softcap > 0 ? softcap * std::tanh(s / softcap) : s;
-}
+// The scores of one query row: its dot product with key j scaled, soft-capped (cap tanh(s / cap)) when softcap > 0,
+// and the ALiBi bias -slope |pos - j| added (slope 0: none); pos is the query's position in its sequence.
+struct RowScore {
+  double scale, softcap, slope;
+  int64_t pos;
+  double operator()(double dot, int64_t j) const {
+    const double s = scale * dot;
+    return (softcap > 0 ? softcap * std::tanh(s / softcap) : s) - slope * std::fabs(static_cast<double>(pos - j));
+  }
+};
 
 // o = softmax(scores of K[lo..hi)) V[lo..hi), lse = log sum exp; no visible key: o = 0, lse = -inf.
-void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, double scale, double softcap, double* o,
-            double* lse, std::vector<double>& logits) {
+void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, const RowScore& score, double* o, double* lse,
+            std::vector<double>& logits) {
   const int64_t d = kv.d;
   std::fill(o, o + d, 0.0);
   if (hi <= lo) {
@@ -39,7 +44,7 @@ void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, double sc
     const double* kr = &kv.k[static_cast<size_t>(j * d)];
     double s = 0;
     for (int64_t i = 0; i < d; ++i) s += q[i] * kr[i];
-    logits[static_cast<size_t>(j - lo)] = score(s, scale, softcap);
+    logits[static_cast<size_t>(j - lo)] = score(s, j);
     m = std::max(m, logits[static_cast<size_t>(j - lo)]);
   }
   double l = 0;
@@ -73,7 +78,12 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
                   int64_t lse_batch, int64_t lse_head, const void* k, const HeadStrides& ks, const void* v,
                   const HeadStrides& vs, KeyOffset key_row, int64_t b, int64_t q_start, int64_t s_q, int64_t s_k,
                   int64_t kvh, int64_t group, int64_t d, double scale, bool causal, int64_t window, double softcap,
-                  size_t max_kv_bytes) {
+                  const float* alibi, int64_t alibi_batch, size_t max_kv_bytes) {
+  // Query head g of the group, token t: its scoring (the ALiBi slope of its head and sequence).
+  auto row_score = [&](int64_t g, int64_t t) {
+    const double slope = alibi ? static_cast<double>(alibi[b * alibi_batch + kvh * group + g]) : 0.0;
+    return RowScore{scale, softcap, slope, t + s_k - s_q};
+  };
   // K and V rows [j0, j1) as doubles into kv (whose s_k becomes the chunk's length).
   auto load = [&](KvRows* kv, int64_t j0, int64_t j1, bool with_v) {
     kv->s_k = j1 - j0;
@@ -106,7 +116,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
         query(g, t, qr.data());
         double l = 0;
         const KeySpan span = visible_keys(causal, window, t, s_q, s_k);
-        attend(qr.data(), kv, span.lo, span.hi, scale, softcap, o.data(), &l, logits);
+        attend(qr.data(), kv, span.lo, span.hi, row_score(g, t), o.data(), &l, logits);
         store(g, t, o.data(), l);
       }
     return;
@@ -117,18 +127,21 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
   std::vector<double> qs_all(static_cast<size_t>(rows * d)), m(static_cast<size_t>(rows), -INFINITY),
       l(static_cast<size_t>(rows), 0.0), o_all(static_cast<size_t>(rows * d), 0.0);
   std::vector<KeySpan> visible(static_cast<size_t>(rows));
+  std::vector<RowScore> scores;
   for (int64_t g = 0; g < group; ++g)
     for (int64_t t = 0; t < s_q; ++t) {
       const int64_t r = g * s_q + t;
       query(g, t, &qs_all[static_cast<size_t>(r * d)]);
       visible[static_cast<size_t>(r)] = visible_keys(causal, window, t, s_q, s_k);
+      scores.push_back(row_score(g, t));
     }
-  auto dot = [&](int64_t r, const KvRows& kv, int64_t j) {
+  // Row r's score of key j0 + jc (row jc of the chunk kv).
+  auto dot = [&](int64_t r, const KvRows& kv, int64_t j0, int64_t jc) {
     const double* qp = &qs_all[static_cast<size_t>(r * d)];
-    const double* kr = &kv.k[static_cast<size_t>(j * d)];
+    const double* kr = &kv.k[static_cast<size_t>(jc * d)];
     double s = 0;
     for (int64_t i = 0; i < d; ++i) s += qp[i] * kr[i];
-    return score(s, scale, softcap);
+    return scores[static_cast<size_t>(r)](s, j0 + jc);
   };
   KvRows kv;
   for (int pass = 0; pass < 2; ++pass)
@@ -138,7 +151,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
       for (int64_t r = 0; r < rows; ++r) {
         const auto ru = static_cast<size_t>(r);
         for (int64_t j = std::max(j0, visible[ru].lo); j < std::min(j1, visible[ru].hi); ++j) {
-          const double s = dot(r, kv, j - j0);
+          const double s = dot(r, kv, j0, j - j0);
           if (pass == 0) {
             m[ru] = std::max(m[ru], s);
             continue;
@@ -184,7 +197,7 @@ Status attention_reference(const AttentionArgs& a) {
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.k, a.k_st, a.v, a.v_st,
                    key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
-                   max_kv_bytes);
+                   a.alibi, a.alibi_batch, max_kv_bytes);
   }
   return Status::Ok();
 }
@@ -203,7 +216,7 @@ Status decode_reference(const DecodeArgs& a) {
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.k, a.k_st, a.v, a.v_st,
                    key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
-                   max_kv_bytes);
+                   a.alibi, a.alibi_batch, max_kv_bytes);
   }
   return Status::Ok();
 }
