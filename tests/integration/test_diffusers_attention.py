@@ -85,3 +85,33 @@ def test_outside_a_wrapped_processor_sdpa_is_pytorchs(monkeypatch):
     with torch.no_grad():
         other(**inputs("cpu", torch.bfloat16))
     assert calls == []
+
+
+def test_wrapped_processors_forward_writes_copy_and_keep_module_processors():
+    """What callers write on a processor reaches the inner one (set_attention_backend, a parallel config); a patched
+    model deep-copies; processors that are modules (IP-Adapter's, with weights) are left unwrapped and in the state
+    dict."""
+    import copy
+    model, inputs = flux()
+    model = model.to(torch.bfloat16).eval()
+    kernelkit.patch(model, attention=True)
+    proc = next(iter(model.attn_processors.values()))
+    proc._parallel_config = "cfg"
+    assert proc.inner._parallel_config == "cfg" and proc._parallel_config == "cfg"
+    proc._parallel_config = None
+    x = inputs("cpu", torch.bfloat16)
+    with torch.no_grad():
+        assert torch.equal(copy.deepcopy(model)(**x).sample, model(**x).sample)
+    kernelkit.unpatch(model)
+
+    model, _ = unet()
+    name = next(n for n in model.attn_processors if "attn2" in n)
+    module = model.get_submodule(name.rsplit(".", 1)[0])
+    module.set_processor(diffusers.models.attention_processor.IPAdapterAttnProcessor2_0(
+        hidden_size=module.to_q.out_features, cross_attention_dim=32))
+    keys = set(model.state_dict())
+    report = kernelkit.patch(model, attention=True)
+    assert report.patched["attention processors (kernelkit)"] == len(model.attn_processors) - 1
+    assert set(model.state_dict()) == keys
+    assert isinstance(model.attn_processors[name], torch.nn.Module)
+    kernelkit.unpatch(model)

@@ -85,6 +85,10 @@ WINDOW_MODELS = {
                                                 attn_implementation="eager"),
     "qwen2": lambda: transformers.Qwen2Config(sliding_window=8, use_sliding_window=True, max_window_layers=1,
                                               attn_implementation="sdpa"),
+    # Qwen2-MoE: its attention does not pass sliding_window to the interface (the window is the module's)
+    "qwen2_moe": lambda: transformers.Qwen2MoeConfig(sliding_window=8, use_sliding_window=True, max_window_layers=2,
+                                                     num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                                                     shared_expert_intermediate_size=64, attn_implementation="sdpa"),
 }
 
 
@@ -104,6 +108,8 @@ def test_sliding_window_and_softcap_models_run_the_kernel(name, device, dtype, m
         cfg.layer_types = ["sliding_attention", "full_attention"]
     if name == "qwen2":
         cfg.layer_types = ["full_attention", "sliding_attention"]
+    if name == "qwen2_moe":
+        cfg.layer_types = ["sliding_attention", "full_attention"]
     model = transformers.AutoModelForCausalLM.from_config(cfg).to(device=device, dtype=dtype).eval()
     ids = torch.randint(0, 128, (2, 24), device=device)
     pad = torch.ones_like(ids)
@@ -119,13 +125,47 @@ def test_sliding_window_and_softcap_models_run_the_kernel(name, device, dtype, m
     with torch.no_grad():
         got = model(ids).logits.double()
         expected = {"mistral": [(True, 7, 0.0)] * 2, "gemma2": [(True, 7, 5.0), (True, -1, 5.0)],
-                    "qwen2": [(True, -1, 0.0), (True, 7, 0.0)]}[name]
+                    "qwen2": [(True, -1, 0.0), (True, 7, 0.0)], "qwen2_moe": [(True, 7, 0.0), (True, -1, 0.0)]}[name]
         assert calls == expected
         got_pad = model(ids, attention_mask=pad).logits.double()
         assert calls == expected  # the padded batch stayed on the model's own attention
     tol = {torch.float16: 2e-2, torch.bfloat16: 1e-1}[dtype]
     assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
     assert (got_pad - want_pad).abs().max().item() < tol
+
+
+def test_fallbacks_keep_the_masks_the_mask_function_dropped(monkeypatch):
+    """Calls the kernel does not take still get their causal / window masks: Gemma 2 in float32 (no kernel; its
+    eager attention, which ignores is_causal, gets the mask made explicit) matches its own eager attention; a static
+    cache's prefill (queries not at the end of the keys: sdpa_mask's top-left skip) keeps its mask and matches SDPA."""
+    torch.manual_seed(0)
+    cfg = WINDOW_MODELS["gemma2"]()
+    for key, value in dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, vocab_size=128, max_position_embeddings=64).items():
+        setattr(cfg, key, value)
+    cfg.layer_types = ["sliding_attention", "full_attention"]
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    ids = torch.randint(0, 128, (2, 24))
+    with torch.no_grad():
+        want = model(ids).logits
+    calls = []
+    real = kernelkit.attention
+    monkeypatch.setattr(kernelkit, "attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    kernelkit.patch(model, attention=True)
+    with torch.no_grad():
+        got = model(ids).logits
+    assert calls == [] and torch.allclose(got, want, atol=1e-5), (got - want).abs().max().item()
+
+    llama = transformers.LlamaConfig(hidden_size=128, intermediate_size=128, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                     max_position_embeddings=64, attn_implementation="sdpa")
+    model = transformers.LlamaForCausalLM(llama).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 128, (1, 10))
+    with torch.no_grad():
+        want = model(ids, past_key_values=transformers.StaticCache(config=llama, max_cache_len=32)).logits.double()
+        kernelkit.patch(model, attention=True)
+        got = model(ids, past_key_values=transformers.StaticCache(config=llama, max_cache_len=32)).logits.double()
+    assert (got - want).abs().max().item() < 1e-1, (got - want).abs().max().item()
 
 
 def test_the_window_mask_is_dropped_only_when_exact():

@@ -45,11 +45,26 @@ def _explicit_mask(query, key, causal, window):
     return visible & (kv > pos - window) if window else visible
 
 
+def _sliding_window(module, kwargs):
+    """The layer's window: the `sliding_window` argument of the call, else the attention module's (models that
+    do not pass it, e.g. Qwen2-MoE)."""
+    window = kwargs.get("sliding_window")
+    return window if window is not None else getattr(module, "sliding_window", None)
+
+
+def _causal(module, query, is_causal) -> bool:
+    """As SDPA: one query needs no mask; several see keys up to their own position (bottom-right aligned when a
+    cache holds earlier keys: kernelkit.attention's convention; the mask function keeps a mask otherwise)."""
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    return bool(causal) and query.shape[2] > 1
+
+
 def _fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs):
-    window, softcap = kwargs.get("sliding_window"), kwargs.get("softcap")
-    if attention_mask is None and window:  # the window the mask function left to the kernel
-        causal = (is_causal if is_causal is not None else getattr(module, "is_causal", True)) and query.shape[2] > 1
-        attention_mask = _explicit_mask(query, key, causal, window)
+    window, softcap = _sliding_window(module, kwargs), kwargs.get("softcap")
+    # No mask: causal / the window the mask function left to the kernel, made explicit where the fallback would not
+    # apply it (SDPA has no window; the eager attention of soft-capped models ignores is_causal).
+    if attention_mask is None and (window or (softcap is not None and _causal(module, query, is_causal))):
+        attention_mask = _explicit_mask(query, key, _causal(module, query, is_causal), window)
         is_causal = False
     if softcap is not None:  # SDPA has no soft-cap: the model's own eager attention (Gemma 2's), given a float mask
         import sys
@@ -73,13 +88,10 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         return _fallback(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
     from . import attention  # this package's op (a hub variant loads the package under another name)
 
-    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    # As SDPA: one query needs no mask; several see keys up to their own position (bottom-right aligned when a cache
-    # holds earlier keys: kernelkit.attention's causal convention).
-    causal = bool(causal) and query.shape[2] > 1
     softcap = kwargs.get("softcap")
-    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=causal, scale=scaling,
-                    window_left=_window_left(kwargs.get("sliding_window")), softcap=float(softcap or 0.0))
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                    causal=_causal(module, query, is_causal), scale=scaling,
+                    window_left=_window_left(_sliding_window(module, kwargs)), softcap=float(softcap or 0.0))
     return out, None
 
 
@@ -87,24 +99,35 @@ def mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset=0
          attention_mask: torch.Tensor | None = None, local_size: int | None = None, allow_is_causal_skip: bool = True,
          **kwargs):
     """transformers' mask interface: sdpa_mask's mask, or None for a sliding-window causal one without padding (see
-    the module docstring) where attention_forward applies the window itself."""
+    the module docstring) where attention_forward applies the window itself. A causal mask sdpa_mask skips for
+    queries that are not the last positions of the keys (a static cache's prefill: SDPA's is_causal is top-left
+    aligned, kernelkit's bottom-right) is kept."""
     from transformers.masking_utils import causal_mask_function, sdpa_mask
     mask_function = mask_function or causal_mask_function
     if local_size is not None and allow_is_causal_skip and _is_sliding_causal(
             mask_function, q_length, kv_length, q_offset, kv_offset, local_size, attention_mask, kwargs.get("device")):
         return None
-    return sdpa_mask(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset,
-                     kv_offset=kv_offset, mask_function=mask_function, attention_mask=attention_mask,
-                     local_size=local_size, allow_is_causal_skip=allow_is_causal_skip, **kwargs)
+    args = dict(batch_size=batch_size, q_length=q_length, kv_length=kv_length, q_offset=q_offset, kv_offset=kv_offset,
+                mask_function=mask_function, attention_mask=attention_mask, local_size=local_size, **kwargs)
+    out = sdpa_mask(allow_is_causal_skip=allow_is_causal_skip, **args)
+    if out is None and q_length > 1 and not _end_aligned(q_length, kv_length, q_offset, kv_offset):
+        out = sdpa_mask(allow_is_causal_skip=False, **args)
+    return out
+
+
+def _end_aligned(q_length, kv_length, q_offset, kv_offset) -> bool:
+    """The queries are the last q_length of the keys' positions (offsets read only when plain ints: a static
+    cache's tensor offsets count as not aligned)."""
+    if isinstance(q_offset, torch.Tensor) or isinstance(kv_offset, torch.Tensor):
+        return False
+    return q_offset + q_length == kv_offset + kv_length
 
 
 def _is_sliding_causal(mask_function, q_length, kv_length, q_offset, kv_offset, window, padding, device) -> bool:
     """Whether mask_function over these positions is exactly kv <= q and kv > q - window, the queries the last
     q_length positions (kernelkit's bottom-right alignment), with no padding. Evaluated on every (q, kv) pair once a
     mask (what sdpa_mask would build anyway); never while tracing, where it would read values."""
-    if torch.compiler.is_compiling() or isinstance(q_offset, torch.Tensor) or isinstance(kv_offset, torch.Tensor):
-        return False
-    if q_offset + q_length != kv_offset + kv_length:
+    if torch.compiler.is_compiling() or not _end_aligned(q_length, kv_length, q_offset, kv_offset):
         return False
     if padding is not None and not bool(padding.all()):
         return False

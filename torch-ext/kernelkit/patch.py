@@ -55,9 +55,10 @@ def _layer_for(module: nn.Module):
 
 
 def _auto_dtype(model: nn.Module) -> torch.dtype:
-    """fp16 on GPUs without bf16 (T4, sm_75), bf16 on newer ones, fp32 on the CPU."""
+    """fp16 on GPUs without bf16 (T4, sm_75), bf16 on newer ones, fp32 on the CPU (a pipeline: by the device of its
+    model components)."""
     try:
-        device = next(model.parameters()).device
+        device = next(p for m in _modules(model) for p in m.parameters(recurse=False)).device
     except StopIteration:
         return torch.float32
     if device.type != "cuda":

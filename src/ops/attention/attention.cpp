@@ -102,13 +102,17 @@ Status resolve_scale(const std::string& name, float scale, int64_t head_dim, flo
   return Status::Ok();
 }
 
-// The sliding window and the soft-cap of `o`, checked, into *window / *softcap.
-Status resolve_masks(const std::string& name, const AttentionOptions& o, int64_t* window, float* softcap) {
+// The sliding window and the soft-cap of `o`, checked, into *window / *softcap (scale: the resolved softmax scale).
+Status resolve_masks(const std::string& name, const AttentionOptions& o, float scale, int64_t* window,
+                     float* softcap) {
   if (o.window_left < -1)
     return invalid_argument(name + ": options.window_left must be >= 0 (or -1: no window), got " +
                             std::to_string(o.window_left));
   if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
     return invalid_argument(name + ": options.softcap must be finite and >= 0 (0: none), got " + number(o.softcap));
+  if (o.softcap > 0.0f && !std::isfinite(scale / o.softcap))  // the kernels scale scores by scale / softcap
+    return invalid_argument(name + ": options.softcap " + number(o.softcap) + " is too small for scale " +
+                            number(scale) + " (scale / softcap must be a finite float)");
   *window = o.window_left;
   *softcap = o.softcap;
   return Status::Ok();
@@ -320,7 +324,7 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
-  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
+  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, a.scale, &a.window_left, &a.softcap));
   KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
@@ -423,7 +427,7 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
-  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, &a.window_left, &a.softcap));
+  KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, a.scale, &a.window_left, &a.softcap));
   KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
