@@ -360,7 +360,7 @@ def test_generate_benchmark_runs_and_checks(tmp_path):
 
 
 def test_diffusion_benchmark_runs_and_checks(tmp_path):
-    """bench/diffusion.py's wiring on a tiny SD3 transformer: the four variants denoise, patched latents match."""
+    """bench/diffusion.py's wiring on a tiny SD3 transformer: the five variants denoise, patched latents match."""
     pytest.importorskip("diffusers")
     sys.path.insert(0, str(ROOT / "bench"))
     try:
@@ -372,8 +372,10 @@ def test_diffusion_benchmark_runs_and_checks(tmp_path):
                            "--json", str(out)]) == 0
     import json
     rows = json.loads(out.read_text())["rows"]
-    assert [r["variant"] for r in rows] == ["eager", "kernelkit eager", "compiled", "kernelkit compiled"]
+    assert [r["variant"] for r in rows] == ["eager", "kernelkit eager", "kernelkit eager + attention", "compiled",
+                                            "kernelkit compiled"]
     assert rows[1]["patched"].get("RMSNorm", 0) > 0 and rows[1]["patched"].get("AdaLayerNormZero", 0) > 0
+    assert rows[2]["patched"].get("attention processors (kernelkit)", 0) == 2  # one joint attention a block
     assert all(r["finite"] and r["max_rel_diff_vs_eager"] < 1e-4 for r in rows), rows
 
 
