@@ -5,6 +5,7 @@
               (prefill, causal; TFLOP/s from the visible query-key pairs)
   varlen      packed varlen prefill (cu_seqlens, max_seqlen given) vs torch.nn.attention.varlen and SDPA per sequence
   masks       sliding-window and soft-capped prefill vs kernelkit without them, flex_attention and SDPA with a mask
+  headdims    prefill at each head_dim from 32 to 256 (b2 h16 s4096 causal) vs SDPA cuDNN and flash
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   pages       paged decode with pages of 16, 1 and 64 keys and the contiguous cache (268 MB of K/V: past L2 as is)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
@@ -18,7 +19,7 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,masks,decode,pages,linear,checkpoints,w8a8,accuracy]
+  python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,linear,checkpoints,w8a8,accuracy]
                                 [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
@@ -215,6 +216,28 @@ def run_masks(dtype, runs, device):
                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         row["impls"].update(untimed)
+        rows.append(row)
+    return rows
+
+
+HEAD_DIMS = (32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256)
+
+
+def run_head_dims(dtype, runs, device):
+    """Prefill at b2 h16 s4096 causal for each head_dim models use (SD 1.5's 40 / 80 / 160, Phi's 80 / 96, ViTs' 72 /
+    112, ...) against SDPA's cuDNN and flash backends; --quick: 40, 80, 96, 160."""
+    rows = []
+    for d in ((40, 80, 96, 160) if args.quick else HEAD_DIMS):
+        b, h, s = 2, 16, 4096
+        q, k, v = (torch.randn(b, s, h, d, device=device, dtype=dtype) for _ in range(3))
+        got = kernelkit.attention(q, k, v, causal=True)
+        err = check("attention head_dim", got[:, -256:], masked_ref(q, k, v, slice(s - 256, s), True), 2e-2)
+        row = {"op": "attention head_dim", "shape": f"b{b} h{h} s{s} d{d} causal", "max_err": err}
+        impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=True)}
+        for be in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
+            impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, True, be))
+        flops = 4.0 * b * h * d * visible_pairs(s, s, True)
+        row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         rows.append(row)
     return rows
 
@@ -564,6 +587,9 @@ def check_cpu():
     check("attention varlen", kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu,
                                                   max_seqlen_q=6, max_seqlen_k=6), want, 2e-2)
     q, k, v = (torch.randn(1, 40, 4, 64, dtype=torch.float16) for _ in range(3))
+    q40, k40, v40 = (t[..., :40].contiguous() for t in (q, k, v))
+    check("attention head_dim 40", kernelkit.attention(q40, k40, v40, causal=True)[:, 30:],
+          masked_ref(q40, k40, v40, slice(30, 40), True), 2e-2)
     for window, softcap in ((5, 0.0), (-1, 2.0), (7, 3.0)):
         got = kernelkit.attention(q, k, v, causal=True, window_left=window, softcap=softcap)
         check("attention masked", got[:, 30:], masked_ref(q, k, v, slice(30, 40), True, window, softcap), 2e-2)
@@ -593,7 +619,7 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,varlen,masks,decode,pages,linear,checkpoints,w8a8,accuracy")
+    p.add_argument("--only", default="attention,varlen,masks,headdims,decode,pages,linear,checkpoints,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -619,6 +645,8 @@ def main(argv=None):
         rows += run_varlen(dtype, args.runs, "cuda")
     if "masks" in only:
         rows += run_masks(dtype, args.runs, "cuda")
+    if "headdims" in only:
+        rows += run_head_dims(dtype, args.runs, "cuda")
     if "decode" in only:
         rows += run_decode(dtype, args.runs, "cuda")
     if "pages" in only:
