@@ -126,20 +126,26 @@ def _end_aligned(q_length, kv_length, q_offset, kv_offset) -> bool:
 def _is_sliding_causal(mask_function, q_length, kv_length, q_offset, kv_offset, window, padding, device) -> bool:
     """Whether mask_function over these positions is exactly kv <= q and kv > q - window, the queries the last
     q_length positions (kernelkit's bottom-right alignment), with no padding. Evaluated on every (q, kv) pair once a
-    mask (what sdpa_mask would build anyway); never while tracing, where it would read values."""
+    mask (what sdpa_mask would build anyway), 1024 query rows at a time (bounded memory) and one read-back at the
+    end; never while tracing, where it would read values."""
     if torch.compiler.is_compiling() or not _end_aligned(q_length, kv_length, q_offset, kv_offset):
         return False
     if padding is not None and not bool(padding.all()):
         return False
-    q = torch.arange(q_length, device=device)[:, None] + q_offset
     kv = torch.arange(kv_length, device=device)[None, :] + kv_offset
     zero = torch.zeros((), dtype=torch.long, device=device)
-    try:
-        got = mask_function(zero, zero, q, kv)
-    except Exception:  # a mask function that needs vmap (per-element indexing): leave it to sdpa_mask
-        return False
-    want = (kv <= q) & (kv > q - window)
-    return isinstance(got, torch.Tensor) and got.shape == want.shape and bool((got == want).all())
+    same = torch.ones((), dtype=torch.bool, device=device)
+    for r0 in range(0, q_length, 1024):
+        q = torch.arange(r0, min(q_length, r0 + 1024), device=device)[:, None] + q_offset
+        try:
+            got = mask_function(zero, zero, q, kv)
+        except Exception:  # a mask function that needs vmap (per-element indexing): leave it to sdpa_mask
+            return False
+        want = (kv <= q) & (kv > q - window)
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            return False
+        same &= (got == want).all()
+    return bool(same)
 
 
 def register() -> str:
