@@ -254,6 +254,35 @@ void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64
                             return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
                           }});
         }
+  // Head dims between the kernels' sizes, sliding windows, soft-caps and page sizes other than 16 (decode: paged).
+  struct Extra {
+    int64_t head_dim, window;
+    float softcap;
+    int64_t page;
+    bool causal;
+  };
+  const Extra extras[] = {{80, 16, 0.0f, 1, true}, {40, -1, 20.0f, 32, false}, {192, 8, 10.0f, 64, true}};
+  for (const Extra& e : extras) {
+    AttentionCase c;
+    c.op = op;
+    c.dtype = dtype;
+    c.batch = 2;
+    c.s_q = decode ? 2 : 70;
+    c.s_k = 130;
+    c.heads = 8;
+    c.kv_heads = 2;
+    c.head_dim = e.head_dim;
+    c.causal = e.causal;
+    c.window_left = e.window;
+    c.softcap = e.softcap;
+    c.magnitude = e.softcap > 0 ? 4.0 : 1.0;
+    c.paged = decode;
+    c.page_size = e.page;
+    c.seed = (*seed)++;
+    out->push_back({c.name(), [c, grid] {
+                      return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
+                    }});
+  }
 }
 
 }  // namespace kernelkit::testing

@@ -44,7 +44,7 @@ CaseResult check_attention_properties(const AttentionCase& c);
 
 // The family's verify cases (testing/cases.hpp): one token, GQA 4 and 8, s_q < s_k and s_q > s_k, head_dim 64 and
 // 128, causal or not, dense / varlen (attention) or contiguous / paged (decode); a 1000-token one on the GPU unless
-// quick.
+// quick; head dims 40 / 80 / 192 with sliding windows, soft-caps and pages of 1 / 32 / 64 keys.
 void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                             std::vector<VerifyCase>* out);
 
