@@ -1,6 +1,7 @@
 """Property tests of attention and decode_attention (Hypothesis): random sequence lengths (s_q < s_k and s_q > s_k),
-GQA ratios, causal or not, against float64 attention with the bottom-right causal mask; the bound is attention's
-derived one (docs/tolerances.md: P rounded to the dtype for the P V product)."""
+GQA ratios, causal or not, head dims (multiples of 8 up to 256), sliding windows, soft-caps and page sizes, against
+float64 attention with the bottom-right causal mask; the bound is attention's derived one (docs/tolerances.md: P
+rounded to the dtype for the P V product)."""
 import pytest
 import torch
 
@@ -11,16 +12,22 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-def attention_ref(q, k, v, causal):
-    """float64 [b, s, h, d] attention with GQA and the bottom-right causal mask; rows that see no key are 0."""
+def attention_ref(q, k, v, causal, window=-1, softcap=0.0):
+    """float64 [b, s, h, d] attention with GQA, the bottom-right causal mask, a sliding window (keys from position -
+    window) and a soft-cap; rows that see no key are 0."""
     q, k, v = q.double(), k.double(), v.double()
     s_q, h, d = q.shape[1], q.shape[2], q.shape[3]
     s_k, hk = k.shape[1], k.shape[2]
     k, v = k.repeat_interleave(h // hk, dim=2), v.repeat_interleave(h // hk, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * d ** -0.5
+    if softcap > 0:
+        s = softcap * torch.tanh(s / softcap)
+    pos = torch.arange(s_q, device=q.device)[:, None] + (s_k - s_q)
+    key = torch.arange(s_k, device=q.device)[None, :]
     if causal:
-        mask = torch.arange(s_k, device=q.device)[None, :] > torch.arange(s_q, device=q.device)[:, None] + (s_k - s_q)
-        s = s.masked_fill(mask, float("-inf"))
+        s = s.masked_fill(key > pos, float("-inf"))
+    if window >= 0:
+        s = s.masked_fill(key < pos - window, float("-inf"))
     p = torch.softmax(s, -1).nan_to_num(0.0)
     return torch.einsum("bhqk,bkhd->bqhd", p, v), torch.einsum("bhqk,bkhd->bqhd", p, v.abs())
 
@@ -35,25 +42,32 @@ def rand(shape, dtype, device, seed):
     return (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1).to(dtype).to(device)
 
 
+HEAD_DIMS = [8, 32, 40, 64, 72, 80, 96, 128, 160, 192, 256]
+WINDOWS = st.one_of(st.just(-1), st.integers(0, 60))
+SOFTCAPS = st.sampled_from([0.0, 0.0, 1.5, 20.0])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=150)
 @given(b=st.integers(1, 2), s_q=st.integers(1, 40), s_k=st.integers(1, 70), kv=st.integers(1, 2),
-       group=st.sampled_from([1, 2, 4]), d=st.sampled_from([64, 128]), causal=st.booleans(),
-       dtype=st.sampled_from([torch.float16, torch.bfloat16]))
-def test_attention_matches_float64(device, b, s_q, s_k, kv, group, d, causal, dtype):
+       group=st.sampled_from([1, 2, 4]), d=st.sampled_from(HEAD_DIMS), causal=st.booleans(),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]), window=WINDOWS, softcap=SOFTCAPS)
+def test_attention_matches_float64(device, b, s_q, s_k, kv, group, d, causal, dtype, window, softcap):
     h = kv * group
     q, k, v = (rand(shape, dtype, device, s_q * 1000 + s_k + i)
                for i, shape in enumerate([(b, s_q, h, d), (b, s_k, kv, d), (b, s_k, kv, d)]))
-    want, m = attention_ref(q, k, v, causal)
-    check(kernelkit.attention(q, k, v, causal=causal), want, m, dtype)
+    want, m = attention_ref(q, k, v, causal, window, softcap)
+    check(kernelkit.attention(q, k, v, causal=causal, window_left=window, softcap=softcap), want, m, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=150)
 @given(b=st.integers(1, 3), s_q=st.integers(1, 4), cap=st.integers(1, 90), kv=st.integers(1, 2),
-       group=st.sampled_from([1, 4]), causal=st.booleans(), paged=st.booleans(), data=st.data())
-def test_decode_attention_matches_float64(device, b, s_q, cap, kv, group, causal, paged, data):
-    d, dtype, page = 64, torch.float16, 16
+       group=st.sampled_from([1, 4]), causal=st.booleans(), paged=st.booleans(), data=st.data(),
+       d=st.sampled_from(HEAD_DIMS), page=st.sampled_from([1, 2, 8, 16, 32]), window=WINDOWS, softcap=SOFTCAPS)
+def test_decode_attention_matches_float64(device, b, s_q, cap, kv, group, causal, paged, data, d, page, window,
+                                          softcap):
+    dtype = torch.float16
     cap = (cap + page - 1) // page * page
     lens = [data.draw(st.integers(0, cap)) for _ in range(b)]
     h = kv * group
@@ -66,12 +80,13 @@ def test_decode_attention_matches_float64(device, b, s_q, cap, kv, group, causal
         kp = kc.reshape(b * pages, page, kv, d)[perm.argsort().to(device)].contiguous()
         vp = vc.reshape(b * pages, page, kv, d)[perm.argsort().to(device)].contiguous()
         out = kernelkit.decode_attention(q, kp, vp, block_table=perm.reshape(b, pages).to(torch.int32).to(device),
-                                         seqlens_k=seqlens, causal=causal)
+                                         seqlens_k=seqlens, causal=causal, window_left=window, softcap=softcap)
     else:
-        out = kernelkit.decode_attention(q, kc, vc, seqlens_k=seqlens, causal=causal)
+        out = kernelkit.decode_attention(q, kc, vc, seqlens_k=seqlens, causal=causal, window_left=window,
+                                         softcap=softcap)
     for i, n in enumerate(lens):
         if n == 0:
             assert (out[i] == 0).all()
             continue
-        want, m = attention_ref(q[i:i + 1], kc[i:i + 1, :n], vc[i:i + 1, :n], causal)
+        want, m = attention_ref(q[i:i + 1], kc[i:i + 1, :n], vc[i:i + 1, :n], causal, window, softcap)
         check(out[i:i + 1], want, m, dtype)
