@@ -85,6 +85,9 @@ WINDOW_MODELS = {
                                                 attn_implementation="eager"),
     "qwen2": lambda: transformers.Qwen2Config(sliding_window=8, use_sliding_window=True, max_window_layers=1,
                                               attn_implementation="sdpa"),
+    # Gemma 3: local (window) and global layers, no soft-cap
+    "gemma3": lambda: transformers.Gemma3TextConfig(sliding_window=8, head_dim=64, query_pre_attn_scalar=64,
+                                                    attn_implementation="sdpa"),
     # Qwen2-MoE: its attention does not pass sliding_window to the interface (the window is the module's)
     "qwen2_moe": lambda: transformers.Qwen2MoeConfig(sliding_window=8, use_sliding_window=True, max_window_layers=2,
                                                      num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
@@ -104,7 +107,7 @@ def test_sliding_window_and_softcap_models_run_the_kernel(name, device, dtype, m
     for key, value in dict(hidden_size=256, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                            num_key_value_heads=2, vocab_size=128, max_position_embeddings=64).items():
         setattr(cfg, key, value)
-    if name == "gemma2":
+    if name in ("gemma2", "gemma3"):
         cfg.layer_types = ["sliding_attention", "full_attention"]
     if name == "qwen2":
         cfg.layer_types = ["full_attention", "sliding_attention"]
@@ -125,7 +128,8 @@ def test_sliding_window_and_softcap_models_run_the_kernel(name, device, dtype, m
     with torch.no_grad():
         got = model(ids).logits.double()
         expected = {"mistral": [(True, 7, 0.0)] * 2, "gemma2": [(True, 7, 5.0), (True, -1, 5.0)],
-                    "qwen2": [(True, -1, 0.0), (True, 7, 0.0)], "qwen2_moe": [(True, 7, 0.0), (True, -1, 0.0)]}[name]
+                    "qwen2": [(True, -1, 0.0), (True, 7, 0.0)], "qwen2_moe": [(True, 7, 0.0), (True, -1, 0.0)],
+                    "gemma3": [(True, 7, 0.0), (True, -1, 0.0)]}[name]
         assert calls == expected
         got_pad = model(ids, attention_mask=pad).logits.double()
         assert calls == expected  # the padded batch stayed on the model's own attention
