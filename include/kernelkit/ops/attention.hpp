@@ -13,7 +13,8 @@ namespace kernelkit {
 // ---- Attention (f16, and bf16 where the profile has it): softmax statistics in fp32 online (max and sum of exp), P
 //      rounded to the dtype for the second product, one rounding per output. A query that sees no key (causal with
 //      s_q > s_k, an empty sequence) gets out = 0 and lse = -inf, never NaN. head_dim a multiple of 8 up to 256 with a
-//      contiguous last dim (CUDA kernels for 64, 128 and 256; one between runs on the next one up); h % h_kv == 0 (query head h reads KV head h / (h / h_kv): GQA, MQA when h_kv = 1).
+//      contiguous last dim (CUDA kernels for 64, 128 and 256; one between runs on the next one up); h % h_kv == 0
+//      (query head h reads KV head h / (h / h_kv): GQA, MQA when h_kv = 1).
 
 struct AttentionOptions {
   float scale = 0.0f;   // softmax scale on q k^T; 0 means 1 / sqrt(head_dim)
