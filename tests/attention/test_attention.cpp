@@ -675,6 +675,45 @@ TEST(Attention, SlidingWindowSoftcapAndAlibiMatchTheirDefinition) {
   }
 }
 
+TEST(DecodeAttention, PagesBeforeTheWindowAreNeverRead) {
+  // A sliding-window decode reads only the pages from the first query's window start: pages wholly before it may be
+  // evicted (block table entries -1, as a server frees them) and the call equals the one over a full table. Two
+  // sequences of 70 and 45 keys, pages of 8, 2 causal queries, window 20: sequence 0 sees keys 48.., pages 6.. only.
+  const int64_t B = 2, SQ = 2, H = 4, HK = 2, D = 64, PAGE = 8, MP = 9, W = 20;
+  const std::vector<int32_t> lens = {70, 45};
+  const HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 51),
+                   k = random_buffer(DType::f16, B * MP * PAGE * HK * D, 52),
+                   v = random_buffer(DType::f16, B * MP * PAGE * HK * D, 53);
+  std::vector<int32_t> table(static_cast<size_t>(B * MP));
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<int32_t> evicted = table;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = 0; (p + 1) * PAGE <= lens[static_cast<size_t>(b)] - SQ - W; ++p)
+      evicted[static_cast<size_t>(b * MP + p)] = -1;
+  ASSERT_EQ(evicted[5], -1);  // sequence 0's pages 0..5 (keys 0..47) are gone
+  AttentionOptions o;
+  o.causal = true;
+  o.window_left = W;
+  auto run = [&](std::vector<int32_t>& bt, HostBuffer* out) {
+    const auto pool = [&](const HostBuffer& t) {
+      return TensorView::contiguous(const_cast<void*>(t.data()), DType::f16, {B * MP, PAGE, HK, D});
+    };
+    return decode_attention(TensorView::contiguous(out->data(), DType::f16, {B, SQ, H, D}), std::nullopt,
+                            TensorView::contiguous(const_cast<void*>(q.data()), DType::f16, {B, SQ, H, D}),
+                            KvCache{pool(k), pool(v), TensorView::contiguous(bt.data(), DType::i32, {B, MP}),
+                                    TensorView::contiguous(const_cast<int32_t*>(lens.data()), DType::i32, {B})},
+                            o);
+  };
+  HostBuffer full(DType::f16, q.size()), gone(DType::f16, q.size());
+  ASSERT_TRUE(run(table, &full).ok());
+  const Status s = run(evicted, &gone);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(std::memcmp(full.data(), gone.data(), full.bytes()), 0);
+  o.window_left = -1;  // without the window those pages are read: refused, naming the entry
+  const Status all = run(evicted, &gone);
+  EXPECT_NE(all.message().find("cache.block_table[0, 0] = -1"), std::string::npos) << all.message();
+}
+
 TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {
   // 2^21 keys of one head through a block table that repeats 4 pages: the input is small, but the whole head as
   // doubles would be 2 GiB. The reference walks it in chunks; the softmax over keys that repeat evenly equals the one

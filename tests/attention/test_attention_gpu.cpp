@@ -5,6 +5,8 @@
 // windows and soft-caps; bad inputs.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,7 +14,9 @@
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
+#include "kernelkit/runtime.hpp"
 #include "ops/attention/attention_cases.hpp"
+#include "testing/harness.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::AttentionCase;
@@ -324,6 +328,69 @@ TEST_P(DecodePages, EveryPageSizeMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, DecodePages, ::testing::Values(DType::f16, DType::bf16));
+
+// Both decode kernels read only the pages from the first query's window start: with the pages wholly before it
+// evicted (block table -1) the output has the bits of the full table's, and no bad page is recorded; without the
+// window the -1 entries are found and recorded (never followed).
+TEST(DecodePagesGpu, PagesBeforeTheWindowAreNeverRead) {
+  using kernelkit::testing::DeviceBuffer;
+  using kernelkit::testing::HostBuffer;
+  const int64_t B = 2, SQ = 2, H = 8, HK = 2, D = 128, PAGE = 16, MP = 64, W = 100;
+  const std::vector<int64_t> lens = {1000, 600};
+  std::mt19937_64 rng(61);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto filled = [&](int64_t n) {
+    HostBuffer h(DType::f16, n);
+    for (int64_t i = 0; i < n; ++i) h.set(i, u(rng));
+    return h;
+  };
+  const HostBuffer q = filled(B * SQ * H * D), k = filled(B * MP * PAGE * HK * D), v = filled(k.size());
+  HostBuffer table(DType::i32, B * MP), evicted(DType::i32, B * MP), lens_h(DType::i32, B);
+  for (int64_t b = 0; b < B; ++b) {
+    lens_h.set(b, static_cast<double>(lens[static_cast<size_t>(b)]));
+    for (int64_t p = 0; p < MP; ++p) {
+      table.set(b * MP + p, static_cast<double>(b * MP + p));
+      const bool gone = (p + 1) * PAGE <= lens[static_cast<size_t>(b)] - SQ - W;
+      evicted.set(b * MP + p, gone ? -1.0 : static_cast<double>(b * MP + p));
+    }
+  }
+  DeviceBuffer dq, dk, dv, dt, de, dl, dout;
+  ASSERT_TRUE(kernelkit::testing::first_error({dq.alloc(q.bytes()), dk.alloc(k.bytes()), dv.alloc(v.bytes()),
+                                               dt.alloc(table.bytes()), de.alloc(evicted.bytes()),
+                                               dl.alloc(lens_h.bytes()), dout.alloc(q.bytes()), dq.upload(q),
+                                               dk.upload(k), dv.upload(v), dt.upload(table), de.upload(evicted),
+                                               dl.upload(lens_h)})
+                  .ok());
+  const Device dev = Device::cuda(0);
+  auto run = [&](const DeviceBuffer& bt, int64_t window, HostBuffer* out) {
+    AttentionOptions o;
+    o.causal = true;
+    o.window_left = window;
+    const auto pool = [&](const DeviceBuffer& t) {
+      return TensorView::contiguous(t.data(), DType::f16, {B * MP, PAGE, HK, D}, dev);
+    };
+    EXPECT_TRUE(dout.poison().ok());
+    const KvCache cache{pool(dk), pool(dv), TensorView::contiguous(bt.data(), DType::i32, {B, MP}, dev),
+                        TensorView::contiguous(dl.data(), DType::i32, {B}, dev)};
+    const Status s = decode_attention(TensorView::contiguous(dout.data(), DType::f16, {B, SQ, H, D}, dev),
+                                      std::nullopt, TensorView::contiguous(dq.data(), DType::f16, {B, SQ, H, D}, dev),
+                                      cache, o);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(dout.download(out).ok());
+    return check_errors(0);
+  };
+  for (const char* setting : {"decode_tc=1", "decode_tc=0"}) {
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    HostBuffer full(DType::f16, q.size()), gone(DType::f16, q.size());
+    ASSERT_TRUE(run(dt, W, &full).ok());
+    const Status recorded = run(de, W, &gone);
+    EXPECT_TRUE(recorded.ok()) << recorded.to_string();
+    EXPECT_EQ(std::memcmp(full.data(), gone.data(), full.bytes()), 0);
+    const Status found = run(de, -1, &gone);
+    EXPECT_NE(found.message().find("cache.block_table"), std::string::npos) << found.to_string();
+  }
+}
 
 TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   // Device cu_seqlens are read back and checked; h % h_kv and dtype mismatches are refused before any launch.

@@ -12,9 +12,9 @@
 namespace kernelkit::detail {
 namespace {
 
-// One sequence of one KV head as doubles: K and V [s_k, d] row-major.
+// Keys first .. first + s_k - 1 of one sequence of one KV head as doubles: K and V [s_k, d] row-major.
 struct KvRows {
-  int64_t s_k = 0, d = 0;
+  int64_t first = 0, s_k = 0, d = 0;
   std::vector<double> k, v;
 };
 
@@ -41,7 +41,7 @@ void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, const Row
   logits.resize(static_cast<size_t>(hi - lo));
   double m = -INFINITY;
   for (int64_t j = lo; j < hi; ++j) {
-    const double* kr = &kv.k[static_cast<size_t>(j * d)];
+    const double* kr = &kv.k[static_cast<size_t>((j - kv.first) * d)];
     double s = 0;
     for (int64_t i = 0; i < d; ++i) s += q[i] * kr[i];
     logits[static_cast<size_t>(j - lo)] = score(s, j);
@@ -51,7 +51,7 @@ void attend(const double* q, const KvRows& kv, int64_t lo, int64_t hi, const Row
   for (int64_t j = lo; j < hi; ++j) {
     const double p = std::exp(logits[static_cast<size_t>(j - lo)] - m);
     l += p;
-    const double* vr = &kv.v[static_cast<size_t>(j * d)];
+    const double* vr = &kv.v[static_cast<size_t>((j - kv.first) * d)];
     for (int64_t i = 0; i < d; ++i) o[i] += p * vr[i];
   }
   for (int64_t i = 0; i < d; ++i) o[i] /= l;
@@ -86,6 +86,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
   };
   // K and V rows [j0, j1) as doubles into kv (whose s_k becomes the chunk's length).
   auto load = [&](KvRows* kv, int64_t j0, int64_t j1, bool with_v) {
+    kv->first = j0;
     kv->s_k = j1 - j0;
     kv->d = d;
     kv->k.resize(static_cast<size_t>(kv->s_k * d));
@@ -107,10 +108,13 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
     if (lse) lse[b * lse_batch + h * lse_head + tok] = static_cast<float>(l);
   };
   std::vector<double> qr(static_cast<size_t>(d)), o(static_cast<size_t>(d)), logits;
-  const size_t kv_bytes = 2 * static_cast<size_t>(s_k) * static_cast<size_t>(d) * sizeof(double);
+  // Keys before the first query's window start are seen by no row: never read (as on CUDA: a paged cache's pages
+  // there may be evicted).
+  const int64_t first = s_q > 0 ? std::min(visible_keys(causal, window, 0, s_q, s_k).lo, s_k) : s_k;
+  const size_t kv_bytes = 2 * static_cast<size_t>(s_k - first) * static_cast<size_t>(d) * sizeof(double);
   if (kv_bytes <= max_kv_bytes) {
     KvRows kv;
-    load(&kv, 0, s_k, true);
+    load(&kv, first, s_k, true);
     for (int64_t g = 0; g < group; ++g)
       for (int64_t t = 0; t < s_q; ++t) {
         query(g, t, qr.data());
@@ -145,7 +149,7 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
   };
   KvRows kv;
   for (int pass = 0; pass < 2; ++pass)
-    for (int64_t j0 = 0; j0 < s_k; j0 += chunk) {
+    for (int64_t j0 = first; j0 < s_k; j0 += chunk) {
       const int64_t j1 = std::min(s_k, j0 + chunk);
       load(&kv, j0, j1, pass == 1);
       for (int64_t r = 0; r < rows; ++r) {
