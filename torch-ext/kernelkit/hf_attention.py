@@ -63,8 +63,9 @@ def _fallback(module, query, key, value, attention_mask, dropout, scaling, is_ca
     window, softcap = _sliding_window(module, kwargs), kwargs.get("softcap")
     # No mask: causal / the window the mask function left to the kernel, made explicit where the fallback would not
     # apply it (SDPA has no window; the eager attention of soft-capped models ignores is_causal).
-    if attention_mask is None and (window or (softcap is not None and _causal(module, query, is_causal))):
-        attention_mask = _explicit_mask(query, key, _causal(module, query, is_causal), window)
+    causal = _causal(module, query, is_causal)
+    if attention_mask is None and (window or (softcap is not None and causal)):
+        attention_mask = _explicit_mask(query, key, causal, window)
         is_causal = False
     if softcap is not None:  # SDPA has no soft-cap: the model's own eager attention (Gemma 2's), given a float mask
         import sys

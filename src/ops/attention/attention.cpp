@@ -408,9 +408,8 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
       if (len < 0 || len > a.capacity)
         return detail::device_check_error(OpId::decode_attention, detail::DeviceCheck::seqlens_k, i, -1, len,
                                           a.capacity);
-      // The pages from the first query's window start (the keys any query sees; evicted pages before it are never
-      // read, on either backend).
-      const int64_t first = o.window_left >= 0 ? std::max<int64_t>(0, len - a.s_q - o.window_left) : 0;
+      // The pages from the first key any query sees (first_visible_key: evicted pages before it are never read).
+      const int64_t first = detail::first_visible_key(len, a.s_q, o.window_left);
       for (int64_t p = first / std::max<int64_t>(a.page_size, 1); a.paged && p * a.page_size < len; ++p) {
         const int64_t page = a.block_table[i * a.block_table_stride + p];
         if (page < 0 || page >= a.num_pages)

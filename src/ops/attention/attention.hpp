@@ -65,6 +65,13 @@ struct DecodeArgs {
   int64_t alibi_batch = 0;
 };
 
+// The first key any query of a sequence sees when its s_q queries are the last positions of its len keys: the first
+// query's window start (0 without a window, window < 0). The keys before it are never read, on either backend (a
+// paged cache's pages there may be evicted). constexpr: the decode kernels use it too.
+constexpr int64_t first_visible_key(int64_t len, int64_t s_q, int64_t window) {
+  return window >= 0 && len - s_q - window > 0 ? len - s_q - window : 0;
+}
+
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);
 Status attention_reference(const AttentionArgs& a);
 // The references hold a (sequence, KV head)'s K and V as doubles up to this many bytes (default 256 MiB), and walk

@@ -108,9 +108,8 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
     if (lse) lse[b * lse_batch + h * lse_head + tok] = static_cast<float>(l);
   };
   std::vector<double> qr(static_cast<size_t>(d)), o(static_cast<size_t>(d)), logits;
-  // Keys before the first query's window start are seen by no row: never read (as on CUDA: a paged cache's pages
-  // there may be evicted).
-  const int64_t first = s_q > 0 ? std::min(visible_keys(causal, window, 0, s_q, s_k).lo, s_k) : s_k;
+  // Keys before the first query's window start are seen by no row: never read (first_visible_key).
+  const int64_t first = s_q > 0 ? first_visible_key(s_k, s_q, window) : s_k;
   const size_t kv_bytes = 2 * static_cast<size_t>(s_k - first) * static_cast<size_t>(d) * sizeof(double);
   if (kv_bytes <= max_kv_bytes) {
     KvRows kv;

@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <type_traits>
 
 #include "ops/attention/attention.hpp"
@@ -102,7 +103,7 @@ __device__ __forceinline__ KeyRange checked_key_range(const DecodeParams<T>& p, 
     if (len != raw && threadIdx.x == 0)
       record_device_error(p.err, OpId::decode_attention, detail::DeviceCheck::seqlens_k, b, -1, raw, p.capacity);
   }
-  const int first = p.window >= 0 ? max(0, len - p.s_q - p.window) : 0;
+  const int first = static_cast<int>(detail::first_visible_key(len, p.s_q, p.window));
   const int kbeg = first + split * p.chunk;
   int kend = min(len, kbeg + p.chunk);
   if constexpr (kPaged) {
@@ -631,8 +632,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   detail::DeviceErrorRecord* err = nullptr;
   KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
 
-  int page_shift = 0;
-  while (a.paged && (int64_t{1} << page_shift) < a.page_size) ++page_shift;  // a power of two (validate_decode)
+  // log2 of the page size, a power of two (validate_decode)
+  const int page_shift = a.paged ? std::countr_zero(static_cast<uint64_t>(a.page_size)) : 0;
   DecodeParams<T> p{attn_tensors<T>(a),
                     a.block_table,
                     a.block_table_stride,
