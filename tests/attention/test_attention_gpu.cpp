@@ -375,9 +375,10 @@ TEST(DecodePagesGpu, PagesBeforeTheWindowAreNeverRead) {
     const Status s = decode_attention(TensorView::contiguous(dout.data(), DType::f16, {B, SQ, H, D}, dev),
                                       std::nullopt, TensorView::contiguous(dq.data(), DType::f16, {B, SQ, H, D}, dev),
                                       cache, o);
-    EXPECT_TRUE(s.ok()) << s.to_string();
     EXPECT_TRUE(dout.download(out).ok());
-    return check_errors(0);
+    // The GPU test binary runs in debug mode (the call itself reports a recorded index); without it check_errors does.
+    const Status recorded = check_errors(0);
+    return s.ok() ? recorded : s;
   };
   for (const char* setting : {"decode_tc=1", "decode_tc=0"}) {
     SCOPED_TRACE(setting);
