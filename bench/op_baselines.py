@@ -4,7 +4,8 @@
   attention   kernelkit.attention vs F.scaled_dot_product_attention with the flash, cuDNN and efficient backends
               (prefill, causal; TFLOP/s from the visible query-key pairs)
   varlen      packed varlen prefill (cu_seqlens, max_seqlen given) vs torch.nn.attention.varlen and SDPA per sequence
-  masks       sliding-window and soft-capped prefill vs kernelkit without them, flex_attention and SDPA with a mask
+  masks       sliding-window, soft-capped and ALiBi prefill vs kernelkit without them, flex_attention and SDPA with
+              a mask or bias
   headdims    prefill at each head_dim from 32 to 256 (b2 h16 s4096 causal) vs SDPA cuDNN and flash
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   pages       paged decode with pages of 16, 1 and 64 keys and the contiguous cache (268 MB of K/V: past L2 as is)
@@ -149,9 +150,9 @@ def run_attention(dtype, runs, device):
     return rows
 
 
-def masked_ref(q, k, v, rows, causal, window=-1, softcap=0.0):
+def masked_ref(q, k, v, rows, causal, window=-1, softcap=0.0, alibi=None):
     """float32 attention of query rows `rows` (a slice) of [b, s_q, h, d] q against every key: the bottom-right
-    causal mask, a sliding window (keys from position - window) and a soft-cap, spelled out."""
+    causal mask, a sliding window (keys from position - window), a soft-cap and ALiBi slopes [h], spelled out."""
     sq, h, d, sk, hk = q.shape[1], q.shape[2], q.shape[3], k.shape[1], k.shape[2]
     qs = q[:, rows].float().transpose(1, 2)
     ks, vs = (t.float().transpose(1, 2).repeat_interleave(h // hk, 1) for t in (k, v))
@@ -160,15 +161,17 @@ def masked_ref(q, k, v, rows, causal, window=-1, softcap=0.0):
         s = softcap * torch.tanh(s / softcap)
     pos = torch.arange(sq, device=q.device)[rows][:, None] + (sk - sq)
     key = torch.arange(sk, device=q.device)[None, :]
+    if alibi is not None:
+        s = s - alibi[:, None, None] * (pos - key).abs()
     hidden = (key > pos) & causal
     if window >= 0:
         hidden |= key < pos - window
     return (s.masked_fill(hidden, float("-inf")).softmax(-1).nan_to_num(0.0) @ vs).transpose(1, 2)
 
 
-def flex(q, k, v, causal, window=-1, softcap=0.0):
+def flex(q, k, v, causal, window=-1, softcap=0.0, alibi=None):
     """torch.nn.attention.flex_attention (compiled, a block mask that skips the hidden tiles), the PyTorch way to a
-    sliding window or a soft-cap."""
+    sliding window, a soft-cap or ALiBi (slopes [h])."""
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     s_q, s_k = q.shape[1], k.shape[1]
 
@@ -177,43 +180,58 @@ def flex(q, k, v, causal, window=-1, softcap=0.0):
         ok = (j <= pos) if causal else (j >= 0)
         return ok & (j >= pos - window) if window >= 0 else ok
 
-    def cap(score, b, h, i, j):
-        return softcap * torch.tanh(score / softcap)
+    def mod(score, b, h, i, j):
+        if softcap > 0:
+            score = softcap * torch.tanh(score / softcap)
+        if alibi is not None:
+            score = score - alibi[h] * (i + (s_k - s_q) - j).abs()
+        return score
     mask = create_block_mask(visible, None, None, s_q, s_k, device=q.device)
     fn = torch.compile(flex_attention)
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    kw = dict(block_mask=mask, enable_gqa=q.shape[2] != k.shape[2], score_mod=cap if softcap > 0 else None)
+    kw = dict(block_mask=mask, enable_gqa=q.shape[2] != k.shape[2],
+              score_mod=mod if softcap > 0 or alibi is not None else None)
     return lambda: fn(qt, kt, vt, **kw).transpose(1, 2)
 
 
 def run_masks(dtype, runs, device):
-    """Sliding window (Mistral / Gemma) and soft-cap (Gemma 2) prefill, causal GQA: kernelkit with them, kernelkit
-    without them on the same inputs (the window's rate is the tiles it skips: its time over the full causal one),
-    flex_attention (compiled, block mask) and SDPA given the window as a boolean mask. Checked on the first and last
+    """Sliding window (Mistral / Gemma), soft-cap (Gemma 2) and ALiBi (BLOOM: slopes 2^(-8 (i + 1) / h)) prefill,
+    causal: kernelkit with them, kernelkit without them on the same inputs (the window's rate is the tiles it skips:
+    its time over the full causal one), flex_attention (compiled, block mask, score_mod) and SDPA given the window as
+    a boolean mask or ALiBi as a float bias (how transformers runs BLOOM under SDPA). Checked on the first and last
     512 query rows against masked_ref."""
     rows = []
-    for h, hk, s, d, window, softcap in ((32, 8, 16384, 128, 4096, 0.0), (16, 8, 4096, 128, 4096, 50.0)):
+    for h, hk, s, d, window, softcap, with_alibi in ((32, 8, 16384, 128, 4096, 0.0, False),
+                                                     (16, 8, 4096, 128, 4096, 50.0, False),
+                                                     (32, 32, 4096, 128, -1, 0.0, True)):
         q = torch.randn(1, s, h, d, device=device, dtype=dtype)
         k, v = (torch.randn(1, s, hk, d, device=device, dtype=dtype) for _ in range(2))
-        kw = dict(causal=True, window_left=window, softcap=softcap)
+        alibi = 2.0 ** (-8.0 * torch.arange(1, h + 1, device=device) / h) if with_alibi else None
+        kw = dict(causal=True, window_left=window, softcap=softcap, alibi_slopes=alibi)
         got = kernelkit.attention(q, k, v, **kw)
-        err = max(check("attention masked", got[:, r], masked_ref(q, k, v, r, True, window, softcap), 2e-2)
+        err = max(check("attention masked", got[:, r], masked_ref(q, k, v, r, True, window, softcap, alibi), 2e-2)
                   for r in (slice(0, 512), slice(s - 512, s)))
-        what = (f" window {window}" if window >= 0 else "") + (f" softcap {softcap:g}" if softcap else "")
+        what = ((f" window {window}" if window >= 0 else "") + (f" softcap {softcap:g}" if softcap else "") +
+                (" alibi" if with_alibi else ""))
         row = {"op": "attention" + what, "shape": f"b1 h{h}/{hk} s{s} d{d} causal", "max_err": err}
-        flops = 4.0 * h * d * sum(min(i + 1, window + 1) for i in range(s))  # the visible pairs
+        flops = 4.0 * h * d * sum(min(i + 1, window + 1) if window >= 0 else i + 1 for i in range(s))  # visible pairs
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, **kw),
                  "kernelkit without" + what: lambda: kernelkit.attention(q, k, v, causal=True)}
         untimed = {}
         try:
-            impls["flex_attention"] = flex(q, k, v, True, window, softcap)
+            impls["flex_attention"] = flex(q, k, v, True, window, softcap, alibi)
         except Exception as e:  # its compile needs Triton and a working inductor
             untimed["flex_attention"] = {"error": f"{type(e).__name__}: {e}"[:300]}
-        if not softcap:
-            pos = torch.arange(s, device=device)
+        pos = torch.arange(s, device=device)
+        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        if with_alibi:  # [h, s, s] in q's dtype (1 GiB at h32 s4096), -inf above the diagonal
+            bias = (-alibi[:, None, None] * (pos[:, None] - pos[None, :]).abs()).masked_fill(
+                pos[None, :] > pos[:, None], float("-inf")).to(dtype)
+            impls["sdpa, alibi as a float bias"] = lambda: F.scaled_dot_product_attention(qt, kt, vt, attn_mask=bias)
+        elif not softcap:
             mask = (pos[None, :] <= pos[:, None]) & (pos[None, :] >= pos[:, None] - window)
             impls["sdpa, window as a boolean mask"] = lambda: F.scaled_dot_product_attention(
-                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=True)
+                qt, kt, vt, attn_mask=mask, enable_gqa=True)
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
         row["impls"].update(untimed)
         rows.append(row)

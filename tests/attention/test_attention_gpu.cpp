@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
                                             ::testing::Bool()));
 
-// Sliding window and soft-cap, alone and together, with causal and not, GQA, s_q < s_k and s_q > s_k, varlen, the
+// Sliding window, soft-cap and ALiBi, alone and together, with causal and not, GQA, s_q < s_k and s_q > s_k, varlen, the
 // head dims; on sm_90a every prefill kernel (the TMA-fed wgmma default, cp.async-fed wgmma, mma.sync; head_dim 256
 // has the mma.sync one only) and both
 // decode kernels with contiguous and paged caches.
@@ -197,6 +197,7 @@ struct MaskShape {
   int64_t window;
   float softcap;
   double magnitude;  // q, k in [-magnitude, magnitude]: 8 gives logits the cap bends hard
+  int alibi = 0;     // AttentionCase::alibi
 };
 
 AttentionCase masked_case(OpId op, DType dt, const MaskShape& m, int64_t d, uint64_t seed) {
@@ -205,6 +206,7 @@ AttentionCase masked_case(OpId op, DType dt, const MaskShape& m, int64_t d, uint
   c.seed = seed;
   c.window_left = m.window;
   c.softcap = m.softcap;
+  c.alibi = m.alibi;
   return c;
 }
 
@@ -222,6 +224,9 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
       {1, 1000, 1000, 4, 1, true, -1, 5.0f, 8.0},   // a soft-cap on large logits: the cap decides the softmax
       {2, 127, 127, 8, 2, false, -1, 50.0f, 1.0},   // Gemma 2's cap of 50 on ordinary logits
       {1, 1000, 1000, 4, 2, true, 128, 30.0f, 4.0},  // both
+      {1, 1000, 1000, 4, 2, true, -1, 0.0f, 1.0, 1},    // ALiBi per head: the bias on every tile, masked or not
+      {2, 127, 300, 4, 1, false, -1, 0.0f, 1.0, 2},     // per sequence, not causal: keys on both sides of p
+      {1, 1000, 1000, 4, 2, true, 128, 30.0f, 4.0, 1},  // window, cap and ALiBi
   };
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
@@ -237,8 +242,8 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
     }
     if (d == 256)  // one long window at 256: tiles skipped on both sides of its 64-row blocks
       expect_attention(masked_case(OpId::attention, dt, {1, 1000, 1000, 2, 1, true, 100, 0.0f, 1.0}, d, seed++));
-    // Packed sequences (odd ones shorter) with a window and a cap, and [b, h, s, d] strides.
-    AttentionCase c = masked_case(OpId::attention, dt, {3, 300, 500, 8, 2, true, 50, 20.0f, 4.0}, d, seed++);
+    // Packed sequences (odd ones shorter) with a window, a cap and ALiBi per sequence, and [b, h, s, d] strides.
+    AttentionCase c = masked_case(OpId::attention, dt, {3, 300, 500, 8, 2, true, 50, 20.0f, 4.0, 2}, d, seed++);
     c.varlen = true;
     expect_attention(c);
     c.varlen = false, c.bhsd = true, c.seed = seed++;
@@ -254,6 +259,8 @@ TEST_P(AttentionMasks, DecodeMatchesReference) {
       {3, 1, 127, 4, 4, true, 0, 0.0f, 1.0},       // window 0: the last key only
       {3, 1, 300, 4, 4, false, -1, 30.0f, 4.0},    // a soft-cap
       {2, 2, 1000, 16, 2, true, 64, 20.0f, 4.0},   // both
+      {2, 4, 1000, 8, 2, true, -1, 0.0f, 1.0, 2},     // ALiBi per sequence, per row of the GQA group
+      {2, 1, 4097, 8, 2, false, 1000, 20.0f, 4.0, 1},  // with a window over a long cache and a cap
   };
   uint64_t seed = 91;
   for (bool tc : {true, false}) {
@@ -272,8 +279,8 @@ INSTANTIATE_TEST_SUITE_P(Masks, AttentionMasks,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256)));
 
 // Head dims between the kernels' 64, 128 and 256 (each runs on the next one up, its padding columns zeros): prefill
-// with GQA, partial tiles, s_q < s_k and s_q > s_k, varlen and a window with a soft-cap; decode on both caches and
-// both kernels (the tensor-core one up to 128). On sm_90a also the cp.async-fed wgmma prefill and the mma.sync one.
+// with GQA, partial tiles, s_q < s_k and s_q > s_k, varlen and a window with a soft-cap and ALiBi; decode on both
+// caches and both kernels (the tensor-core one up to 128). On sm_90a also the cp.async-fed wgmma prefill and the mma.sync one.
 using HeadDimParam = std::tuple<DType, int64_t>;
 class AttentionHeadDims : public ::testing::TestWithParam<HeadDimParam> {};
 
@@ -292,7 +299,7 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
       expect_attention({OpId::attention, dt, 1, 300, 127, 4, 1, d, causal, false, false, false, 1.0, seed++});
       expect_attention({OpId::attention, dt, 3, 100, 200, 4, 2, d, causal, false, true, false, 1.0, seed++});
     }
-    expect_attention(masked_case(OpId::attention, dt, {1, 300, 300, 4, 2, true, 50, 20.0f, 4.0}, d, seed++));
+    expect_attention(masked_case(OpId::attention, dt, {1, 300, 300, 4, 2, true, 50, 20.0f, 4.0, 1}, d, seed++));
   }
   for (bool tc : {true, false}) {
     if (tc && d > 128) continue;

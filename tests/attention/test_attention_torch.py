@@ -84,23 +84,20 @@ def test_sliding_window_and_softcap(device, causal, window_left, softcap):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("per_sequence", [False, True])
 def test_alibi(device, per_sequence):
-    """ALiBi slopes ([h], or [b, h]) with causal and a window against float64 on the CPU; CUDA refuses them for now
-    (NotImplementedError naming the option) rather than ignoring them."""
+    """ALiBi slopes ([h], or [b, h]) alone, with causal and a window, and with a soft-cap, prefill and decode, against
+    float64 on the CPU."""
     q = rand(2, 7, 8, 64, dtype=torch.bfloat16, device=device) * 2
     k, v = (rand(2, 19, 2, 64, dtype=torch.bfloat16, device=device) for _ in range(2))
     slopes = 2.0 ** -torch.arange(1, 9, dtype=torch.float32)
     slopes = (slopes * torch.tensor([[1.0], [3.0]]) if per_sequence else slopes).to(device)
-    kw = dict(causal=True, window_left=6, alibi_slopes=slopes)
-    if device == "cuda":
-        with pytest.raises(NotImplementedError, match="options.alibi_slopes is not in the CUDA kernels yet"):
-            kernelkit.attention(q, k, v, **kw)
-        with pytest.raises(NotImplementedError, match="options.alibi_slopes is not in the CUDA kernels yet"):
-            kernelkit.decode_attention(q[:, :1], k, v, **kw)
-        return
-    want = attention_ref(q, k, v, True, window_left=6, alibi=slopes)
-    assert (kernelkit.attention(q, k, v, **kw).double() - want).abs().max().item() < 2e-2
-    want = attention_ref(q[:, :2], k, v, True, window_left=6, alibi=slopes)
-    assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).double() - want).abs().max().item() < 2e-2
+    qc, kc, vc, sc = q.cpu(), k.cpu(), v.cpu(), slopes.cpu()
+    for causal, window_left, softcap in [(False, -1, 0.0), (True, 6, 0.0), (True, -1, 5.0)]:
+        kw = dict(causal=causal, window_left=window_left, softcap=softcap, alibi_slopes=slopes)
+        ref = dict(window_left=window_left, softcap=softcap, alibi=sc)
+        want = attention_ref(qc, kc, vc, causal, **ref)
+        assert (kernelkit.attention(q, k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2, kw
+        want = attention_ref(qc[:, :2], kc, vc, causal, **ref)
+        assert (kernelkit.decode_attention(q[:, :2], k, v, **kw).cpu().double() - want).abs().max().item() < 2e-2, kw
     with pytest.raises(ValueError, match="options.alibi_slopes dtype bf16 must be f32"):
         kernelkit.attention(q, k, v, alibi_slopes=slopes.bfloat16())
 

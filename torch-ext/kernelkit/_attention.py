@@ -29,9 +29,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     reads nothing back (CUDA-graph capturable) and the kernels check the entries on the device: a bad one skips its
     sequence and is raised by kernelkit.check_errors() (at the call in debug mode). scale defaults to 1 / sqrt(d).
     window_left >= 0: a sliding window, query at position p sees keys from p - window_left; softcap > 0: each scaled
-    score s becomes softcap tanh(s / softcap) (Gemma 2); both compose with causal, GQA and varlen. alibi_slopes
-    (float32 [h] or [b, h], BLOOM / MPT): the score of the query at position p and key j gets -slope |p - j| (the CPU
-    only for now: CUDA raises NotImplementedError).
+    score s becomes softcap tanh(s / softcap) (Gemma 2); alibi_slopes (float32 [h] or [b, h], BLOOM / MPT): the
+    score of the query at position p and key j gets -slope |p - j| (after the soft-cap); all compose with causal,
+    GQA and varlen.
     Returns out, or (out, lse) with lse float32 [b, h, s_q] ([h, total_q] when packed), the natural-log sum of exp
     of each query's scaled scores (-inf where it sees no key).
     """
@@ -56,9 +56,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
                      window_left: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
     """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
 
-    Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, page_size, h_kv, d] (page_size a power of
-    two up to 256) with an int32
-    block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
+    Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, page_size, h_kv, d] (page_size a
+    power of two up to 256) with an int32 block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
     the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. window_left / softcap
     / alibi_slopes as in `attention`. Returns out, or (out, lse) with lse float32 [b, h, s_q].
     """

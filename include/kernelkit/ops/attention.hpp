@@ -40,8 +40,8 @@ struct AttentionOptions {
   // before the softmax; 0: none.
   float softcap = 0.0f;
   // ALiBi (BLOOM, MPT; FlashAttention's alibi_slopes): f32 [heads] or [batch, heads]; the score of the query at
-  // position p and key j gets -slope |p - j| added (after the soft-cap), slope the head's (and sequence's). The CPU
-  // backend only for now (CUDA calls are refused, not ignored).
+  // position p and key j gets -slope |p - j| added (after the soft-cap), slope the head's (and sequence's). On CUDA
+  // the bias is added to every visible score in fp32 (exact while |p - j| < 2^24).
   std::optional<TensorView> alibi_slopes;
 };
 

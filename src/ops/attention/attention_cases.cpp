@@ -32,6 +32,7 @@ std::string AttentionCase::name() const {
   if (kv_pad) os << " kv_pad " << kv_pad;
   if (window_left >= 0) os << " window " << window_left;
   if (softcap > 0) os << " softcap " << softcap;
+  if (alibi) os << (alibi == 2 ? " alibi [b, h]" : " alibi");
   return os.str();
 }
 
@@ -42,18 +43,19 @@ struct AttnData {
   int64_t capacity = 0, max_pages = 0;
   HostBuffer q, k, v, out, lse;
   HostBuffer cu_q, cu_k, lens, table;  // i32
+  HostBuffer alibi;                    // f32 slopes
 };
 
 struct Ptrs {
-  void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table;
+  void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table, *alibi;
 };
 
 // The buffers of a case in Ptrs order (out and lse written, the rest read).
 std::vector<CaseBuffer> buffers(AttnData& d) {
   return {{&d.q, Role::in},    {&d.k, Role::in},    {&d.v, Role::in},    {&d.out, Role::out},  {&d.lse, Role::out},
-          {&d.cu_q, Role::in}, {&d.cu_k, Role::in}, {&d.lens, Role::in}, {&d.table, Role::in}};
+          {&d.cu_q, Role::in}, {&d.cu_k, Role::in}, {&d.lens, Role::in}, {&d.table, Role::in}, {&d.alibi, Role::in}};
 }
-Ptrs ptrs(const std::vector<void*>& p) { return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]}; }
+Ptrs ptrs(const std::vector<void*>& p) { return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]}; }
 
 HostBuffer i32_buffer(const std::vector<int64_t>& values) {
   HostBuffer b(DType::i32, static_cast<int64_t>(values.size()));
@@ -110,6 +112,13 @@ AttnData make_attention_inputs(const AttentionCase& c) {
         d.k.set(i, NAN);
         d.v.set(i, NAN);
       }
+  if (c.alibi) {
+    const int64_t rows = c.alibi == 2 ? c.batch : 1;
+    d.alibi = HostBuffer(DType::f32, rows * h);
+    for (int64_t b = 0; b < rows; ++b)
+      for (int64_t i = 0; i < h; ++i)
+        d.alibi.set(b * h + i, std::exp2(-8.0 * static_cast<double>(i + 1) / static_cast<double>(h)) * (1 + b));
+  }
   d.out = HostBuffer(c.dtype, d.total_q * h * dim);
   d.lse = HostBuffer(DType::f32, d.total_q * h);
   return d;
@@ -123,6 +132,9 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
   o.causal = c.causal;
   o.window_left = c.window_left;
   o.softcap = c.softcap;
+  if (c.alibi)
+    o.alibi_slopes = c.alibi == 2 ? TensorView::contiguous(p.alibi, DType::f32, {c.batch, c.heads}, dev)
+                                  : TensorView::contiguous(p.alibi, DType::f32, {c.heads}, dev);
   if (c.op == OpId::decode_attention) {
     KvCache cache;
     const int64_t S = c.s_q;
@@ -254,14 +266,20 @@ void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64
                             return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
                           }});
         }
-  // Head dims between the kernels' sizes, sliding windows, soft-caps and page sizes other than 16 (decode: paged).
+  // Head dims between the kernels' sizes, sliding windows, soft-caps, ALiBi and page sizes other than 16 (decode:
+  // paged).
   struct Extra {
     int64_t head_dim, window;
     float softcap;
     int64_t page;
     bool causal;
+    int alibi;
   };
-  const Extra extras[] = {{80, 16, 0.0f, 1, true}, {40, -1, 20.0f, 32, false}, {192, 8, 10.0f, 64, true}};
+  const Extra extras[] = {{80, 16, 0.0f, 1, true, 0},
+                          {40, -1, 20.0f, 32, false, 0},
+                          {192, 8, 10.0f, 64, true, 0},
+                          {128, -1, 0.0f, 16, true, 1},
+                          {64, 32, 0.0f, 8, false, 2}};
   for (const Extra& e : extras) {
     AttentionCase c;
     c.op = op;
@@ -275,6 +293,7 @@ void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64
     c.causal = e.causal;
     c.window_left = e.window;
     c.softcap = e.softcap;
+    c.alibi = e.alibi;
     c.magnitude = e.softcap > 0 ? 4.0 : 1.0;
     c.paged = decode;
     c.page_size = e.page;

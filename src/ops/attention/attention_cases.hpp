@@ -34,7 +34,10 @@ struct AttentionCase {
   int64_t page_size = 16;    // decode_attention, paged
   int64_t window_left = -1;  // options.window_left
   float softcap = 0.0f;      // options.softcap
-  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16"
+  // options.alibi_slopes: 0 none; 1 [heads], head h's slope 2^(-8 (h + 1) / heads) (BLOOM's); 2 [batch, heads], that
+  // times (1 + b) for sequence b
+  int alibi = 0;
+  std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16 alibi"
 };
 // On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.
 CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);
@@ -44,7 +47,7 @@ CaseResult check_attention_properties(const AttentionCase& c);
 
 // The family's verify cases (testing/cases.hpp): one token, GQA 4 and 8, s_q < s_k and s_q > s_k, head_dim 64 and
 // 128, causal or not, dense / varlen (attention) or contiguous / paged (decode); a 1000-token one on the GPU unless
-// quick; head dims 40 / 80 / 192 with sliding windows, soft-caps and pages of 1 / 32 / 64 keys.
+// quick; head dims 40 / 80 / 192 with sliding windows, soft-caps, ALiBi and pages of 1 / 32 / 64 keys.
 void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                             std::vector<VerifyCase>* out);
 

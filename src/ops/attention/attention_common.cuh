@@ -57,6 +57,21 @@ inline ScoreTransform score_transform(float scale, float softcap) {
   return softcap > 0.0f ? ScoreTransform{scale / softcap, softcap * kLog2e} : ScoreTransform{scale * kLog2e, 0.0f};
 }
 
+// ALiBi (BLOOM, MPT): the score of the query at position pos and key j gets -slope |pos - j|, in the log2 domain
+// -slope log2(e) |pos - j| (exact in fp32 while |pos - j| < 2^24). Slopes of head h of sequence b at
+// slopes[b * batch_stride + h] (batch_stride 0: one per head); null: none.
+struct AlibiSlopes {
+  const float* slopes;
+  int64_t batch_stride;
+  // The log2-domain slope of (b, h); 0 without ALiBi.
+  __device__ __forceinline__ float log2_slope(int b, int h) const {
+    return slopes ? slopes[b * batch_stride + h] * kLog2e : 0.0f;
+  }
+};
+__device__ __forceinline__ float alibi_biased(float x, float log2_slope, int pos, int key) {
+  return fmaf(-log2_slope, fabsf(static_cast<float>(pos - key)), x);
+}
+
 // The kernels' sliding window: a window that hides nothing (at least s_k keys back, s_k the longest sequence's) is
 // none (-1), which also keeps their 32-bit position arithmetic in range.
 inline int kernel_window(int64_t window_left, int64_t s_k) {

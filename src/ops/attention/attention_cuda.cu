@@ -39,18 +39,7 @@ Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile,
 
 namespace kernelkit::detail {
 
-namespace {
-// The CUDA kernels have no ALiBi yet: refused, not ignored.
-Status refuse_alibi(const char* name, const float* alibi) {
-  if (alibi)
-    return unsupported(std::string(name) + ": options.alibi_slopes is not in the CUDA kernels yet (the CPU backend "
-                                           "has it)");
-  return Status::Ok();
-}
-}  // namespace
-
 Status attention_cuda(const AttentionArgs& a, Stream stream) {
-  KK_RETURN_IF_ERROR(refuse_alibi("attention", a.alibi));
   KK_RETURN_IF_ERROR(cuda::check_limits("attention", {{"s_q", a.s_q}, {"s_k", a.s_k}}));
   if (a.batch > 65535 || a.heads > 65535)
     return unsupported("attention: batch (" + std::to_string(a.batch) + ") and heads (" + std::to_string(a.heads) +
@@ -64,7 +53,8 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                            {a.out, "out"},
                                            {a.lse, "lse"},
                                            {a.cu_q, "options.cu_seqlens_q"},
-                                           {a.cu_k, "options.cu_seqlens_k"}},
+                                           {a.cu_k, "options.cu_seqlens_k"},
+                                           {a.alibi, "options.alibi_slopes"}},
                                           &guard, &prof));
   TilePlan tile;
   // Tiles for the kernel's head_dim (a head_dim between its sizes runs on the next one up).
@@ -76,7 +66,6 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
-  KK_RETURN_IF_ERROR(refuse_alibi("decode_attention", a.alibi));
   KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
   if (a.batch * a.kv_heads > 65535)
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
@@ -90,7 +79,8 @@ Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
                                            {a.out, "out"},
                                            {a.lse, "lse"},
                                            {a.block_table, "cache.block_table"},
-                                           {a.seqlens, "cache.seqlens_k"}},
+                                           {a.seqlens, "cache.seqlens_k"},
+                                           {a.alibi, "options.alibi_slopes"}},
                                           &guard, &prof));
   return cuda::dispatch_half("decode_attention", a.dtype,
                              [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, prof, stream); });

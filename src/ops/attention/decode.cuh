@@ -57,6 +57,7 @@ struct DecodeParams {
   int stages;       // K/V buffers per warp, 2 to kDecodeMaxStages
   int chunks;       // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                     // attention_kernel_head_dim: the others are zeros in q and the K/V tiles and never stored)
+  AlibiSlopes alibi;
 };
 
 // Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes.
@@ -245,9 +246,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 
     float acc[R][8], m_run[R], l_part[R];  // m_run: warp-uniform; l_part, acc: this lane's key slot only
     int pos[R];                            // each row's position in the sequence (decode_key_hidden)
+    float slope[R];                        // each row's ALiBi slope, log2 domain (0: none)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       pos[r] = len - p.s_q + row_token(r);
+      slope[r] = p.alibi.log2_slope(b, row_head(r));
       m_run[r] = -INFINITY, l_part[r] = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
-      // Scores, soft-capped and masked: keys past this split or sequence, padding rows, causal and the window (the s_q
+      // Scores, soft-capped, ALiBi-biased and masked: keys past this split or sequence, padding rows, causal and the window (the s_q
       // queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
       const int key0 = tile_key0(i);
       float sc[kSteps][R];
@@ -287,6 +290,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
           for (int o = kLanesPerKey / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
           if (p.score.cap_log2 != 0.0f) dot = p.score.cap_log2 * tanh_fast(dot);
+          if (p.alibi.slopes) dot = alibi_biased(dot, slope[r], pos[r], key);
           sc[stp][r] = key >= kend || r0 + r >= rows_total || decode_key_hidden(p, pos[r], key)
                            ? -INFINITY
                            : dot;
@@ -434,6 +438,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
     for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
     const int pos[2] = {len - p.s_q + row_token(g), len - p.s_q + row_token(g + 8)};  // (decode_key_hidden)
+    const float slope[2] = {p.alibi.log2_slope(b, row_head(g)), p.alibi.log2_slope(b, row_head(g + 8))};  // ALiBi
 
     // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
     for (int i = 0; i < p.stages - 1; ++i) {
@@ -458,9 +463,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
         mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
         mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
       }
-      // Into the log2 domain and masked: keys past this split or sequence, causal and the window (the s_q queries are
-      // the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window). Then the online
-      // softmax of the prefill.
+      // Into the log2 domain (with ALiBi's bias) and masked: keys past this split or sequence, causal and the window
+      // (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
+      // Then the online softmax of the prefill.
       const int key0 = tile_key0(i);
       p.score.apply(s);
       float tile_max[2] = {m_run[0], m_run[1]};
@@ -469,6 +474,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = key0 + nb * 8 + 2 * t + (e & 1);
+          if (p.alibi.slopes) s[nb][e] = alibi_biased(s[nb][e], slope[e / 2], pos[e / 2], key);
           if (key >= kend || decode_key_hidden(p, pos[e / 2], key)) s[nb][e] = -INFINITY;
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
@@ -654,7 +660,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     nullptr,
                     nullptr,
                     plan.stages,
-                    static_cast<int>(a.head_dim / 8)};
+                    static_cast<int>(a.head_dim / 8),
+                    {a.alibi, a.alibi_batch}};
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {

@@ -1,11 +1,11 @@
 // Prefill attention, FlashAttention-2 style: one block owns BM query rows of one (sequence, head) and walks the K/V
 // tiles of BN keys that those rows can see.
 //   S = Q K^T on tensor cores (Q fragments from shared memory, K via ldmatrix), scaled into the log2 domain (with a
-//   soft-cap: cap tanh(scale s / cap) first), masked to -inf (keys past the sequence; causal: key j > query i + s_k -
-//   s_q; a sliding window: key j < that position - window_left), online softmax in fp32 registers
-//   (running max m and sum l per row; exp2_ftz; O rescaled only when a row's max moved, see online_softmax_step), P
-//   rounded to T, O += P V on tensor cores (V via ldmatrix.trans, every ldmatrix address a per-lane register plus an
-//   immediate: swz_lane_offsets).
+//   soft-cap: cap tanh(scale s / cap) first; ALiBi: -slope |i + s_k - s_q - j| added), masked to -inf (keys past the
+//   sequence; causal: key j > query i + s_k - s_q; a sliding window: key j < that position - window_left), online
+//   softmax in fp32 registers (running max m and sum l per row; exp2_ftz; O rescaled only when a row's max moved,
+//   see online_softmax_step), P rounded to T, O += P V on tensor cores (V via ldmatrix.trans, every ldmatrix address
+//   a per-lane register plus an immediate: swz_lane_offsets).
 //   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
 //   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
 //   kRing = 3 (KERNELKIT_TUNE attn_stages=3, within 1.5% of 2 buffers on the H200, see kAttnMaxStages): a ring of 3
@@ -51,6 +51,9 @@ struct FlashParams {
   int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
   int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
+  AlibiSlopes alibi;
+  // A window, a soft-cap or ALiBi: the launch takes the kMasks kernel variant.
+  bool masked() const { return window >= 0 || score.cap_log2 != 0.0f || alibi.slopes; }
 };
 
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
@@ -87,6 +90,7 @@ struct FlashBlock {
   int b, h, q_start, m0, s_q, s_k;
   int rows;    // query rows of the block inside the sequence (the last tile may be partial)
   int offset;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
+  float slope;  // the head's ALiBi slope in the log2 domain (0: none)
   // K/V tiles to walk: tile0 .. tile0 + n_tiles - 1, the tiles of [kv_begin, kv_end), the keys any row sees (the
   // first row's window start, the last row's causal end); tiles outside are skipped, not masked
   int tile0, n_tiles;
@@ -147,9 +151,9 @@ __device__ __forceinline__ KvSpan visible_tiles(const FlashParams<T>& p, int m0,
   return {tile0, kv_end > kv_begin ? (kv_end + BN - 1) / BN - tile0 : 0};
 }
 
-// kMasks: the kernel variant for a sliding window or a soft-cap. The plain one compiles without their code: with it
-// in the loop (not taken) the TMA-fed wgmma prefill ran 488.6 us against 420 at b1 h32 s4096 d128 causal on the
-// H200, at nearly the same registers (190 vs 186) and 3632 instructions against 2712.
+// kMasks: the kernel variant for a sliding window, a soft-cap or ALiBi. The plain one compiles without their code:
+// with it in the loop (not taken) the TMA-fed wgmma prefill ran 488.6 us against 420 at b1 h32 s4096 d128 causal on
+// the H200, at nearly the same registers (190 vs 186) and 3632 instructions against 2712.
 
 // Whether K/V tile n0 .. n0 + BN - 1 holds a key some row of m0 .. m0 + BM - 1 does not see, so its scores need the
 // per-element mask: it crosses the sequence end, the causal diagonal or (kMasks) the window's start.
@@ -159,14 +163,23 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
          (kMasks && p.window >= 0 && n0 < m0 + BM - 1 + offset - p.window);
 }
 
-// The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap too), masked to
-// -inf where `mask` (tile_needs_mask) and the key is hidden from the row, and folded into the rows' running max.
-// row_a: the lane's first row (position in the sequence); its second is row_a + 8.
+// The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap and the ALiBi
+// bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden from the
+// row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its second is
+// row_a + 8.
 template <bool kMasks, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
-                                           int offset, int s_k, float (&tile_max)[2]) {
+                                           int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
   const int t = threadIdx.x % 4;
-  if constexpr (kMasks) p.score.apply(s);
+  if constexpr (kMasks) {
+    p.score.apply(s);
+    if (slope != 0.0f)  // block-uniform: one head a block
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[nb][e] = alibi_biased(s[nb][e], slope, row_a + 8 * (e / 2) + offset, n0 + nb * 8 + 2 * t + (e & 1));
+  }
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
@@ -198,6 +211,7 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
   f.v = p.t.v + f.b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
   f.rows = min(BM, f.s_q - f.m0);
   f.offset = f.s_k - f.s_q;
+  f.slope = p.alibi.log2_slope(f.b, f.h);
   const KvSpan kv = visible_tiles<BN>(p, f.m0, f.rows, f.offset, f.s_k);
   f.tile0 = kv.tile0, f.n_tiles = kv.n_tiles;
   return true;
@@ -213,7 +227,7 @@ __device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const 
   const int n0 = tile * BN;
   float tile_max[2] = {m_run[0], m_run[1]};
   score_tile<kMasks>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset, f.s_k,
-                     tile_max);
+                     tile_max, f.slope);
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
 }
 
@@ -293,6 +307,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
     const T* vg = p.t.v + b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
     const int rows = min(BM, s_q - m0);
     const int offset = s_k - s_q;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
+    const float slope = kMasks ? p.alibi.log2_slope(b, h) : 0.0f;  // ALiBi (score_tile)
     // The tiles any row of this block can see: tile0 .. tile0 + n_tiles - 1; the others are skipped, not masked.
     const KvSpan kv = visible_tiles<BN>(p, m0, rows, offset, s_k);
     const int tile0 = kv.tile0, n_tiles = kv.n_tiles;
@@ -392,7 +407,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
         float tile_max[2] = {m_run[mi][0], m_run[mi][1]};
-        score_tile<kMasks>(p, s[mi], mask, n0, row_of(mi, 0), offset, s_k, tile_max);
+        score_tile<kMasks>(p, s[mi], mask, n0, row_of(mi, 0), offset, s_k, tile_max, slope);
         online_softmax_step<true>(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
 
@@ -512,7 +527,8 @@ Status flash_params(const detail::AttentionArgs& a, int stages, FlashParams<T>* 
         a.causal,
         kernel_window(a.window_left, a.s_k),
         stages,
-        static_cast<int>(a.head_dim / 8)};
+        static_cast<int>(a.head_dim / 8),
+        {a.alibi, a.alibi_batch}};
   return Status::Ok();
 }
 
@@ -530,9 +546,9 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
       } else {
-        // A window or a soft-cap: the kMasks variant, compiled with the 1- and 2-buffer loop only (the 3-buffer ring
-        // is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
-        const bool masks = p.window >= 0 || p.score.cap_log2 != 0.0f;
+        // A window, a soft-cap or ALiBi: the kMasks variant, compiled with the 1- and 2-buffer loop only (the
+        // 3-buffer ring is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
+        const bool masks = p.masked();
         if (masks) p.stages = std::min(p.stages, 2);
         auto kernel = masks              ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true>
                       : tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3, false>

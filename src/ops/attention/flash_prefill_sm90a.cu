@@ -192,8 +192,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   };
   auto with_tile = [&](auto d, auto bn) -> Status {
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
-    // A window or a soft-cap: the kMasks variant (flash_prefill.cuh, tile_needs_mask).
-    if (p.window >= 0 || p.score.cap_log2 != 0.0f)
+    // A window, a soft-cap or ALiBi: the kMasks variant (flash_prefill.cuh, tile_needs_mask).
+    if (p.masked())
       return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true>)
                      : go(flash_prefill_wgmma_kernel<T, D, BN, false, true>);
     return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, false>)
