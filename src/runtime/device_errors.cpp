@@ -38,6 +38,9 @@ std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j,
       what = "cache.seqlens_k" + at + " must be in [0, " + b + "] (the cache capacity)";
       break;
     case DeviceCheck::positions: what = "positions" + at + " is outside the cache [0, " + b + ")"; break;
+    case DeviceCheck::slot_mapping:
+      what = "slot_mapping" + at + " must be -1 (skip) or a cache slot in [0, " + b + ")";
+      break;
     case DeviceCheck::finite_w:
     case DeviceCheck::finite_x:
       what = std::string(arg == DeviceCheck::finite_w ? "w" : "x") + " row " + std::to_string(i) +

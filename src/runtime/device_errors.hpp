@@ -27,7 +27,8 @@ enum class DeviceCheck : int32_t {
   cu_seqlens_q = 6,
   cu_seqlens_k = 7,
   max_seqlen_q = 8,
-  max_seqlen_k = 9
+  max_seqlen_k = 9,
+  slot_mapping = 10
 };
 
 struct DeviceErrorRecord {

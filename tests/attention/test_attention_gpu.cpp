@@ -483,3 +483,32 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
     expect_attention({OpId::decode_attention, DType::f16, 3, 2, 1000, 8, 2, 64, true, false, false, true, 1.0, seed++});
   }
 }
+
+// write_kv_cache: caches of several blocks x block sizes (a paged pool, a contiguous-shaped one, pages of 1), RoPE
+// neox / gptj (full and partial), q in place and into q_out, i32 and i64 slots, many tokens (a grid of several
+// blocks) and one, GQA and MHA; every element of both caches (bit-exact without RoPE) and of q against the CPU.
+class WriteKvCacheGpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(WriteKvCacheGpu, MatchesTheCpuBackend) {
+  using kernelkit::testing::KvWriteCase;
+  const DType dt = GetParam();
+  uint64_t seed = 131;
+  const KvWriteCase cases[] = {
+      {dt, 1000, 8, 2, 128, 64, 16, 0, 0, true, true, seed++},
+      {dt, 300, 8, 8, 64, 3, 128, 0, 0, false, true, seed++},
+      {dt, 70, 4, 4, 256, 100, 1, 0, 0, true, true, seed++},
+      {dt, 1000, 32, 8, 128, 64, 16, 1, 0, true, true, seed++},
+      {dt, 257, 8, 2, 128, 32, 16, 1, 0, false, false, seed++},
+      {dt, 129, 8, 2, 128, 16, 16, 2, 0, true, true, seed++},
+      {dt, 129, 8, 2, 128, 16, 16, 2, 64, true, false, seed++},
+      {dt, 65, 16, 2, 80, 8, 16, 1, 32, true, true, seed++},
+      {dt, 33, 4, 1, 64, 4, 16, 1, 8, true, true, seed++},
+      {dt, 1, 32, 8, 128, 1, 16, 1, 0, true, true, seed++},
+  };
+  for (const KvWriteCase& c : cases) {
+    SCOPED_TRACE(c.name());
+    kernelkit::testing::expect_case(kernelkit::testing::run_kv_write_case_cuda(c), dt, c.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, WriteKvCacheGpu, ::testing::Values(DType::f16, DType::bf16));

@@ -138,5 +138,82 @@ def test_opcheck(device):
                                            torch.randn(9, 4, 64, device=device, dtype=h), k[0], k[0].clone(), 0.0, True,
                                            torch.tensor([0, 5, 9], dtype=torch.int32, device=device),
                                            torch.tensor([0, 4, 9], dtype=torch.int32, device=device), 5, 5)),
+        (kernelkit.ops.write_kv_cache.default, (torch.randn(4, 16, 2, 64, device=device, dtype=h),
+                                                torch.randn(4, 16, 2, 64, device=device, dtype=h), k[0], k[0].clone(),
+                                                torch.randperm(64, device=device)[:9])),
+        (kernelkit.ops.write_kv_cache.default, (torch.randn(4, 16, 2, 64, device=device, dtype=h),
+                                                torch.randn(4, 16, 2, 64, device=device, dtype=h), k[0], k[0].clone(),
+                                                torch.randperm(64, device=device)[:9],
+                                                torch.empty(9, 4, 64, device=device, dtype=h),
+                                                torch.randn(9, 4, 64, device=device, dtype=h),
+                                                torch.randint(0, 32, (9,), device=device),
+                                                torch.randn(32, 64, device=device), True)),
     ]:
         torch.library.opcheck(op, args)
+
+
+def rope_ref(x, positions, cos_sin_cache, neox):
+    """float64 RoPE of x [tokens, heads, d] by the table rows of positions (cos in the first rot_dim / 2 columns)."""
+    x = x.double().clone()
+    rot = cos_sin_cache.shape[1]
+    cos, sin = (t.double()[:, None, :] for t in cos_sin_cache[positions.long()].chunk(2, dim=-1))
+    if neox:
+        a, b = x[..., : rot // 2].clone(), x[..., rot // 2: rot].clone()
+        x[..., : rot // 2], x[..., rot // 2: rot] = a * cos - b * sin, b * cos + a * sin
+    else:
+        a, b = x[..., 0:rot:2].clone(), x[..., 1:rot:2].clone()
+        x[..., 0:rot:2], x[..., 1:rot:2] = a * cos - b * sin, b * cos + a * sin
+    return x
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("style", [None, "neox", "gptj"])
+def test_write_kv_cache(device, style):
+    """k / v rows into shuffled slots of a paged cache (every 4th token padding, -1), bit for bit without RoPE; with it
+    q and k rotated against float64 (partial rotary for gptj), k itself untouched. A slot outside the cache is an
+    error."""
+    dt, tokens, hk, d, pages, page = torch.bfloat16, 45, 2, 128, 8, 16
+    k, v = (rand(tokens, hk, d, dtype=dt, device=device) for _ in range(2))
+    k_cache, v_cache = (rand(pages, page, hk, d, dtype=dt, device=device) for _ in range(2))
+    old_k, old_v, k0 = k_cache.clone(), v_cache.clone(), k.clone()
+    slots = torch.randperm(pages * page, device=device)[:tokens]
+    slots[3::4] = -1
+    kw = {}
+    if style:
+        q = rand(tokens, 8, d, dtype=dt, device=device)
+        positions = torch.randint(0, 512, (tokens,), device=device)
+        rot = d if style == "neox" else 64
+        inv = 10000.0 ** (-torch.arange(0, rot, 2, dtype=torch.float64) / rot)
+        angles = torch.arange(512, dtype=torch.float64)[:, None] * inv
+        cos_sin = torch.cat([angles.cos(), angles.sin()], dim=-1).float().to(device)
+        kw = dict(q=q.clone(), positions=positions, cos_sin_cache=cos_sin, style=style)
+    q_out = kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, **kw)
+    assert torch.equal(k, k0)
+    live = slots >= 0
+    want_k, want_v = old_k.flatten(0, 1).clone(), old_v.flatten(0, 1).clone()
+    want_v[slots[live]] = v[live]
+    assert torch.equal(v_cache.flatten(0, 1), want_v)
+    if style:
+        neox = style == "neox"
+        want_q = rope_ref(q.cpu(), positions.cpu(), cos_sin.cpu(), neox)
+        assert (q_out.cpu().double() - want_q).abs().max().item() < 2e-2
+        rotated = rope_ref(k.cpu(), positions.cpu(), cos_sin.cpu(), neox)
+        got = k_cache.flatten(0, 1).cpu().double()
+        assert (got[slots[live].cpu()] - rotated[live.cpu()]).abs().max().item() < 2e-2
+        untouched = torch.ones(pages * page, dtype=torch.bool)
+        untouched[slots[live].cpu()] = False
+        assert torch.equal(k_cache.flatten(0, 1)[untouched.to(device)], old_k.flatten(0, 1)[untouched.to(device)])
+    else:
+        assert q_out is None
+        want_k[slots[live]] = k[live]
+        assert torch.equal(k_cache.flatten(0, 1), want_k)
+    bad = slots.clone()
+    bad[0] = pages * page
+    before = k_cache.clone()
+    with pytest.raises(ValueError, match=rf"write_kv_cache: slot_mapping\[0\] = {pages * page} must be -1"):
+        kernelkit.write_kv_cache(k_cache, v_cache, k, v, bad)  # the CPU (and CUDA in debug mode) raise here,
+        kernelkit.check_errors()                                 # CUDA otherwise here
+    if device == "cpu":
+        assert torch.equal(k_cache, before)  # refused before any write
+    with pytest.raises(ValueError, match="write_kv_cache: RoPE needs q, positions and cos_sin_cache together"):
+        kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, q=rand(tokens, 8, d, dtype=dt, device=device))

@@ -1,6 +1,7 @@
 // What the kernels check on the device. Index values only the device sees (a paged cache's block_table, seqlens_k,
-// RoPE positions): a bad one is never followed, it is recorded and comes back from check_errors (or, in debug mode,
-// from the call itself) naming the op, the argument, the index, the value and the bound; the record is then clear.
+// RoPE positions, write_kv_cache's slots): a bad one is never followed, it is recorded and comes back from
+// check_errors (or, in debug mode, from the call itself) naming the op, the argument, the index, the value and the
+// bound; the record is then clear.
 // Negative, == bound and huge values on each, both decode kernels, one split and several, and a CUDA-graph replay;
 // packed varlen cu_seqlens given max_seqlen (not read back), on both prefill kernels.
 // The quantizers' inputs: inf or NaN is refused at the call for weights, recorded for per-token activations.
@@ -205,6 +206,45 @@ TEST(GpuIndexCheck, RopePositionsOutsideTheCache) {
           "rotary_embedding: positions[1] = " + std::to_string(bad) + " is outside the cache [0, 100)");
     }
   }
+}
+
+TEST(GpuIndexCheck, KvWriteSlotsOutsideTheCache) {
+  // 3 tokens of 2 KV heads of 64 into a [4, 4, 2, 64] cache (16 slots); token 1's slot is the bad one; with RoPE its
+  // position too. The recorded slot's rows are never written (the cache keeps its bits).
+  const Device d = Device::cuda(0);
+  const HostBuffer cache_h = random_host(DType::f16, 4 * 4 * 2 * 64, 21);
+  DeviceBuffer k = upload(random_host(DType::f16, 3 * 2 * 64, 22)), v = upload(random_host(DType::f16, 3 * 2 * 64, 23));
+  DeviceBuffer kc = upload(cache_h), vc = upload(cache_h), q = upload(random_host(DType::f16, 3 * 4 * 64, 24));
+  DeviceBuffer table = upload(random_host(DType::f32, 100 * 64, 25));
+  auto call = [&](DType sdt, const DeviceBuffer& slots, const DeviceBuffer* pos) {
+    std::optional<KvWriteRope> rope;
+    if (pos) {
+      const auto qv = TensorView::contiguous(q.data(), DType::f16, {3, 4, 64}, d);
+      rope = KvWriteRope{qv, qv, TensorView::contiguous(pos->data(), DType::i64, {3}, d),
+                         TensorView::contiguous(table.data(), DType::f32, {100, 64}, d)};
+    }
+    return write_kv_cache(TensorView::contiguous(kc.data(), DType::f16, {4, 4, 2, 64}, d),
+                          TensorView::contiguous(vc.data(), DType::f16, {4, 4, 2, 64}, d),
+                          TensorView::contiguous(k.data(), DType::f16, {3, 2, 64}, d),
+                          TensorView::contiguous(v.data(), DType::f16, {3, 2, 64}, d),
+                          TensorView::contiguous(slots.data(), sdt, {3}, d), rope);
+  };
+  for (DType sdt : {DType::i32, DType::i64}) {
+    const int64_t huge = sdt == DType::i64 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+    for (int64_t bad : {int64_t{-2}, int64_t{16}, huge}) {
+      SCOPED_TRACE(std::string(dtype_name(sdt)) + " " + std::to_string(bad));
+      DeviceBuffer slots = upload(ints(sdt, {15, bad, -1}));
+      expect_index_error(
+          [&] { return call(sdt, slots, nullptr); },
+          "write_kv_cache: slot_mapping[1] = " + std::to_string(bad) + " must be -1 (skip) or a cache slot in [0, 16)");
+      HostBuffer back(DType::f16, cache_h.size());
+      ASSERT_TRUE(kc.download(&back).ok());
+      for (int64_t i = 0; i < 15 * 2 * 64; ++i) ASSERT_EQ(back.get(i), cache_h.get(i)) << i;  // slots 0..14 intact
+    }
+  }
+  DeviceBuffer slots = upload(ints(DType::i64, {3, 4, 5})), pos = upload(ints(DType::i64, {3, 100, 99}));
+  expect_index_error([&] { return call(DType::i64, slots, &pos); },
+                     "write_kv_cache: positions[1] = 100 is outside the cache [0, 100)");
 }
 
 // A packed varlen prefill given max_seqlen_q / k, so nothing is read back: 3 sequences of (5, 7), (0, 2), (7, 11)

@@ -46,6 +46,24 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
   c.check(kernelkit::decode_attention(outv, c(lse, "lse"), qv, cache, o, c.stream()));
 }
 
+// k, v into their cache slots; with q (and q_out, positions, cos_sin_cache) RoPE is fused: q rotated into q_out, k
+// rotated on its way into the cache.
+void write_kv_cache(at::Tensor& k_cache, at::Tensor& v_cache, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& slot_mapping, const std::optional<at::Tensor>& q_out,
+                    const std::optional<at::Tensor>& q, const std::optional<at::Tensor>& positions,
+                    const std::optional<at::Tensor>& cos_sin_cache, bool neox) {
+  const Call c("write_kv_cache", k);
+  std::optional<KvWriteRope> rope;
+  if (q || q_out || positions || cos_sin_cache) {
+    if (!(q && q_out && positions && cos_sin_cache))
+      raise_if_error(invalid_argument("write_kv_cache: RoPE needs q, q_out, positions and cos_sin_cache together"));
+    rope = KvWriteRope{c(*q_out, "q_out"), c(*q, "q"), c(*positions, "positions"), c(*cos_sin_cache, "cos_sin_cache"),
+                       neox ? RopeStyle::neox : RopeStyle::gptj};
+  }
+  c.check(kernelkit::write_kv_cache(c(k_cache, "k_cache"), c(v_cache, "v_cache"), c(k, "k"), c(v, "v"),
+                                    c(slot_mapping, "slot_mapping"), rope, c.stream()));
+}
+
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
@@ -59,4 +77,9 @@ KK_TORCH_OPS(m) {
             "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal, int window_left=-1, "
             "float softcap=0.0, Tensor? alibi_slopes=None) -> ()",
          &decode_attention);
+  def_op(m,
+         "write_kv_cache(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor k, Tensor v, Tensor slot_mapping, "
+         "Tensor(c!)? q_out=None, Tensor? q=None, Tensor? positions=None, Tensor? cos_sin_cache=None, "
+         "bool neox=True) -> ()",
+         &write_kv_cache);
 }

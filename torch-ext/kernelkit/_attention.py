@@ -8,9 +8,9 @@ import torch
 from ._common import _dims, _inference_only
 from ._ops import ops
 
-__all__ = ["attention", "decode_attention"]
+__all__ = ["attention", "decode_attention", "write_kv_cache"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
-_OPS = ("attention", "decode_attention")
+_OPS = ("attention", "decode_attention", "write_kv_cache")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
@@ -68,3 +68,31 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
                          causal, window_left, softcap, alibi_slopes)
     return (out, lse) if return_lse else out
+
+
+def write_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                   slot_mapping: torch.Tensor, q: Optional[torch.Tensor] = None,
+                   positions: Optional[torch.Tensor] = None, cos_sin_cache: Optional[torch.Tensor] = None,
+                   style: str = "neox", q_out: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+    """Writes the new tokens' keys and values into their KV cache slots (vLLM's reshape_and_cache), in place.
+
+    k, v [tokens, h_kv, d] (strided views of a fused qkv projection are fine); k_cache, v_cache as decode_attention
+    takes them: [b, capacity, h_kv, d] (slot = b * capacity + position) or paged [num_pages, page_size, h_kv, d]
+    (slot = page * page_size + offset, the physical page). slot_mapping int32 / int64 [tokens]: each token's slot, -1
+    to skip it (padding). Values are copied exactly. A slot outside the cache is never written: on the CPU the call
+    raises ValueError; on CUDA it is raised by kernelkit.check_errors() (at the call in debug mode).
+    With q, positions and cos_sin_cache (as rotary_embedding takes them; style "neox" or "gptj") RoPE is fused: one
+    kernel rotates q (in place, or into q_out) and k (on its way into the cache; k itself is left as it is). Returns
+    the rotated q, or None without RoPE.
+    """
+    if style not in ("neox", "gptj"):
+        raise ValueError(f"write_kv_cache: style must be 'neox' or 'gptj', got {style!r}")
+    _inference_only("write_kv_cache", k, v, k_cache, v_cache)
+    _dims("write_kv_cache", "k", k, (3,), "[tokens, kv_heads, head_dim]")
+    rope = (q, positions, cos_sin_cache)
+    if any(t is not None for t in rope) and not all(t is not None for t in rope):
+        raise ValueError("write_kv_cache: RoPE needs q, positions and cos_sin_cache together")
+    if q is not None and q_out is None:
+        q_out = q
+    ops.write_kv_cache(k_cache, v_cache, k, v, slot_mapping, q_out, q, positions, cos_sin_cache, style == "neox")
+    return q_out

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "kernelkit/ops/rope.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
 
@@ -71,5 +72,24 @@ struct KvCache {
 // (cudaMallocAsync) for the partial results.
 Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
                         const KvCache& cache, const AttentionOptions& options = {}, Stream stream = nullptr);
+
+// ---- Writing new keys and values into a KV cache (vLLM's reshape_and_cache), with RoPE fused where asked: one
+//      kernel rotates q (into q_out) and k, and writes k and v into their cache slots.
+//   k, v [tokens, h_kv, d] (strided, contiguous last dim: slices of a fused qkv projection pass); k_cache, v_cache as
+//   KvCache holds them: contiguous [b, capacity, h_kv, d] (slot = b * capacity + position) or paged [num_pages,
+//   page_size, h_kv, d] (slot = page * page_size + offset, page the physical page a block_table entry names); any
+//   strides with a contiguous last dim. slot_mapping i32 or i64 [tokens]: token t's slot, -1 to skip the token
+//   (padding). A slot outside [-1, rows of the cache) is never written: the CPU backend refuses the call, CUDA records
+//   it for check_errors (kernelkit/runtime.hpp; at the call in debug mode). Two tokens with one slot: one of them wins.
+//   Values are copied exactly (no rounding) unless rotated.
+struct KvWriteRope {
+  // As rotary_embedding's cache overload (kernelkit/ops/rope.hpp): q [tokens, h, d] rotated into q_out (q itself for
+  // in place), k rotated on its way into k_cache; positions i32 / i64 [tokens]; cos_sin_cache [max_position, rot_dim].
+  TensorView q_out, q, positions, cos_sin_cache;
+  RopeStyle style = RopeStyle::neox;
+};
+Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                      const TensorView& slot_mapping, const std::optional<KvWriteRope>& rope = std::nullopt,
+                      Stream stream = nullptr);
 
 }  // namespace kernelkit

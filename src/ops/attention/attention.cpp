@@ -32,10 +32,12 @@ std::string dims_string(std::initializer_list<Dim> dims) {
   return s + "]";
 }
 
-// Checks of one call's tensors; `q` fixes the dtype and device every other tensor must share.
+// Checks of one call's tensors; the first (`q`, named `first`) fixes the dtype and device every other tensor must
+// share.
 class Checker {
  public:
-  Checker(OpId op, const TensorView& q) : name_(op_info(op).name), dtype_(q.dtype), device_(q.device) {}
+  Checker(OpId op, const TensorView& q, const char* first = "q")
+      : name_(op_info(op).name), first_(first), dtype_(q.dtype), device_(q.device) {}
 
   Status err(const char* arg, const std::string& what) const {
     return invalid_argument(std::string(name_) + ": " + arg + " " + what);
@@ -47,10 +49,11 @@ class Checker {
                 std::optional<DType> dtype = std::nullopt) const {
     const DType expect = dtype.value_or(dtype_);
     if (t.dtype != expect)
-      return err(arg,
-                 "dtype " + dt(t.dtype) + (dtype ? " must be " + dt(expect) : " does not match q dtype " + dt(expect)));
+      return err(arg, "dtype " + dt(t.dtype) +
+                          (dtype ? " must be " + dt(expect)
+                                 : " does not match " + std::string(first_) + " dtype " + dt(expect)));
     if (!(t.device == device_))
-      return err(arg, "is on " + to_string(t.device) + " but q is on " + to_string(device_) +
+      return err(arg, "is on " + to_string(t.device) + " but " + first_ + " is on " + to_string(device_) +
                           " (all tensors of one call must be on one device)");
     bool same = t.ndim == static_cast<int>(want.size());
     int i = 0;
@@ -70,6 +73,7 @@ class Checker {
 
  private:
   std::string_view name_;
+  const char* first_;
   DType dtype_;
   Device device_;
 };
@@ -79,9 +83,9 @@ HeadStrides head_strides(const TensorView& t) {
   return {t.strides[0], t.strides[1], t.strides[2]};        // [b, s, heads, d]
 }
 
-Status check_head_dim(const std::string& name, int64_t d) {
+Status check_head_dim(const std::string& name, int64_t d, const char* of = "q") {
   if (d <= 0 || d % 8 != 0 || d > kAttnMaxHeadDim)
-    return unsupported(name + ": head_dim (q last dim) " + std::to_string(d) +
+    return unsupported(name + ": head_dim (" + of + " last dim) " + std::to_string(d) +
                        " is not supported (expected a multiple of 8 up to " + std::to_string(kAttnMaxHeadDim) + ")");
   return Status::Ok();
 }
@@ -196,6 +200,15 @@ Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile) 
                    {{"q", {a.q, a.q_st}}, {"k", {a.k, a.k_st}}, {"v", {a.v, a.v_st}}, {"out", {a.out, a.o_st}}}));
   KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
   return check_heads(name, a.heads, a.kv_heads);
+}
+
+Status validate_kv_write(const KvWriteArgs& a, const DeviceProfile* profile) {
+  const std::string name(op_info(a.op).name);
+  return check_common(name, a.dtype, a.device, profile,
+                      {{"k", {a.k, a.k_st}},
+                       {"v", {a.v, a.v_st}},
+                       {"k_cache", {a.k_cache, a.kc_st}},
+                       {"v_cache", {a.v_cache, a.vc_st}}});
 }
 
 Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile) {
@@ -439,6 +452,83 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
                                                {opt(o.alibi_slopes), "options.alibi_slopes"}}));
   return detail::run_row_op(a, stream, detail::validate_decode, detail::decode_reference,
                             detail::decode_attention_cuda);
+}
+
+Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                      const TensorView& slot_mapping, const std::optional<KvWriteRope>& rope, Stream stream) {
+  using detail::Dim;
+  detail::KvWriteArgs a;
+  const std::string name = "write_kv_cache";
+  detail::Checker c(OpId::write_kv_cache, k, "k");
+  if (k.ndim != 3) return c.err("k", "must have 3 dims [tokens, kv_heads, head_dim], got " + k.shape_string());
+  if (k_cache.ndim != 4)
+    return c.err("k_cache",
+                 "must have 4 dims [batch, capacity, kv_heads, head_dim] or [num_pages, page_size, "
+                 "kv_heads, head_dim], got " +
+                     k_cache.shape_string());
+  a.dtype = k.dtype;
+  a.device = k.device;
+  a.tokens = k.size(0);
+  a.kv_heads = k.size(1);
+  a.head_dim = k.size(2);
+  KK_RETURN_IF_ERROR(detail::check_head_dim(name, a.head_dim, "k"));
+  const Dim t{"tokens", a.tokens}, hk{"kv_heads", a.kv_heads}, d{"head_dim", a.head_dim}, n0{"dim 0", k_cache.size(0)},
+      n1{"dim 1", k_cache.size(1)};
+  KK_RETURN_IF_ERROR(c.tensor(k, "k", {t, hk, d}));
+  KK_RETURN_IF_ERROR(c.tensor(v, "v", {t, hk, d}));
+  KK_RETURN_IF_ERROR(c.tensor(k_cache, "k_cache", {n0, n1, hk, d}));
+  KK_RETURN_IF_ERROR(c.tensor(v_cache, "v_cache", {n0, n1, hk, d}));
+  if (slot_mapping.dtype != DType::i32 && slot_mapping.dtype != DType::i64)
+    return c.err("slot_mapping", "dtype " + detail::dt(slot_mapping.dtype) + " must be i32 or i64");
+  KK_RETURN_IF_ERROR(c.tensor(slot_mapping, "slot_mapping", {t}, slot_mapping.dtype));
+  KK_RETURN_IF_ERROR(c.contiguous(slot_mapping, "slot_mapping"));
+  a.k = k.data;
+  a.v = v.data;
+  a.k_st = detail::head_strides(k);
+  a.v_st = detail::head_strides(v);
+  a.k_cache = k_cache.data;
+  a.v_cache = v_cache.data;
+  a.kc_st = detail::head_strides(k_cache);
+  a.vc_st = detail::head_strides(v_cache);
+  a.block = k_cache.size(1);
+  a.slots = k_cache.size(0) * k_cache.size(1);
+  a.slot_mapping = slot_mapping.data;
+  a.slot_dtype = slot_mapping.dtype;
+  if (rope) {
+    // The rope family's checks (q, q_out, positions, cos_sin_cache against k), under this op's name; k is its own
+    // k_out there (the rotated k goes to the cache).
+    a.rope = true;
+    const Status s =
+        detail::rope_cache_args(rope->q_out, k, rope->q, k, rope->positions, rope->cos_sin_cache, rope->style, &a.r);
+    if (!s.ok()) {
+      const std::string_view m = s.message(), prefix = "rotary_embedding: ";
+      return Status(s.code(), name + " (rope): " + std::string(m.substr(m.find(prefix) == 0 ? prefix.size() : 0)));
+    }
+    a.r.op = OpId::write_kv_cache;
+    a.r.k_out = nullptr;
+  }
+  // The CPU backend checks every slot here (before writing anything); the CUDA kernel checks them on the device and
+  // records a bad one for check_errors.
+  if (a.device.type == DeviceType::cpu)
+    for (int64_t i = 0; i < a.tokens; ++i) {
+      const int64_t slot = detail::host_slot(a, i);
+      if (slot < -1 || slot >= a.slots)
+        return detail::device_check_error(OpId::write_kv_cache, detail::DeviceCheck::slot_mapping, i, -1, slot,
+                                          a.slots);
+    }
+  const TensorView none{};
+  const TensorView& q_out = rope ? rope->q_out : none;
+  KK_RETURN_IF_ERROR(
+      detail::check_no_overlap(name, {{&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {rope ? &q_out : nullptr, "q_out"}},
+                               {{&k, "k"},
+                                {&v, "v"},
+                                {&slot_mapping, "slot_mapping"},
+                                {rope ? &rope->q : nullptr, "q"},
+                                {rope ? &rope->positions : nullptr, "positions"},
+                                {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"}},
+                               {{"q_out", "q"}}));
+  return detail::run_op(name, a, a.tokens, stream, detail::validate_kv_write, detail::kv_write_reference,
+                        detail::write_kv_cache_cuda);
 }
 
 }  // namespace kernelkit

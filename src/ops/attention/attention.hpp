@@ -9,6 +9,7 @@
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/tensor.hpp"
+#include "ops/rope/rope.hpp"
 
 namespace kernelkit::detail {
 
@@ -83,5 +84,34 @@ Status attention_cuda(const AttentionArgs& a, Stream stream);
 Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile);
 Status decode_reference(const DecodeArgs& a);
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream);
+
+// write_kv_cache: k / v row (t, h) to cache slot slot_mapping[t] (-1: none); with RoPE, q and k rotated first.
+struct KvWriteArgs {
+  OpId op = OpId::write_kv_cache;
+  DType dtype{};
+  Device device{};
+  int64_t tokens = 0, kv_heads = 0, head_dim = 0;
+  const void *k = nullptr, *v = nullptr;
+  HeadStrides k_st, v_st;  // token, head (batch unused)
+  void *k_cache = nullptr, *v_cache = nullptr;
+  // Slot s of a cache [n0, n1, h_kv, d]: row s % n1 of block s / n1 (a sequence's capacity, or a page), head h at
+  // (s / n1) * batch + (s % n1) * token + h * head.
+  int64_t block = 0, slots = 0;  // n1; n0 * n1, the bound of every slot
+  HeadStrides kc_st, vc_st;
+  const void* slot_mapping = nullptr;  // [tokens] contiguous
+  DType slot_dtype = DType::i64;
+  bool rope = false;
+  RopeArgs r;  // rope: q -> q_out and k rotated (r.k_out unused: k goes to the cache); r.op is this op
+};
+
+// Token t's slot (host memory: the CPU backend).
+inline int64_t host_slot(const KvWriteArgs& a, int64_t t) {
+  return a.slot_dtype == DType::i64 ? static_cast<const int64_t*>(a.slot_mapping)[t]
+                                    : static_cast<const int32_t*>(a.slot_mapping)[t];
+}
+
+Status validate_kv_write(const KvWriteArgs& a, const DeviceProfile* profile);
+Status kv_write_reference(const KvWriteArgs& a);
+Status write_kv_cache_cuda(const KvWriteArgs& a, Stream stream);
 
 }  // namespace kernelkit::detail

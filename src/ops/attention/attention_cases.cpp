@@ -17,6 +17,8 @@
 
 #include "ops/attention/attention_cases.hpp"
 
+#include "kernelkit/ops/rope.hpp"
+
 namespace kernelkit::testing {
 
 std::string AttentionCase::name() const {
@@ -238,8 +240,174 @@ CaseResult check_attention_properties(const AttentionCase& c) {
   return r;
 }
 
+std::string KvWriteCase::name() const {
+  std::ostringstream os;
+  os << "write_kv_cache " << dtype_name(dtype) << " tokens " << tokens << " h " << heads << "/" << kv_heads << " d "
+     << head_dim << " cache [" << blocks << ", " << block << "]";
+  if (!slots_i64) os << " i32 slots";
+  if (rope)
+    os << " rope " << (rope == 1 ? "neox " : "gptj ") << (rot_dim ? rot_dim : head_dim) << (q_in_place ? "" : " q_out");
+  return os.str();
+}
+
+namespace {
+
+constexpr int64_t kKvCaseMaxPosition = 4096;
+
+struct KvData {
+  HostBuffer k, v, k_cache, v_cache, slots, q, q_out, positions, table;
+};
+
+std::vector<CaseBuffer> kv_buffers(KvData& d, bool q_in_place) {
+  return {{&d.k, Role::in},          {&d.v, Role::in},         {&d.k_cache, Role::inout},
+          {&d.v_cache, Role::inout}, {&d.slots, Role::in},     {&d.q, q_in_place ? Role::inout : Role::in},
+          {&d.q_out, Role::out},     {&d.positions, Role::in}, {&d.table, Role::in}};
+}
+
+KvData make_kv_inputs(const KvWriteCase& c) {
+  KvData d;
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.tokens * 31 + c.head_dim));
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  auto fill = [&](HostBuffer& b, int64_t n) {
+    b = HostBuffer(c.dtype, n);
+    for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
+  };
+  const int64_t row = c.kv_heads * c.head_dim;
+  fill(d.k, c.tokens * row);
+  fill(d.v, c.tokens * row);
+  fill(d.k_cache, c.blocks * c.block * row);
+  fill(d.v_cache, c.blocks * c.block * row);
+  std::vector<int64_t> perm(static_cast<size_t>(c.blocks * c.block));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  d.slots = HostBuffer(c.slots_i64 ? DType::i64 : DType::i32, c.tokens);
+  for (int64_t t = 0; t < c.tokens; ++t)
+    d.slots.set(t, t % 5 == 4 ? -1.0 : static_cast<double>(perm[static_cast<size_t>(t)]));
+  if (c.rope) {
+    fill(d.q, c.tokens * c.heads * c.head_dim);
+    if (!c.q_in_place) d.q_out = HostBuffer(c.dtype, d.q.size());
+    d.positions = HostBuffer(DType::i64, c.tokens);
+    std::uniform_int_distribution<int64_t> pos(0, kKvCaseMaxPosition - 1);
+    for (int64_t t = 0; t < c.tokens; ++t) d.positions.set(t, static_cast<double>(pos(rng)));
+    const int64_t rot = c.rot_dim ? c.rot_dim : c.head_dim;
+    d.table = HostBuffer(DType::f32, kKvCaseMaxPosition * rot);
+    rope_cos_sin_table(static_cast<float*>(d.table.data()), kKvCaseMaxPosition, rot);
+  }
+  return d;
+}
+
+// write_kv_cache for case `c` over the buffers at `p` (kv_buffers order) on `dev`.
+Status call_kv_write(const KvWriteCase& c, const std::vector<void*>& p, Device dev) {
+  const DType t = c.dtype;
+  const int64_t T = c.tokens, hk = c.kv_heads, D = c.head_dim;
+  std::optional<KvWriteRope> rope;
+  if (c.rope) {
+    const TensorView q = TensorView::contiguous(p[5], t, {T, c.heads, D}, dev);
+    rope = KvWriteRope{c.q_in_place ? q : TensorView::contiguous(p[6], t, {T, c.heads, D}, dev), q,
+                       TensorView::contiguous(p[7], DType::i64, {T}, dev),
+                       TensorView::contiguous(p[8], DType::f32, {kKvCaseMaxPosition, c.rot_dim ? c.rot_dim : D}, dev),
+                       c.rope == 1 ? RopeStyle::neox : RopeStyle::gptj};
+  }
+  return write_kv_cache(TensorView::contiguous(p[2], t, {c.blocks, c.block, hk, D}, dev),
+                        TensorView::contiguous(p[3], t, {c.blocks, c.block, hk, D}, dev),
+                        TensorView::contiguous(p[0], t, {T, hk, D}, dev),
+                        TensorView::contiguous(p[1], t, {T, hk, D}, dev),
+                        TensorView::contiguous(p[4], c.slots_i64 ? DType::i64 : DType::i32, {T}, dev), rope);
+}
+
+// Every element of got against want, bit for bit (copies).
+void compare_exact(const char* label, const HostBuffer& got, const HostBuffer& want, CaseResult* r) {
+  for (int64_t i = 0; i < want.size(); ++i) {
+    ++r->checked;
+    if (got.get(i) == want.get(i)) continue;
+    ++r->mismatches;
+    if (r->detail.size() < 400)
+      r->detail += std::string("  ") + label + "[" + std::to_string(i) + "] = " + std::to_string(got.get(i)) +
+                   ", want " + std::to_string(want.get(i)) + "\n";
+  }
+}
+
+}  // namespace
+
+CaseResult run_kv_write_case_cuda(const KvWriteCase& c, int device) {
+  return run_case(
+      make_kv_inputs(c), device, [&](KvData& d) { return kv_buffers(d, c.q_in_place); },
+      [&](const KvData&, const std::vector<void*>& p, Device dev) { return call_kv_write(c, p, dev); },
+      [&](const KvData& got, const KvData& want, CaseResult* r) {
+        const int64_t row = c.kv_heads * c.head_dim;
+        if (c.rope) {  // rotated: fp32 math against fp64, one rounding
+          compare_outputs("k_cache", got.k_cache, want.k_cache, c.blocks * c.block, row, row, r);
+          const HostBuffer& gq = c.q_in_place ? got.q : got.q_out;
+          compare_outputs("q_out", gq, c.q_in_place ? want.q : want.q_out, c.tokens, c.heads * c.head_dim,
+                          c.heads * c.head_dim, r);
+        } else {
+          compare_exact("k_cache", got.k_cache, want.k_cache, r);
+        }
+        compare_exact("v_cache", got.v_cache, want.v_cache, r);
+      });
+}
+
+CaseResult check_kv_write_properties(const KvWriteCase& c) {
+  CaseResult r;
+  KvData d = make_kv_inputs(c);
+  const KvData old = d;
+  r.status = call_kv_write(c, buffer_data(kv_buffers(d, c.q_in_place)), Device::cpu());
+  if (!r.status.ok()) return r;
+  // The rows each slot must hold: k (rotated out of place by rotary_embedding on the CPU with RoPE) and v.
+  HostBuffer k_want = old.k, q_want = old.q;
+  if (c.rope) {
+    const Device cpu = Device::cpu();
+    const int64_t T = c.tokens, D = c.head_dim;
+    HostBuffer q_in = old.q, k_in = old.k;
+    r.status = rotary_embedding(
+        TensorView::contiguous(q_want.data(), c.dtype, {T, c.heads, D}, cpu),
+        TensorView::contiguous(k_want.data(), c.dtype, {T, c.kv_heads, D}, cpu),
+        TensorView::contiguous(q_in.data(), c.dtype, {T, c.heads, D}, cpu),
+        TensorView::contiguous(k_in.data(), c.dtype, {T, c.kv_heads, D}, cpu),
+        TensorView::contiguous(d.positions.data(), DType::i64, {T}, cpu),
+        TensorView::contiguous(d.table.data(), DType::f32, {kKvCaseMaxPosition, c.rot_dim ? c.rot_dim : D}, cpu),
+        c.rope == 1 ? RopeStyle::neox : RopeStyle::gptj);
+    if (!r.status.ok()) return r;
+    compare_exact("q_out", c.q_in_place ? d.q : d.q_out, q_want, &r);
+  }
+  const int64_t row = c.kv_heads * c.head_dim;
+  HostBuffer k_cache_want = old.k_cache, v_cache_want = old.v_cache;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    const auto slot = static_cast<int64_t>(d.slots.get(t));
+    for (int64_t i = 0; slot >= 0 && i < row; ++i) {
+      k_cache_want.set(slot * row + i, k_want.get(t * row + i));
+      v_cache_want.set(slot * row + i, old.v.get(t * row + i));
+    }
+  }
+  compare_exact("k_cache", d.k_cache, k_cache_want, &r);
+  compare_exact("v_cache", d.v_cache, v_cache_want, &r);
+  compare_exact("k", d.k, old.k, &r);  // k itself is left as it is
+  return r;
+}
+
 void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                             std::vector<VerifyCase>* out) {
+  if (op == OpId::write_kv_cache) {
+    // (tokens, heads, kv_heads, head_dim, blocks, block, rope, rot_dim, i64 slots, q in place): a paged and a
+    // contiguous-shaped cache, RoPE neox / gptj, partial rotary, q_out out of place, i32 slots, one token.
+    struct Kv {
+      int64_t tokens, heads, kv_heads, head_dim, blocks, block;
+      int rope;
+      int64_t rot_dim;
+      bool i64, in_place;
+    };
+    const Kv kvs[] = {{37, 8, 2, 128, 8, 16, 0, 0, true, true},  {21, 8, 8, 64, 2, 64, 0, 0, false, true},
+                      {37, 8, 2, 128, 8, 16, 1, 0, true, false}, {19, 4, 1, 128, 4, 32, 2, 64, true, true},
+                      {13, 8, 2, 80, 16, 1, 1, 32, false, true}, {1, 32, 8, 128, 1, 16, 1, 0, true, true}};
+    for (const Kv& e : kvs) {
+      KvWriteCase c{dtype,   e.tokens, e.heads,   e.kv_heads, e.head_dim, e.blocks,
+                    e.block, e.rope,   e.rot_dim, e.i64,      e.in_place, (*seed)++};
+      out->push_back({c.name(), [c, grid] {
+                        return grid.cuda ? run_kv_write_case_cuda(c, grid.device) : check_kv_write_properties(c);
+                      }});
+    }
+    return;
+  }
   // (batch, s_q, s_k, heads, kv_heads): one token, GQA 4 and 8, s_q < s_k, s_q > s_k; a long one on the GPU.
   std::vector<std::array<int64_t, 5>> shapes = {{2, 1, 1, 8, 8}, {2, 7, 7, 8, 2}, {1, 7, 127, 8, 1}, {1, 127, 33, 4, 4}};
   if (!grid.quick && grid.cuda) shapes.push_back({1, 1000, 1000, 4, 1});

@@ -45,9 +45,30 @@ CaseResult run_attention_case_cuda(const AttentionCase& c, int device = 0);
 // to one rounding), lse is finite or -inf; the layouts' agreement with the dense one is tests/attention's.
 CaseResult check_attention_properties(const AttentionCase& c);
 
+// write_kv_cache cases: k, v [tokens, h_kv, d] fresh random; caches [blocks, block, h_kv, d] fresh random too (their
+// rows outside the slots must keep their bits); slot_mapping a shuffled set of distinct slots with every 5th token -1
+// (padding). rope: q [tokens, heads, d] rotated in place (or into a poisoned q_out), positions random in [0, 4096),
+// Llama's table with rot_dim (0: head_dim).
+struct KvWriteCase {
+  DType dtype = DType::f16;
+  int64_t tokens = 1, heads = 8, kv_heads = 2, head_dim = 128, blocks = 4, block = 16;
+  int rope = 0;  // 0 none, 1 neox, 2 gptj
+  int64_t rot_dim = 0;
+  bool slots_i64 = true;
+  bool q_in_place = true;
+  uint64_t seed = 1;
+  std::string name() const;  // "write_kv_cache f16 tokens 7 h 8/2 d 128 cache [4, 16] rope neox 64 q_out"
+};
+// On CUDA vs the CPU backend on the same inputs: every element of both caches (bit-exact without RoPE) and of q_out.
+CaseResult run_kv_write_case_cuda(const KvWriteCase& c, int device = 0);
+// CPU backend self-check: each slot holds its token's v bits and k bits (RoPE: rotary_embedding's k on the CPU),
+// every other cache row its old bits, and q_out rotary_embedding's q.
+CaseResult check_kv_write_properties(const KvWriteCase& c);
+
 // The family's verify cases (testing/cases.hpp): one token, GQA 4 and 8, s_q < s_k and s_q > s_k, head_dim 64 and
 // 128, causal or not, dense / varlen (attention) or contiguous / paged (decode); a 1000-token one on the GPU unless
-// quick; head dims 40 / 80 / 192 with sliding windows, soft-caps, ALiBi and pages of 1 / 32 / 64 keys.
+// quick; head dims 40 / 80 / 192 with sliding windows, soft-caps, ALiBi and pages of 1 / 32 / 64 keys; write_kv_cache
+// with and without RoPE over both cache layouts.
 void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                             std::vector<VerifyCase>* out);
 

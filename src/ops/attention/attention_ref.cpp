@@ -2,9 +2,11 @@
 // Per (sequence, KV head) the visible K and V rows are converted to double once and shared by the query heads of the
 // group (the reference is also the oracle for 4097-token GPU cases, so it must not be needlessly slow); a head too
 // long for that (a paged cache of 2^31 keys) is walked in chunks, in bounded memory, to the same bits.
+// write_kv_cache's: RoPE by the rope family's reference, exact row copies into the slots.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ops/attention/attention.hpp"
@@ -220,6 +222,38 @@ Status decode_reference(const DecodeArgs& a) {
       attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.k, a.k_st, a.v, a.v_st,
                    key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
                    a.alibi, a.alibi_batch, max_kv_bytes);
+  }
+  return Status::Ok();
+}
+
+Status kv_write_reference(const KvWriteArgs& a) {
+  // k rotated first (rope: into a contiguous copy, by the rope family's reference), then k and v rows copied exactly.
+  const size_t e = dtype_size(a.dtype), row = static_cast<size_t>(a.head_dim) * e;
+  const void* k = a.k;
+  HeadStrides k_st = a.k_st;
+  std::vector<unsigned char> rotated;
+  if (a.rope) {
+    rotated.resize(static_cast<size_t>(a.tokens * a.kv_heads) * row);
+    RopeArgs r = a.r;
+    r.k_out = rotated.data();
+    r.ko_tok = a.kv_heads * a.head_dim;
+    r.ko_head = a.head_dim;
+    KK_RETURN_IF_ERROR(rope_reference(r));
+    k = rotated.data();
+    k_st = {0, r.ko_tok, r.ko_head};
+  }
+  auto src = [e](const void* base, int64_t elem) { return static_cast<const unsigned char*>(base) + elem * e; };
+  auto dst = [e](void* base, int64_t elem) { return static_cast<unsigned char*>(base) + elem * e; };
+  for (int64_t t = 0; t < a.tokens; ++t) {
+    const int64_t slot = host_slot(a, t);  // in [-1, slots): checked by write_kv_cache
+    if (slot < 0) continue;
+    const int64_t blk = slot / a.block, in = slot % a.block;
+    for (int64_t h = 0; h < a.kv_heads; ++h) {
+      std::memcpy(dst(a.k_cache, blk * a.kc_st.batch + in * a.kc_st.token + h * a.kc_st.head),
+                  src(k, t * k_st.token + h * k_st.head), row);
+      std::memcpy(dst(a.v_cache, blk * a.vc_st.batch + in * a.vc_st.token + h * a.vc_st.head),
+                  src(a.v, t * a.v_st.token + h * a.v_st.head), row);
+    }
   }
   return Status::Ok();
 }

@@ -93,9 +93,11 @@ Status validate_rope(const RopeArgs& a, const DeviceProfile* profile) {
 
 using detail::RopeArgs;
 
-Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const TensorView& q, const TensorView& k,
-                        const TensorView& positions, const TensorView& cache, RopeStyle style, Stream stream) {
-  RopeArgs a;
+namespace detail {
+
+Status rope_cache_args(const TensorView& q_out, const TensorView& k_out, const TensorView& q, const TensorView& k,
+                       const TensorView& positions, const TensorView& cache, RopeStyle style, RopeArgs* out) {
+  RopeArgs& a = *out;
   a.style = style;
   KK_RETURN_IF_ERROR(detail::build_heads(q_out, k_out, q, k, &a));
   if (positions.ndim != 1 || positions.shape[0] != a.tokens)
@@ -124,6 +126,15 @@ Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const 
                      : nullptr;
   a.cs_row = cache.strides[0];
   a.cs_step = 1;
+  return Status::Ok();
+}
+
+}  // namespace detail
+
+Status rotary_embedding(const TensorView& q_out, const TensorView& k_out, const TensorView& q, const TensorView& k,
+                        const TensorView& positions, const TensorView& cache, RopeStyle style, Stream stream) {
+  RopeArgs a;
+  KK_RETURN_IF_ERROR(detail::rope_cache_args(q_out, k_out, q, k, positions, cache, style, &a));
   KK_RETURN_IF_ERROR(detail::check_no_overlap("rotary_embedding", {{&q_out, "q_out"}, {&k_out, "k_out"}},
                                               {{&q, "q"}, {&k, "k"}, {&positions, "positions"},
                                                {&cache, "cos_sin_cache"}},

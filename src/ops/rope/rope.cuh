@@ -37,6 +37,98 @@ __device__ __forceinline__ float load_cs(const RopeParams<T>& p, const void* bas
   return p.cs_f32 ? static_cast<const float*>(base)[idx] : to_float(static_cast<const T*>(base)[idx]);
 }
 
+// Elements of a head one work item covers (gptj: at least one pair).
+template <int VEC, bool kNeox>
+constexpr int kRopeItemElems = kNeox ? VEC : (VEC < 2 ? 2 : VEC);
+
+// One work item: the rotated pairs of elements i0 .. of one head, src to dst (which may be src), with cos/sin of the
+// table row at element offset cs. VEC: elements per access (gptj with VEC = 1: two scalar accesses).
+template <typename T, int VEC, bool kNeox>
+__device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, T* dst, int64_t cs, int64_t i0) {
+  using V = Vec<T, VEC>;
+  constexpr int kElems = kRopeItemElems<VEC, kNeox>;
+  if constexpr (kNeox) {
+    const int64_t half = p.rot_dim / 2;
+    const V x0 = V::load(src + i0), x1 = V::load(src + i0 + half);
+    float y0[VEC], y1[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float c = load_cs(p, p.cos, cs + (i0 + j) * p.cs_step);
+      const float s = load_cs(p, p.sin, cs + (i0 + j) * p.cs_step);
+      const float a = to_float(x0.v[j]), b = to_float(x1.v[j]);
+      y0[j] = a * c - b * s;
+      y1[j] = b * c + a * s;
+    }
+    store_rounded<T, VEC>(dst + i0, y0);
+    store_rounded<T, VEC>(dst + i0 + half, y1);
+  } else {
+    float x[kElems], y[kElems];
+    if constexpr (VEC >= 2) {
+      const V in = V::load(src + i0);
+#pragma unroll
+      for (int j = 0; j < kElems; ++j) x[j] = to_float(in.v[j]);
+    } else {
+      x[0] = to_float(src[i0]);
+      x[1] = to_float(src[i0 + 1]);
+    }
+#pragma unroll
+    for (int j = 0; j < kElems / 2; ++j) {
+      const int64_t pair = i0 / 2 + j;
+      const float c = load_cs(p, p.cos, cs + pair * p.cs_step), s = load_cs(p, p.sin, cs + pair * p.cs_step);
+      y[2 * j] = x[2 * j] * c - x[2 * j + 1] * s;
+      y[2 * j + 1] = x[2 * j + 1] * c + x[2 * j] * s;
+    }
+    if constexpr (VEC >= 2) {
+      store_rounded<T, VEC>(dst + i0, y);
+    } else {
+      dst[i0] = from_float<T>(y[0]);
+      dst[i0 + 1] = from_float<T>(y[1]);
+    }
+  }
+}
+
+// The cos/sin table row of token t: positions[t] with a cache (one outside [0, max_position) is recorded for `op`,
+// by the caller's `first` thread of the token, and clamped into it), t for per-token tables.
+template <typename T>
+__device__ __forceinline__ int64_t rope_row(const RopeParams<T>& p, int64_t t, bool first, OpId op) {
+  if (!p.positions) return t;
+  const int64_t row =
+      p.positions_i64 ? static_cast<const int64_t*>(p.positions)[t] : static_cast<const int*>(p.positions)[t];
+  if (row >= 0 && row < p.max_position) return row;
+  if (first) record_device_error(p.err, op, detail::DeviceCheck::positions, t, -1, row, p.max_position);
+  return row < 0 ? 0 : p.max_position - 1;
+}
+
+template <typename T>
+RopeParams<T> rope_params(const detail::RopeArgs& a, detail::DeviceErrorRecord* err) {
+  return {static_cast<const T*>(a.q),
+          static_cast<const T*>(a.k),
+          static_cast<T*>(a.q_out),
+          static_cast<T*>(a.k_out),
+          a.q_tok,
+          a.q_head,
+          a.k_tok,
+          a.k_head,
+          a.qo_tok,
+          a.qo_head,
+          a.ko_tok,
+          a.ko_head,
+          a.tokens,
+          a.heads,
+          a.kv_heads,
+          a.head_dim,
+          a.rot_dim,
+          a.positions,
+          a.positions_dtype == DType::i64 ? 1 : 0,
+          a.cos,
+          a.sin,
+          a.cs_dtype == DType::f32 ? 1 : 0,
+          a.cs_row,
+          a.cs_step,
+          a.max_position,
+          err};
+}
+
 // VEC: elements per access (gptj: at least one pair, so kElems = max(VEC, 2) with two scalar accesses when VEC = 1).
 template <typename T, int VEC, bool kNeox>
 __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopeParams<T> p) {
@@ -44,7 +136,7 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     using V = Vec<T, VEC>;
-    constexpr int kElems = kNeox ? VEC : (VEC < 2 ? 2 : VEC);  // elements of the head one item covers
+    constexpr int kElems = kRopeItemElems<VEC, kNeox>;
     const int64_t half = p.rot_dim / 2;
     const int64_t per_head = (kNeox ? half : p.rot_dim) / kElems;
     const unsigned heads_total = static_cast<unsigned>(p.heads + p.kv_heads);
@@ -59,55 +151,8 @@ __global__ void __launch_bounds__(kElementwiseThreads) rope_kernel(const RopePar
       const int64_t hh = is_q ? h : h - p.heads;
       const T* src = is_q ? p.q + t * p.q_tok + hh * p.q_head : p.k + t * p.k_tok + hh * p.k_head;
       T* dst = is_q ? p.q_out + t * p.qo_tok + hh * p.qo_head : p.k_out + t * p.ko_tok + hh * p.ko_head;
-      int64_t row = t;
-      if (p.positions) {  // a position outside the cache is recorded (by its token's first item) and clamped into it
-        row = p.positions_i64 ? static_cast<const int64_t*>(p.positions)[t] : static_cast<const int*>(p.positions)[t];
-        if (row < 0 || row >= p.max_position) {
-          if (v == 0 && h == 0)
-            record_device_error(p.err, OpId::rotary_embedding, detail::DeviceCheck::positions, t, -1, row,
-                                p.max_position);
-          row = row < 0 ? 0 : p.max_position - 1;
-        }
-      }
-      const int64_t cs = row * p.cs_row;
-      const int64_t i0 = v * kElems;
-      if constexpr (kNeox) {
-        const V x0 = V::load(src + i0), x1 = V::load(src + i0 + half);
-        float y0[VEC], y1[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float c = load_cs(p, p.cos, cs + (i0 + j) * p.cs_step);
-          const float s = load_cs(p, p.sin, cs + (i0 + j) * p.cs_step);
-          const float a = to_float(x0.v[j]), b = to_float(x1.v[j]);
-          y0[j] = a * c - b * s;
-          y1[j] = b * c + a * s;
-        }
-        store_rounded<T, VEC>(dst + i0, y0);
-        store_rounded<T, VEC>(dst + i0 + half, y1);
-      } else {
-        float x[kElems], y[kElems];
-        if constexpr (VEC >= 2) {
-          const V in = V::load(src + i0);
-#pragma unroll
-          for (int j = 0; j < kElems; ++j) x[j] = to_float(in.v[j]);
-        } else {
-          x[0] = to_float(src[i0]);
-          x[1] = to_float(src[i0 + 1]);
-        }
-#pragma unroll
-        for (int j = 0; j < kElems / 2; ++j) {
-          const int64_t pair = i0 / 2 + j;
-          const float c = load_cs(p, p.cos, cs + pair * p.cs_step), s = load_cs(p, p.sin, cs + pair * p.cs_step);
-          y[2 * j] = x[2 * j] * c - x[2 * j + 1] * s;
-          y[2 * j + 1] = x[2 * j + 1] * c + x[2 * j] * s;
-        }
-        if constexpr (VEC >= 2) {
-          store_rounded<T, VEC>(dst + i0, y);
-        } else {
-          dst[i0] = from_float<T>(y[0]);
-          dst[i0 + 1] = from_float<T>(y[1]);
-        }
-      }
+      const int64_t cs = rope_row(p, t, v == 0 && h == 0, OpId::rotary_embedding) * p.cs_row;
+      rope_item<T, VEC, kNeox>(p, src, dst, cs, v * kElems);
       // Out of place with partial rotary: the head's first item also copies the unrotated tail.
       if (v == 0 && src != dst)
         for (int64_t i = p.rot_dim; i < p.head_dim; i += VEC) V::load(src + i).store(dst + i);
@@ -119,11 +164,7 @@ template <typename T>
 Status launch_rope(const detail::RopeArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   detail::DeviceErrorRecord* err = nullptr;
   if (a.positions) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
-  const RopeParams<T> p{static_cast<const T*>(a.q), static_cast<const T*>(a.k), static_cast<T*>(a.q_out),
-                        static_cast<T*>(a.k_out), a.q_tok, a.q_head, a.k_tok, a.k_head, a.qo_tok, a.qo_head, a.ko_tok,
-                        a.ko_head, a.tokens, a.heads, a.kv_heads, a.head_dim, a.rot_dim, a.positions,
-                        a.positions_dtype == DType::i64 ? 1 : 0, a.cos, a.sin, a.cs_dtype == DType::f32 ? 1 : 0,
-                        a.cs_row, a.cs_step, a.max_position, err};
+  const RopeParams<T> p = rope_params<T>(a, err);
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     auto kernel = a.style == RopeStyle::neox ? rope_kernel<T, V, true> : rope_kernel<T, V, false>;

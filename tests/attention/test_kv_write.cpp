@@ -1,0 +1,208 @@
+// write_kv_cache on the CPU backend: the case grid's self-check (every slot holds its token's rows, every other cache
+// row its old bits), RoPE by hand, a written cache read back by decode_attention, and bad input named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernelkit/ops.hpp"
+#include "ops/attention/attention_cases.hpp"
+#include "testing/harness.hpp"
+
+using namespace kernelkit;
+using kernelkit::testing::HostBuffer;
+using kernelkit::testing::KvWriteCase;
+
+namespace {
+
+HostBuffer random_buffer(DType t, int64_t n, uint64_t seed) {
+  HostBuffer b(t, n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
+  return b;
+}
+
+TensorView view(HostBuffer& b, DType t, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(b.data(), t, shape);
+}
+
+}  // namespace
+
+TEST(WriteKvCache, SlotsHoldTheirTokensAndNothingElseChanges) {
+  uint64_t seed = 1;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int rope : {0, 1, 2})
+      for (bool i64 : {true, false}) {
+        KvWriteCase c{dt, 23, 8, 2, 128, 4, 8, rope, rope == 2 ? 64 : 0, i64, rope != 1, seed++};
+        const auto r = kernelkit::testing::check_kv_write_properties(c);
+        EXPECT_TRUE(r.passed()) << c.name() << ": " << r.status.to_string() << "\n" << r.detail;
+      }
+}
+
+TEST(WriteKvCache, RopeByHand) {
+  // One token at position 3, one KV head of 8 dims (neox, rot_dim 4 of 8: pairs (0, 2) and (1, 3), the tail copied),
+  // the table by its formula: pair j turns by 3 theta^(-2j / 4). f16 holds the inputs exactly; one rounding out.
+  const int64_t D = 8, R = 4, P = 8;
+  HostBuffer k(DType::f16, D), v(DType::f16, D), q(DType::f16, D), kc(DType::f16, 2 * D), vc(DType::f16, 2 * D);
+  for (int64_t i = 0; i < D; ++i) {
+    k.set(i, 0.25 * (i + 1));
+    v.set(i, -0.5 * i);
+    q.set(i, 1.0 - 0.125 * i);
+  }
+  for (int64_t i = 0; i < 2 * D; ++i) kc.set(i, 7.0), vc.set(i, 7.0);
+  std::vector<float> table(static_cast<size_t>(P * R));
+  rope_cos_sin_table(table.data(), P, R);
+  std::vector<int64_t> slot = {1}, pos = {3};
+  const Status s = write_kv_cache(view(kc, DType::f16, {2, 1, 1, D}), view(vc, DType::f16, {2, 1, 1, D}),
+                                  view(k, DType::f16, {1, 1, D}), view(v, DType::f16, {1, 1, D}),
+                                  TensorView::contiguous(slot.data(), DType::i64, {1}),
+                                  KvWriteRope{view(q, DType::f16, {1, 1, D}), view(q, DType::f16, {1, 1, D}),
+                                              TensorView::contiguous(pos.data(), DType::i64, {1}),
+                                              TensorView::contiguous(table.data(), DType::f32, {P, R})});
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  auto rotated = [&](double x0, double x1, int64_t j, bool second) {
+    const double a = 3.0 * std::pow(10000.0, -2.0 * static_cast<double>(j) / R);
+    const double c = static_cast<float>(std::cos(a)), sn = static_cast<float>(std::sin(a));  // the table is f32
+    return second ? x1 * c + x0 * sn : x0 * c - x1 * sn;
+  };
+  const double tol = 1e-3;  // f16: one rounding of values below 2
+  for (int64_t j = 0; j < R / 2; ++j) {
+    EXPECT_NEAR(kc.get(D + j), rotated(0.25 * (j + 1), 0.25 * (j + 3), j, false), tol) << j;
+    EXPECT_NEAR(kc.get(D + j + 2), rotated(0.25 * (j + 1), 0.25 * (j + 3), j, true), tol) << j;
+    EXPECT_NEAR(q.get(j), rotated(1.0 - 0.125 * j, 1.0 - 0.125 * (j + 2), j, false), tol) << j;
+    EXPECT_NEAR(q.get(j + 2), rotated(1.0 - 0.125 * j, 1.0 - 0.125 * (j + 2), j, true), tol) << j;
+  }
+  for (int64_t i = R; i < D; ++i) EXPECT_EQ(kc.get(D + i), 0.25 * (i + 1)) << i;  // the unrotated tail: copied
+  for (int64_t i = 0; i < D; ++i) {
+    EXPECT_EQ(vc.get(D + i), -0.5 * i) << i;
+    EXPECT_EQ(kc.get(i), 7.0) << i;  // slot 0: untouched
+    EXPECT_EQ(vc.get(i), 7.0) << i;
+    EXPECT_EQ(k.get(i), 0.25 * (i + 1)) << i;  // k itself is not rotated
+  }
+}
+
+TEST(WriteKvCache, WrittenPagesAreWhatDecodeReads) {
+  // Two sequences of 9 and 5 tokens written token by token-batch into shuffled pages of 4 (slot = page * 4 + offset
+  // from the block table), then decode_attention over the paged cache equals it over contiguous k / v.
+  const int64_t B = 2, H = 4, HK = 2, D = 64, PAGE = 4, MP = 3;
+  const std::vector<int64_t> lens = {9, 5};
+  std::vector<int32_t> table = {4, 1, 5, 0, 3, 2};  // [B, MP]
+  HostBuffer k_pool(DType::f16, B * MP * PAGE * HK * D), v_pool(DType::f16, k_pool.size());
+  HostBuffer k_dense = random_buffer(DType::f16, B * 9 * HK * D, 7),
+             v_dense = random_buffer(DType::f16, k_dense.size(), 8);
+  k_pool.poison(), v_pool.poison();
+  std::vector<int64_t> slots;
+  HostBuffer k_new(DType::f16, (lens[0] + lens[1]) * HK * D), v_new(DType::f16, k_new.size());
+  int64_t t = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = 0; p < lens[static_cast<size_t>(b)]; ++p, ++t) {
+      slots.push_back(table[static_cast<size_t>(b * MP + p / PAGE)] * PAGE + p % PAGE);
+      for (int64_t i = 0; i < HK * D; ++i) {
+        k_new.set(t * HK * D + i, k_dense.get((b * 9 + p) * HK * D + i));
+        v_new.set(t * HK * D + i, v_dense.get((b * 9 + p) * HK * D + i));
+      }
+    }
+  const Status w =
+      write_kv_cache(view(k_pool, DType::f16, {B * MP, PAGE, HK, D}), view(v_pool, DType::f16, {B * MP, PAGE, HK, D}),
+                     view(k_new, DType::f16, {t, HK, D}), view(v_new, DType::f16, {t, HK, D}),
+                     TensorView::contiguous(slots.data(), DType::i64, {t}));
+  ASSERT_TRUE(w.ok()) << w.to_string();
+  HostBuffer q = random_buffer(DType::f16, B * H * D, 9), o_paged(DType::f16, q.size()), o_dense(DType::f16, q.size());
+  std::vector<int32_t> seqlens = {9, 5};
+  const KvCache paged{view(k_pool, DType::f16, {B * MP, PAGE, HK, D}), view(v_pool, DType::f16, {B * MP, PAGE, HK, D}),
+                      TensorView::contiguous(table.data(), DType::i32, {B, MP}),
+                      TensorView::contiguous(seqlens.data(), DType::i32, {B})};
+  const KvCache dense{view(k_dense, DType::f16, {B, 9, HK, D}), view(v_dense, DType::f16, {B, 9, HK, D}), std::nullopt,
+                      TensorView::contiguous(seqlens.data(), DType::i32, {B})};
+  ASSERT_TRUE(
+      decode_attention(view(o_paged, DType::f16, {B, 1, H, D}), std::nullopt, view(q, DType::f16, {B, 1, H, D}), paged)
+          .ok());
+  ASSERT_TRUE(
+      decode_attention(view(o_dense, DType::f16, {B, 1, H, D}), std::nullopt, view(q, DType::f16, {B, 1, H, D}), dense)
+          .ok());
+  for (int64_t i = 0; i < q.size(); ++i) ASSERT_EQ(o_paged.get(i), o_dense.get(i)) << i;
+}
+
+TEST(WriteKvCache, BadInputsNameTheArgumentAndTheExpectation) {
+  const int64_t T = 3, HK = 2, D = 64;
+  HostBuffer k = random_buffer(DType::f16, T * HK * D, 1), v = random_buffer(DType::f16, T * HK * D, 2);
+  HostBuffer kc(DType::f16, 4 * 4 * HK * D), vc(DType::f16, 4 * 4 * HK * D), kb(DType::bf16, T * HK * D);
+  HostBuffer q = random_buffer(DType::f16, T * 4 * D, 3);
+  std::vector<int64_t> slots = {0, 5, -1}, pos = {0, 1, 2};
+  std::vector<float> table(8 * D);
+  rope_cos_sin_table(table.data(), 8, D);
+  const TensorView kv = view(k, DType::f16, {T, HK, D}), vv = view(v, DType::f16, {T, HK, D}),
+                   kcv = view(kc, DType::f16, {4, 4, HK, D}), vcv = view(vc, DType::f16, {4, 4, HK, D}),
+                   sv = TensorView::contiguous(slots.data(), DType::i64, {T});
+  const KvWriteRope rope{view(q, DType::f16, {T, 4, D}), view(q, DType::f16, {T, 4, D}),
+                         TensorView::contiguous(pos.data(), DType::i64, {T}),
+                         TensorView::contiguous(table.data(), DType::f32, {8, D})};
+  ASSERT_TRUE(write_kv_cache(kcv, vcv, kv, vv, sv).ok());
+  ASSERT_TRUE(write_kv_cache(kcv, vcv, kv, vv, sv, rope).ok());
+  auto expect = [](const Status& s, StatusCode code, const std::string& want) {
+    EXPECT_EQ(s.code(), code) << s.to_string();
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
+  };
+  const auto bad = [&](int64_t slot) {
+    slots[1] = slot;
+    return write_kv_cache(kcv, vcv, kv, vv, sv);
+  };
+  for (int64_t s : {int64_t{-2}, int64_t{16}, int64_t{1} << 40})
+    expect(bad(s), StatusCode::invalid_argument,
+           "write_kv_cache: slot_mapping[1] = " + std::to_string(s) + " must be -1 (skip) or a cache slot in [0, 16)");
+  slots[1] = 5;
+  expect(write_kv_cache(kcv, vcv, view(kb, DType::bf16, {T, HK, D}), vv, sv), StatusCode::invalid_argument,
+         "write_kv_cache: v dtype f16 does not match k dtype bf16");
+  expect(write_kv_cache(kcv, vcv, kv, view(v, DType::f16, {T, 1, 2 * D}), sv), StatusCode::invalid_argument,
+         "write_kv_cache: v shape [3, 1, 128] must be [tokens=3, kv_heads=2, head_dim=64]");
+  expect(write_kv_cache(view(kc, DType::f16, {4, 4, 1, 2 * D}), vcv, kv, vv, sv), StatusCode::invalid_argument,
+         "write_kv_cache: k_cache shape [4, 4, 1, 128] must be [dim 0=4, dim 1=4, kv_heads=2, head_dim=64]");
+  expect(write_kv_cache(kcv, view(vc, DType::f16, {2, 8, HK, D}), kv, vv, sv), StatusCode::invalid_argument,
+         "write_kv_cache: v_cache shape [2, 8, 2, 64] must be [dim 0=4, dim 1=4, kv_heads=2, head_dim=64]");
+  expect(write_kv_cache(view(kc, DType::f16, {16, HK, D}), vcv, kv, vv, sv), StatusCode::invalid_argument,
+         "write_kv_cache: k_cache must have 4 dims");
+  expect(write_kv_cache(kcv, vcv, kv, vv, TensorView::contiguous(slots.data(), DType::f32, {T})),
+         StatusCode::invalid_argument, "write_kv_cache: slot_mapping dtype f32 must be i32 or i64");
+  expect(write_kv_cache(kcv, vcv, kv, vv, TensorView::contiguous(slots.data(), DType::i64, {T - 1})),
+         StatusCode::invalid_argument, "write_kv_cache: slot_mapping shape [2] must be [tokens=3]");
+  expect(write_kv_cache(kcv, vcv, kv, vv, TensorView::strided(slots.data(), DType::i64, {T}, {2})),
+         StatusCode::invalid_argument,
+         "write_kv_cache: slot_mapping must have a contiguous last dim (stride 1), got stride 2");
+  expect(write_kv_cache(kcv, vcv, view(k, DType::f16, {32, 1, 12}), vv, sv), StatusCode::unsupported,
+         "write_kv_cache: head_dim (k last dim) 12 is not supported (expected a multiple of 8 up to 256)");
+  // The cache written over its own input (one token's rows on; 2 slots).
+  slots[1] = 1;
+  expect(write_kv_cache(TensorView::contiguous(static_cast<char*>(k.data()) + 2 * D, DType::f16, {1, 2, HK, D}),
+                        view(vc, DType::f16, {1, 2, HK, D}), kv, vv, sv),
+         StatusCode::invalid_argument, "write_kv_cache: k_cache partly overlaps k");
+  slots[1] = 5;
+  // RoPE's arguments, checked by the rope family under this op's name.
+  KvWriteRope r = rope;
+  r.positions = TensorView::contiguous(pos.data(), DType::f32, {T});
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
+         "write_kv_cache (rope): positions dtype f32 must be i32 or i64");
+  r = rope;
+  r.cos_sin_cache = TensorView::contiguous(table.data(), DType::f32, {4, 2 * D});
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
+         "write_kv_cache (rope): rot_dim must be even and in [2, head_dim=64], got 128");
+  r = rope;
+  r.q = view(q, DType::f16, {T - 1, 4, D});
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument, "write_kv_cache (rope): k ");
+  r = rope;
+  pos[2] = 8;
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
+         "write_kv_cache: positions[2] = 8 is outside the cache [0, 8)");
+  pos[2] = 2;
+  r.q_out = TensorView::contiguous(kc.data(), DType::f16, {T, 4, D});
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
+         "write_kv_cache: k_cache partly overlaps q_out");
+  // Nothing to do: no tokens.
+  EXPECT_TRUE(write_kv_cache(kcv, vcv, view(k, DType::f16, {0, HK, D}), view(v, DType::f16, {0, HK, D}),
+                             TensorView::contiguous(slots.data(), DType::i64, {0}))
+                  .ok());
+}
