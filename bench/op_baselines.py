@@ -9,6 +9,7 @@
   headdims    prefill at each head_dim from 32 to 256 (b2 h16 s4096 causal) vs SDPA cuDNN and flash
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
   pages       paged decode with pages of 16, 1 and 64 keys and the contiguous cache (268 MB of K/V: past L2 as is)
+  kvwrite     write_kv_cache (with and without RoPE) vs index_copy_ into the cache (and RoPE first)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
   checkpoints GPTQ (zero points, act-order) and AWQ INT4 layers (kernelkit.nn.ZeroPointInt4Linear) vs F.linear
@@ -20,8 +21,8 @@
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,linear,checkpoints,w8a8,accuracy]
-                                [--quick] [--tuned] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
+                                        w8a8,accuracy] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -382,6 +383,69 @@ def run_decode_pages(dtype, runs, device):
     return [row]
 
 
+def rope_torch(x, positions, cos_sin_cache):
+    """NeoX RoPE of x [tokens, heads, d] in PyTorch ops (rotate_half, as transformers and vLLM's native path do)."""
+    cos, sin = (t[:, None, :] for t in cos_sin_cache[positions].chunk(2, dim=-1))
+    half = x.shape[-1] // 2
+    a, b = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1).to(x.dtype)
+
+
+def run_kv_write(dtype, runs, device, peak_gbps):
+    """write_kv_cache (vLLM's reshape_and_cache) into a paged cache of 16-key pages (shuffled slots): a decode step of
+    256 sequences and a prefill of 8192 tokens, h32/8 d128, without and with RoPE fused, against index assignment
+    into the cache (and RoPE first: kernelkit.rotary_embedding, or PyTorch ops). GB/s of the bytes the op must move
+    (k, v read and written; with RoPE q read and written too) and % of the copy ceiling."""
+    rows = []
+    h, hk, d, page, pages = 32, 8, 128, 16, 16384
+    k_cache, v_cache = (torch.randn(pages, page, hk, d, device=device, dtype=dtype) for _ in range(2))
+    flat_k, flat_v = k_cache.view(-1, hk, d), v_cache.view(-1, hk, d)
+    inv = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.arange(8192, dtype=torch.float64)[:, None] * inv
+    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=-1).float().to(device)
+    for tokens in (256, 8192):
+        k, v = (torch.randn(tokens, hk, d, device=device, dtype=dtype) for _ in range(2))
+        q = torch.randn(tokens, h, d, device=device, dtype=dtype)
+        slots = torch.randperm(pages * page, device=device)[:tokens]
+        positions = torch.randint(0, 8192, (tokens,), device=device)
+        e = k.element_size()
+        for rope in (False, True):
+            kw = dict(q=q.clone(), positions=positions, cos_sin_cache=cos_sin) if rope else {}
+            q_out = kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, **kw)
+            want_k = rope_torch(k, positions, cos_sin) if rope else k
+            err = check("write_kv_cache k", flat_k[slots], want_k, 2e-2)
+            assert torch.equal(flat_v[slots], v)
+            if rope:
+                err = max(err, check("write_kv_cache q", q_out, rope_torch(q, positions, cos_sin), 2e-2))
+            moved = 4 * k.numel() * e + (2 * q.numel() * e if rope else 0)
+            what = " + RoPE" if rope else ""
+            row = {"op": "write_kv_cache" + what, "shape": f"tokens {tokens} h{h}/{hk} d{d} pages of {page}",
+                   "max_err": err}
+            qs = q.clone()
+
+            def index_copy(k=k, v=v, slots=slots):
+                flat_k.index_copy_(0, slots, k)
+                flat_v.index_copy_(0, slots, v)
+
+            if rope:
+                impls = {"kernelkit": lambda: kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, q=qs,
+                                                                       positions=positions, cos_sin_cache=cos_sin),
+                         "kernelkit.rotary_embedding + index_copy_": [
+                             lambda: kernelkit.rotary_embedding(qs, k.clone(), positions, cos_sin),
+                             index_copy],
+                         "PyTorch RoPE + index_copy_": [lambda: rope_torch(q, positions, cos_sin),
+                                                        lambda: index_copy(rope_torch(k, positions, cos_sin))]}
+            else:
+                impls = {"kernelkit": lambda: kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots),
+                         "index_copy_ (k, v)": index_copy}
+            row.update(time_all(impls, runs, lambda us: moved / us / 1e3, "GB/s"))
+            for r in row["impls"].values():
+                if "GB/s" in r:
+                    r["% of copy"] = 100.0 * r["GB/s"] / peak_gbps
+            rows.append(row)
+    return rows
+
+
 def run_linear(dtype, runs, device, peak_gbps):
     rows = []
     shapes = [(11008, 4096), (4096, 11008), (28672, 8192)]
@@ -615,6 +679,16 @@ def check_cpu():
     x = torch.randn(3, 256, dtype=torch.float16)
     for name, layer in layers.items():
         check(name, layer(x), x.float() @ deq[name].T, 1e-2)
+    k_cache, v_cache = (torch.randn(4, 16, 2, 64, dtype=torch.float16) for _ in range(2))
+    k, v, q = torch.randn(9, 2, 64, dtype=torch.float16), torch.randn(9, 2, 64, dtype=torch.float16), torch.randn(
+        9, 8, 64, dtype=torch.float16)
+    slots, positions = torch.randperm(64)[:9], torch.randint(0, 32, (9,))
+    angles = torch.arange(32, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, 64, 2) / 64)
+    cos_sin = torch.cat([angles.cos(), angles.sin()], dim=-1).float()
+    q_out = kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, q=q.clone(), positions=positions,
+                                     cos_sin_cache=cos_sin)
+    check("write_kv_cache k", k_cache.view(-1, 2, 64)[slots], rope_torch(k, positions, cos_sin), 2e-2)
+    check("write_kv_cache q", q_out, rope_torch(q, positions, cos_sin), 2e-2)
     q, kc = torch.randn(2, 1, 8, 64, dtype=torch.float16), torch.randn(2, 33, 2, 64, dtype=torch.float16)
     check("decode", kernelkit.decode_attention(q, kc, kc), sdpa(q.float(), kc.float(), kc.float(), False), 2e-2)
     assert visible_pairs(4, 4, True) == 10 and visible_pairs(2, 4, True) == 7 and visible_pairs(3, 5, False) == 15
@@ -637,7 +711,8 @@ def check_cpu():
 def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--only", default="attention,varlen,masks,headdims,decode,pages,linear,checkpoints,w8a8,accuracy")
+    p.add_argument("--only",
+                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,accuracy")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -669,6 +744,8 @@ def main(argv=None):
         rows += run_decode(dtype, args.runs, "cuda")
     if "pages" in only:
         rows += run_decode_pages(dtype, args.runs, "cuda")
+    if "kvwrite" in only:
+        rows += run_kv_write(dtype, args.runs, "cuda", peak)
     if "linear" in only:
         rows += run_linear(dtype, args.runs, "cuda", peak)
     if "checkpoints" in only:

@@ -1,7 +1,7 @@
 """Property tests of attention and decode_attention (Hypothesis): random sequence lengths (s_q < s_k and s_q > s_k),
 GQA ratios, causal or not, head dims (multiples of 8 up to 256), sliding windows, soft-caps and page sizes, against
 float64 attention with the bottom-right causal mask; the bound is attention's derived one (docs/tolerances.md: P
-rounded to the dtype for the P V product)."""
+rounded to the dtype for the P V product). write_kv_cache against index assignment."""
 import pytest
 import torch
 
@@ -90,3 +90,41 @@ def test_decode_attention_matches_float64(device, b, s_q, cap, kv, group, causal
             continue
         want, m = attention_ref(q[i:i + 1], kc[i:i + 1, :n], vc[i:i + 1, :n], causal, window, softcap)
         check(out[i:i + 1], want, m, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=100)
+@given(tokens=st.integers(0, 60), kv=st.integers(1, 4), group=st.sampled_from([1, 2, 4]),
+       d=st.sampled_from(HEAD_DIMS), blocks=st.integers(1, 8), block=st.sampled_from([1, 3, 16, 64]),
+       paged_pad=st.integers(0, 2), rope=st.sampled_from([None, "neox", "gptj"]), rot_frac=st.sampled_from([1, 2, 4]),
+       i64=st.booleans(), dtype=st.sampled_from([torch.float16, torch.bfloat16]), data=st.data())
+def test_write_kv_cache_matches_scatter(device, tokens, kv, group, d, blocks, block, paged_pad, rope, rot_frac, i64,
+                                        dtype, data):
+    """write_kv_cache against index assignment into the flattened cache (bit for bit without RoPE; with it, the rows
+    kernelkit.rotary_embedding gives, itself fuzzed against float64): distinct random slots, some -1, caches that are
+    views (their block stride padded), partial rotary, i32 / i64 slots, zero tokens."""
+    slots_total = blocks * block
+    tokens = min(tokens, slots_total)
+    seed = tokens * 1000 + d * 7 + blocks
+    pool = rand((blocks, block + paged_pad, kv, d), dtype, device, seed)
+    k_cache, v_cache = pool[:, :block], pool.clone()[:, :block]
+    k, v = rand((tokens, kv, d), dtype, device, seed + 1), rand((tokens, kv, d), dtype, device, seed + 2)
+    perm = torch.randperm(slots_total, generator=torch.Generator().manual_seed(seed))[:tokens]
+    skip = torch.tensor(data.draw(st.lists(st.booleans(), min_size=tokens, max_size=tokens)), dtype=torch.bool)
+    slots = torch.where(skip, -1, perm).to(torch.int64 if i64 else torch.int32).to(device)
+    want_k, want_v = k_cache.clone().flatten(0, 1), v_cache.clone().flatten(0, 1)
+    kw, rows_k = {}, k
+    if rope:
+        rot = max(2, d // rot_frac // 2 * 2)
+        q = rand((tokens, kv * group, d), dtype, device, seed + 3)
+        positions = torch.randint(0, 64, (tokens,), generator=torch.Generator().manual_seed(seed)).to(device)
+        cs = rand((64, rot), torch.float32, device, seed + 4)
+        q_want, rows_k = kernelkit.rotary_embedding(q.clone(), k.clone(), positions, cs, style=rope)
+        kw = dict(q=q, positions=positions, cos_sin_cache=cs, style=rope)
+    live = (slots >= 0).cpu()
+    want_k[slots.cpu()[live].long()] = rows_k[live.to(device)]
+    want_v[slots.cpu()[live].long()] = v[live.to(device)]
+    got_q = kernelkit.write_kv_cache(k_cache, v_cache, k, v, slots, **kw)
+    assert torch.equal(k_cache.flatten(0, 1), want_k) and torch.equal(v_cache.flatten(0, 1), want_v)
+    if rope:
+        assert torch.equal(got_q, q_want)
