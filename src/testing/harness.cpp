@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <sstream>
 
 #include "kernelkit/runtime.hpp"
@@ -50,6 +51,14 @@ void compare(const char* label, const HostBuffer& got, const HostBuffer& want, i
 }
 
 }  // namespace
+
+HostBuffer random_host(DType dtype, int64_t n, uint64_t seed, double magnitude) {
+  HostBuffer b(dtype, n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-magnitude, magnitude);
+  for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
+  return b;
+}
 
 std::vector<void*> buffer_data(const std::vector<CaseBuffer>& buffers) {
   std::vector<void*> ptrs;

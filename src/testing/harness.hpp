@@ -73,6 +73,9 @@ class DeviceBuffer {
 
 Status device_synchronize();
 
+// n fresh values uniform in [-magnitude, magnitude] from `seed`, rounded to dtype.
+HostBuffer random_host(DType dtype, int64_t n, uint64_t seed, double magnitude = 1.0);
+
 // ---- One case on the reference and on the op under test
 
 // What the op does with a buffer: reads it, reads and writes it, or only writes it (then it is poisoned before the op

@@ -22,16 +22,9 @@
 
 using namespace kernelkit;
 using kernelkit::testing::HostBuffer;
+using kernelkit::testing::random_host;
 
 namespace {
-
-HostBuffer random_buffer(DType t, int64_t n, uint64_t seed, double magnitude = 1.0) {
-  HostBuffer b(t, n);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-magnitude, magnitude);
-  for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
-  return b;
-}
 
 // The naive formula for one (batch, head) of [b, s, h, d] tensors: S = scale Q K^T (s_q x s_k), -inf where masked,
 // P = exp(S - rowmax) / rowsum, O = P V; lse = rowmax + log(rowsum). Written independently of the reference.
@@ -82,8 +75,8 @@ void check_dense(const Dense& c, uint64_t seed) {
   SCOPED_TRACE("b " + std::to_string(c.b) + " s_q " + std::to_string(c.s_q) + " s_k " + std::to_string(c.s_k) + " h " +
                std::to_string(c.heads) + "/" + std::to_string(c.kv_heads) + (c.causal ? " causal" : ""));
   const int64_t nq = c.b * c.s_q * c.heads * c.d, nk = c.b * c.s_k * c.kv_heads * c.d;
-  HostBuffer q = random_buffer(c.dt, nq, seed), k = random_buffer(c.dt, nk, seed + 1),
-             v = random_buffer(c.dt, nk, seed + 2);
+  HostBuffer q = random_host(c.dt, nq, seed), k = random_host(c.dt, nk, seed + 1),
+             v = random_host(c.dt, nk, seed + 2);
   HostBuffer out(c.dt, nq);
   std::vector<float> lse(static_cast<size_t>(c.b * c.heads * c.s_q), NAN);
   AttentionOptions o;
@@ -165,8 +158,8 @@ TEST(Attention, ValuesByHand) {
 TEST(Attention, BhsdLayoutThroughStrides) {
   // The same numbers stored [b, h, s, d] and passed as a permuted view give the same result as [b, s, h, d].
   const int64_t B = 2, S = 6, H = 4, HK = 2, D = 64;
-  HostBuffer q = random_buffer(DType::f16, B * S * H * D, 3), k = random_buffer(DType::f16, B * S * HK * D, 4),
-             v = random_buffer(DType::f16, B * S * HK * D, 5);
+  HostBuffer q = random_host(DType::f16, B * S * H * D, 3), k = random_host(DType::f16, B * S * HK * D, 4),
+             v = random_host(DType::f16, B * S * HK * D, 5);
   auto to_bhsd = [](const HostBuffer& x, int64_t b, int64_t s, int64_t h, int64_t d) {
     HostBuffer y(x.dtype(), x.size());
     for (int64_t i = 0; i < b; ++i)
@@ -220,8 +213,8 @@ TEST(Attention, VarlenEqualsPerSequenceCalls) {
   // Sequences of (s_q, s_k) = (3, 3), (0, 4), (5, 9), (4, 2) packed; each equals a dense causal call on its own.
   const std::vector<int32_t> cq = {0, 3, 3, 8, 12}, ck = {0, 3, 7, 16, 18};
   const int64_t H = 4, HK = 1, D = 64, TQ = cq.back(), TK = ck.back();
-  HostBuffer q = random_buffer(DType::bf16, TQ * H * D, 7), k = random_buffer(DType::bf16, TK * HK * D, 8),
-             v = random_buffer(DType::bf16, TK * HK * D, 9), out(DType::bf16, TQ * H * D);
+  HostBuffer q = random_host(DType::bf16, TQ * H * D, 7), k = random_host(DType::bf16, TK * HK * D, 8),
+             v = random_host(DType::bf16, TK * HK * D, 9), out(DType::bf16, TQ * H * D);
   std::vector<float> lse(static_cast<size_t>(H * TQ));
   AttentionOptions o;
   o.causal = true;
@@ -272,8 +265,8 @@ TEST(Attention, VarlenEqualsPerSequenceCalls) {
 TEST(Attention, FullyMaskedRowsAreZeroWithMinusInfLse) {
   // Causal with s_q = 6 > s_k = 2: queries 0..3 see no key; large fp16 logits do not overflow the others.
   const int64_t S_Q = 6, S_K = 2, D = 64;
-  HostBuffer q = random_buffer(DType::f16, S_Q * D, 11, 60.0), k = random_buffer(DType::f16, S_K * D, 12, 60.0),
-             v = random_buffer(DType::f16, S_K * D, 13), out(DType::f16, S_Q * D);
+  HostBuffer q = random_host(DType::f16, S_Q * D, 11, 60.0), k = random_host(DType::f16, S_K * D, 12, 60.0),
+             v = random_host(DType::f16, S_K * D, 13), out(DType::f16, S_Q * D);
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, NAN);
   std::vector<float> lse(S_Q, 0.0f);
   AttentionOptions o;
@@ -303,8 +296,8 @@ TEST(DecodeAttention, ContiguousAndPagedEqualAttentionOverEachSequence) {
   // 8 query heads over 2 KV heads. The paged cache holds the same rows in shuffled pages of 1, 8 and 16.
   const int64_t B = 3, SQ = 2, H = 8, HK = 2, D = 128, CAP = 48;
   const std::vector<int32_t> lens = {37, 0, 16};
-  HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 21), k = random_buffer(DType::f16, B * CAP * HK * D, 22),
-             v = random_buffer(DType::f16, B * CAP * HK * D, 23);
+  HostBuffer q = random_host(DType::f16, B * SQ * H * D, 21), k = random_host(DType::f16, B * CAP * HK * D, 22),
+             v = random_host(DType::f16, B * CAP * HK * D, 23);
   HostBuffer out(DType::f16, q.size()), outp(DType::f16, q.size());
   std::vector<float> lse(static_cast<size_t>(B * H * SQ)), lsep(lse.size());
   AttentionOptions o;
@@ -505,8 +498,8 @@ TEST(AttentionReference, ChunkedWalkGivesTheSameBits) {
   // The references walk a head too long to hold as doubles in chunks, in two passes; forced here on small heads (5
   // keys a chunk), they must give the whole-head walk's bits: prefill (causal GQA) and decode (causal, 2 queries).
   const int64_t B = 2, SQ = 12, SK = 37, H = 8, HK = 2, D = 64, DQ = 2;
-  const HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 31), k = random_buffer(DType::f16, B * SK * HK * D, 32),
-                   v = random_buffer(DType::f16, B * SK * HK * D, 33);
+  const HostBuffer q = random_host(DType::f16, B * SQ * H * D, 31), k = random_host(DType::f16, B * SK * HK * D, 32),
+                   v = random_host(DType::f16, B * SK * HK * D, 33);
   AttentionOptions o;
   o.causal = true;
   // Plain causal, then with a sliding window and a soft-cap (the chunks then start inside and past the window), then
@@ -554,9 +547,9 @@ TEST(Attention, SlidingWindowSoftcapAndAlibiMatchTheirDefinition) {
   // scaled score s becomes cap tanh(s / cap), then gets -slope |p - j| (ALiBi: per head, or per sequence and head);
   // GQA 4 / 2, s_q 6 < s_k 11, bf16, every element within one rounding.
   const int64_t B = 2, SQ = 6, SK = 11, H = 4, HK = 2, D = 64;
-  const HostBuffer q = random_buffer(DType::bf16, B * SQ * H * D, 41, 2.0),
-                   k = random_buffer(DType::bf16, B * SK * HK * D, 42, 2.0),
-                   v = random_buffer(DType::bf16, B * SK * HK * D, 43);
+  const HostBuffer q = random_host(DType::bf16, B * SQ * H * D, 41, 2.0),
+                   k = random_host(DType::bf16, B * SK * HK * D, 42, 2.0),
+                   v = random_host(DType::bf16, B * SK * HK * D, 43);
   const struct {
     bool causal;
     int64_t window;
@@ -681,9 +674,9 @@ TEST(DecodeAttention, PagesBeforeTheWindowAreNeverRead) {
   // sequences of 70 and 45 keys, pages of 8, 2 causal queries, window 20: sequence 0 sees keys 48.., pages 6.. only.
   const int64_t B = 2, SQ = 2, H = 4, HK = 2, D = 64, PAGE = 8, MP = 9, W = 20;
   const std::vector<int32_t> lens = {70, 45};
-  const HostBuffer q = random_buffer(DType::f16, B * SQ * H * D, 51),
-                   k = random_buffer(DType::f16, B * MP * PAGE * HK * D, 52),
-                   v = random_buffer(DType::f16, B * MP * PAGE * HK * D, 53);
+  const HostBuffer q = random_host(DType::f16, B * SQ * H * D, 51),
+                   k = random_host(DType::f16, B * MP * PAGE * HK * D, 52),
+                   v = random_host(DType::f16, B * MP * PAGE * HK * D, 53);
   std::vector<int32_t> table(static_cast<size_t>(B * MP));
   std::iota(table.begin(), table.end(), 0);
   std::vector<int32_t> evicted = table;
@@ -719,8 +712,8 @@ TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {
   // doubles would be 2 GiB. The reference walks it in chunks; the softmax over keys that repeat evenly equals the one
   // over the 64 distinct keys, with lse larger by log(repeats).
   const int64_t D = 64, PAGE = 16, PAGES = 4, KEYS = int64_t{1} << 21, MP = KEYS / PAGE;
-  const HostBuffer q = random_buffer(DType::f16, D, 41), k = random_buffer(DType::f16, PAGES * PAGE * D, 42),
-                   v = random_buffer(DType::f16, PAGES * PAGE * D, 43);
+  const HostBuffer q = random_host(DType::f16, D, 41), k = random_host(DType::f16, PAGES * PAGE * D, 42),
+                   v = random_host(DType::f16, PAGES * PAGE * D, 43);
   std::vector<int32_t> table(static_cast<size_t>(MP)), lens = {static_cast<int32_t>(KEYS)}, short_len = {PAGES * PAGE};
   for (int64_t p = 0; p < MP; ++p) table[static_cast<size_t>(p)] = static_cast<int32_t>(p % PAGES);
   const auto pool = [&](const HostBuffer& t) {

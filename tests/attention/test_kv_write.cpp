@@ -4,8 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,16 +14,9 @@
 using namespace kernelkit;
 using kernelkit::testing::HostBuffer;
 using kernelkit::testing::KvWriteCase;
+using kernelkit::testing::random_host;
 
 namespace {
-
-HostBuffer random_buffer(DType t, int64_t n, uint64_t seed) {
-  HostBuffer b(t, n);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
-  return b;
-}
 
 TensorView view(HostBuffer& b, DType t, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(b.data(), t, shape);
@@ -93,8 +84,8 @@ TEST(WriteKvCache, WrittenPagesAreWhatDecodeReads) {
   const std::vector<int64_t> lens = {9, 5};
   std::vector<int32_t> table = {4, 1, 5, 0, 3, 2};  // [B, MP]
   HostBuffer k_pool(DType::f16, B * MP * PAGE * HK * D), v_pool(DType::f16, k_pool.size());
-  HostBuffer k_dense = random_buffer(DType::f16, B * 9 * HK * D, 7),
-             v_dense = random_buffer(DType::f16, k_dense.size(), 8);
+  HostBuffer k_dense = random_host(DType::f16, B * 9 * HK * D, 7),
+             v_dense = random_host(DType::f16, k_dense.size(), 8);
   k_pool.poison(), v_pool.poison();
   std::vector<int64_t> slots;
   HostBuffer k_new(DType::f16, (lens[0] + lens[1]) * HK * D), v_new(DType::f16, k_new.size());
@@ -112,7 +103,7 @@ TEST(WriteKvCache, WrittenPagesAreWhatDecodeReads) {
                      view(k_new, DType::f16, {t, HK, D}), view(v_new, DType::f16, {t, HK, D}),
                      TensorView::contiguous(slots.data(), DType::i64, {t}));
   ASSERT_TRUE(w.ok()) << w.to_string();
-  HostBuffer q = random_buffer(DType::f16, B * H * D, 9), o_paged(DType::f16, q.size()), o_dense(DType::f16, q.size());
+  HostBuffer q = random_host(DType::f16, B * H * D, 9), o_paged(DType::f16, q.size()), o_dense(DType::f16, q.size());
   std::vector<int32_t> seqlens = {9, 5};
   const KvCache paged{view(k_pool, DType::f16, {B * MP, PAGE, HK, D}), view(v_pool, DType::f16, {B * MP, PAGE, HK, D}),
                       TensorView::contiguous(table.data(), DType::i32, {B, MP}),
@@ -130,9 +121,9 @@ TEST(WriteKvCache, WrittenPagesAreWhatDecodeReads) {
 
 TEST(WriteKvCache, BadInputsNameTheArgumentAndTheExpectation) {
   const int64_t T = 3, HK = 2, D = 64;
-  HostBuffer k = random_buffer(DType::f16, T * HK * D, 1), v = random_buffer(DType::f16, T * HK * D, 2);
+  HostBuffer k = random_host(DType::f16, T * HK * D, 1), v = random_host(DType::f16, T * HK * D, 2);
   HostBuffer kc(DType::f16, 4 * 4 * HK * D), vc(DType::f16, 4 * 4 * HK * D), kb(DType::bf16, T * HK * D);
-  HostBuffer q = random_buffer(DType::f16, T * 4 * D, 3);
+  HostBuffer q = random_host(DType::f16, T * 4 * D, 3);
   std::vector<int64_t> slots = {0, 5, -1}, pos = {0, 1, 2};
   std::vector<float> table(8 * D);
   rope_cos_sin_table(table.data(), 8, D);

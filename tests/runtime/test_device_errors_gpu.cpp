@@ -26,6 +26,7 @@
 using namespace kernelkit;
 using kernelkit::testing::DeviceBuffer;
 using kernelkit::testing::HostBuffer;
+using kernelkit::testing::random_host;
 
 namespace {
 
@@ -62,14 +63,6 @@ void expect_index_error(const std::function<Status()>& call, const std::string& 
     EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
     EXPECT_TRUE(check_errors(0).ok());
   }
-}
-
-HostBuffer random_host(DType dt, int64_t n, uint64_t seed) {
-  HostBuffer h(dt, n);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  for (int64_t i = 0; i < n; ++i) h.set(i, u(rng));
-  return h;
 }
 
 DeviceBuffer upload(const HostBuffer& h) {
