@@ -26,7 +26,7 @@ _OPS = tuple(op for family in _FAMILIES for op in family._OPS)
 
 __all__ = [name for family in _FAMILIES for name in family.__all__] + [
     "tolerance", "check_errors", "set_debug_checks", "debug_checks", "quantize", "info", "ops", "patch", "unpatch",
-    "kernel_mapping", "mark_for_kernelize", "layers", "nn", "formats"]
+    "kernel_mapping", "mark_for_kernelize", "layers", "nn", "formats", "tp"]
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -39,7 +39,7 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 def check_errors(device: int | str | torch.device | None = None) -> None:
     """Raises ValueError for the first out-of-range index a kernel met on the device since the last check (a paged
-    cache's block_table or seqlens_k, RoPE positions: the kernels never follow one, they skip or clamp the work behind
+    cache's block_table or seqlens_k, RoPE positions, write_kv_cache's slots: the kernels never follow one, they skip or clamp the work behind
     it and record it), naming the op, the argument, the index, its value and the bound, or for an inf / NaN that
     quantize_per_token met, the row; and clears the record. It
     waits for the device (not inside a CUDA-graph capture); nothing to do without CUDA. device: an index, "cuda:1", a
@@ -101,3 +101,4 @@ from .patch import kernel_mapping, mark_for_kernelize, patch, unpatch  # noqa: E
 from . import formats  # noqa: E402  (the GPTQ / AWQ checkpoint formats)
 from . import nn  # noqa: E402
 from .nn import quantize  # noqa: E402
+from . import tp  # noqa: E402  (tensor parallelism over torch.distributed)
