@@ -63,6 +63,15 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelSpec& m, Precision p, const Workload& w);
 constexpr uint64_t kRuntimeOverheadBytes = 600ull << 20;  // CUDA context + cuBLAS workspace, typical on recent drivers
 
+// One GPU's bytes when the decoder layers are split over `tp` GPUs as kernelkit.tp does it: each layer's attention
+// and MLP weights and the KV cache divided by tp (its query and KV heads split), embeddings, LM head and norms
+// replicated, activations and runtime as one GPU's. tp = 1 is plan_memory.
+MemoryPlan plan_memory_tp(const ModelSpec& m, Precision p, const Workload& w, int tp);
+// The smallest tensor-parallel degree in {1, 2, 4, 8} (up to max_gpus) whose plan_memory_tp fits `memory_bytes` and
+// that divides the query and KV heads (kernelkit.tp's requirement); 0 when none does.
+int tensor_parallel_degree(const ModelSpec& m, Precision p, const Workload& w, uint64_t memory_bytes,
+                           int max_gpus = 8);
+
 // Fraction of the datasheet bandwidth a well-written kernel reaches: the H200's measured device-to-device copy moved
 // 4276 GB/s of 4800 (bench/results/h200-2026-11-30), 0.89.
 constexpr double kAchievableBandwidth = 0.89;

@@ -55,6 +55,8 @@ const std::vector<ModelSpec>& presets() {
       llm("llama-3-8b", "Llama-3-8B", 4096, 14336, 32, 32, 8, 128256, false, 8192, 8e9,
           "meta-llama/Meta-Llama-3-8B config.json"),
       llm("qwen2.5-7b", "Qwen2.5-7B", 3584, 18944, 28, 28, 4, 152064, true, 32768, 7e9, "Qwen/Qwen2.5-7B config.json"),
+      llm("llama-3-70b", "Llama-3-70B", 8192, 28672, 80, 64, 8, 128256, false, 8192, 70e9,
+          "meta-llama/Meta-Llama-3-70B config.json"),
       diffusion("sd15-unet", "SD 1.5 UNet", 0.86e9, "Rombach et al. 2022 (860M-parameter UNet)"),
       diffusion("sdxl-unet", "SDXL UNet", 2.6e9, "Podell et al. 2023 (2.6B-parameter UNet)"),
       diffusion("sd3-transformer", "SD3 Medium transformer", 2.0e9, "Stability AI SD3 Medium (2B-parameter MMDiT)"),
@@ -141,6 +143,27 @@ MemoryPlan plan_memory(const ModelSpec& m, Precision p, const Workload& w) {
   return mp;
 }
 
+MemoryPlan plan_memory_tp(const ModelSpec& m, Precision p, const Workload& w, int tp) {
+  MemoryPlan mp = plan_memory(m, p, w);
+  if (tp <= 1 || m.kind != ModelKind::decoder_llm) return mp;
+  const double h = static_cast<double>(m.hidden);
+  const double replicated = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2) +
+                            static_cast<double>(2 * m.layers + 1) * h;  // embeddings, LM head, norms
+  const double sharded = parameter_count(m) - replicated;
+  mp.weights = static_cast<uint64_t>((replicated + sharded / tp) * bytes_per_param(p, 128));
+  mp.kv_cache /= static_cast<uint64_t>(tp);
+  return mp;
+}
+
+int tensor_parallel_degree(const ModelSpec& m, Precision p, const Workload& w, uint64_t memory_bytes, int max_gpus) {
+  for (int tp = 1; tp <= max_gpus; tp *= 2) {
+    if (m.kind == ModelKind::decoder_llm && (m.heads % tp != 0 || m.kv_heads % tp != 0)) continue;
+    if (m.kind != ModelKind::decoder_llm && tp > 1) return 0;  // kernelkit.tp splits decoder layers only
+    if (plan_memory_tp(m, p, w, tp).total() <= memory_bytes) return tp;
+  }
+  return 0;
+}
+
 SpeedBound speed_bound(const ModelSpec& m, Precision p, const DeviceProfile& g, const Workload& w) {
   SpeedBound s;
   s.supported = p != Precision::bf16 || g.bf16;
@@ -191,6 +214,12 @@ std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile
     r.push_back("Does not fit even with INT4 weights: use a GPU with more memory, tensor parallelism over several "
                 "GPUs, or CPU offload (much slower).");
   }
+  // Across GPUs of this kind: the fewest that hold the model at the half precision (kernelkit.tp).
+  if (!fits(half))
+    if (const int tp = tensor_parallel_degree(m, half, w, g.memory_bytes); tp > 1)
+      r.push_back("Tensor parallel: " + std::string(precision_name(half)) + " fits on " + std::to_string(tp) + " " +
+                  g.name + " GPUs (" + gb(static_cast<double>(plan_memory_tp(m, half, w, tp).total())) +
+                  " each; kernelkit.tp.parallelize, torchrun --nproc-per-node " + std::to_string(tp) + ").");
   if (m.kind == ModelKind::decoder_llm) {
     const double kv = static_cast<double>(plan_memory(m, half, w).kv_cache);
     if (kv > 0.25 * mem)

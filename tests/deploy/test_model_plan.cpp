@@ -2,6 +2,7 @@
 // clear errors for malformed config.json files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -102,6 +103,30 @@ TEST(Plan, RecommendationsFollowTheGuide) {
   EXPECT_TRUE(has(t4, "INT8") || has(t4, "INT4"));
   EXPECT_TRUE(has(recommendations(preset("sdxl-unet"), *find_profile("t4"), w), "attention slicing"));
   EXPECT_FALSE(has(recommendations(preset("llama-7b"), *find_profile("h200"), w), "no bf16"));
+}
+
+TEST(Plan, TensorParallelDegreeSplitsLayersNotEmbeddings) {
+  // Llama-3-70B in bf16 at context 4096: 70.6e9 parameters, 141 GB of weights; its embeddings and LM head (2 x 128256
+  // x 8192) and norms stay whole on every GPU, the rest and the KV cache divide by the degree.
+  const ModelSpec m = preset("llama-3-70b");
+  const Workload w{4096, 1, 512};
+  const MemoryPlan one = plan_memory(m, Precision::bf16, w), two = plan_memory_tp(m, Precision::bf16, w, 2);
+  const double replicated = (2.0 * 128256 * 8192 + (2 * 80 + 1) * 8192) * 2;
+  EXPECT_NEAR(static_cast<double>(two.weights), (static_cast<double>(one.weights) - replicated) / 2 + replicated, 8);
+  EXPECT_EQ(two.kv_cache, one.kv_cache / 2);
+  EXPECT_EQ(two.activations, one.activations);
+  EXPECT_EQ(plan_memory_tp(m, Precision::bf16, w, 1).total(), one.total());
+  EXPECT_EQ(tensor_parallel_degree(m, Precision::bf16, w, find_profile("a100-80gb")->memory_bytes), 2);
+  EXPECT_EQ(tensor_parallel_degree(m, Precision::bf16, w, find_profile("a100-40gb")->memory_bytes), 4);
+  EXPECT_EQ(tensor_parallel_degree(m, Precision::bf16, w, find_profile("t4")->memory_bytes), 0);  // 8 x 16 GB: no
+  EXPECT_EQ(tensor_parallel_degree(preset("llama-3-8b"), Precision::bf16, w, find_profile("a100-40gb")->memory_bytes),
+            1);
+  // The degree must divide the KV heads: Qwen2.5-7B's 4 cap it at 4, short of what 4 GB GPUs would need.
+  EXPECT_EQ(tensor_parallel_degree(preset("qwen2.5-7b"), Precision::fp16, w, 4'000'000'000ull), 0);
+  const auto r = recommendations(m, *find_profile("a100-80gb"), w);
+  EXPECT_TRUE(std::any_of(r.begin(), r.end(), [](const std::string& s) {
+    return s.find("Tensor parallel: BF16 fits on 2 NVIDIA A100-SXM4-80GB GPUs") != std::string::npos;
+  })) << r.front();
 }
 
 TEST(Plan, InstancesAndCost) {
