@@ -114,6 +114,60 @@ def test_ops_on_the_second_gpu():
         kernelkit.rms_norm(x, w.to("cuda:0"))
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_every_family_on_the_second_gpu():
+    """RoPE, attention, decode (paged), write_kv_cache, the weight-only and W8A8 linears and a CUDA graph on cuda:1
+    while cuda:0 is current, each against the same op on the CPU (the fp64 reference backend): each device's plan,
+    workspace, cuBLASLt handle and sm_90a check are its own."""
+    assert torch.cuda.current_device() == 0
+    dev, h = "cuda:1", torch.bfloat16
+
+    def both(fn, *tensors):  # fn on cuda:1 and on the CPU copies
+        return fn(*(t.to(dev) for t in tensors)), fn(*(t.cpu() for t in tensors))
+
+    q, k, v = rand(2, 37, 8, 128, dtype=h, device="cpu"), rand(2, 37, 2, 128, dtype=h, device="cpu"), rand(
+        2, 37, 2, 128, dtype=h, device="cpu")
+    got = kernelkit.attention(q.to(dev), k.to(dev), v.to(dev), causal=True)
+    assert got.device == torch.device(dev)
+    close(got.cpu(), kernelkit.attention(q, k, v, causal=True), h, scale=2)
+    table = torch.randperm(8, dtype=torch.int32).reshape(2, 4)
+    lens = torch.tensor([37, 20], dtype=torch.int32)
+    kp, vp = rand(8, 16, 2, 128, dtype=h, device="cpu"), rand(8, 16, 2, 128, dtype=h, device="cpu")
+    got, want = both(lambda q1, kp1, vp1, t1, l1: kernelkit.decode_attention(q1, kp1, vp1, block_table=t1,
+                                                                             seqlens_k=l1), q[:, :1], kp, vp, table, lens)
+    close(got.cpu(), want, h, scale=2)
+    slots = torch.randperm(128)[:37]
+    kc, vc = kp.clone().to(dev), vp.clone().to(dev)
+    kernelkit.write_kv_cache(kc, vc, k[0].to(dev), v[0].to(dev), slots.to(dev))
+    kernelkit.check_errors(dev)
+    assert torch.equal(kc.view(-1, 2, 128)[slots.to(dev)].cpu(), k[0])
+    positions, cs = torch.randint(0, 64, (37,)), rand(64, 128, dtype=torch.float32, device="cpu")
+    got, want = both(lambda q1, k1, p1, c1: kernelkit.rotary_embedding(q1, k1, p1, c1), q[0], k[0], positions, cs)
+    for g, w_ in zip(got, want):
+        close(g.cpu(), w_, h, scale=2)
+    x = rand(5, 512, dtype=torch.float16, device="cpu")
+    wt = rand(256, 512, dtype=torch.float16, device="cpu") * 0.05
+    for bits in (8, 4):
+        qw, sc = kernelkit.quantize_weight(wt.to(dev), bits, 128)
+        got = kernelkit.linear_weight_only(x.to(dev), qw, sc, bits, 128)
+        close(got.cpu(), kernelkit.linear_weight_only(x, qw.cpu(), sc.cpu(), bits, 128), torch.float16, scale=2)
+    xq, sx = kernelkit.quantize_per_token(x.to(dev))
+    wq, sw = kernelkit.quantize_weight(wt.to(dev), 8)
+    got = kernelkit.linear_w8a8(xq, sx, wq, sw)
+    close(got.cpu(), kernelkit.linear_w8a8(xq.cpu(), sx.cpu(), wq.cpu(), sw.cpu()), torch.float16, scale=2)
+    # A CUDA graph captured and replayed on cuda:1's stream.
+    with torch.cuda.device(1):
+        xs, ws = rand(33, 1024, dtype=h, device=dev), rand(1024, dtype=h, device=dev)
+        out = kernelkit.rms_norm(xs, ws)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = kernelkit.rms_norm(xs, ws)
+        captured.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, out)
+
+
 def test_info():
     i = kernelkit.info()
     assert i["library"].endswith("_kernelkit_ops.so")
