@@ -7,6 +7,8 @@ and a decode step (CUDA events, median of --runs) of the unsharded model on one 
 ranks: the scaling table.
 
   torchrun --nproc-per-node 2 bench/tp_llama.py                          # CPU, gloo (a wiring check: no timing)
+  torchrun --nproc-per-node 2 bench/tp_llama.py --hf-tp DIR              # transformers' own TP (tp_plan="auto",
+                                                                         # DTensor weights; needs accelerate), patched
   torchrun --nproc-per-node 2 bench/tp_llama.py --device cuda --dtype bf16 --attention --time \\
       --hidden 4096 --intermediate 11008 --heads 32 --kv-heads 8 --layers 4 --seq 2048
 Prints one line per rank ("rank r/w: max |tp - reference| = e (tol t) ok"); exits non-zero when a rank's check fails.
@@ -72,6 +74,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--time", action="store_true", help="time prefill and one decode step (CUDA only)")
     p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--hf-tp", metavar="DIR",
+                   help="shard with transformers' tp_plan='auto' instead (the model saved to DIR and loaded back)")
     args = p.parse_args(argv)
     dtype = DTYPES[args.dtype]
     if args.device == "cuda":
@@ -80,6 +84,14 @@ def main(argv=None) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
     model = build(args, dtype, device)
+    if args.hf_tp:  # rank 0 saves the model; every rank loads it whole (the reference) and with transformers' TP
+        import transformers
+        if rank == 0:
+            model.save_pretrained(args.hf_tp)
+        dist.barrier()
+        load = dict(dtype=dtype)
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.hf_tp, **load).to(device).eval()
+        tp_model = transformers.AutoModelForCausalLM.from_pretrained(args.hf_tp, tp_plan="auto", **load).eval()
     torch.manual_seed(1)
     ids = torch.randint(0, args.vocab, (args.batch, args.seq), device=device)
     with torch.no_grad():
@@ -89,7 +101,10 @@ def main(argv=None) -> int:
             kernelkit.patch(model, attention=args.attention)
             single = times(model, ids, args)
             kernelkit.unpatch(model)
-        kernelkit.tp.parallelize(model)
+        if args.hf_tp:
+            model = tp_model
+        else:
+            kernelkit.tp.parallelize(model)
         kernelkit.patch(model, attention=args.attention)
         got = model(ids).logits.double()
         err, tol = (got - want).abs().max().item(), TOLERANCE[dtype]

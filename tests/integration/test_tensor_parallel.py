@@ -1,7 +1,7 @@
 """kernelkit.tp: a transformers Llama sharded Megatron-style (column-parallel q / k / v / gate / up, row-parallel o /
 down with an all-reduce) and patched with kernelkit, against the unsharded model: world size 1 in process (CPU and
-CUDA), two and four gloo ranks on the CPU under torchrun (bench/tp_llama.py, which checks every rank's logits), and
-the refusals."""
+CUDA), two and four gloo ranks on the CPU under torchrun (bench/tp_llama.py, which checks every rank's logits),
+transformers' own tp_plan="auto" patched, and the refusals."""
 import os
 import re
 import subprocess
@@ -61,6 +61,18 @@ def test_gloo_ranks_match_the_unsharded_model(nproc, args):
     # The ranks' lines may interleave in the shared stdout: each rank's verdict found anywhere in it.
     oks = re.findall(r"rank (\d+)/\d+: max \|tp - reference\| = \S+ \(tol \S+\) ok", r.stdout)
     assert sorted(map(int, oks)) == list(range(nproc)), r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("--dtype", "bf16", "--attention")])
+def test_transformers_tp_plan_patched(tmp_path, args):
+    """transformers' own tensor parallelism (from_pretrained(tp_plan="auto"): DTensor weights, its colwise / rowwise
+    hooks) on two gloo ranks, then kernelkit.patch: the patched norms, MLP (and attention) run on the local shards and
+    every rank's logits match the unsharded model's."""
+    pytest.importorskip("accelerate")  # transformers' device placement for tp_plan
+    r = torchrun(2, "--hf-tp", str(tmp_path / "ckpt"), *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    oks = re.findall(r"rank (\d+)/\d+: max \|tp - reference\| = \S+ \(tol \S+\) ok", r.stdout)
+    assert sorted(map(int, oks)) == [0, 1], r.stdout + r.stderr
 
 
 def test_refusals_name_what_does_not_divide():
