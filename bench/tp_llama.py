@@ -132,8 +132,10 @@ def times(model, ids, args):
     out = model(ids, past_key_values=cache, use_cache=True)
     step = out.logits[:, -1:].argmax(-1)
 
-    def decode():
-        cache.crop(args.seq)
+    def decode():  # the cache back to the prompt first (a negative crop removes that many tokens, in every version)
+        extra = cache.get_seq_length() - args.seq
+        if extra > 0:
+            cache.crop(-extra)
         return model(step, past_key_values=cache, use_cache=True)
 
     return {"prefill": gpu_ms(prefill, args.runs), "decode": gpu_ms(decode, args.runs)}
