@@ -117,6 +117,9 @@ def main(argv=None) -> int:
                 print(f"| {world} GPU{'s' if world > 1 else ''} | prefill {args.batch}x{args.seq}: "
                       f"{single['prefill']:.3f} ms on 1 GPU, {tp['prefill']:.3f} ms tensor-parallel | decode step: "
                       f"{single['decode']:.3f} ms, {tp['decode']:.3f} ms |", flush=True)
+    # Every rank past its last collective before any tears the group down (gloo aborts a process whose peer left
+    # while it was still in one).
+    dist.barrier()
     dist.destroy_process_group()
     return 0 if ok else 1
 
