@@ -24,8 +24,7 @@ import torch
 import torch.distributed as dist
 
 import kernelkit
-
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+from e2e_common import DTYPES
 # The logits' tolerance per dtype: a sum over ranks in another order, and (fp16 / bf16) the dtype's rounding of the
 # partial sums before the all-reduce, as kernelkit.patch's own check on the unsharded model allows.
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1e-1}
