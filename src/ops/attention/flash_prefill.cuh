@@ -52,7 +52,7 @@ struct FlashParams {
   int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
   AlibiSlopes alibi;
-  // A window, a soft-cap or ALiBi: the launch takes the kMasks kernel variant.
+  // A window, a soft-cap or ALiBi: the launch takes a kMasks kernel variant.
   bool masked() const { return window >= 0 || score.cap_log2 != 0.0f || alibi.slopes; }
 };
 
@@ -151,9 +151,10 @@ __device__ __forceinline__ KvSpan visible_tiles(const FlashParams<T>& p, int m0,
   return {tile0, kv_end > kv_begin ? (kv_end + BN - 1) / BN - tile0 : 0};
 }
 
-// kMasks: the kernel variant for a sliding window, a soft-cap or ALiBi. The plain one compiles without their code:
-// with it in the loop (not taken) the TMA-fed wgmma prefill ran 488.6 us against 420 at b1 h32 s4096 d128 causal on
-// the H200, at nearly the same registers (190 vs 186) and 3632 instructions against 2712.
+// kMasks: the kernel variant for a sliding window or a soft-cap, kAlibi (with kMasks) the one that adds ALiBi's bias
+// too. The plain one compiles without their code: with it in the loop (not taken) the TMA-fed wgmma prefill ran
+// 488.6 us against 420 at b1 h32 s4096 d128 causal on the H200, at nearly the same registers (190 vs 186) and 3632
+// instructions against 2712; the ALiBi bias adds 152 more instructions and 56 registers to the masked one.
 
 // Whether K/V tile n0 .. n0 + BN - 1 holds a key some row of m0 .. m0 + BM - 1 does not see, so its scores need the
 // per-element mask: it crosses the sequence end, the causal diagonal or (kMasks) the window's start.
@@ -167,12 +168,13 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 // bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden from the
 // row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its second is
 // row_a + 8.
-template <bool kMasks, int NB, typename T>
+template <bool kMasks, bool kAlibi, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
+  static_assert(kMasks || !kAlibi, "ALiBi is a kMasks variant");
   const int t = threadIdx.x % 4;
-  if constexpr (kMasks) {
-    p.score.apply(s);
+  if constexpr (kMasks) p.score.apply(s);
+  if constexpr (kAlibi) {
     if (slope != 0.0f)  // block-uniform: one head a block
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
@@ -220,14 +222,14 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
 // One 16-row tile's scores of K/V tile `tile` (keys n0 = tile BN ..): into the log2 domain (score), masked to -inf
 // (only tiles that cross the sequence end, the causal diagonal or the window start), then the online-softmax step (s
 // becomes P, O and l rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
-template <bool kMasks, int BM, int BN, int D8, typename T>
+template <bool kMasks, bool kAlibi, int BM, int BN, int D8, typename T>
 __device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                                  float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
                                                  float (&acc)[D8][4]) {
   const int n0 = tile * BN;
   float tile_max[2] = {m_run[0], m_run[1]};
-  score_tile<kMasks>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset, f.s_k,
-                     tile_max, f.slope);
+  score_tile<kMasks, kAlibi>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset,
+                             f.s_k, tile_max, f.slope);
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
 }
 
@@ -280,7 +282,7 @@ __device__ __forceinline__ void store_warp_rows(const FlashParams<T>& p, const F
 // two independent MMA chains, halving the shared-memory reads per MMA and doubling the work in flight per warp
 // (FlashAttention-2's 128-row tile on 4 warps). It doubles the O and S registers, so it is planned for head_dim <= 128
 // only. (With MW = 1 everywhere: 173 TFLOP/s for bf16 d128 causal s4096 on the H200, against SDPA flash's 271.)
-template <typename T, int D, int BM, int BN, int MW, int kRing, bool kMasks>
+template <typename T, int D, int BM, int BN, int MW, int kRing, bool kMasks, bool kAlibi>
 __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -307,7 +309,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
     const T* vg = p.t.v + b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
     const int rows = min(BM, s_q - m0);
     const int offset = s_k - s_q;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
-    const float slope = kMasks ? p.alibi.log2_slope(b, h) : 0.0f;  // ALiBi (score_tile)
+    const float slope = kAlibi ? p.alibi.log2_slope(b, h) : 0.0f;  // ALiBi (score_tile)
     // The tiles any row of this block can see: tile0 .. tile0 + n_tiles - 1; the others are skipped, not masked.
     const KvSpan kv = visible_tiles<BN>(p, m0, rows, offset, s_k);
     const int tile0 = kv.tile0, n_tiles = kv.n_tiles;
@@ -407,7 +409,7 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 #pragma unroll
       for (int mi = 0; mi < MW; ++mi) {
         float tile_max[2] = {m_run[mi][0], m_run[mi][1]};
-        score_tile<kMasks>(p, s[mi], mask, n0, row_of(mi, 0), offset, s_k, tile_max, slope);
+        score_tile<kMasks, kAlibi>(p, s[mi], mask, n0, row_of(mi, 0), offset, s_k, tile_max, slope);
         online_softmax_step<true>(s[mi], tile_max, m_run[mi], l_run[mi], acc[mi]);
       }
 
@@ -546,13 +548,14 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
       } else {
-        // A window, a soft-cap or ALiBi: the kMasks variant, compiled with the 1- and 2-buffer loop only (the
-        // 3-buffer ring is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
+        // A window, a soft-cap or ALiBi: the kMasks variants (with ALiBi: kAlibi too), compiled with the 1- and
+        // 2-buffer loop only (the 3-buffer ring is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
         const bool masks = p.masked();
         if (masks) p.stages = std::min(p.stages, 2);
-        auto kernel = masks              ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true>
-                      : tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3, false>
-                                         : flash_prefill_kernel<T, D, BM, BN, MW, 0, false>;
+        auto kernel = p.alibi.slopes     ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true, true>
+                      : masks            ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true, false>
+                      : tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3, false, false>
+                                         : flash_prefill_kernel<T, D, BM, BN, MW, 0, false, false>;
         const size_t smem = static_cast<size_t>(tile.smem_bytes);
         if (tile.smem_optin)
           KK_CUDA_RETURN(

@@ -51,7 +51,7 @@ struct WgmmaTma {
 // so up to 255 registers). kTma (attn_wgmma=2): Q and the K/V tiles arrive by TMA (one thread issues a tile's boxes,
 // everyone waits on that buffer's mbarrier; zeros past the sequence from the descriptor) instead of every thread's
 // cp.async, and the barrier at the top of the loop goes.
-template <typename T, int D, int BN, bool kTma, bool kMasks>
+template <typename T, int D, int BN, bool kTma, bool kMasks, bool kAlibi>
 __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
     flash_prefill_wgmma_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
     wgmma_commit();
     wgmma_wait<0>();
 
-    mask_and_softmax<kMasks, kBM, BN>(p, f, f.tile0 + it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
+    mask_and_softmax<kMasks, kAlibi, kBM, BN>(p, f, f.tile0 + it, f.m0 + wr + g, s[0], m_run[0], l_run[0], acc[0]);
 
     unsigned pa[BN / 16][4];  // every k-step's P first: registers a wgmma reads are written before its fence
 #pragma unroll
@@ -192,12 +192,15 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   };
   auto with_tile = [&](auto d, auto bn) -> Status {
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
-    // A window, a soft-cap or ALiBi: the kMasks variant (flash_prefill.cuh, tile_needs_mask).
+    // A window, a soft-cap or ALiBi: the kMasks variants, with ALiBi kAlibi too (flash_prefill.cuh, tile_needs_mask).
+    if (p.alibi.slopes)
+      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true, true>)
+                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, true, true>);
     if (p.masked())
-      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true>)
-                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, true>);
-    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, false>)
-                   : go(flash_prefill_wgmma_kernel<T, D, BN, false, false>);
+      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true, false>)
+                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, true, false>);
+    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, false, false>)
+                   : go(flash_prefill_wgmma_kernel<T, D, BN, false, false, false>);
   };
   using std::integral_constant;
   if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
