@@ -38,7 +38,10 @@ struct DeviceProfile {
   bool detected = false;      // true when the numbers above were read from a live device
   std::string source;         // "table", "detected: <driver name>", "KERNELKIT_PROFILE=t4"
 
-  bool supports(DType t) const { return t != DType::bf16 || bf16; }
+  bool supports(DType t) const { return (t != DType::bf16 || bf16) && (!is_fp8(t) || fp8); }
+  // Why `t` does not run here and what to use instead, as an error's tail: "is not supported on profile t4 (sm_75 has
+  // no bf16); use f16" (FP8 below sm_89: bf16 or f16, or INT8). Empty when supports(t).
+  std::string dtype_refusal(DType t) const;
   DType recommended_half_dtype() const { return bf16 ? DType::bf16 : DType::f16; }
 };
 

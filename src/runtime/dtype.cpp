@@ -19,6 +19,8 @@ std::string_view dtype_name(DType t) {
     case DType::i32: return "i32";
     case DType::i4x2: return "i4x2";
     case DType::i64: return "i64";
+    case DType::f8e4m3: return "f8e4m3";
+    case DType::f8e5m2: return "f8e5m2";
   }
   return "?";
 }
@@ -34,6 +36,8 @@ std::optional<DType> parse_dtype(std::string_view name) {
   if (n == "i32" || n == "int32") return DType::i32;
   if (n == "i4x2" || n == "int4") return DType::i4x2;
   if (n == "i64" || n == "int64") return DType::i64;
+  if (n == "f8e4m3" || n == "e4m3" || n == "fp8" || n == "float8_e4m3fn") return DType::f8e4m3;
+  if (n == "f8e5m2" || n == "e5m2" || n == "float8_e5m2") return DType::f8e5m2;
   return std::nullopt;
 }
 
@@ -78,6 +82,56 @@ uint16_t float_to_bf16_bits(float f) {
 
 float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
+namespace {
+
+// An FP8 format: kMan mantissa bits, exponent bias kBias, the largest finite value's code (sign clear).
+struct Fp8Format {
+  int man, bias;
+  uint8_t max_code;
+};
+constexpr Fp8Format kE4m3{3, 7, 0x7e}, kE5m2{2, 15, 0x7b};
+
+float fp8_to_float(uint8_t b, const Fp8Format& fmt) {
+  const int exp_bits = 7 - fmt.man;
+  const int e = (b >> fmt.man) & ((1 << exp_bits) - 1), m = b & ((1 << fmt.man) - 1);
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (fmt.man == 3 && (b & 0x7f) == 0x7f) return std::nanf("");  // e4m3: the only NaN, no inf
+  if (fmt.man == 2 && e == (1 << exp_bits) - 1) return m ? std::nanf("") : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(static_cast<float>(m), 1 - fmt.bias - fmt.man);  // subnormal
+  return sign * std::ldexp(static_cast<float>((1 << fmt.man) + m), e - fmt.bias - fmt.man);
+}
+
+// Round-to-nearest-even onto the format's grid: the magnitude in units of its spacing at that binade (or the
+// subnormal spacing), rounded by nearbyint (the default rounding mode), then re-encoded; a carry into the next binade
+// is the right code.
+uint8_t float_to_fp8(float f, const Fp8Format& fmt, bool saturate, uint8_t overflow) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  if (std::isnan(f)) return sign | 0x7f;
+  const double a = std::fabs(static_cast<double>(f));
+  const double max = static_cast<double>(fp8_to_float(fmt.max_code, fmt));
+  int e = a > 0 ? std::ilogb(a) : 0;
+  const int min_exp = 1 - fmt.bias;
+  if (e < min_exp) e = min_exp;  // subnormal spacing below the smallest normal
+  const double q = std::nearbyint(std::ldexp(a, fmt.man - e));  // in units of 2^(e - man)
+  const double r = std::ldexp(q, e - fmt.man);
+  if (r > max) return saturate ? (sign | fmt.max_code) : (sign | overflow);
+  if (r == 0) return sign;
+  const int re = std::ilogb(r);
+  if (re < min_exp) return sign | static_cast<uint8_t>(std::ldexp(r, fmt.bias - 1 + fmt.man));  // subnormal code
+  const int mant = static_cast<int>(std::ldexp(r, fmt.man - re)) - (1 << fmt.man);
+  return sign | static_cast<uint8_t>(((re + fmt.bias) << fmt.man) | mant);
+}
+
+}  // namespace
+
+uint8_t float_to_e4m3_bits(float f, bool saturate) { return float_to_fp8(f, kE4m3, saturate, 0x7f); }
+float e4m3_bits_to_float(uint8_t b) { return fp8_to_float(b, kE4m3); }
+uint8_t float_to_e5m2_bits(float f, bool saturate) {
+  if (std::isinf(f) && !saturate) return (std::signbit(f) ? 0x80 : 0x00) | 0x7c;
+  return float_to_fp8(f, kE5m2, saturate, 0x7c);
+}
+float e5m2_bits_to_float(uint8_t b) { return fp8_to_float(b, kE5m2); }
+
 double load_as_double(const void* base, DType t, int64_t i) {
   switch (t) {
     case DType::f32: return static_cast<const float*>(base)[i];
@@ -86,6 +140,8 @@ double load_as_double(const void* base, DType t, int64_t i) {
     case DType::i8: return static_cast<const int8_t*>(base)[i];
     case DType::i32: return static_cast<const int32_t*>(base)[i];
     case DType::i64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DType::f8e4m3: return e4m3_bits_to_float(static_cast<const uint8_t*>(base)[i]);
+    case DType::f8e5m2: return e5m2_bits_to_float(static_cast<const uint8_t*>(base)[i]);
     case DType::i4x2: {
       const uint8_t byte = static_cast<const uint8_t*>(base)[i / 2];
       const int nib = (i % 2 == 0) ? (byte & 0xf) : (byte >> 4);
@@ -104,6 +160,8 @@ void store_from_double(void* base, DType t, int64_t i, double v) {
     case DType::i8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(std::lrint(v)); break;
     case DType::i32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(std::llrint(v)); break;
     case DType::i64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(std::llrint(v)); break;
+    case DType::f8e4m3: static_cast<uint8_t*>(base)[i] = float_to_e4m3_bits(static_cast<float>(v)); break;
+    case DType::f8e5m2: static_cast<uint8_t*>(base)[i] = float_to_e5m2_bits(static_cast<float>(v)); break;
     case DType::i4x2: {
       auto* p = static_cast<uint8_t*>(base) + i / 2;
       const uint8_t nib = static_cast<uint8_t>(std::lrint(v)) & 0xf;

@@ -172,8 +172,7 @@ inline Status check_float_dtype(const std::string& name, DType dtype, Device dev
   if (!is_floating(dtype))
     return invalid_argument(name + ": x dtype " + dt(dtype) + " is not supported (expected f32, f16 or bf16)");
   if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
-    return unsupported(name + ": x dtype " + dt(dtype) + " is not supported on profile " + profile->key + " (sm_" +
-                       std::to_string(profile->sm) + " has no bf16); use f16");
+    return unsupported(name + ": x dtype " + dt(dtype) + " " + profile->dtype_refusal(dtype));
   return Status::Ok();
 }
 

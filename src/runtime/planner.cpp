@@ -206,8 +206,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     return invalid_argument(std::string(info.name) + ": dtype " + std::string(dtype_name(dtype)) +
                             " is not supported (expected f32, f16 or bf16)");
   if (!prof.supports(dtype))
-    return unsupported(std::string(info.name) + ": " + std::string(dtype_name(dtype)) + " is not supported on profile " +
-                       prof.key + " (sm_" + std::to_string(prof.sm) + " has no bf16); use f16");
+    return unsupported(std::string(info.name) + ": " + std::string(dtype_name(dtype)) + " " + prof.dtype_refusal(dtype));
   if (s.hidden <= 0)
     return invalid_argument(std::string(info.name) + ": hidden size must be > 0, got " + std::to_string(s.hidden));
   if (s.rows < 0)

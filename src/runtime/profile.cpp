@@ -72,6 +72,15 @@ std::string valid_keys() {
 
 std::span<const DeviceProfile> profile_table() { return table(); }
 
+std::string DeviceProfile::dtype_refusal(DType t) const {
+  if (supports(t)) return "";
+  const std::string where = "is not supported on profile " + key + " (sm_" + std::to_string(sm);
+  if (t == DType::bf16) return where + " has no bf16); use f16";
+  // FP8 (sm_89+): the guides' advice for the GPUs without it.
+  return where + " has no FP8 tensor cores); use " + (bf16 ? "bf16" : "f16") +
+         ", or INT8 weights and activations (quantize_weight, linear_w8a8)";
+}
+
 std::optional<DeviceProfile> find_profile(std::string_view key) {
   std::string k = lower(key);
   if (k == "a100") k = "a100-80gb";

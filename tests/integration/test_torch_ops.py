@@ -38,6 +38,8 @@ def test_bad_input_is_a_clear_exception():
         kernelkit.rms_norm(x, torch.ones(64, dtype=torch.float16))
     with pytest.raises(ValueError, match=r"x dtype i32 is not supported \(expected f32, f16 or bf16\)"):
         kernelkit.rms_norm(torch.ones(4, 64, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"x dtype f8e4m3 is not supported \(expected f32, f16 or bf16\)"):
+        kernelkit.rms_norm(torch.ones(4, 64).to(torch.float8_e4m3fn))  # FP8 is storage, not a norm's input
     with pytest.raises(ValueError, match="contiguous last dim"):  # the op itself takes no such view...
         kernelkit.ops.rms_norm(torch.empty(4, 64), torch.randn(64, 4).t(), None, 1e-6, 0.0)
     xt = torch.randn(2, 64, 3, 8).transpose(1, 2)  # ...the functional API copies it (attention's q/k norms)

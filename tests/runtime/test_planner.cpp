@@ -44,6 +44,24 @@ TEST(Profiles, TableHasTheDesignFacts) {
   EXPECT_FALSE(find_profile("v100").has_value());
 }
 
+TEST(Profiles, Fp8OnlyWhereTheTensorCoresHaveIt) {
+  // FP8 is Ada / Hopper's (sm_89+): the T4 and A100 refuse it with the guides' alternative; bf16's refusal on the T4
+  // reads as every op's.
+  const DeviceProfile t4 = *find_profile("t4"), a100 = *find_profile("a100"), h200 = *find_profile("h200");
+  for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
+    EXPECT_TRUE(h200.supports(t));
+    EXPECT_EQ(h200.dtype_refusal(t), "");
+    EXPECT_FALSE(a100.supports(t));
+    EXPECT_EQ(a100.dtype_refusal(t), "is not supported on profile a100-80gb (sm_80 has no FP8 tensor cores); use bf16, "
+                                     "or INT8 weights and activations (quantize_weight, linear_w8a8)");
+    EXPECT_FALSE(t4.supports(t));
+    EXPECT_EQ(t4.dtype_refusal(t), "is not supported on profile t4 (sm_75 has no FP8 tensor cores); use f16, or INT8 "
+                                   "weights and activations (quantize_weight, linear_w8a8)");
+  }
+  EXPECT_EQ(t4.dtype_refusal(DType::bf16), "is not supported on profile t4 (sm_75 has no bf16); use f16");
+  EXPECT_EQ(a100.dtype_refusal(DType::bf16), "");
+}
+
 TEST(Profiles, MatchDriverNames) {
   EXPECT_EQ(match_profile("NVIDIA H200", 90, 141LL << 30)->key, "h200");
   EXPECT_EQ(match_profile("NVIDIA H100 80GB HBM3", 90, 80LL << 30)->key, "h100-sxm");

@@ -34,6 +34,8 @@ std::optional<DType> to_dtype(c10::ScalarType type) {
     case at::kLong: return DType::i64;
     case at::kChar: return DType::i8;
     case at::kByte: return DType::i4x2;
+    case at::kFloat8_e4m3fn: return DType::f8e4m3;
+    case at::kFloat8_e5m2: return DType::f8e5m2;
     default: return std::nullopt;
   }
 }
@@ -51,6 +53,8 @@ std::string torch_name(c10::ScalarType type) {
     case at::kInt: return "torch.int32";
     case at::kLong: return "torch.int64";
     case at::kBool: return "torch.bool";
+    case at::kFloat8_e4m3fn: return "torch.float8_e4m3fn";
+    case at::kFloat8_e5m2: return "torch.float8_e5m2";
     case at::kComplexFloat: return "torch.complex64";
     case at::kComplexDouble: return "torch.complex128";
     default: return std::string("torch.") + c10::toString(type);

@@ -175,8 +175,7 @@ Status check_common(const std::string& name, DType dtype, Device device, const D
   if (dtype != DType::f16 && dtype != DType::bf16)
     return invalid_argument(name + ": q dtype " + dt(dtype) + " is not supported (expected f16 or bf16)");
   if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
-    return unsupported(name + ": q dtype " + dt(dtype) + " is not supported on profile " + profile->key + " (sm_" +
-                       std::to_string(profile->sm) + " has no bf16); use f16");
+    return unsupported(name + ": q dtype " + dt(dtype) + " " + profile->dtype_refusal(dtype));
   if (device.type == DeviceType::cuda)
     for (const auto& [arg, t] : tensors) {
       const auto& [ptr, st] = t;

@@ -111,9 +111,8 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
 // bf16 on a CUDA device needs a profile with bf16 (sm_80+).
 Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DeviceProfile& profile) {
   if (profile.supports(dtype)) return Status::Ok();
-  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) +
-                     " is not supported on profile " + profile.key + " (sm_" + std::to_string(profile.sm) +
-                     " has no bf16); use f16");
+  return unsupported(std::string(op_info(op).name) + ": " + arg + " dtype " + dt(dtype) + " " +
+                     profile.dtype_refusal(dtype));
 }
 
 Status run_quantize(const QuantizeArgs& a, Stream stream) {
