@@ -192,7 +192,13 @@ TEST(WriteKvCache, BadInputsNameTheArgumentAndTheExpectation) {
   r.q_out = TensorView::contiguous(kc.data(), DType::f16, {T, 4, D});
   expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
          "write_kv_cache: k_cache partly overlaps q_out");
-  // Nothing to do: no tokens.
+  expect(write_kv_cache(view(kc, DType::f32, {2, 4, HK, D / 2}), view(vc, DType::f32, {2, 4, HK, D / 2}),
+                        view(k, DType::f32, {T, HK, D / 2}), view(v, DType::f32, {T, HK, D / 2}), sv),
+         StatusCode::invalid_argument, "write_kv_cache: k dtype f32 is not supported (expected f16 or bf16)");
+  // Nothing to do: no tokens, or no heads.
+  EXPECT_TRUE(write_kv_cache(view(kc, DType::f16, {4, 4, 0, D}), view(vc, DType::f16, {4, 4, 0, D}),
+                             view(k, DType::f16, {T, 0, D}), view(v, DType::f16, {T, 0, D}), sv)
+                  .ok());
   EXPECT_TRUE(write_kv_cache(kcv, vcv, view(k, DType::f16, {0, HK, D}), view(v, DType::f16, {0, HK, D}),
                              TensorView::contiguous(slots.data(), DType::i64, {0}))
                   .ok());

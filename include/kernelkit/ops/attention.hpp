@@ -85,6 +85,8 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
 struct KvWriteRope {
   // As rotary_embedding's cache overload (kernelkit/ops/rope.hpp): q [tokens, h, d] rotated into q_out (q itself for
   // in place), k rotated on its way into k_cache; positions i32 / i64 [tokens]; cos_sin_cache [max_position, rot_dim].
+  // A position outside the table: the CPU backend refuses the call; CUDA records it for check_errors and, as
+  // rotary_embedding does, rotates that token by the nearest row (its output is not valid).
   TensorView q_out, q, positions, cos_sin_cache;
   RopeStyle style = RopeStyle::neox;
 };

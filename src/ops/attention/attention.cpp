@@ -169,13 +169,15 @@ Status read_i32(const TensorView& t, Stream stream, std::vector<int32_t>* out) {
   return copy_to_host(out->data(), t.data, out->size() * sizeof(int32_t), t.device.index, stream);
 }
 
-// The checks prefill and decode share: dtypes the kernels have, the profile's dtypes, and (CUDA) 16-byte rows.
+// The checks prefill, decode and write_kv_cache share: dtypes the kernels have (named by the first tensor, which fixes
+// the call's dtype), the profile's dtypes, and (CUDA) 16-byte rows.
 Status check_common(const std::string& name, DType dtype, Device device, const DeviceProfile* profile,
                     std::initializer_list<std::pair<const char*, std::pair<const void*, HeadStrides>>> tensors) {
+  const std::string first = tensors.size() ? tensors.begin()->first : "q";
   if (dtype != DType::f16 && dtype != DType::bf16)
-    return invalid_argument(name + ": q dtype " + dt(dtype) + " is not supported (expected f16 or bf16)");
+    return invalid_argument(name + ": " + first + " dtype " + dt(dtype) + " is not supported (expected f16 or bf16)");
   if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
-    return unsupported(name + ": q dtype " + dt(dtype) + " " + profile->dtype_refusal(dtype));
+    return unsupported(name + ": " + first + " dtype " + dt(dtype) + " " + profile->dtype_refusal(dtype));
   if (device.type == DeviceType::cuda)
     for (const auto& [arg, t] : tensors) {
       const auto& [ptr, st] = t;
@@ -526,7 +528,7 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
                                 {rope ? &rope->positions : nullptr, "positions"},
                                 {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"}},
                                {{"q_out", "q"}}));
-  return detail::run_op(name, a, a.tokens, stream, detail::validate_kv_write, detail::kv_write_reference,
+  return detail::run_op(name, a, detail::kv_write_rows(a), stream, detail::validate_kv_write, detail::kv_write_reference,
                         detail::write_kv_cache_cuda);
 }
 

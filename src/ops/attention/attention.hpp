@@ -104,6 +104,9 @@ struct KvWriteArgs {
   RopeArgs r;  // rope: q -> q_out and k rotated (r.k_out unused: k goes to the cache); r.op is this op
 };
 
+// The (token, head) rows the op walks: with RoPE q's heads, then k's and v's (0 without heads: a no-op).
+inline int64_t kv_write_rows(const KvWriteArgs& a) { return a.tokens * ((a.rope ? a.r.heads : 0) + 2 * a.kv_heads); }
+
 // Token t's slot (host memory: the CPU backend).
 inline int64_t host_slot(const KvWriteArgs& a, int64_t t) {
   return a.slot_dtype == DType::i64 ? static_cast<const int64_t*>(a.slot_mapping)[t]

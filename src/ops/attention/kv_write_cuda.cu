@@ -124,7 +124,7 @@ Status launch_kv_write(const detail::KvWriteArgs& a, detail::DeviceErrorRecord* 
                      a.rope ? rope_params<T>(a.r, err) : RopeParams<T>{},
                      err};
   const int vec = kv_write_vec<T>(a);
-  const int64_t rows = a.tokens * (p.q_heads + 2 * a.kv_heads);
+  const int64_t rows = detail::kv_write_rows(a);
   const int bx = static_cast<int>(a.head_dim / vec), by = std::max(1, kKvWriteThreads / bx);
   const dim3 block(static_cast<unsigned>(bx), static_cast<unsigned>(by));
   const dim3 grid(1, static_cast<unsigned>(std::min<int64_t>((rows + by - 1) / by, 65535)));
@@ -145,7 +145,7 @@ Status launch_kv_write(const detail::KvWriteArgs& a, detail::DeviceErrorRecord* 
 namespace kernelkit::detail {
 
 Status write_kv_cache_cuda(const KvWriteArgs& a, Stream stream) {
-  const int64_t rows = a.tokens * ((a.rope ? a.r.heads : 0) + 2 * a.kv_heads);
+  const int64_t rows = detail::kv_write_rows(a);
   if (rows >= (int64_t{1} << 31))  // the kernel indexes (token, head) rows in 32 bits
     return unsupported("write_kv_cache: tokens x (heads + 2 kv_heads) = " + std::to_string(rows) +
                        " is above the kernel's limit of 2^31 - 1 rows; split the call");
