@@ -176,14 +176,15 @@ TEST(WriteKvCache, BadInputsNameTheArgumentAndTheExpectation) {
   KvWriteRope r = rope;
   r.positions = TensorView::contiguous(pos.data(), DType::f32, {T});
   expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
-         "write_kv_cache (rope): positions dtype f32 must be i32 or i64");
+         "write_kv_cache: positions dtype f32 must be i32 or i64");
   r = rope;
   r.cos_sin_cache = TensorView::contiguous(table.data(), DType::f32, {4, 2 * D});
   expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
-         "write_kv_cache (rope): rot_dim must be even and in [2, head_dim=64], got 128");
+         "write_kv_cache: rot_dim must be even and in [2, head_dim=64], got 128");
   r = rope;
   r.q = view(q, DType::f16, {T - 1, 4, D});
-  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument, "write_kv_cache (rope): k ");
+  expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,
+         "write_kv_cache: k [3, 2, 64] f16 on cpu must match q in tokens, head_dim, dtype and device (q is [2, 4, 64]");
   r = rope;
   pos[2] = 8;
   expect(write_kv_cache(kcv, vcv, kv, vv, sv, r), StatusCode::invalid_argument,

@@ -496,16 +496,12 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
   a.slot_mapping = slot_mapping.data;
   a.slot_dtype = slot_mapping.dtype;
   if (rope) {
-    // The rope family's checks (q, q_out, positions, cos_sin_cache against k), under this op's name; k is its own
-    // k_out there (the rotated k goes to the cache).
+    // The rope family's checks (q, q_out, positions, cos_sin_cache against k), named by this op; k is its own k_out
+    // there (the rotated k goes to the cache).
     a.rope = true;
-    const Status s =
-        detail::rope_cache_args(rope->q_out, k, rope->q, k, rope->positions, rope->cos_sin_cache, rope->style, &a.r);
-    if (!s.ok()) {
-      const std::string_view m = s.message(), prefix = "rotary_embedding: ";
-      return Status(s.code(), name + " (rope): " + std::string(m.substr(m.find(prefix) == 0 ? prefix.size() : 0)));
-    }
     a.r.op = OpId::write_kv_cache;
+    KK_RETURN_IF_ERROR(
+        detail::rope_cache_args(rope->q_out, k, rope->q, k, rope->positions, rope->cos_sin_cache, rope->style, &a.r));
     a.r.k_out = nullptr;
   }
   // The CPU backend checks every slot here (before writing anything); the CUDA kernel checks them on the device and
@@ -517,19 +513,17 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
         return detail::device_check_error(OpId::write_kv_cache, detail::DeviceCheck::slot_mapping, i, -1, slot,
                                           a.slots);
     }
-  const TensorView none{};
-  const TensorView& q_out = rope ? rope->q_out : none;
-  KK_RETURN_IF_ERROR(
-      detail::check_no_overlap(name, {{&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {rope ? &q_out : nullptr, "q_out"}},
-                               {{&k, "k"},
-                                {&v, "v"},
-                                {&slot_mapping, "slot_mapping"},
-                                {rope ? &rope->q : nullptr, "q"},
-                                {rope ? &rope->positions : nullptr, "positions"},
-                                {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"}},
-                               {{"q_out", "q"}}));
-  return detail::run_op(name, a, detail::kv_write_rows(a), stream, detail::validate_kv_write, detail::kv_write_reference,
-                        detail::write_kv_cache_cuda);
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(
+      name, {{&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {rope ? &rope->q_out : nullptr, "q_out"}},
+      {{&k, "k"},
+       {&v, "v"},
+       {&slot_mapping, "slot_mapping"},
+       {rope ? &rope->q : nullptr, "q"},
+       {rope ? &rope->positions : nullptr, "positions"},
+       {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"}},
+      {{"q_out", "q"}}));
+  return detail::run_op(name, a, detail::kv_write_rows(a), stream, detail::validate_kv_write,
+                        detail::kv_write_reference, detail::write_kv_cache_cuda);
 }
 
 }  // namespace kernelkit

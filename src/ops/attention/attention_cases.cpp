@@ -388,20 +388,15 @@ CaseResult check_kv_write_properties(const KvWriteCase& c) {
 void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                             std::vector<VerifyCase>* out) {
   if (op == OpId::write_kv_cache) {
-    // (tokens, heads, kv_heads, head_dim, blocks, block, rope, rot_dim, i64 slots, q in place): a paged and a
-    // contiguous-shaped cache, RoPE neox / gptj, partial rotary, q_out out of place, i32 slots, one token.
-    struct Kv {
-      int64_t tokens, heads, kv_heads, head_dim, blocks, block;
-      int rope;
-      int64_t rot_dim;
-      bool i64, in_place;
-    };
-    const Kv kvs[] = {{37, 8, 2, 128, 8, 16, 0, 0, true, true},  {21, 8, 8, 64, 2, 64, 0, 0, false, true},
-                      {37, 8, 2, 128, 8, 16, 1, 0, true, false}, {19, 4, 1, 128, 4, 32, 2, 64, true, true},
-                      {13, 8, 2, 80, 16, 1, 1, 32, false, true}, {1, 32, 8, 128, 1, 16, 1, 0, true, true}};
-    for (const Kv& e : kvs) {
-      KvWriteCase c{dtype,   e.tokens, e.heads,   e.kv_heads, e.head_dim, e.blocks,
-                    e.block, e.rope,   e.rot_dim, e.i64,      e.in_place, (*seed)++};
+    // A paged and a contiguous-shaped cache, RoPE neox / gptj, partial rotary, q_out out of place, i32 slots, one
+    // token (KvWriteCase's fields; dtype and seed set below).
+    const KvWriteCase kvs[] = {
+        {DType::f16, 37, 8, 2, 128, 8, 16, 0, 0, true, true},  {DType::f16, 21, 8, 8, 64, 2, 64, 0, 0, false, true},
+        {DType::f16, 37, 8, 2, 128, 8, 16, 1, 0, true, false}, {DType::f16, 19, 4, 1, 128, 4, 32, 2, 64, true, true},
+        {DType::f16, 13, 8, 2, 80, 16, 1, 1, 32, false, true}, {DType::f16, 1, 32, 8, 128, 1, 16, 1, 0, true, true}};
+    for (KvWriteCase c : kvs) {
+      c.dtype = dtype;
+      c.seed = (*seed)++;
       out->push_back({c.name(), [c, grid] {
                         return grid.cuda ? run_kv_write_case_cuda(c, grid.device) : check_kv_write_properties(c);
                       }});

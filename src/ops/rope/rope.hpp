@@ -30,8 +30,8 @@ struct RopeArgs {
   int align_bytes = 16;
 };
 
-// rotary_embedding's cache overload up to the launch: every argument checked and named (no overlap check), into *out.
-// write_kv_cache builds its fused RoPE through it.
+// rotary_embedding's cache overload up to the launch: every argument checked (no overlap check) into *out, errors
+// named by out->op (write_kv_cache builds its fused RoPE through it).
 Status rope_cache_args(const TensorView& q_out, const TensorView& k_out, const TensorView& q, const TensorView& k,
                        const TensorView& positions, const TensorView& cache, RopeStyle style, RopeArgs* out);
 
