@@ -107,15 +107,26 @@ std::optional<ModelSpec> find_model(std::string_view key) {
   return std::nullopt;
 }
 
-double parameter_count(const ModelSpec& m) {
-  if (m.kind == ModelKind::diffusion) return m.params;
+namespace {
+// A decoder LLM's parameters in two parts: the layers' attention and MLP projections (what tensor parallelism splits),
+// and the rest (embeddings, LM head unless tied, the norms: replicated).
+double projection_params(const ModelSpec& m) {
   const double h = static_cast<double>(m.hidden), q = static_cast<double>(m.heads * m.head_dim),
                kv = static_cast<double>(m.kv_heads * m.head_dim), inter = static_cast<double>(m.intermediate);
   const double attention = h * q + 2 * h * kv + q * h + (m.qkv_bias ? q + 2 * kv : 0);  // q, k, v, o (+ biases)
   const double mlp = 3 * h * inter;                                                      // gate, up, down
-  const double norms = 2 * h;                                                            // input and post-attention
+  return static_cast<double>(m.layers) * (attention + mlp);
+}
+double replicated_params(const ModelSpec& m) {
+  const double h = static_cast<double>(m.hidden);
   const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
-  return static_cast<double>(m.layers) * (attention + mlp + norms) + embeddings + h;  // + final norm
+  return embeddings + static_cast<double>(2 * m.layers + 1) * h;  // + input / post-attention norms, final norm
+}
+}  // namespace
+
+double parameter_count(const ModelSpec& m) {
+  if (m.kind == ModelKind::diffusion) return m.params;
+  return projection_params(m) + replicated_params(m);
 }
 
 uint64_t kv_bytes_per_token(const ModelSpec& m, Precision kv) {
@@ -146,11 +157,7 @@ MemoryPlan plan_memory(const ModelSpec& m, Precision p, const Workload& w) {
 MemoryPlan plan_memory_tp(const ModelSpec& m, Precision p, const Workload& w, int tp) {
   MemoryPlan mp = plan_memory(m, p, w);
   if (tp <= 1 || m.kind != ModelKind::decoder_llm) return mp;
-  const double h = static_cast<double>(m.hidden);
-  const double replicated = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2) +
-                            static_cast<double>(2 * m.layers + 1) * h;  // embeddings, LM head, norms
-  const double sharded = parameter_count(m) - replicated;
-  mp.weights = static_cast<uint64_t>((replicated + sharded / tp) * bytes_per_param(p, 128));
+  mp.weights = static_cast<uint64_t>((replicated_params(m) + projection_params(m) / tp) * bytes_per_param(p, 128));
   mp.kv_cache /= static_cast<uint64_t>(tp);
   return mp;
 }

@@ -84,7 +84,7 @@ float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<u
 
 namespace {
 
-// An FP8 format: kMan mantissa bits, exponent bias kBias, the largest finite value's code (sign clear).
+// An FP8 format: `man` mantissa bits, exponent bias `bias`, the largest finite value's code (sign clear).
 struct Fp8Format {
   int man, bias;
   uint8_t max_code;

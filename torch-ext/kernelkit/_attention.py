@@ -57,9 +57,10 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
 
     Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, page_size, h_kv, d] (page_size a
-    power of two up to 256) with an int32 block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each sequence (required when paged; default:
-    the whole capacity). causal: the s_q queries are the last s_q positions of their sequence. window_left / softcap
-    / alibi_slopes as in `attention`. Returns out, or (out, lse) with lse float32 [b, h, s_q].
+    power of two up to 256) with an int32 block_table [b, max_pages]. seqlens_k int32 [b]: the valid keys of each
+    sequence (required when paged; default: the whole capacity). causal: the s_q queries are the last s_q positions
+    of their sequence. window_left / softcap / alibi_slopes as in `attention`. Returns out, or (out, lse) with lse
+    float32 [b, h, s_q].
     """
     _inference_only("decode_attention", q, k_cache, v_cache)
     _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")

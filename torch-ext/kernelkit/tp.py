@@ -93,16 +93,16 @@ class RowParallelLinear(nn.Module):
 def _layers(model: nn.Module, plan: dict):
     """The modules holding every projection of `plan` (the decoder layers), in order."""
     for module in model.modules():
-        if all(_get(module, path) is not None for path in plan):
+        if all(_has(module, path) for path in plan):
             yield module
 
 
-def _get(module: nn.Module, path: str) -> Optional[nn.Module]:
-    for name in path.split("."):
-        module = getattr(module, name, None)
-        if module is None:
-            return None
-    return module
+def _has(module: nn.Module, path: str) -> bool:
+    try:
+        module.get_submodule(path)
+        return True
+    except AttributeError:
+        return False
 
 
 def parallelize(model: nn.Module, group: Optional[dist.ProcessGroup] = None, plan: Optional[dict] = None) -> Counter:
@@ -129,7 +129,7 @@ def parallelize(model: nn.Module, group: Optional[dist.ProcessGroup] = None, pla
     for layer in layers:
         for path, style in plan.items():
             parent_path, _, name = path.rpartition(".")
-            parent = _get(layer, parent_path) if parent_path else layer
+            parent = layer.get_submodule(parent_path)  # "" is the layer itself
             linear = getattr(parent, name)
             if type(linear) is not nn.Linear:
                 raise ValueError(f"kernelkit.tp.parallelize: {path} is a {type(linear).__name__}, not an nn.Linear "

@@ -34,7 +34,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (dtype != DType::f16 && dtype != DType::bf16)
     return invalid_argument("tile plan: dtype must be f16 or bf16, got " + std::string(dtype_name(dtype)));
   if (!prof.supports(dtype))
-    return unsupported("tile plan: bf16 is not supported on profile " + prof.key + "; use f16");
+    return unsupported("tile plan: " + std::string(dtype_name(dtype)) + " " + prof.dtype_refusal(dtype));
   const TileSeed* seed = nullptr;
   for (const auto& s : kTileSeeds)
     if (prof.sm >= s.min_sm) {

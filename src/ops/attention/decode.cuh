@@ -271,8 +271,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
-      // Scores, soft-capped, ALiBi-biased and masked: keys past this split or sequence, padding rows, causal and the window (the s_q
-      // queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
+      // Scores, soft-capped, ALiBi-biased and masked: keys past this split or sequence, padding rows, causal and the
+      // window (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that -
+      // window).
       const int key0 = tile_key0(i);
       float sc[kSteps][R];
 #pragma unroll

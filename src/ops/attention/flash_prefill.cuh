@@ -164,8 +164,8 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
          (kMasks && p.window >= 0 && n0 < m0 + BM - 1 + offset - p.window);
 }
 
-// The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap and the ALiBi
-// bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden from the
+// The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap, with kAlibi
+// the ALiBi bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden from the
 // row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its second is
 // row_a + 8.
 template <bool kMasks, bool kAlibi, int NB, typename T>
