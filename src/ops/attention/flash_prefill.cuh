@@ -165,9 +165,9 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 }
 
 // The scores of one 16-row tile against K/V keys n0 ..: into the log2 domain (with kMasks the soft-cap, with kAlibi
-// the ALiBi bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden from the
-// row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its second is
-// row_a + 8.
+// the ALiBi bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden
+// from the row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its
+// second is row_a + 8.
 template <bool kMasks, bool kAlibi, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
