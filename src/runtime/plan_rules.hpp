@@ -18,6 +18,14 @@ constexpr int kRowVecsPerThread = 4;
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;
 constexpr int kRowNormRegisters = 64;
+// A row reduction's value is at most this many floats (layer norm's count, mean and M2). Rows that span warps pass one
+// value a warp through two alternating halves of shared memory (src/kernels/common/reduce.cuh): the bytes of that
+// scratch for `rows` rows of `group` threads each, 16-byte aligned so that staged rows can follow it.
+constexpr int kRowReduceValueFloats = 3;
+constexpr int64_t row_reduce_scratch_bytes(int rows, int group) {
+  const int64_t warps = group > 32 ? group / 32 : 0;
+  return (2 * kRowReduceValueFloats * rows * warps * 4 + 15) / 16 * 16;
+}
 // Element-wise kernels (activations, RoPE): 256-thread blocks, __launch_bounds__(256, 4) (so at most 64 registers), a
 // 2-D grid (block.x threads and grid.x blocks across a row's vectors, rows along y), each thread loading one vector of
 // kElementwiseVecsPerThread rows per step so that many loads are in flight.

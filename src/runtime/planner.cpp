@@ -94,7 +94,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->vecs_per_thread = static_cast<int>(ceil_div(nvec, tpr));
   p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
 
-  // Shared memory: reduction scratch (one float per warp of each row when a row spans warps), then two stages of the
+  // Shared memory: reduction scratch (when a row spans warps), then two stages of the
   // rows (x, and the residual for the fused op) so the next row group loads while this one is reduced. Rows that do
   // not fit read global memory in each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
@@ -107,10 +107,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   }
   const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);
-  auto scratch = [&](int rows) {
-    const int warps_per_row = tpr > kWarp ? tpr / kWarp : 0;
-    return (static_cast<int64_t>(rows) * warps_per_row * static_cast<int64_t>(sizeof(float)) + 15) / 16 * 16;
-  };
+  auto scratch = [&](int rows) { return row_reduce_scratch_bytes(rows, tpr); };
   while (p->rows_per_block > 1 && scratch(p->rows_per_block) + 2 * p->rows_per_block * row_bytes > budget &&
          tpr * (p->rows_per_block / 2) >= kWarp)
     p->rows_per_block /= 2;

@@ -208,7 +208,9 @@ TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
   EXPECT_EQ(p.rows_per_block, 2);     // 256-thread blocks
-  EXPECT_EQ(p.smem_bytes, 32 + 2 * 2 * 4096 * 2);  // scratch: 2 rows x 4 warps x 4 B
+  // Scratch: two halves x 2 rows x 4 warps x a 3-float value; then two stages of 2 rows.
+  EXPECT_EQ(p.smem_bytes, 2 * 2 * 4 * 3 * 4 + 2 * 2 * 4096 * 2);
+  EXPECT_EQ(p.stage_offset, row_reduce_scratch_bytes(2, 128));
   // 1M bf16 = 2 MB a row: no stages fit, the passes re-read global memory.
   ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 1 << 20, 1, 16}, DType::bf16, &p).ok());
   EXPECT_FALSE(p.cached);

@@ -1,47 +1,82 @@
-// The one reduction (sum or max) of a float over the `group` threads that share a row.
+// Reductions of a row over the threads that share it.
 // Layout: threadIdx.x in [0, group) indexes within a row, threadIdx.y picks the row of the block. `group` is a power of
 // two up to 32 (rows packed in a warp, reduced by shuffles alone) or a multiple of 32 (one row spans warps: shuffles,
-// then one float per warp through shared memory). Every thread of the block must call it (it may __syncthreads), and
-// every thread gets the row's total.
+// then one partial per warp through shared memory). Every thread gets the row's total, and every thread computes it
+// in the same order, so all agree to the bit.
+//
+// An op is a Value (a float, or a struct of floats such as softmax's (max, sum) pair) and an associative apply().
 #pragma once
+
+#include <cstring>
+
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 
 constexpr int kWarpSize = 32;
 
 struct SumOp {
-  static __device__ __forceinline__ float identity() { return 0.0f; }
+  using Value = float;
   static __device__ __forceinline__ float apply(float a, float b) { return a + b; }
 };
 struct MaxOp {
-  static __device__ __forceinline__ float identity() { return -INFINITY; }
+  using Value = float;
   static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); }
 };
 
-// `scratch`: blockDim.y * (group / 32) floats of shared memory when group > 32; unused otherwise.
-template <typename Op>
-__device__ __forceinline__ float group_reduce(float v, int group, float* scratch) {
-  const int width = group < kWarpSize ? group : kWarpSize;
-  // xor offsets below `width` stay inside an aligned group of `width` lanes, so packed rows never mix.
+template <typename V>
+__device__ __forceinline__ V shfl_xor(V v, int offset) {
+  static_assert(sizeof(V) % sizeof(float) == 0, "a reduction value is made of floats");
+  constexpr int n = sizeof(V) / sizeof(float);
+  float f[n];
+  memcpy(f, &v, sizeof(V));
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
-    if (offset < width) v = Op::apply(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  if (group <= kWarpSize) return v;
-  const int warps = group / kWarpSize;
-  float* row_scratch = scratch + threadIdx.y * warps;
-  if (threadIdx.x % kWarpSize == 0) row_scratch[threadIdx.x / kWarpSize] = v;
-  __syncthreads();
-  v = Op::identity();
-  for (int w = 0; w < warps; ++w) v = Op::apply(v, row_scratch[w]);  // same order everywhere: identical totals
-  __syncthreads();  // scratch is reused by the next reduction
+  for (int i = 0; i < n; ++i) f[i] = __shfl_xor_sync(0xffffffffu, f[i], offset);
+  memcpy(&v, f, sizeof(V));
   return v;
 }
 
-__device__ __forceinline__ float group_sum(float v, int group, float* scratch) {
-  return group_reduce<SumOp>(v, group, scratch);
+// Shuffles only: the total over each aligned group of `width` lanes (a power of two up to 32); xor offsets below
+// `width` stay inside the group, so packed rows never mix.
+template <typename Op>
+__device__ __forceinline__ typename Op::Value warp_reduce(typename Op::Value v, int width = kWarpSize) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+    if (offset < width) v = Op::apply(v, shfl_xor(v, offset));
+  return v;
 }
-__device__ __forceinline__ float group_max(float v, int group, float* scratch) {
-  return group_reduce<MaxOp>(v, group, scratch);
-}
+__device__ __forceinline__ float warp_sum(float v, int width = kWarpSize) { return warp_reduce<SumOp>(v, width); }
+__device__ __forceinline__ float warp_max(float v, int width = kWarpSize) { return warp_reduce<MaxOp>(v, width); }
+
+// The reductions of a block's rows, any number in a row. `scratch`: row_reduce_scratch_bytes(blockDim.y, group)
+// bytes of shared memory (unused when group <= 32). The per-warp partials alternate between two halves of it, so a
+// reduction costs one barrier: a warp writes a half again only two reductions later, past a barrier that no thread
+// reaches before it has read that half. Every thread of the block must call reduce() equally often.
+class RowReducer {
+ public:
+  __device__ RowReducer(int group, float* scratch) : group_(group), scratch_(scratch) {}
+
+  template <typename Op>
+  __device__ __forceinline__ typename Op::Value reduce(typename Op::Value v) {
+    using V = typename Op::Value;
+    static_assert(sizeof(V) <= kRowReduceValueFloats * sizeof(float), "reduction value larger than its scratch slot");
+    v = warp_reduce<Op>(v, group_ < kWarpSize ? group_ : kWarpSize);
+    if (group_ <= kWarpSize) return v;
+    const int warps = group_ / kWarpSize;
+    float* half = scratch_ + half_ * kRowReduceValueFloats * warps * static_cast<int>(blockDim.y);
+    V* row = reinterpret_cast<V*>(half + kRowReduceValueFloats * warps * static_cast<int>(threadIdx.y));
+    half_ ^= 1;
+    if (threadIdx.x % kWarpSize == 0) row[threadIdx.x / kWarpSize] = v;
+    __syncthreads();
+    v = row[0];
+    for (int w = 1; w < warps; ++w) v = Op::apply(v, row[w]);
+    return v;
+  }
+
+ private:
+  int group_;
+  float* scratch_;
+  int half_ = 0;
+};
 
 }  // namespace kernelkit::cuda

@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
         float y[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          y[j] = Act::apply(to_float(a[k].v[j]));
+          y[j] = Act::template apply<kFastMath<T>>(to_float(a[k].v[j]));
           if constexpr (kGated) y[j] *= to_float(b[k].v[j]);
         }
         store_rounded<T, VEC>(p.out + r * p.out_stride + col, y);

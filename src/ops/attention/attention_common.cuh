@@ -1,32 +1,11 @@
-// What the prefill and decode kernels share: their head tensors as typed pointers with strides, and the log constants
-// of the exp2-domain softmax.
+// What the prefill and decode kernels share: their head tensors as typed pointers with strides, and how a score
+// enters the exp2-domain softmax.
 #pragma once
 
+#include "kernels/common/fast_math.cuh"
 #include "ops/attention/attention.hpp"
 
 namespace kernelkit::cuda {
-
-constexpr float kLog2e = 1.4426950408889634f;  // exp(s x) = exp2(s log2(e) x): the scale is folded into exp2's domain
-constexpr float kLn2 = 0.6931471805599453f;    // lse = ln2 * max_log2 + ln(sum)
-
-// 2^x for x <= 0 as one MUFU.EX2: exp2f adds a range test and two predicated multiplies around it to keep results
-// below 2^-126 (denormals), which here are terms under 2^-126 of a sum holding at least 1; flushed to 0 instead.
-// 2^-inf = +0 (masked scores, an empty row's first correction).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// tanh x = 1 - 2 / (e^2x + 1) on MUFU.EX2 and MUFU.RCP (+-1 where e^2x over- or underflows): absolute error about
-// 3e-7, so a soft-capped logit cap tanh(x) is off by 3e-7 cap (1.5e-5 at Gemma 2's 50, under the fp32 error of a
-// 128-term q . k). tanhf is exact to an ulp but about 20 instructions with a branch, and its registers took the
-// prefill from 186 to 251 a thread (H200: b1 h32 s4096 d128 causal 489 against 420 us, with no soft-cap in use).
-__device__ __forceinline__ float tanh_fast(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(exp2_ftz(x * (2.0f * kLog2e)) + 1.0f));
-  return 1.0f - 2.0f * r;
-}
 
 // How a raw score s = q . k enters the exp2-domain softmax: scale log2(e) s, or with a soft-cap (Gemma 2)
 // cap log2(e) tanh(scale s / cap). Host side: score_transform below.

@@ -544,11 +544,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
         l[j] = s < p.splits ? p.part_lse[s * rows_all + row] : -INFINITY;
         m = fmaxf(m, l[j]);
       }
-      m = group_max(m, kWarpSize, nullptr);
+      m = warp_max(m);
       float total = 0.0f;
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j) total += l[j] == -INFINITY ? 0.0f : expf(l[j] - m);
-      total = group_sum(total, kWarpSize, nullptr);
+      total = warp_sum(total);
       const float lse = total > 0.0f ? m + logf(total) : -INFINITY;
 #pragma unroll
       for (int j = 0; j < kPerLane; ++j) {

@@ -16,9 +16,10 @@
 // stores. Each thread copies and later reads only its own vectors, so the stages need no barrier. Rows too long for
 // two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit L2).
 //
-// Numerics: fp32 accumulation, statistics from the row values (layer norm: mean first, then the centred second moment;
-// no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
-// normalized, because the residual stream stored for the next layer is what the next layer will see.
+// Numerics: fp32 accumulation, statistics from the row values in one reduction (layer norm: per-thread means and
+// centred second moments, merged exactly; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual
+// is rounded to T before it is normalized, because the residual stream stored for the next layer is what the next layer
+// will see.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,6 +55,22 @@ struct RowNormParams {
   int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
 };
 
+// Layer norm's statistics of a set of n values: their mean and M2 = sum (v - mean)^2. Two sets merge exactly
+// (Chan, Golub and LeVeque): with d the difference of the means, M2 = M2_a + M2_b + d^2 n_a n_b / n. Each thread
+// centres its own values on its own mean first, so no E[x^2] - E[x]^2 cancellation enters.
+struct MeanM2 {
+  float n, mean, m2;
+};
+struct MeanM2Op {
+  using Value = MeanM2;
+  static __device__ __forceinline__ MeanM2 apply(MeanM2 a, MeanM2 b) {
+    const float n = a.n + b.n;
+    if (n == 0.0f) return a;
+    const float d = b.mean - a.mean, wb = b.n / n;
+    return {n, a.mean + d * wb, a.m2 + b.m2 + d * d * a.n * wb};
+  }
+};
+
 // Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
 // or modulation code.
 template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate>
@@ -74,9 +91,9 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
   } else {
     using V = Vec<T, VEC>;
     extern __shared__ __align__(16) unsigned char smem[];
-    float* scratch = reinterpret_cast<float*>(smem);  // [rows_per_block][threads_per_row / 32] when a row spans warps
-    // Offsets inside a row are 32-bit (hidden < 2^31 is checked on the host); only row bases are 64-bit.
     const int tpr = blockDim.x, tx = threadIdx.x;
+    RowReducer reducer(tpr, reinterpret_cast<float*>(smem));  // its scratch comes first (the plan's stage_offset)
+    // Offsets inside a row are 32-bit (hidden < 2^31 is checked on the host); only row bases are 64-bit.
     const int nvec = static_cast<int>(p.hidden / VEC);  // VEC divides hidden (planner)
     const int slots = Variant::residual ? 2 * nvec : nvec;  // x (and residual) of one row, per stage
     V* stages = reinterpret_cast<V*>(smem + p.stage_offset);
@@ -100,7 +117,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
     int s = 0;
     int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
     if (p.cached) prefetch(base + threadIdx.y, 0);
-    // The loop bound is uniform across the block, so every thread reaches each group_sum (which may sync).
+    // The loop bound is uniform across the block, so every thread reaches each reduction (which may sync).
     for (; base < p.rows; base += step, s ^= 1) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < p.rows;
@@ -131,8 +148,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
           return p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
         }
       };
-      // Sum over this thread's vectors of f(element).
-      auto row_sum = [&](bool first, auto f) {
+      // This thread's sum over its vectors of f(element).
+      auto thread_sum = [&](bool first, auto f) {
         float acc = 0.0f;
         if (active) {
 #pragma unroll 4
@@ -142,15 +159,22 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
             for (int j = 0; j < VEC; ++j) acc += f(to_float(v.v[j]));
           }
         }
-        return group_sum(acc, tpr, scratch);
+        return acc;
       };
 
       float mean = 0.0f, var;
       if constexpr (Variant::norm == NormType::layer) {
-        mean = row_sum(true, [](float v) { return v; }) * inv_hidden;
-        var = row_sum(false, [mean](float v) { return (v - mean) * (v - mean); }) * inv_hidden;
+        // One reduction: each thread's count, mean and centred second moment, merged pairwise (Chan et al.).
+        MeanM2 mine{active ? static_cast<float>((nvec - tx + tpr - 1) / tpr * VEC) : 0.0f, 0.0f, 0.0f};
+        if (mine.n > 0.0f) {
+          mine.mean = thread_sum(true, [](float v) { return v; }) / mine.n;
+          mine.m2 = thread_sum(false, [&](float v) { return (v - mine.mean) * (v - mine.mean); });
+        }
+        const MeanM2 row_stats = reducer.reduce<MeanM2Op>(mine);
+        mean = row_stats.mean;
+        var = row_stats.m2 * inv_hidden;
       } else {
-        var = row_sum(true, [](float v) { return v * v; }) * inv_hidden;
+        var = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v * v; })) * inv_hidden;
       }
       const float rstd = rsqrtf(var + p.eps);
 
@@ -176,7 +200,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
             if (p.weight) y[j] *= p.weight_offset + to_float(w.v[j]);
             if (Variant::bias && p.bias) y[j] += to_float(bi.v[j]);
             if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
-            if constexpr (Variant::gelu) y[j] = GeluTanh::apply(y[j]);
+            if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
           }
           store_rounded<T, VEC>(outr + col, y);
         }

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     for (int r = 0; r < kRows; ++r)
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
-        const float v = group_sum(acc[r][t], kWarpSize, nullptr);
+        const float v = warp_sum(acc[r][t]);
         if (lane == 0) partials[warp * kRows * kTokens + r * kTokens + t] = v;
       }
     __syncthreads();

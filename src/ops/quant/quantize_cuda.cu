@@ -70,8 +70,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     extern __shared__ __align__(16) unsigned char smem[];
-    float* scratch = reinterpret_cast<float*>(smem);
     const int tpr = blockDim.x, tx = threadIdx.x;
+    RowReducer reducer(tpr, reinterpret_cast<float*>(smem));
     const int64_t nvec = p.k / VEC;
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
 #pragma unroll
           for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
         }
-      const float amax = group_max(nonfinite_as_inf(amax_bits), tpr, scratch);
+      const float amax = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits));
       const float s = amax / 127.0f;  // IEEE division: the reference's fp32 scale
       if (active) {
         if (tx == 0) p.scales[row] = s;
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
       unsigned amax_bits = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
-      const float amax = group_max(nonfinite_as_inf(amax_bits), lanes, nullptr);  // lanes <= 32: shuffles only
+      const float amax = warp_max(nonfinite_as_inf(amax_bits), lanes);  // lanes <= 32
       const float s = amax / 7.0f;
       if (active) {
         if (i % lanes == 0 && isinf(s))

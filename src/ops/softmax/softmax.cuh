@@ -1,22 +1,23 @@
 // softmax / causal_softmax: one kernel template over (storage type, vector width, causal).
 //
 // Per row of s_k elements: bytes = E * s_k * (read + write), ~5 FLOP per element: memory-bound. Work split as the
-// row norms (block = threads_per_row x rows_per_block, a grid-stride loop over row groups). Rows that fit a block are
-// read once into registers; longer rows gather (max, sum of exp) online in one pass — each thread keeps a running
-// pair, the row's max is reduced first, then the sums rescaled to it: sum = sum_i s_i exp(m_i - max) — and re-read x
+// row norms (block = threads_per_row x rows_per_block, a grid-stride loop over row groups). Each thread reduces its
+// own elements to a (max, sum of exp) pair, and the row's pairs combine in one reduction (sum_i s_i exp(m_i - max)).
+// Rows that fit a block are read once into registers; longer rows build the pairs online in one pass and re-read x
 // for the output. Fully masked or all -inf rows give zeros (max = -inf is tested, never exp(-inf - -inf)).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "ops/softmax/softmax.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/fast_math.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
-#include "kernelkit/planner.hpp"
+#include "ops/softmax/softmax.hpp"
 #include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
@@ -32,13 +33,28 @@ struct SoftmaxParams {
   int64_t stage_offset;  // bytes of reduction scratch before the stages (kStaged)
 };
 
-// kCached > 0: each thread keeps its (at most kCached) vectors of the row in registers, so the row is read once: max,
-// then the sum of exponentials, then the output, all from registers. kCached = 0 (rows longer than a block can hold):
-// the statistics come from one online pass and the output pass re-reads the row.
+// Softmax statistics of a set of exp2-domain values v: their max and the sum of exp2(v - max). Two sets combine by
+// rescaling each sum to the larger max; an empty set (or one of only -inf) is (-inf, 0).
+struct MaxSum {
+  float max, sum;
+};
+struct MaxSumOp {
+  using Value = MaxSum;
+  static __device__ __forceinline__ MaxSum apply(MaxSum a, MaxSum b) {
+    const float m = fmaxf(a.max, b.max);
+    if (m == -INFINITY) return {m, 0.0f};
+    return {m, a.sum * exp2_ftz(a.max - m) + b.sum * exp2_ftz(b.max - m)};
+  }
+};
+
+// kCached > 0: each thread keeps its (at most kCached) vectors of the row in registers, so the row is read once: the
+// thread's max, its sum of exponentials against that max, one reduction of the (max, sum) pairs (one barrier when a
+// row spans warps), then the output, all from registers. kCached = 0 (rows longer than a block can hold): the pair
+// comes from one online pass and the output pass re-reads the row.
 // kStaged (with kCached; the planner's `cached` plan, KERNELKIT_TUNE softmax_stage=1): the rows reach the registers
 // through two shared-memory stages filled by cp.async, the next row group streaming in while this one is reduced, as
 // the norm kernels do. Each thread copies and reads only its own slots, so the stages need no barrier.
-// Math in the log2 domain: v = x * scale * log2(e), p = exp2(v - max) (one FFMA + EX2 per element).
+// Math in the log2 domain: exp(scale x - max) = exp2(x scale log2(e) - max'), one FFMA and one MUFU.EX2 an element.
 template <typename T, int VEC, int kCached, bool kCausal, bool kStaged = false>
 __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const SoftmaxParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -46,18 +62,18 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
   } else {
     using V = Vec<T, VEC>;
     extern __shared__ __align__(16) unsigned char smem[];
-    float* scratch = reinterpret_cast<float*>(smem);
     const int tpr = blockDim.x, tx = threadIdx.x;
+    RowReducer reducer(tpr, reinterpret_cast<float*>(smem));
     const int nvec = static_cast<int>(p.hidden / VEC);
-    const float scale2 = p.scale * 1.4426950408889634f;  // log2(e)
+    const float scale2 = p.scale * kLog2e;
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
-    // kStaged: stage s holds the block's rows [rows_per_block][nvec]; prefetch(row, s) issues this thread's copies of
-    // `row` (nothing past the last row) into it and commits them as one group.
+    // kStaged: stage st holds the block's rows [rows_per_block][nvec]; prefetch(row, st) issues this thread's copies
+    // of `row` (nothing past the last row) into it and commits them as one group.
     V* stages = reinterpret_cast<V*>(smem + p.stage_offset);
-    auto stage = [&](int s) { return stages + static_cast<int64_t>(s * blockDim.y + threadIdx.y) * nvec; };
-    auto prefetch = [&](int64_t row, int s) {
+    auto stage = [&](int st) { return stages + static_cast<int64_t>(st * blockDim.y + threadIdx.y) * nvec; };
+    auto prefetch = [&](int64_t row, int st) {
       if (row < p.rows) {
-        V* dst = stage(s);
+        V* dst = stage(st);
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
@@ -66,90 +82,98 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
       }
       cp_async_commit();
     };
-    int s = 0;
+    int st = 0;
     if constexpr (kStaged) prefetch(static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y, 0);
-    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step, s ^= 1) {
+    for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step, st ^= 1) {
       const int64_t row = base + threadIdx.y;
       if constexpr (kStaged) {
-        prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
-        cp_async_wait<1>();           // this thread's copies of the current row have landed
+        prefetch(row + step, st ^ 1);  // the next row group streams in while this one is processed
+        cp_async_wait<1>();            // this thread's copies of the current row have landed
       }
       const bool active = row < p.rows;
       const T* xr = p.x + row * p.x_stride;
       T* outr = p.out + row * p.out_stride;
       // Last visible key of this row (every key when not causal).
       const int64_t limit = kCausal ? row % p.s_q + p.hidden - p.s_q : p.hidden - 1;
-      auto value = [&](float x, int i, int j) {
-        return kCausal && static_cast<int64_t>(i) * VEC + j > limit ? -INFINITY : x * scale2;
+      // Element j of vector i in the exp2 domain, less `shift` (one FFMA); -inf where the causal mask hides it.
+      auto logit = [&](float x, int i, int j, float shift) {
+        return kCausal && static_cast<int64_t>(i) * VEC + j > limit ? -INFINITY : fmaf(x, scale2, -shift);
       };
-      // Writes vector i of the row from its loaded values, given the row's max and 1 / sum.
-      auto write = [&](const V& in, int i, float row_max, float inv) {
-        float y[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float v = value(to_float(in.v[j]), i, j);
-          y[j] = v == -INFINITY ? 0.0f : exp2f(v - row_max) * inv;
-        }
-        store_rounded<T, VEC>(outr + static_cast<int64_t>(i) * VEC, y);
-      };
-
       if constexpr (kCached > 0) {
-        V in[kCached];
+        // The row in registers as exp2-domain floats, then as exp2(v - m) against this thread's max m: one
+        // conversion, one EX2 and a handful of FP32 instructions an element (the kernel issues at the rate HBM
+        // delivers, so instructions an element, not registers, bound it).
+        float v[kCached][VEC];
         float m = -INFINITY;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
           if (active && i < nvec) {
-            if constexpr (kStaged) in[c] = stage(s)[i];
-            else in[c] = V::load(xr + static_cast<int64_t>(i) * VEC);
+            const V in = kStaged ? stage(st)[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) m = fmaxf(m, value(to_float(in[c].v[j]), i, j));
+            for (int j = 0; j < VEC; ++j) {
+              v[c][j] = logit(to_float(in.v[j]), i, j, 0.0f);
+              m = fmaxf(m, v[c][j]);
+            }
           }
         }
-        const float row_max = group_max(m, tpr, scratch);
-        float s = 0.0f;
+        const float m_shift = m == -INFINITY ? 0.0f : m;  // a thread with nothing visible sums exp2(-inf) = 0
+        float sum = 0.0f;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
           if (active && i < nvec)
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-              const float v = value(to_float(in[c].v[j]), i, j);
-              s += v == -INFINITY ? 0.0f : exp2f(v - row_max);
+              v[c][j] = exp2_ftz(v[c][j] - m_shift);
+              sum += v[c][j];
             }
         }
-        const float row_sum = group_sum(s, tpr, scratch);
-        const float inv = row_max == -INFINITY ? 0.0f : 1.0f / row_sum;
+        const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
+        // exp2(v - max) / sum = exp2(v - m) exp2(m - max) / sum, with m <= max. A thread with nothing visible holds
+        // zeros, and an empty row (max -inf) writes zeros.
+        const float rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
-          if (active && i < nvec) write(in[c], i, row_max, inv);
+          if (active && i < nvec) {
+            float y[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) y[j] = v[c][j] * rescale;
+            store_rounded<T, VEC>(outr + static_cast<int64_t>(i) * VEC, y);
+          }
         }
       } else {
-        float m = -INFINITY, s = 0.0f;  // online: running max and sum of exp2(v - m) of this thread's elements
+        MaxSum mine{-INFINITY, 0.0f};  // online: running max and sum of exp2(v - max) of this thread's elements
         if (active) {
 #pragma unroll 4
           for (int i = tx; i < nvec; i += tpr) {
             const V in = V::load(xr + static_cast<int64_t>(i) * VEC);
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-              const float v = value(to_float(in.v[j]), i, j);
-              if (v == -INFINITY) continue;
-              if (v > m) {
-                s = s * exp2f(m - v) + 1.0f;  // m = -inf at first: exp2(-inf) = 0
-                m = v;
+              const float v = logit(to_float(in.v[j]), i, j, 0.0f);
+              if (v > mine.max) {
+                mine.sum = mine.sum * exp2_ftz(mine.max - v) + 1.0f;  // max = -inf at first: exp2(-inf) = 0
+                mine.max = v;
               } else {
-                s += exp2f(v - m);
+                mine.sum += exp2_ftz(v - mine.max);  // v = -inf adds 0
               }
             }
           }
         }
-        const float row_max = group_max(m, tpr, scratch);
-        const float row_sum = group_sum(m == -INFINITY ? 0.0f : s * exp2f(m - row_max), tpr, scratch);
-        const float inv = row_max == -INFINITY ? 0.0f : 1.0f / row_sum;
+        const MaxSum stats = reducer.reduce<MaxSumOp>(mine);
+        // An empty row (all masked or -inf) has max -inf and writes zeros: exp2(-inf - 0) * 0.
+        const float shift = stats.max == -INFINITY ? 0.0f : stats.max;
+        const float inv = stats.max == -INFINITY ? 0.0f : 1.0f / stats.sum;
         if (active) {
 #pragma unroll 2
-          for (int i = tx; i < nvec; i += tpr) write(V::load(xr + static_cast<int64_t>(i) * VEC), i, row_max, inv);
+          for (int i = tx; i < nvec; i += tpr) {
+            const V in = V::load(xr + static_cast<int64_t>(i) * VEC);
+            float y[VEC];
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) y[j] = exp2_ftz(logit(to_float(in.v[j]), i, j, shift)) * inv;
+            store_rounded<T, VEC>(outr + static_cast<int64_t>(i) * VEC, y);
+          }
         }
       }
     }
