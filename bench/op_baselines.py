@@ -22,7 +22,7 @@ Every kernelkit output is checked against a float32 PyTorch evaluation before it
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
-                                        w8a8,accuracy] [--quick] [--tuned] [--out DIR] [--commit SHA]
+                                        w8a8,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -31,7 +31,9 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -608,6 +610,40 @@ def run_quant_accuracy(device):
     return out
 
 
+def run_host_latency(dtype, runs, device):
+    """Host time of one eager call from Python (the cost a small-batch decode pays per op): each implementation called
+    back to back `runs` x 20 times, then one synchronize; median per call over 5 repeats. The row's "µs" is host time,
+    not GPU time; kernelkit goes through its PyTorch op (torch.ops.kernelkit), as a user's model does."""
+    rows = []
+    for shape in ([1, 4096], [16, 4096]):
+        x = torch.randn(*shape, device=device, dtype=dtype)
+        w = torch.rand(shape[-1], device=device, dtype=dtype) + 0.5
+        want = F.rms_norm(x.float(), (shape[-1],), w.float(), 1e-6)
+        check(f"host rms_norm {shape}", kernelkit.rms_norm(x, w, 1e-6).float(), want, 2e-2)
+        impls = {"kernelkit.rms_norm": lambda: kernelkit.rms_norm(x, w, 1e-6),
+                 "F.rms_norm (eager)": lambda: F.rms_norm(x, (shape[-1],), w, 1e-6),
+                 "torch.add (eager)": lambda: torch.add(x, x)}
+        out = {}
+        for name, fn in impls.items():
+            calls = max(runs, 50) * 20
+            per_call = []
+            for _ in range(5):
+                fn()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                torch.cuda.synchronize()
+                per_call.append((time.perf_counter() - t0) * 1e6 / calls)
+            us = statistics.median(per_call)
+            out[name] = {"gpu_us": us, "calls/ms": 1e3 / us}
+        for r in out.values():
+            r["time_over_kernelkit"] = r["gpu_us"] / out["kernelkit.rms_norm"]["gpu_us"]
+        rows.append({"op": "host latency (eager call)", "shape": f"{shape} {str(dtype).removeprefix('torch.')}",
+                     "impls": out, "unit": "calls/ms"})
+    return rows
+
+
 def time_all(impls, runs, rate, unit):
     """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
     out = {}
@@ -712,7 +748,7 @@ def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only",
-                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,accuracy")
+                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,accuracy,host")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -752,6 +788,8 @@ def main(argv=None):
         rows += run_checkpoints(dtype, args.runs, "cuda", peak)
     if "w8a8" in only:
         rows += run_w8a8(dtype, args.runs, "cuda")
+    if "host" in only:
+        rows += run_host_latency(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
     results = {"meta": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
                         "dtype": args.dtype, "copy_gbps": peak,

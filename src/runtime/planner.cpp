@@ -21,10 +21,10 @@ constexpr int kRowBlockThreads = 256;
 }  // namespace
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
-constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages", "attn_bn",     "attn_wgmma",
-                                          "decode_stages", "decode_splits", "decode_tc", "gemv_stages",
-                                          "gemv_kwarps",   "rows_vpt",    "rows_waves",  "ew_waves",
-                                          "softmax_stage"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages",    "attn_bn",         "attn_wgmma",
+                                          "decode_stages", "decode_splits",  "decode_tc",       "gemv_stages",
+                                          "gemv_kwarps",   "rows_vpt",       "rows_waves",      "ew_waves",
+                                          "softmax_stage", "softmax_reduce", "layer_norm_stats"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -85,7 +85,11 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // Threads per row: about kRowVecsPerThread vectors each; powers of two up to a warp (sub-warp groups reduce with
   // shuffles alone), whole warps beyond, at most one block.
   const int64_t nvec = s.hidden / p->vec;
-  int vecs_target = kRowVecsPerThread;
+  // Rows too few to fill half of the GPU's threads at kRowVecsPerThread spread over twice the threads: the H200's
+  // norms at 16 x 4096 bf16 take 2.6 us against 3.3, 2048 x 2048 7.7 against 8.5 (at 2048 x 4096, which fills it,
+  // 14.4 against 14.0).
+  const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
+  int vecs_target = few_rows && op_info(op).family == OpFamily::norm ? kRowVecsPerThread / 2 : kRowVecsPerThread;
   KK_RETURN_IF_ERROR(tune_value("rows_vpt", 1, 16, &vecs_target));
   const int64_t want = ceil_div(nvec, vecs_target);
   const int tpr = want <= kWarp ? next_pow2(want)
@@ -104,6 +108,12 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
     int softmax_stage = 0;
     KK_RETURN_IF_ERROR(tune_value("softmax_stage", 0, 1, &softmax_stage));
     stage = softmax_stage == 1 && p->vecs_per_thread <= kRowVecsPerThread;
+    // 0: one reduction of (max, sum) pairs; 1: the max, then the sum against it (two cheaper reductions).
+    KK_RETURN_IF_ERROR(tune_value("softmax_reduce", 0, 1, &p->variant));
+  }
+  if (op == OpId::layer_norm || op == OpId::ada_layer_norm) {
+    // 0: the mean, then the centred second moment (two reductions); 1: per-thread (count, mean, M2) merged in one.
+    KK_RETURN_IF_ERROR(tune_value("layer_norm_stats", 0, 1, &p->variant));
   }
   const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);

@@ -204,7 +204,7 @@ TEST(Planner, VectorWidthFollowsTheGcdRule) {
 TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   const auto h200 = profile("h200"), t4 = profile("t4");
   LaunchPlan p;
-  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4, 4096, 1, 16}, DType::bf16, &p).ok());
+  ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4096, 4096, 1, 16}, DType::bf16, &p).ok());  // rows that fill the GPU
   EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
   EXPECT_EQ(p.rows_per_block, 2);     // 256-thread blocks
@@ -489,10 +489,33 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_FALSE(l.cached);  // the default: rows straight into registers
+    EXPECT_EQ(l.variant, 0);
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.variant, 0);
   }
-  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-                                 std::pair{"softmax_stage=2", OpId::softmax}}) {
+  {
+    Env e("softmax_reduce=1,layer_norm_stats=1");
+    ASSERT_TRUE(plan_op(h200, OpId::causal_softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.variant, 1);
+    ASSERT_TRUE(plan_op(h200, OpId::ada_layer_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.variant, 1);
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.variant, 0);  // no alternative statistics
+  }
+  {
+    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax keeps 4.
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 2);
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
+  }
+  for (const auto& [bad, op] :
+       {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+        std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"softmax_reduce=2", OpId::softmax},
+        std::pair{"layer_norm_stats=-1", OpId::layer_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

@@ -4,7 +4,8 @@
 // then one partial per warp through shared memory). Every thread gets the row's total, and every thread computes it
 // in the same order, so all agree to the bit.
 //
-// An op is a Value (a float, or a struct of floats such as softmax's (max, sum) pair) and an associative apply().
+// An op is a Value (a float, or a struct of floats such as softmax's (max, sum) pair), its identity() and an
+// associative apply().
 #pragma once
 
 #include <cstring>
@@ -17,10 +18,12 @@ constexpr int kWarpSize = 32;
 
 struct SumOp {
   using Value = float;
+  static __device__ __forceinline__ float identity() { return 0.0f; }
   static __device__ __forceinline__ float apply(float a, float b) { return a + b; }
 };
 struct MaxOp {
   using Value = float;
+  static __device__ __forceinline__ float identity() { return -INFINITY; }
   static __device__ __forceinline__ float apply(float a, float b) { return fmaxf(a, b); }
 };
 
@@ -66,11 +69,15 @@ class RowReducer {
     float* half = scratch_ + half_ * kRowReduceValueFloats * warps * static_cast<int>(blockDim.y);
     V* row = reinterpret_cast<V*>(half + kRowReduceValueFloats * warps * static_cast<int>(threadIdx.y));
     half_ ^= 1;
-    if (threadIdx.x % kWarpSize == 0) row[threadIdx.x / kWarpSize] = v;
+    const int lane = threadIdx.x % kWarpSize;
+    if (lane == 0) row[threadIdx.x / kWarpSize] = v;
     __syncthreads();
-    v = row[0];
-    for (int w = 1; w < warps; ++w) v = Op::apply(v, row[w]);
-    return v;
+    // Every aligned group of `width` lanes (warps rounded up to a power of two) holds the row's partials, the
+    // identity past the last, and reduces them by shuffles: every thread gets the total in log2(warps) steps.
+    const int width = 1 << (32 - __clz(warps - 1));
+    const int slot = lane & (width - 1);
+    v = slot < warps ? row[slot] : Op::identity();
+    return warp_reduce<Op>(v, width);
   }
 
  private:

@@ -31,19 +31,22 @@ struct SoftmaxParams {
   int64_t rows, hidden, out_stride, x_stride, s_q;
   float scale;
   int64_t stage_offset;  // bytes of reduction scratch before the stages (kStaged)
+  int max_then_sum;      // 1: rows in registers reduce the max, then the sum against it (plan.variant)
 };
 
 // Softmax statistics of a set of exp2-domain values v: their max and the sum of exp2(v - max). Two sets combine by
-// rescaling each sum to the larger max; an empty set (or one of only -inf) is (-inf, 0).
+// rescaling each sum to the larger max; an empty set (or one of only -inf) is (-inf, 0). apply is commutative to
+// the bit (the products are kept out of an FMA), so every lane of a shuffle tree gets the same total.
 struct MaxSum {
   float max, sum;
 };
 struct MaxSumOp {
   using Value = MaxSum;
+  static __device__ __forceinline__ MaxSum identity() { return {-INFINITY, 0.0f}; }
   static __device__ __forceinline__ MaxSum apply(MaxSum a, MaxSum b) {
     const float m = fmaxf(a.max, b.max);
     if (m == -INFINITY) return {m, 0.0f};
-    return {m, a.sum * exp2_ftz(a.max - m) + b.sum * exp2_ftz(b.max - m)};
+    return {m, __fmul_rn(a.sum, exp2_ftz(a.max - m)) + __fmul_rn(b.sum, exp2_ftz(b.max - m))};
   }
 };
 
@@ -117,7 +120,9 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
             }
           }
         }
-        const float m_shift = m == -INFINITY ? 0.0f : m;  // a thread with nothing visible sums exp2(-inf) = 0
+        // Exponentials against m: this thread's max (pairs), or the row's (max_then_sum, one reduction sooner).
+        if (p.max_then_sum) m = reducer.reduce<MaxOp>(m);
+        const float m_shift = m == -INFINITY ? 0.0f : m;  // nothing visible: exp2(-inf) = 0
         float sum = 0.0f;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
@@ -129,10 +134,15 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
               sum += v[c][j];
             }
         }
-        const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
         // exp2(v - max) / sum = exp2(v - m) exp2(m - max) / sum, with m <= max. A thread with nothing visible holds
         // zeros, and an empty row (max -inf) writes zeros.
-        const float rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
+        float rescale;
+        if (p.max_then_sum) {
+          rescale = m == -INFINITY ? 0.0f : 1.0f / reducer.reduce<SumOp>(sum);
+        } else {
+          const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
+          rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
+        }
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
@@ -183,8 +193,16 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
 
 template <typename T>
 Status launch_softmax(const detail::SoftmaxArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
-  const SoftmaxParams<T> p{static_cast<T*>(a.out), static_cast<const T*>(a.x), a.rows, a.hidden, a.out_stride,
-                           a.x_stride, a.s_q, a.scale, plan.stage_offset};
+  const SoftmaxParams<T> p{static_cast<T*>(a.out),
+                           static_cast<const T*>(a.x),
+                           a.rows,
+                           a.hidden,
+                           a.out_stride,
+                           a.x_stride,
+                           a.s_q,
+                           a.scale,
+                           plan.stage_offset,
+                           plan.variant};
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     // Rows held in registers whenever the plan gives each thread at most kSoftmaxCachedVecs vectors (every row up
