@@ -138,7 +138,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
         // zeros, and an empty row (max -inf) writes zeros.
         float rescale;
         if (p.max_then_sum) {
-          rescale = m == -INFINITY ? 0.0f : 1.0f / reducer.reduce<SumOp>(sum);
+          const float row_sum = reducer.reduce<SumOp>(sum);  // every thread reduces (it may sync), empty row or not
+          rescale = m == -INFINITY ? 0.0f : 1.0f / row_sum;
         } else {
           const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
           rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
@@ -162,11 +163,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
               const float v = logit(to_float(in.v[j]), i, j, 0.0f);
+              if (v == -INFINITY) continue;  // adds nothing (and -inf - -inf would be NaN while max is -inf)
               if (v > mine.max) {
                 mine.sum = mine.sum * exp2_ftz(mine.max - v) + 1.0f;  // max = -inf at first: exp2(-inf) = 0
                 mine.max = v;
               } else {
-                mine.sum += exp2_ftz(v - mine.max);  // v = -inf adds 0
+                mine.sum += exp2_ftz(v - mine.max);
               }
             }
           }
