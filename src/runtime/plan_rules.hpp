@@ -18,10 +18,10 @@ constexpr int kRowVecsPerThread = 4;
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;
 constexpr int kRowNormRegisters = 64;
-// A row reduction's value is at most this many floats (layer norm's count, mean and M2). Rows that span warps pass one
+// A row reduction's value is at most this many floats (softmax's max and sum). Rows that span warps pass one
 // value a warp through two alternating halves of shared memory (src/kernels/common/reduce.cuh): the bytes of that
 // scratch for `rows` rows of `group` threads each, 16-byte aligned so that staged rows can follow it.
-constexpr int kRowReduceValueFloats = 3;
+constexpr int kRowReduceValueFloats = 2;
 constexpr int64_t row_reduce_scratch_bytes(int rows, int group) {
   const int64_t warps = group > 32 ? group / 32 : 0;
   return (2 * kRowReduceValueFloats * rows * warps * 4 + 15) / 16 * 16;

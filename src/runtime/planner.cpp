@@ -21,10 +21,9 @@ constexpr int kRowBlockThreads = 256;
 }  // namespace
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
-constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages",    "attn_bn",         "attn_wgmma",
-                                          "decode_stages", "decode_splits",  "decode_tc",       "gemv_stages",
-                                          "gemv_kwarps",   "rows_vpt",       "rows_waves",      "ew_waves",
-                                          "softmax_stage", "softmax_reduce", "layer_norm_stats"};
+constexpr std::string_view kTuneKeys[] = {
+    "attn_mw",     "attn_stages", "attn_bn",  "attn_wgmma", "decode_stages", "decode_splits", "decode_tc",
+    "gemv_stages", "gemv_kwarps", "rows_vpt", "rows_waves", "ew_waves",      "softmax_stage"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -98,9 +97,9 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->vecs_per_thread = static_cast<int>(ceil_div(nvec, tpr));
   p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
 
-  // Shared memory: reduction scratch (when a row spans warps), then two stages of the
-  // rows (x, and the residual for the fused op) so the next row group loads while this one is reduced. Rows that do
-  // not fit read global memory in each pass instead; blocks shrink to fewer rows before giving the stages up.
+  // Shared memory: reduction scratch (when a row spans warps), then two stages of the rows (x, and the residual for
+  // the fused op) so the next row group loads while this one is reduced. Rows that do not fit read global memory in
+  // each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
   // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
   bool stage = op_info(op).family == OpFamily::norm;
@@ -108,12 +107,6 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
     int softmax_stage = 0;
     KK_RETURN_IF_ERROR(tune_value("softmax_stage", 0, 1, &softmax_stage));
     stage = softmax_stage == 1 && p->vecs_per_thread <= kRowVecsPerThread;
-    // 0: one reduction of (max, sum) pairs; 1: the max, then the sum against it (two cheaper reductions).
-    KK_RETURN_IF_ERROR(tune_value("softmax_reduce", 0, 1, &p->variant));
-  }
-  if (op == OpId::layer_norm || op == OpId::ada_layer_norm) {
-    // 0: the mean, then the centred second moment (two reductions); 1: per-thread (count, mean, M2) merged in one.
-    KK_RETURN_IF_ERROR(tune_value("layer_norm_stats", 0, 1, &p->variant));
   }
   const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);

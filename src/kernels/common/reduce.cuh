@@ -1,11 +1,11 @@
 // Reductions of a row over the threads that share it.
 // Layout: threadIdx.x in [0, group) indexes within a row, threadIdx.y picks the row of the block. `group` is a power of
 // two up to 32 (rows packed in a warp, reduced by shuffles alone) or a multiple of 32 (one row spans warps: shuffles,
-// then one partial per warp through shared memory). Every thread gets the row's total, and every thread computes it
-// in the same order, so all agree to the bit.
+// then one partial per warp through shared memory). Every thread gets the row's total.
 //
 // An op is a Value (a float, or a struct of floats such as softmax's (max, sum) pair), its identity() and an
-// associative apply().
+// associative apply() that is commutative to the bit: each lane of a shuffle tree combines the same values in its own
+// order, so only then do all threads agree on the total.
 #pragma once
 
 #include <cstring>

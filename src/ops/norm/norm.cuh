@@ -17,9 +17,8 @@
 // two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit L2).
 //
 // Numerics: fp32 accumulation, statistics from the row values (layer norm: the mean first, then the centred second
-// moment; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual
-// is rounded to T before it is normalized, because the residual stream stored for the next layer is what the next layer
-// will see.
+// moment; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is
+// normalized, because the residual stream stored for the next layer is what the next layer will see.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,7 +28,6 @@
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
 #include "kernels/common/dispatch.cuh"
-#include "kernels/common/fast_math.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
@@ -53,27 +51,7 @@ struct RowNormParams {
   int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
   float eps, weight_offset;
   int cached;             // rows staged through shared memory (two stages) when 1
-  int merge_stats;        // layer norm: 1 merges per-thread (count, mean, M2) in one reduction (plan.variant)
   int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
-};
-
-// Layer norm's statistics of a set of n values: their mean and M2 = sum (v - mean)^2. Two sets merge exactly
-// (Chan, Golub and LeVeque): with d the difference of the means, M2 = M2_a + M2_b + d^2 n_a n_b / n. Each thread
-// centres its own values on its own mean first, so no E[x^2] - E[x]^2 cancellation enters. apply is commutative to
-// the bit (symmetric terms, products kept out of an FMA), so every lane of a shuffle tree gets the same total.
-struct MeanM2 {
-  float n, mean, m2;
-};
-struct MeanM2Op {
-  using Value = MeanM2;
-  static __device__ __forceinline__ MeanM2 identity() { return {0.0f, 0.0f, 0.0f}; }
-  static __device__ __forceinline__ MeanM2 apply(MeanM2 a, MeanM2 b) {
-    const float n = a.n + b.n;
-    if (n == 0.0f) return a;
-    const float r = rcp_ftz(n), d = b.mean - a.mean;
-    return {n, (__fmul_rn(a.n, a.mean) + __fmul_rn(b.n, b.mean)) * r,
-            a.m2 + b.m2 + __fmul_rn(__fmul_rn(d, d), __fmul_rn(a.n, b.n)) * r};
-  }
 };
 
 // Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
@@ -169,20 +147,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
 
       float mean = 0.0f, var;
       if constexpr (Variant::norm == NormType::layer) {
-        if (p.merge_stats) {
-          // One reduction: each thread's count, mean and centred second moment, merged pairwise.
-          MeanM2 mine{active ? static_cast<float>((nvec - tx + tpr - 1) / tpr * VEC) : 0.0f, 0.0f, 0.0f};
-          if (mine.n > 0.0f) {
-            mine.mean = thread_sum(true, [](float v) { return v; }) / mine.n;
-            mine.m2 = thread_sum(false, [&](float v) { return (v - mine.mean) * (v - mine.mean); });
-          }
-          const MeanM2 row_stats = reducer.reduce<MeanM2Op>(mine);
-          mean = row_stats.mean;
-          var = row_stats.m2 * inv_hidden;
-        } else {
-          mean = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v; })) * inv_hidden;
-          var = reducer.reduce<SumOp>(thread_sum(false, [&](float v) { return (v - mean) * (v - mean); })) * inv_hidden;
-        }
+        mean = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v; })) * inv_hidden;
+        var = reducer.reduce<SumOp>(thread_sum(false, [&](float v) { return (v - mean) * (v - mean); })) * inv_hidden;
       } else {
         var = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v * v; })) * inv_hidden;
       }
@@ -258,7 +224,6 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.eps = a.eps;
   p.weight_offset = a.weight_offset;
   p.cached = plan.cached ? 1 : 0;
-  p.merge_stats = plan.variant;
   p.stage_offset = static_cast<int>(plan.stage_offset);
   return with_row_norm_kernel<T>(a.op, plan.vec, [&](auto kernel) -> Status {
     if (plan.smem_optin)

@@ -31,7 +31,6 @@ struct SoftmaxParams {
   int64_t rows, hidden, out_stride, x_stride, s_q;
   float scale;
   int64_t stage_offset;  // bytes of reduction scratch before the stages (kStaged)
-  int max_then_sum;      // 1: rows in registers reduce the max, then the sum against it (plan.variant)
 };
 
 // Softmax statistics of a set of exp2-domain values v: their max and the sum of exp2(v - max). Two sets combine by
@@ -120,9 +119,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
             }
           }
         }
-        // Exponentials against m: this thread's max (pairs), or the row's (max_then_sum, one reduction sooner).
-        if (p.max_then_sum) m = reducer.reduce<MaxOp>(m);
-        const float m_shift = m == -INFINITY ? 0.0f : m;  // nothing visible: exp2(-inf) = 0
+        const float m_shift = m == -INFINITY ? 0.0f : m;  // a thread with nothing visible sums exp2(-inf) = 0
         float sum = 0.0f;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
@@ -136,14 +133,8 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
         }
         // exp2(v - max) / sum = exp2(v - m) exp2(m - max) / sum, with m <= max. A thread with nothing visible holds
         // zeros, and an empty row (max -inf) writes zeros.
-        float rescale;
-        if (p.max_then_sum) {
-          const float row_sum = reducer.reduce<SumOp>(sum);  // every thread reduces (it may sync), empty row or not
-          rescale = m == -INFINITY ? 0.0f : 1.0f / row_sum;
-        } else {
-          const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
-          rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
-        }
+        const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
+        const float rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
@@ -195,16 +186,9 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
 
 template <typename T>
 Status launch_softmax(const detail::SoftmaxArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
-  const SoftmaxParams<T> p{static_cast<T*>(a.out),
-                           static_cast<const T*>(a.x),
-                           a.rows,
-                           a.hidden,
-                           a.out_stride,
-                           a.x_stride,
-                           a.s_q,
-                           a.scale,
-                           plan.stage_offset,
-                           plan.variant};
+  const SoftmaxParams<T> p{
+      static_cast<T*>(a.out), static_cast<const T*>(a.x), a.rows, a.hidden, a.out_stride, a.x_stride, a.s_q, a.scale,
+      plan.stage_offset};
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
     // Rows held in registers whenever the plan gives each thread at most kSoftmaxCachedVecs vectors (every row up
