@@ -3,12 +3,15 @@
 
 #include <map>
 #include <mutex>
+#include <tuple>
 
-#include "kernels/common/check.cuh"
-#include "runtime/device_errors.hpp"
-#include "runtime/runtime_internal.hpp"
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/runtime.hpp"
+#include "kernels/common/check.cuh"
+#include "ops/norm/norm.hpp"
+#include "ops/softmax/softmax.hpp"
+#include "runtime/device_errors.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace kernelkit {
 
@@ -80,6 +83,42 @@ Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream
   KK_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
   KK_CUDA_RETURN(cudaStreamSynchronize(stream));
   return Status::Ok();
+}
+
+Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
+  // Cached: the answer depends only on the kernel (op, dtype, vector width and, for softmax, the vectors a thread
+  // holds and the staging), the block and the shared memory (and the device).
+  using Key = std::tuple<int, int, int, int, int, int, bool, int64_t>;
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  const Key key{device,      static_cast<int>(op), static_cast<int>(dtype),
+                plan.vec,    plan.vecs_per_thread, plan.block_threads,
+                plan.cached, plan.smem_bytes};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) {
+      *blocks_per_sm = it->second;
+      return Status::Ok();
+    }
+  }
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(device));
+  const Status s = [&] {
+    switch (op_info(op).family) {
+      case OpFamily::norm:
+        return detail::row_norm_occupancy(op, dtype, plan, blocks_per_sm);
+      case OpFamily::softmax:
+        return detail::softmax_occupancy(op, dtype, plan, blocks_per_sm);
+      default:
+        return Status(StatusCode::unsupported, std::string(op_info(op).name) +
+                                                   ": no occupancy query (only the norm and softmax kernels have one)");
+    }
+  }();
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(mu);
+    cache[key] = *blocks_per_sm;
+  }
+  return s;
 }
 
 namespace {
@@ -199,6 +238,17 @@ Status prepare_device(OpId op, DType dtype, int device,
   if (device_pointers_trusted()) return Status::Ok();  // no per-call message strings either
   for (const auto& [ptr, arg] : pointers)
     if (ptr) KK_RETURN_IF_ERROR(check_device_pointer(ptr, device, (std::string(name) + ": " + arg).c_str()));
+  return Status::Ok();
+}
+
+Status refine_to_residency(OpId op, DType dtype, int device, const DeviceProfile& profile, int64_t rows,
+                           LaunchPlan* plan) {
+  int resident = 0;
+  KK_RETURN_IF_ERROR(kernel_occupancy(op, dtype, *plan, device, &resident));
+  if (resident == 0)
+    return Status(StatusCode::internal,
+                  std::string(op_info(op).name) + ": the planned block (" + plan->to_string() + ") cannot be resident");
+  refine_plan_occupancy(profile, resident, rows, plan);
   return Status::Ok();
 }
 

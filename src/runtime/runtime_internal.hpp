@@ -56,6 +56,11 @@ Status prepare_device(OpId op, DType dtype, int device,
 
 // What every CUDA launcher does first: make the device current (for the guard's scope), resolve the active profile,
 // refuse dtypes the loaded code lacks, check that every non-null pointer is device memory of that device, and plan.
+// The planner counts a row kernel's registers at its cap; this re-sizes the grid to the compiled kernel's residency
+// (kernel_occupancy), and fails when the planned block cannot be resident at all.
+Status refine_to_residency(OpId op, DType dtype, int device, const DeviceProfile& profile, int64_t rows,
+                           LaunchPlan* plan);
+
 Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
                       std::initializer_list<std::pair<const void*, const char*>> pointers, DeviceGuard* guard,
                       DeviceProfile* profile, LaunchPlan* plan);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernelkit/op_info.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/status.hpp"
 #include "kernelkit/tensor.hpp"
@@ -49,5 +50,7 @@ Status row_norm_reference(const RowNormArgs& a);
 
 // CUDA launch (norm_cuda.cu): device checks, plan from the active profile, launch on `stream`.
 Status row_norm_cuda(const RowNormArgs& a, Stream stream);
+// Resident blocks per SM of the kernel that `plan` launches for `op` (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+Status row_norm_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int* blocks_per_sm);
 
 }  // namespace kernelkit::detail

@@ -1,11 +1,6 @@
 // Host entry of the row-norm family on CUDA: device checks, plan from the active profile, dtype dispatch.
-#include <map>
-#include <mutex>
-#include <tuple>
-
 #include "ops/norm/norm.cuh"
 #include "runtime/runtime_internal.hpp"
-#include "kernelkit/runtime.hpp"
 
 namespace kernelkit::cuda {
 extern template Status launch_row_norm<float>(const detail::RowNormArgs&, const LaunchPlan&, cudaStream_t);
@@ -25,42 +20,18 @@ Status row_norm_cuda(const RowNormArgs& a, Stream stream) {
        {a.scale, "scale"}, {a.shift, "shift"}},
       [&](auto tag, LaunchPlan plan, const DeviceProfile& prof) {
         // The planner counted registers at the kernels' cap; the compiled kernel's residency re-sizes the grid.
-        int resident = 0;
-        KK_RETURN_IF_ERROR(kernel_occupancy(a.op, a.dtype, plan, a.device.index, &resident));
-        if (resident == 0)
-          return Status(StatusCode::internal, std::string(op_info(a.op).name) + ": the planned block (" +
-                                                  plan.to_string() + ") cannot be resident");
-        refine_plan_occupancy(prof, resident, a.rows, &plan);
+        KK_RETURN_IF_ERROR(cuda::refine_to_residency(a.op, a.dtype, a.device.index, prof, a.rows, &plan));
         return cuda::launch_row_norm<decltype(tag)>(a, plan, stream);
       });
 }
 
 }  // namespace kernelkit::detail
 
-namespace kernelkit {
+namespace kernelkit::detail {
 
-Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
-  // Cached: the answer depends only on the kernel, the block and the shared memory (and the device).
-  using Key = std::tuple<int, int, int, int, int, int64_t>;
-  static std::mutex mu;
-  static std::map<Key, int> cache;
-  const Key key{device, static_cast<int>(op), static_cast<int>(dtype), plan.vec, plan.block_threads, plan.smem_bytes};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) {
-      *blocks_per_sm = it->second;
-      return Status::Ok();
-    }
-  }
-  cuda::DeviceGuard guard;
-  KK_RETURN_IF_ERROR(guard.set(device));
-  const Status s = cuda::dispatch_float(
+Status row_norm_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int* blocks_per_sm) {
+  return cuda::dispatch_float(
       dtype, [&](auto tag) { return cuda::row_norm_occupancy<decltype(tag)>(op, plan, blocks_per_sm); });
-  if (s.ok()) {
-    std::lock_guard<std::mutex> lock(mu);
-    cache[key] = *blocks_per_sm;
-  }
-  return s;
 }
 
-}  // namespace kernelkit
+}  // namespace kernelkit::detail

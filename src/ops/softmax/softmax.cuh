@@ -184,26 +184,49 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
   }
 }
 
+// The one place a plan maps to its kernel: calls f(kernel) with the instantiation for (vector width, rows held in
+// registers or not, staged or not, causal). Rows are held in registers whenever the plan gives each thread at most
+// kSoftmaxCachedVecs vectors (every row up to 1024 threads x kSoftmaxCachedVecs vectors), in a kernel sized for 2
+// vectors when the plan needs no more (16 fewer fp32 registers a thread: more resident blocks); longer rows take the
+// online, re-reading kernel.
+template <typename T, typename F>
+Status with_softmax_kernel(bool causal, const LaunchPlan& plan, F&& f) {
+  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
+    constexpr int V = decltype(vec)::value;
+    auto held = [&](auto vecs) {
+      constexpr int C = decltype(vecs)::value;
+      return plan.cached ? (causal ? softmax_kernel<T, V, C, true, true> : softmax_kernel<T, V, C, false, true>)
+                         : (causal ? softmax_kernel<T, V, C, true> : softmax_kernel<T, V, C, false>);
+    };
+    auto kernel = plan.vecs_per_thread <= 2 ? held(std::integral_constant<int, 2>{})
+                  : plan.vecs_per_thread <= kSoftmaxCachedVecs
+                      ? held(std::integral_constant<int, kSoftmaxCachedVecs>{})
+                      : (causal ? softmax_kernel<T, V, 0, true> : softmax_kernel<T, V, 0, false>);
+    if (plan.smem_optin)
+      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.smem_bytes)));
+    return f(kernel);
+  });
+}
+
 template <typename T>
 Status launch_softmax(const detail::SoftmaxArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   const SoftmaxParams<T> p{
       static_cast<T*>(a.out), static_cast<const T*>(a.x), a.rows, a.hidden, a.out_stride, a.x_stride, a.s_q, a.scale,
       plan.stage_offset};
-  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto vec) -> Status {
-    constexpr int V = decltype(vec)::value;
-    // Rows held in registers whenever the plan gives each thread at most kSoftmaxCachedVecs vectors (every row up
-    // to 1024 threads x kSoftmaxCachedVecs vectors); longer rows take the online, re-reading kernel.
-    const bool cached = plan.vecs_per_thread <= kSoftmaxCachedVecs;
-    auto kernel = cached ? (plan.cached ? (a.causal ? softmax_kernel<T, V, kSoftmaxCachedVecs, true, true>
-                                                    : softmax_kernel<T, V, kSoftmaxCachedVecs, false, true>)
-                                        : (a.causal ? softmax_kernel<T, V, kSoftmaxCachedVecs, true>
-                                                    : softmax_kernel<T, V, kSoftmaxCachedVecs, false>))
-                         : (a.causal ? softmax_kernel<T, V, 0, true> : softmax_kernel<T, V, 0, false>);
-    if (plan.smem_optin)
-      KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(plan.smem_bytes)));
+  return with_softmax_kernel<T>(a.causal, plan, [&](auto kernel) -> Status {
     kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  });
+}
+
+// Resident blocks per SM of the planned kernel, as the runtime computes it (registers included).
+template <typename T>
+Status softmax_occupancy(bool causal, const LaunchPlan& plan, int* blocks) {
+  return with_softmax_kernel<T>(causal, plan, [&](auto kernel) -> Status {
+    KK_CUDA_RETURN(cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, plan.block_threads,
+                                                                 static_cast<size_t>(plan.smem_bytes)));
     return Status::Ok();
   });
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernelkit/op_info.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/tensor.hpp"
 
@@ -29,5 +30,7 @@ struct SoftmaxArgs {
 Status validate_softmax(const SoftmaxArgs& a, const DeviceProfile* profile);
 Status softmax_reference(const SoftmaxArgs& a);
 Status softmax_cuda(const SoftmaxArgs& a, Stream stream);
+// Resident blocks per SM of the kernel that `plan` launches (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+Status softmax_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int* blocks_per_sm);
 
 }  // namespace kernelkit::detail

@@ -3,4 +3,5 @@
 
 namespace kernelkit::cuda {
 template Status launch_softmax<__nv_bfloat16>(const detail::SoftmaxArgs&, const LaunchPlan&, cudaStream_t);
+template Status softmax_occupancy<__nv_bfloat16>(bool, const LaunchPlan&, int*);
 }  // namespace kernelkit::cuda

@@ -3,4 +3,5 @@
 
 namespace kernelkit::cuda {
 template Status launch_softmax<float>(const detail::SoftmaxArgs&, const LaunchPlan&, cudaStream_t);
+template Status softmax_occupancy<float>(bool, const LaunchPlan&, int*);
 }  // namespace kernelkit::cuda
