@@ -87,8 +87,11 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // Rows too few to fill half of the GPU's threads at kRowVecsPerThread spread over twice the threads: the H200's
   // norms at 16 x 4096 bf16 take 2.6 us against 3.3, 2048 x 2048 7.7 against 8.5 (at 2048 x 4096, which fills it,
   // 14.4 against 14.0).
+  // Softmax always takes 2 a thread: its rows live in registers as fp32, and the 2-vector kernel's 32 registers (57 at
+  // 4) double the resident blocks: at 65536 x 4096 bf16 308 us against 348, 16 x 4096 2.4 against 3.1.
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
-  int vecs_target = few_rows && op_info(op).family == OpFamily::norm ? kRowVecsPerThread / 2 : kRowVecsPerThread;
+  const bool half = op_info(op).family == OpFamily::softmax || (few_rows && op_info(op).family == OpFamily::norm);
+  int vecs_target = half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
   KK_RETURN_IF_ERROR(tune_value("rows_vpt", 1, 16, &vecs_target));
   const int64_t want = ceil_div(nvec, vecs_target);
   const int tpr = want <= kWarp ? next_pow2(want)

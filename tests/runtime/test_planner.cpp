@@ -464,14 +464,14 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     LaunchPlan base_rows, base_ew;
     ASSERT_TRUE(plan_op(h200, OpId::softmax, big, DType::bf16, &base_rows).ok());
     ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &base_ew).ok());
-    EXPECT_EQ(base_rows.vecs_per_thread, kRowVecsPerThread);
-    Env e("rows_vpt=2,rows_waves=3,ew_waves=2");
+    EXPECT_EQ(base_rows.vecs_per_thread, 2);
+    Env e("rows_vpt=1,rows_waves=3,ew_waves=2");
     ASSERT_TRUE(plan_op(h200, OpId::softmax, big, DType::bf16, &l).ok());
-    EXPECT_EQ(l.vecs_per_thread, 2);
-    EXPECT_EQ(l.threads_per_row, 2 * base_rows.threads_per_row);  // 512 vectors of 8: 256 threads, 2 each
+    EXPECT_EQ(l.vecs_per_thread, 1);
+    EXPECT_EQ(l.threads_per_row, 2 * base_rows.threads_per_row);  // 512 vectors of 8: 512 threads, 1 each
     EXPECT_EQ(l.grid, 3 * static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, big, DType::bf16, &l).ok());
-    EXPECT_EQ(l.vecs_per_thread, 2);
+    EXPECT_EQ(l.vecs_per_thread, 1);
     ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &l).ok());
     EXPECT_EQ(l.grid, 2 * base_ew.grid);
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{7, 4096, 1, 16}, DType::bf16, &l).ok());
@@ -491,13 +491,15 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(l.cached);  // the default: rows straight into registers
   }
   {
-    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax keeps 4.
+    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
+    EXPECT_EQ(l.vecs_per_thread, 2);
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);  // 4096 vectors: 1024 threads (a block) of 4
   }
   for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
                                 std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
