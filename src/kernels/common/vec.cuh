@@ -48,6 +48,24 @@ __device__ __forceinline__ float to_float(T v) {
   else return __bfloat162float(v);
 }
 
+// All N elements of a Vec as floats. bf16 pairs convert per 32-bit word (the low element by a shift, the high one
+// by a mask: one integer instruction an element, where element-wise conversion extracts and shifts the high half).
+template <typename T, int N>
+__device__ __forceinline__ void to_floats(const Vec<T, N>& v, float (&f)[N]) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
+    unsigned w[N / 2];
+    __builtin_memcpy(w, &v, sizeof(w));
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) f[i] = to_float(v.v[i]);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ T from_float(float v) {
   if constexpr (std::is_same_v<T, float>) return v;

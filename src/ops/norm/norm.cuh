@@ -50,7 +50,6 @@ struct RowNormParams {
   int64_t rows, hidden;
   int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
   float eps, weight_offset;
-  int cached;             // rows staged through shared memory (two stages) when 1
   int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
 };
 
@@ -66,8 +65,10 @@ struct RowVariant {
 };
 
 // The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
-// counts resident blocks (kRowNormRegisters).
-template <typename T, int VEC, typename Variant>
+// counts resident blocks (kRowNormRegisters). kStaged: the plan's `cached` (rows through the two shared-memory
+// stages); a template parameter so that each kernel has one data path (a runtime flag leaves both paths' unpacking
+// in the loop, predicated, and every predicated instruction still issues).
+template <typename T, int VEC, typename Variant, bool kStaged>
 __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -83,15 +84,18 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
     auto stage = [&](int s) { return stages + static_cast<int64_t>(s * blockDim.y + threadIdx.y) * slots; };
     const float inv_hidden = 1.0f / static_cast<float>(p.hidden);
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
+    // The affine weight as the norm applies it: weight_offset + w (Gemma's 1 + w), the addition only when needed.
+    const bool offset = p.weight_offset != 0.0f;
 
     // Issues the copies of row `row` (nothing past the last row) into stage `s`, and commits them as one group.
     auto prefetch = [&](int64_t row, int s) {
       if (row < p.rows) {
         V* dst = stage(s);
+        const T* x = p.x + row * p.x_stride;
+        const T* r = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
         for (int i = tx; i < nvec; i += tpr) {
-          copy_async<sizeof(V)>(dst + i, p.x + row * p.x_stride + static_cast<int64_t>(i) * VEC);
-          if constexpr (Variant::residual)
-            copy_async<sizeof(V)>(dst + nvec + i, p.residual + row * p.residual_stride + static_cast<int64_t>(i) * VEC);
+          copy_async<sizeof(V)>(dst + i, x + i * VEC);
+          if constexpr (Variant::residual) copy_async<sizeof(V)>(dst + nvec + i, r + i * VEC);
         }
       }
       cp_async_commit();
@@ -99,12 +103,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
 
     int s = 0;
     int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
-    if (p.cached) prefetch(base + threadIdx.y, 0);
+    if constexpr (kStaged) prefetch(base + threadIdx.y, 0);
     // The loop bound is uniform across the block, so every thread reaches each reduction (which may sync).
     for (; base < p.rows; base += step, s ^= 1) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < p.rows;
-      if (p.cached) {
+      if constexpr (kStaged) {
         prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
         cp_async_wait<1>();           // this thread's copies of the current row have landed
       }
@@ -112,34 +116,31 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       const T* xr = p.x + row * p.x_stride;
       T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
 
-      // Vector i of the row as the norm sees it. Fused: x + residual rounded to T (pass 1 also stores it to the
-      // residual; later passes recompute it from the staged inputs, or re-read the stored residual when uncached).
-      auto value = [&](int i, bool first) -> V {
+      // Vector i of the row as the norm sees it, as floats. Fused: x + residual rounded to T (pass 1 also stores it
+      // to the residual; later passes recompute it from the staged inputs, or re-read the stored residual).
+      auto value = [&](int i, bool first, float(&f)[VEC]) {
         if constexpr (Variant::residual) {
-          if (!p.cached && !first) return V::load(rr + static_cast<int64_t>(i) * VEC);
-          const V a = p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
-          const V r = p.cached ? buf[nvec + i] : V::load(rr + static_cast<int64_t>(i) * VEC);
-          float sum[VEC];
+          if (!kStaged && !first) return to_floats(V::load(rr + i * VEC), f);
+          float r[VEC];
+          to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
+          to_floats(kStaged ? buf[nvec + i] : V::load(rr + i * VEC), r);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) sum[j] = to_float(a.v[j]) + to_float(r.v[j]);
-          if (first) store_rounded<T, VEC>(rr + static_cast<int64_t>(i) * VEC, sum);
-          V rounded;
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) rounded.v[j] = from_float<T>(sum[j]);
-          return rounded;
+          for (int j = 0; j < VEC; ++j) f[j] = to_float(from_float<T>(f[j] + r[j]));
+          if (first) store_rounded<T, VEC>(rr + i * VEC, f);  // exact: f holds values of T
         } else {
-          return p.cached ? buf[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
+          to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
         }
       };
-      // This thread's sum over its vectors of f(element).
-      auto thread_sum = [&](bool first, auto f) {
+      // This thread's sum over its vectors of g(element).
+      auto thread_sum = [&](bool first, auto g) {
         float acc = 0.0f;
         if (active) {
 #pragma unroll 4
           for (int i = tx; i < nvec; i += tpr) {
-            const V v = value(i, first);
+            float f[VEC];
+            value(i, first, f);
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) acc += f(to_float(v.v[j]));
+            for (int j = 0; j < VEC; ++j) acc += g(f[j]);
           }
         }
         return acc;
@@ -156,48 +157,58 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
 
       // Output: normalize, apply the affine parameters and the epilogue, round once, store.
       if (active) {
-        const int64_t mod_offset = Variant::modulate ? (row / p.rows_per_batch) * p.mod_stride : 0;
+        const T* scale = Variant::modulate ? p.scale + (row / p.rows_per_batch) * p.mod_stride : nullptr;
+        const T* shift = Variant::modulate ? p.shift + (row / p.rows_per_batch) * p.mod_stride : nullptr;
         T* outr = p.out + row * p.out_stride;
 #pragma unroll 2
         for (int i = tx; i < nvec; i += tpr) {
           const int col = i * VEC;
-          const V v = value(i, false);
-          V w, bi, sc, sh;
-          if (p.weight) w = V::load(p.weight + col);
-          if (Variant::bias && p.bias) bi = V::load(p.bias + col);
+          float y[VEC], w[VEC], b[VEC], sc[VEC], sh[VEC];
+          value(i, false, y);
+          if (p.weight) to_floats(V::load(p.weight + col), w);
+          if (Variant::bias && p.bias) to_floats(V::load(p.bias + col), b);
           if constexpr (Variant::modulate) {
-            sc = V::load(p.scale + mod_offset + col);
-            sh = V::load(p.shift + mod_offset + col);
+            to_floats(V::load(scale + col), sc);
+            to_floats(V::load(shift + col), sh);
           }
-          float y[VEC];
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            y[j] = (to_float(v.v[j]) - mean) * rstd;
-            if (p.weight) y[j] *= p.weight_offset + to_float(w.v[j]);
-            if (Variant::bias && p.bias) y[j] += to_float(bi.v[j]);
-            if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + to_float(sc.v[j])) + to_float(sh.v[j]);
+            y[j] = (y[j] - mean) * rstd;
+            if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
+            if (Variant::bias && p.bias) y[j] += b[j];
+            if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
             if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
           }
           store_rounded<T, VEC>(outr + col, y);
         }
       }
     }
-    cp_async_wait<0>();  // no copy may outlive the block (the last prefetch group is empty, but be exact)
+    if constexpr (kStaged) cp_async_wait<0>();  // no copy may outlive the block (the last prefetch group is empty)
   }
 }
 
-// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width).
+// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width, staged).
 template <typename T, typename F>
-Status with_row_norm_kernel(OpId op, int vec, F&& f) {
-  return dispatch_vec<16 / sizeof(T)>(vec, [&](auto v) -> Status {
+Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
+  return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto v) -> Status {
     constexpr int V = decltype(v)::value;
+    auto pick = [&](auto variant) {
+      using Variant = decltype(variant);
+      return plan.cached ? row_norm_kernel<T, V, Variant, true> : row_norm_kernel<T, V, Variant, false>;
+    };
     switch (op) {
-      case OpId::rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>>);
-      case OpId::fused_add_rms_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, true, false, false>>);
-      case OpId::rms_norm_gelu: return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, true, false>>);
-      case OpId::layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, false>>);
-      case OpId::ada_layer_norm: return f(row_norm_kernel<T, V, RowVariant<NormType::layer, false, false, true>>);
-      default: break;
+      case OpId::rms_norm:
+        return f(pick(RowVariant<NormType::rms, false, false, false>{}));
+      case OpId::fused_add_rms_norm:
+        return f(pick(RowVariant<NormType::rms, true, false, false>{}));
+      case OpId::rms_norm_gelu:
+        return f(pick(RowVariant<NormType::rms, false, true, false>{}));
+      case OpId::layer_norm:
+        return f(pick(RowVariant<NormType::layer, false, false, false>{}));
+      case OpId::ada_layer_norm:
+        return f(pick(RowVariant<NormType::layer, false, false, true>{}));
+      default:
+        break;
     }
     return Status(StatusCode::internal, "no row-norm kernel for this op");
   });
@@ -223,9 +234,8 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.rows_per_batch = a.rows_per_batch;
   p.eps = a.eps;
   p.weight_offset = a.weight_offset;
-  p.cached = plan.cached ? 1 : 0;
   p.stage_offset = static_cast<int>(plan.stage_offset);
-  return with_row_norm_kernel<T>(a.op, plan.vec, [&](auto kernel) -> Status {
+  return with_row_norm_kernel<T>(a.op, plan, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(plan.smem_bytes)));
@@ -238,7 +248,7 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
 // Resident blocks per SM of the planned kernel, as the runtime computes it (registers included).
 template <typename T>
 Status row_norm_occupancy(OpId op, const LaunchPlan& plan, int* blocks) {
-  return with_row_norm_kernel<T>(op, plan.vec, [&](auto kernel) -> Status {
+  return with_row_norm_kernel<T>(op, plan, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(plan.smem_bytes)));
