@@ -33,10 +33,17 @@ struct alignas(sizeof(T) * N) Vec {
     __builtin_memcpy(&out, &r, sizeof(R));
     return out;
   }
+  // One vector store instruction, written out: NVVM otherwise splits some of these stores into 4-byte pieces (seen
+  // in SASS for a Vec assembled from packed words).
   __device__ __forceinline__ void store(T* p) const {
     R r;
     __builtin_memcpy(&r, this, sizeof(R));
-    *reinterpret_cast<R*>(p) = r;
+    if constexpr (sizeof(R) == 16)
+      asm volatile("st.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.x), "r"(r.y), "r"(r.z), "r"(r.w) : "memory");
+    else if constexpr (sizeof(R) == 8)
+      asm volatile("st.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(r.x), "r"(r.y) : "memory");
+    else
+      *reinterpret_cast<R*>(p) = r;
   }
 };
 
@@ -73,8 +80,6 @@ __device__ __forceinline__ T from_float(float v) {
   else return __float2bfloat16_rn(v);
 }
 
-// Rounds N floats to T and stores them as one access of N * sizeof(T) bytes. Packing pairs of 16-bit values into
-// 32-bit words here keeps the store a single st.global.v4 (assembling the struct element by element does not).
 // The 16 bits of a rounded half or bf16 value.
 template <typename T>
 __device__ __forceinline__ unsigned bits16(float v) {
@@ -82,28 +87,26 @@ __device__ __forceinline__ unsigned bits16(float v) {
   else return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 
+// N floats rounded to T, as a Vec (16-bit pairs packed per 32-bit word: one conversion instruction a pair).
+template <typename T, int N>
+__device__ __forceinline__ Vec<T, N> from_floats(const float (&f)[N]) {
+  Vec<T, N> v;
+  if constexpr (sizeof(T) == 2 && N % 2 == 0) {
+    unsigned w[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) w[i] = bits16<T>(f[2 * i]) | (bits16<T>(f[2 * i + 1]) << 16);
+    __builtin_memcpy(&v, w, sizeof(w));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v.v[i] = from_float<T>(f[i]);
+  }
+  return v;
+}
+
 // Rounds N floats to T and stores them as one access of N * sizeof(T) bytes (p aligned to that, per the planner).
 template <typename T, int N>
 __device__ __forceinline__ void store_rounded(T* p, const float (&y)[N]) {
-  if constexpr (sizeof(T) == 2 && N == 1) {
-    *reinterpret_cast<unsigned short*>(p) = static_cast<unsigned short>(bits16<T>(y[0]));
-  } else {
-    constexpr int kWords = N * static_cast<int>(sizeof(T)) / 4;
-    unsigned w[kWords];
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) {
-      if constexpr (sizeof(T) == 4) w[i] = __float_as_uint(y[i]);
-      else w[i] = bits16<T>(y[2 * i]) | (bits16<T>(y[2 * i + 1]) << 16);  // little-endian: element 2i is low
-    }
-    // One vector store instruction, written out: NVVM otherwise splits some of these stores into 4-byte pieces.
-    if constexpr (kWords == 4)
-      asm volatile("st.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-                   : "memory");
-    else if constexpr (kWords == 2)
-      asm volatile("st.v2.b32 [%0], {%1, %2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
-    else
-      *reinterpret_cast<unsigned*>(p) = w[0];
-  }
+  from_floats<T>(y).store(p);
 }
 
 // Whether this compilation pass has code for T (no bf16 code on sm_75).

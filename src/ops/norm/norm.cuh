@@ -112,21 +112,25 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         prefetch(row + step, s ^ 1);  // the next row group streams in while this one is processed
         cp_async_wait<1>();           // this thread's copies of the current row have landed
       }
-      const V* buf = stage(s);
+      V* buf = stage(s);
       const T* xr = p.x + row * p.x_stride;
       T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
 
-      // Vector i of the row as the norm sees it, as floats. Fused: x + residual rounded to T (pass 1 also stores it
-      // to the residual; later passes recompute it from the staged inputs, or re-read the stored residual).
+      // Vector i of the row as the norm sees it, as floats. Fused: pass 1 forms x + residual rounded to T and stores
+      // it to the residual and, staged, over this thread's own x slot (no other thread reads it), where later passes
+      // read it as the plain norm reads x; unstaged, they re-read the stored residual.
       auto value = [&](int i, bool first, float(&f)[VEC]) {
         if constexpr (Variant::residual) {
-          if (!kStaged && !first) return to_floats(V::load(rr + i * VEC), f);
+          if (!first) return to_floats(kStaged ? buf[i] : V::load(rr + i * VEC), f);
           float r[VEC];
           to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
           to_floats(kStaged ? buf[nvec + i] : V::load(rr + i * VEC), r);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) f[j] = to_float(from_float<T>(f[j] + r[j]));
-          if (first) store_rounded<T, VEC>(rr + i * VEC, f);  // exact: f holds values of T
+          for (int j = 0; j < VEC; ++j) f[j] += r[j];
+          const V sum = from_floats<T>(f);
+          sum.store(rr + i * VEC);
+          if constexpr (kStaged) buf[i] = sum;
+          to_floats(sum, f);
         } else {
           to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
         }
