@@ -1,10 +1,11 @@
 // softmax / causal_softmax: one kernel template over (storage type, vector width, causal).
 //
 // Per row of s_k elements: bytes = E * s_k * (read + write), ~5 FLOP per element: memory-bound. Work split as the
-// row norms (block = threads_per_row x rows_per_block, a grid-stride loop over row groups). Each thread reduces its
-// own elements to a (max, sum of exp) pair, and the row's pairs combine in one reduction (sum_i s_i exp(m_i - max)).
-// Rows that fit a block are read once into registers; longer rows build the pairs online in one pass and re-read x
-// for the output. Fully masked or all -inf rows give zeros (max = -inf is tested, never exp(-inf - -inf)).
+// row norms (block = threads_per_row x rows_per_block, a grid-stride loop over row groups). Rows that fit a block are
+// read once into registers: the row's max, then its sum of exponentials, two reductions. Longer rows reduce each
+// thread's elements online to a (max, sum of exp) pair in one pass, combine the pairs in one reduction
+// (sum_i s_i exp(m_i - max)), and re-read x for the output. Fully masked or all -inf rows give zeros (max = -inf is
+// tested, never exp(-inf - -inf)).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,9 +51,8 @@ struct MaxSumOp {
 };
 
 // kCached > 0: each thread keeps its (at most kCached) vectors of the row in registers, so the row is read once: the
-// thread's max, its sum of exponentials against that max, one reduction of the (max, sum) pairs (one barrier when a
-// row spans warps), then the output, all from registers. kCached = 0 (rows longer than a block can hold): the pair
-// comes from one online pass and the output pass re-reads the row.
+// row's max (a reduction), the exponentials and their sum (a second), then the output, all from registers. kCached = 0
+// (rows longer than a block can hold): the pair comes from one online pass and the output pass re-reads the row.
 // kStaged (with kCached; the planner's `cached` plan, KERNELKIT_TUNE softmax_stage=1): the rows reach the registers
 // through two shared-memory stages filled by cp.async, the next row group streaming in while this one is reduced, as
 // the norm kernels do. Each thread copies and reads only its own slots, so the stages need no barrier.
@@ -102,24 +102,28 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
         return kCausal && static_cast<int64_t>(i) * VEC + j > limit ? -INFINITY : fmaf(x, scale2, -shift);
       };
       if constexpr (kCached > 0) {
-        // The row in registers as exp2-domain floats, then as exp2(v - m) against this thread's max m: one
-        // conversion, one EX2 and a handful of FP32 instructions an element (the kernel issues at the rate HBM
-        // delivers, so instructions an element, not registers, bound it).
+        // The row in registers as exp2-domain floats; the row's max (one reduction), then exp2(v - max) in place and
+        // the row's sum (a second): one conversion, one EX2 and a handful of FP32 instructions an element. Two plain
+        // reductions (a shuffle and one FMNMX or FADD a step) cost far fewer instructions than one of (max, sum)
+        // pairs (a rescale with two EX2 a step), and this kernel issues at the rate HBM delivers: at 2 vectors a
+        // thread the pair reduction was a third of its instructions.
         float v[kCached][VEC];
         float m = -INFINITY;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
           if (active && i < nvec) {
-            const V in = kStaged ? stage(st)[i] : V::load(xr + static_cast<int64_t>(i) * VEC);
+            float f[VEC];
+            to_floats(kStaged ? stage(st)[i] : V::load(xr + static_cast<int64_t>(i) * VEC), f);
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-              v[c][j] = logit(to_float(in.v[j]), i, j, 0.0f);
+              v[c][j] = logit(f[j], i, j, 0.0f);
               m = fmaxf(m, v[c][j]);
             }
           }
         }
-        const float m_shift = m == -INFINITY ? 0.0f : m;  // a thread with nothing visible sums exp2(-inf) = 0
+        const float row_max = reducer.reduce<MaxOp>(m);
+        const float shift = row_max == -INFINITY ? 0.0f : row_max;  // an empty row sums exp2(-inf) = 0
         float sum = 0.0f;
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
@@ -127,21 +131,19 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
           if (active && i < nvec)
 #pragma unroll
             for (int j = 0; j < VEC; ++j) {
-              v[c][j] = exp2_ftz(v[c][j] - m_shift);
+              v[c][j] = exp2_ftz(v[c][j] - shift);
               sum += v[c][j];
             }
         }
-        // exp2(v - max) / sum = exp2(v - m) exp2(m - max) / sum, with m <= max. A thread with nothing visible holds
-        // zeros, and an empty row (max -inf) writes zeros.
-        const MaxSum stats = reducer.reduce<MaxSumOp>({m, sum});
-        const float rescale = m == -INFINITY ? 0.0f : exp2_ftz(m - stats.max) / stats.sum;
+        const float row_sum = reducer.reduce<SumOp>(sum);
+        const float inv = row_max == -INFINITY ? 0.0f : 1.0f / row_sum;  // an empty row writes zeros
 #pragma unroll
         for (int c = 0; c < kCached; ++c) {
           const int i = tx + c * tpr;
           if (active && i < nvec) {
             float y[VEC];
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) y[j] = v[c][j] * rescale;
+            for (int j = 0; j < VEC; ++j) y[j] = v[c][j] * inv;
             store_rounded<T, VEC>(outr + static_cast<int64_t>(i) * VEC, y);
           }
         }
