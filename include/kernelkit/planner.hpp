@@ -30,6 +30,7 @@ struct LaunchPlan {
                             // row reductions are 1-D (grid_x = grid)
   int vecs_per_thread = 0;  // vectors of a row each thread handles
   bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
+  int held = 0;             // norms: vectors of a row each thread holds in registers (0: staged or re-read)
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   bool smem_optin = false;  // needs cudaFuncSetAttribute (smem above the 48 KB default)

@@ -14,6 +14,8 @@ namespace kernelkit {
 // work per thread to amortize the reduction, few enough that a row is spread over many threads. Latency is hidden by
 // the staged copies, not by registers.
 constexpr int kRowVecsPerThread = 4;
+// Norms whose plan holds rows in registers (KERNELKIT_TUNE rows_held=1) hold at most this many vectors a thread.
+constexpr int kRowHeldVecs = 2;
 // Row-reduction kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
 constexpr int kRowNormMaxThreads = 1024;

@@ -23,7 +23,7 @@ constexpr int kRowBlockThreads = 256;
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {
     "attn_mw",     "attn_stages", "attn_bn",  "attn_wgmma", "decode_stages", "decode_splits", "decode_tc",
-    "gemv_stages", "gemv_kwarps", "rows_vpt", "rows_waves", "ew_waves",      "softmax_stage"};
+    "gemv_stages", "gemv_kwarps", "rows_vpt", "rows_waves", "ew_waves",      "softmax_stage", "rows_held"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -105,7 +105,13 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
   // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
-  bool stage = op_info(op).family == OpFamily::norm;
+  // KERNELKIT_TUNE rows_held=1: norms of at most kRowHeldVecs vectors a thread hold their rows in registers instead
+  // (loaded with the weights, one round trip a row), staging nothing.
+  int rows_held = 0;
+  KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
+  const bool norm = op_info(op).family == OpFamily::norm;
+  p->held = rows_held == 1 && norm && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
+  bool stage = norm && p->held == 0;
   if (op_info(op).family == OpFamily::softmax) {
     int softmax_stage = 0;
     KK_RETURN_IF_ERROR(tune_value("softmax_stage", 0, 1, &softmax_stage));
@@ -245,7 +251,10 @@ std::string LaunchPlan::to_string() const {
   if (vecs_per_thread > 0) os << vecs_per_thread << " vec/thread, ";
   if (out_rows > 0) os << "tiles of " << tokens << " tokens x " << out_rows << " outputs, ";
   if (op_info(op).family == OpFamily::norm)
-    os << (cached ? "rows staged in smem" : "rows re-read (too long to stage)") << ", ";
+    os << (held > 0 ? "rows held in registers"
+           : cached ? "rows staged in smem"
+                    : "rows re-read (too long to stage)")
+       << ", ";
   os << "smem " << smem_bytes
      << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM, occupancy "
      << static_cast<int>(occupancy * 100 + 0.5) << "%";

@@ -86,14 +86,20 @@ Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream
 }
 
 Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
-  // Cached: the answer depends only on the kernel (op, dtype, vector width and, for softmax, the vectors a thread
-  // holds and the staging), the block and the shared memory (and the device).
-  using Key = std::tuple<int, int, int, int, int, int, bool, int64_t>;
+  // Cached: the answer depends only on the kernel (op, dtype, vector width, the vectors a thread handles, staged or
+  // held rows), the block and the shared memory (and the device).
+  using Key = std::tuple<int, int, int, int, int, int, bool, int, int64_t>;
   static std::mutex mu;
   static std::map<Key, int> cache;
-  const Key key{device,      static_cast<int>(op), static_cast<int>(dtype),
-                plan.vec,    plan.vecs_per_thread, plan.block_threads,
-                plan.cached, plan.smem_bytes};
+  const Key key{device,
+                static_cast<int>(op),
+                static_cast<int>(dtype),
+                plan.vec,
+                plan.vecs_per_thread,
+                plan.block_threads,
+                plan.cached,
+                plan.held,
+                plan.smem_bytes};
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache.find(key); it != cache.end()) {

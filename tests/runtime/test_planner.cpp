@@ -489,6 +489,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_FALSE(l.cached);  // the default: rows straight into registers
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);  // the default: staged
+    EXPECT_TRUE(l.cached);
+  }
+  {
+    Env e("rows_held=1");  // norms of at most kRowHeldVecs vectors a thread hold their rows in registers
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, kRowHeldVecs);
+    EXPECT_FALSE(l.cached);
+    EXPECT_EQ(l.smem_bytes, l.stage_offset);  // reduction scratch only
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);  // 4 vectors a thread: staged as without it
+    EXPECT_TRUE(l.cached);
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);  // norms only
   }
   {
     // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.

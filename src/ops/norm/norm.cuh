@@ -68,12 +68,18 @@ struct RowVariant {
 // counts resident blocks (kRowNormRegisters). kStaged: the plan's `cached` (rows through the two shared-memory
 // stages); a template parameter so that each kernel has one data path (a runtime flag leaves both paths' unpacking
 // in the loop, predicated, and every predicated instruction still issues).
-template <typename T, int VEC, typename Variant, bool kStaged>
+// kHeld > 0 (the plan's `held`, KERNELKIT_TUNE rows_held=1; at most kHeld vectors a thread): each thread loads its
+// vectors of the row (and of the residual) into registers at once, its weight vectors once before the row loop, and
+// computes every pass from registers: one round trip to memory a row, where the staged and re-reading paths take two
+// (the load, then the weights after the reductions), which is most of the time of a row at a few rows.
+template <typename T, int VEC, typename Variant, bool kStaged, int kHeld>
 __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
+    static_assert(!(kStaged && kHeld > 0), "a row is staged or held, not both");
     using V = Vec<T, VEC>;
+    constexpr int kSlots = kHeld > 0 ? kHeld : 1;  // register arrays of the held path (unused, and removed, else)
     extern __shared__ __align__(16) unsigned char smem[];
     const int tpr = blockDim.x, tx = threadIdx.x;
     RowReducer reducer(tpr, reinterpret_cast<float*>(smem));  // its scratch comes first (the plan's stage_offset)
@@ -101,6 +107,17 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       cp_async_commit();
     };
 
+    // Held path: calls body(c, i) for each vector i of the row this thread holds (its c-th), unrolled over the
+    // registers. (The other paths keep plain loops: through a helper lambda, nvcc drops their unroll factor.)
+    auto each_held = [&](auto body) {
+#pragma unroll
+      for (int c = 0; c < kSlots; ++c)
+        if (tx + c * tpr < nvec) body(c, tx + c * tpr);
+    };
+    V w_held[kSlots];  // held: this thread's weight vectors, the same in every row
+    if constexpr (kHeld > 0)
+      if (p.weight) each_held([&](int c, int i) { w_held[c] = V::load(p.weight + i * VEC); });
+
     int s = 0;
     int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
     if constexpr (kStaged) prefetch(base + threadIdx.y, 0);
@@ -115,36 +132,66 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       V* buf = stage(s);
       const T* xr = p.x + row * p.x_stride;
       T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
+      V x_held[kSlots], r_held[kSlots];  // held: this thread's vectors of the row (and of the residual)
+      if constexpr (kHeld > 0)
+        if (active)
+          each_held([&](int c, int i) {
+            x_held[c] = V::load(xr + i * VEC);
+            if constexpr (Variant::residual) r_held[c] = V::load(rr + i * VEC);
+          });
+      // This thread's c-th vector (vector i of the row) of x and of the residual, from where the path keeps them.
+      auto x_vec = [&](int c, int i) {
+        if constexpr (kHeld > 0)
+          return x_held[c];
+        else
+          return kStaged ? buf[i] : V::load(xr + i * VEC);
+      };
+      auto r_vec = [&](int c, int i) {
+        if constexpr (kHeld > 0 && Variant::residual)
+          return r_held[c];
+        else
+          return kStaged ? buf[nvec + i] : V::load(rr + i * VEC);
+      };
 
       // Vector i of the row as the norm sees it, as floats. Fused: pass 1 forms x + residual rounded to T and stores
-      // it to the residual and, staged, over this thread's own x slot (no other thread reads it), where later passes
-      // read it as the plain norm reads x; unstaged, they re-read the stored residual.
-      auto value = [&](int i, bool first, float(&f)[VEC]) {
+      // it to the residual and, staged or held, over this thread's own x (no other thread reads it), where later
+      // passes read it as the plain norm reads x; re-reading, they re-read the stored residual.
+      auto value = [&](int c, int i, bool first, float(&f)[VEC]) {
         if constexpr (Variant::residual) {
-          if (!first) return to_floats(kStaged ? buf[i] : V::load(rr + i * VEC), f);
+          if (!first) return to_floats(kStaged || kHeld > 0 ? x_vec(c, i) : V::load(rr + i * VEC), f);
           float r[VEC];
-          to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
-          to_floats(kStaged ? buf[nvec + i] : V::load(rr + i * VEC), r);
+          to_floats(x_vec(c, i), f);
+          to_floats(r_vec(c, i), r);
 #pragma unroll
           for (int j = 0; j < VEC; ++j) f[j] += r[j];
           const V sum = from_floats<T>(f);
           sum.store(rr + i * VEC);
           if constexpr (kStaged) buf[i] = sum;
+          if constexpr (kHeld > 0) x_held[c] = sum;
           to_floats(sum, f);
         } else {
-          to_floats(kStaged ? buf[i] : V::load(xr + i * VEC), f);
+          to_floats(x_vec(c, i), f);
         }
       };
       // This thread's sum over its vectors of g(element).
       auto thread_sum = [&](bool first, auto g) {
         float acc = 0.0f;
         if (active) {
-#pragma unroll 4
-          for (int i = tx; i < nvec; i += tpr) {
-            float f[VEC];
-            value(i, first, f);
+          if constexpr (kHeld > 0) {
+            each_held([&](int c, int i) {
+              float f[VEC];
+              value(c, i, first, f);
 #pragma unroll
-            for (int j = 0; j < VEC; ++j) acc += g(f[j]);
+              for (int j = 0; j < VEC; ++j) acc += g(f[j]);
+            });
+          } else {
+#pragma unroll 4
+            for (int i = tx; i < nvec; i += tpr) {
+              float f[VEC];
+              value(0, i, first, f);
+#pragma unroll
+              for (int j = 0; j < VEC; ++j) acc += g(f[j]);
+            }
           }
         }
         return acc;
@@ -169,12 +216,17 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         const T* scale = Variant::modulate ? p.scale + (row / p.rows_per_batch) * p.mod_stride : nullptr;
         const T* shift = Variant::modulate ? p.shift + (row / p.rows_per_batch) * p.mod_stride : nullptr;
         T* outr = p.out + row * p.out_stride;
-#pragma unroll(kOutUnroll)
-        for (int i = tx; i < nvec; i += tpr) {
+        // y = the normalized vector i (this thread's c-th), with the affine parameters and the epilogue, stored.
+        auto output = [&](int c, int i) {
           const int col = i * VEC;
           float y[VEC], w[VEC], b[VEC], sc[VEC], sh[VEC];
-          value(i, false, y);
-          if (p.weight) to_floats(V::load(p.weight + col), w);
+          value(c, i, false, y);
+          if (p.weight) {
+            if constexpr (kHeld > 0)
+              to_floats(w_held[c], w);
+            else
+              to_floats(V::load(p.weight + col), w);
+          }
           if (Variant::bias && p.bias) to_floats(V::load(p.bias + col), b);
           if constexpr (Variant::modulate) {
             to_floats(V::load(scale + col), sc);
@@ -189,6 +241,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
             if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
           }
           store_rounded<T, VEC>(outr + col, y);
+        };
+        if constexpr (kHeld > 0) {
+          each_held(output);
+        } else {
+#pragma unroll(kOutUnroll)
+          for (int i = tx; i < nvec; i += tpr) output(0, i);
         }
       }
     }
@@ -196,14 +254,17 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
   }
 }
 
-// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width, staged).
+// The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width, staged or
+// held).
 template <typename T, typename F>
 Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
   return dispatch_vec<16 / sizeof(T)>(plan.vec, [&](auto v) -> Status {
     constexpr int V = decltype(v)::value;
     auto pick = [&](auto variant) {
       using Variant = decltype(variant);
-      return plan.cached ? row_norm_kernel<T, V, Variant, true> : row_norm_kernel<T, V, Variant, false>;
+      return plan.held > 0 ? row_norm_kernel<T, V, Variant, false, kRowHeldVecs>
+             : plan.cached ? row_norm_kernel<T, V, Variant, true, 0>
+                           : row_norm_kernel<T, V, Variant, false, 0>;
     };
     switch (op) {
       case OpId::rms_norm:
