@@ -114,9 +114,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       for (int c = 0; c < kSlots; ++c)
         if (tx + c * tpr < nvec) body(c, tx + c * tpr);
     };
-    V w_held[kSlots];  // held: this thread's weight vectors, the same in every row
-    if constexpr (kHeld > 0)
+    V w_held[kSlots], b_held[kSlots];  // held: this thread's weight (and bias) vectors, the same in every row
+    if constexpr (kHeld > 0) {
       if (p.weight) each_held([&](int c, int i) { w_held[c] = V::load(p.weight + i * VEC); });
+      if constexpr (Variant::bias)
+        if (p.bias) each_held([&](int c, int i) { b_held[c] = V::load(p.bias + i * VEC); });
+    }
 
     int s = 0;
     int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
@@ -227,7 +230,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
             else
               to_floats(V::load(p.weight + col), w);
           }
-          if (Variant::bias && p.bias) to_floats(V::load(p.bias + col), b);
+          if (Variant::bias && p.bias) {
+            if constexpr (kHeld > 0)
+              to_floats(b_held[c], b);
+            else
+              to_floats(V::load(p.bias + col), b);
+          }
           if constexpr (Variant::modulate) {
             to_floats(V::load(scale + col), sc);
             to_floats(V::load(shift + col), sh);
