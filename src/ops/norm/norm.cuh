@@ -179,22 +179,18 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       // This thread's sum over its vectors of g(element).
       auto thread_sum = [&](bool first, auto g) {
         float acc = 0.0f;
+        auto add = [&](int c, int i) {
+          float f[VEC];
+          value(c, i, first, f);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) acc += g(f[j]);
+        };
         if (active) {
           if constexpr (kHeld > 0) {
-            each_held([&](int c, int i) {
-              float f[VEC];
-              value(c, i, first, f);
-#pragma unroll
-              for (int j = 0; j < VEC; ++j) acc += g(f[j]);
-            });
+            each_held(add);
           } else {
 #pragma unroll 4
-            for (int i = tx; i < nvec; i += tpr) {
-              float f[VEC];
-              value(0, i, first, f);
-#pragma unroll
-              for (int j = 0; j < VEC; ++j) acc += g(f[j]);
-            }
+            for (int i = tx; i < nvec; i += tpr) add(0, i);
           }
         }
         return acc;
