@@ -516,9 +516,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);  // 4096 vectors: 1024 threads (a block) of 4
   }
-  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-                                std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-                                std::pair{"softmax_stage=2", OpId::softmax}}) {
+  for (const auto& [bad, op] :
+       {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+        std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }
