@@ -23,6 +23,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernelkit/planner.hpp"
 #include "kernels/common/activations.cuh"
 #include "kernels/common/async_copy.cuh"
@@ -198,16 +200,24 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
 
       float mean = 0.0f, var;
       if constexpr (Variant::norm == NormType::layer) {
-        mean = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v; })) * inv_hidden;
+        // sum * (1 / hidden) and one Newton step on the residual sum - mean hidden (exact in an FMA): the mean is then
+        // exact wherever it is representable, as a constant row's is (its sum of 16-bit values is exact). Without the
+        // step it is an ulp off at hidden 7, which the normalize would scale by rstd.
+        const float sum = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v; }));
+        mean = sum * inv_hidden;
+        mean = fmaf(fmaf(-mean, static_cast<float>(p.hidden), sum), inv_hidden, mean);
         var = reducer.reduce<SumOp>(thread_sum(false, [&](float v) { return (v - mean) * (v - mean); })) * inv_hidden;
       } else {
         var = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v * v; })) * inv_hidden;
       }
       const float rstd = rsqrtf(var + p.eps);
-      // 16-bit outputs: (v - mean) rstd as one FFMA, v rstd - mean rstd. Its extra error, |mean| rstd 2^-24, is below
-      // the output's rounding (2^-9 relative) unless |mean| exceeds 2^15 standard deviations; fp32 keeps the
-      // subtraction.
+      // 16-bit outputs: (v - mean) rstd as one FFMA, v rstd - mean rstd, where that is exact enough. Its extra error,
+      // |mean| rstd 2^-24, is at most 2^-18 while |mean| rstd <= 64: under fp16's absolute tolerance (1e-5) even
+      // where the output is a bias near 0. A row further from 0 in standard deviations takes the subtraction, as fp32
+      // always does: a constant row of 20000 has mean rstd = 6e6, which the FFMA would turn into an error of 0.37.
+      // The choice is per row, so uniform over the threads of a row.
       const float neg_mean_rstd = -mean * rstd;
+      const bool fma_normalize = fabsf(neg_mean_rstd) <= 64.0f;
 
       // Output: normalize, apply the affine parameters and the epilogue, round once, store.
       constexpr int kOutUnroll = Variant::bias && kStaged ? 1 : 2;
@@ -216,9 +226,11 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         const T* shift = Variant::modulate ? p.shift + (row / p.rows_per_batch) * p.mod_stride : nullptr;
         T* outr = p.out + row * p.out_stride;
         // y = the normalized vector i (this thread's c-th), with the affine parameters and the epilogue, stored.
-        auto output = [&](int c, int i) {
+        // kFma: the FFMA normalize (a type, so that each loop below has one form, not a select per element).
+        auto output = [&](auto kFma, int c, int i) {
           const int col = i * VEC;
-          float y[VEC], w[VEC], b[VEC], sc[VEC], sh[VEC];
+          float y[VEC], w[VEC], b[VEC];
+          [[maybe_unused]] float sc[VEC], sh[VEC];  // ada_layer_norm's modulation
           value(c, i, false, y);
           if (p.weight) {
             if constexpr (kHeld > 0)
@@ -238,7 +250,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
           }
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            y[j] = kFastMath<T> ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
+            y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
             if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
             if (Variant::bias && p.bias) y[j] += b[j];
             if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
@@ -246,12 +258,21 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
           }
           store_rounded<T, VEC>(outr + col, y);
         };
-        if constexpr (kHeld > 0) {
-          each_held(output);
-        } else {
+        auto output_all = [&](auto kFma) {
+          if constexpr (kHeld > 0) {
+            each_held([&](int c, int i) { output(kFma, c, i); });
+          } else {
 #pragma unroll(kOutUnroll)
-          for (int i = tx; i < nvec; i += tpr) output(0, i);
-        }
+            for (int i = tx; i < nvec; i += tpr) output(kFma, 0, i);
+          }
+        };
+        // RMS norms have mean 0, where the FFMA is exact, and fp32 always subtracts: one loop each.
+        if constexpr (Variant::norm == NormType::rms || !kFastMath<T>)
+          output_all(std::bool_constant<kFastMath<T>>{});
+        else if (fma_normalize)
+          output_all(std::true_type{});
+        else
+          output_all(std::false_type{});
       }
     }
     if constexpr (kStaged) cp_async_wait<0>();  // no copy may outlive the block (the last prefetch group is empty)
