@@ -45,7 +45,9 @@ def test_world_size_one_is_the_model(device):
 
 
 def torchrun(nproc, *args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # CPU ranks with no GPU visible: on a CUDA machine transformers' tp_plan would put rank r on cuda:r, which a
+    # one-GPU machine lacks.
+    env = dict(os.environ, OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                            str(ROOT / "bench" / "tp_llama.py"), *args], capture_output=True, text=True, timeout=300,
                           env=env)
