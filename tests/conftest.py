@@ -20,3 +20,9 @@ try:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "kernelkit"))
 except ImportError:  # the property tests skip themselves without hypothesis
     pass
+
+
+def pytest_configure(config):
+    # Tests that run on the CPU only (e.g. gloo ranks under torchrun): -k "not cpu" deselects them with the
+    # CPU-parametrized cases.
+    config.addinivalue_line("markers", "cpu: runs on the CPU only")

@@ -104,11 +104,12 @@ TEST_P(NormVariants, Fp16NearMaxStaysFinite) {
   check(c);
 }
 
-// Constant rows (one element, too) normalize to 0: the output is the bias, within the plain tolerance. The 16-bit
-// kernels' one-FFMA normalize, v rstd - mean rstd, would leave |mean| rstd 2^-24 (0.37 at a constant 20000 with eps
-// 1e-5), and a mean taken as sum * (1 / hidden) an ulp of the mean times rstd (hidden 7).
+// Constant 16-bit rows (one element, too) normalize to 0: the output is the bias, within the plain tolerance. The
+// one-FFMA normalize, v rstd - mean rstd, would leave |mean| rstd 2^-24 (0.37 at a constant 20000 with eps 1e-5), and
+// a mean taken as sum * (1 / hidden) an ulp of the mean times rstd (hidden 7). Only 16-bit: a sum of equal fp32
+// values is not exact, so an fp32 constant row keeps the fp32-terms allowance of the grid tests.
 TEST(NormConstantRows, LayerNormGivesTheBias) {
-  for (DType dt : {DType::f32, DType::f16, DType::bf16})
+  for (DType dt : {DType::f16, DType::bf16})
     for (int64_t hidden : {1, 7, 64, 4096})
       for (double magnitude : {20000.0, 300.0, 1.0}) {
         kernelkit::testing::NormCase c;

@@ -23,8 +23,8 @@ struct NormCase {
   float eps = 1e-6f;
   float weight_offset = 0.0f;  // Gemma-style (1 + w) when 1
   double magnitude = 1.0;      // |x| drawn from [magnitude / 2, magnitude] with random sign when > 1 (extreme fp16)
-  bool constant_rows = false;  // every element of row r is one value, +-magnitude (1 + r / rows) / 2: normalizes to 0
   uint64_t seed = 1;
+  bool constant_rows = false;  // row r all +-magnitude (1 + r / rows) / 2: normalizes to 0 (16-bit: the sums are exact)
   std::string name() const;  // "rms_norm bf16 83x5125 pad 8"
 };
 
