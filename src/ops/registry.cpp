@@ -31,7 +31,9 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
   const uint64_t groups = s.group > 0 ? k / static_cast<uint64_t>(s.group) : 1;  // fp32 scales per weight row
   switch (id) {
     case OpId::quantize_int8_per_channel:
-    case OpId::quantize_per_token_int8: return rows * k * (e + 1) + rows * 4;
+    case OpId::quantize_per_token_int8:
+    case OpId::quantize_per_token_fp8:
+      return rows * k * (e + 1) + rows * 4;
     case OpId::quantize_int4_groupwise: return rows * k * e + rows * k / 2 + rows * groups * 4;
     default: break;
   }
@@ -70,6 +72,11 @@ std::optional<OpId> parse_op(std::string_view name) {
 }
 
 int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::linear_w4a16 ? 4 : 0; }
+
+std::optional<DType> op_fp8_output(OpId id) {
+  if (id == OpId::quantize_per_token_fp8) return DType::f8e4m3;
+  return std::nullopt;
+}
 
 uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
   const OpInfo& op = op_info(id);

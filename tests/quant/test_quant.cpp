@@ -125,6 +125,37 @@ TEST_P(QuantizeRoundTrip, Int8PerChannelAndPerToken) {
   EXPECT_EQ(s_tok, s);
 }
 
+// FP8 per token: s = max|x| / 448 exactly as fp32, every q the e4m3 value nearest x / s (checked against the e4m3
+// grid, not the library's converter: the neighbours of x / s on the grid must be no nearer), the largest |x| at 448.
+TEST_P(QuantizeRoundTrip, Fp8PerToken) {
+  const DType dt = GetParam();
+  const int64_t n = 6, k = 200;
+  auto x = random_matrix(dt, n, k, 3.0, 17);
+  for (int64_t j = 0; j < k; ++j) x.set(2 * k + j, 0.0);                         // row 2: all zeros
+  for (int64_t j = 0; j < k; j += 7) x.set(4 * k + j, x.get(4 * k + j) * 1e-4);  // row 4: e4m3 subnormals too
+  std::vector<uint8_t> q(n * k);
+  std::vector<float> s(n);
+  ASSERT_TRUE(
+      quantize_per_token_fp8(mat(q.data(), DType::f8e4m3, n, k), vec(s.data(), DType::f32, n), mat(x.data(), dt, n, k))
+          .ok());
+  std::vector<double> grid;  // every finite e4m3 value
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7f) != 0x7f) grid.push_back(e4m3_bits_to_float(static_cast<uint8_t>(b)));
+  for (int64_t r = 0; r < n; ++r) {
+    double amax = 0, qmax = 0;
+    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(x.get(r * k + j)));
+    EXPECT_EQ(s[r], static_cast<float>(amax / 448)) << "row " << r;
+    for (int64_t j = 0; j < k; ++j) {
+      const double got = e4m3_bits_to_float(q[r * k + j]);
+      const double want = s[r] == 0 ? 0 : static_cast<float>(x.get(r * k + j) / s[r]);
+      for (double g : grid) ASSERT_LE(std::fabs(got - want), std::fabs(g - want)) << r << ", " << j;
+      qmax = std::max(qmax, std::fabs(got));
+    }
+    EXPECT_EQ(qmax, r == 2 ? 0.0 : 448.0);
+  }
+  EXPECT_EQ(s[2], 0.0f);
+}
+
 TEST_P(QuantizeRoundTrip, Int4GroupWise) {
   const DType dt = GetParam();
   for (int group : {64, 128}) {
@@ -305,6 +336,8 @@ TEST(QuantizeErrors, BadInputsNameTheArgument) {
   st = quantize_per_token_int8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
                                mat(q.data(), DType::i8, n, k));
   EXPECT_TRUE(has(st, "quantize_per_token_int8: x dtype i8 is not supported")) << st.message();
+  st = quantize_per_token_fp8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n), wv);
+  EXPECT_TRUE(has(st, "quantize_per_token_fp8: q dtype i8 must be f8e4m3")) << st.message();
   st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, 2), wv, 96);
   EXPECT_TRUE(has(st, "group must be 64 or 128, got 96")) << st.message();
   st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, 48), mat(s.data(), DType::f32, n, 1),
@@ -492,6 +525,15 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
                                         TensorView::contiguous(w.data(), DType::bf16, {2, 128}, d));
   EXPECT_EQ(st.code(), StatusCode::unsupported);
   EXPECT_TRUE(has(st, "quantize_int8_per_channel: w dtype bf16 is not supported on profile t4")) << st.message();
+  // FP8 output below sm_89: refused in every input dtype, saying what to use.
+  for (const char* prof : {"t4", "a100"}) {
+    setenv("KERNELKIT_PROFILE", prof, 1);
+    st = quantize_per_token_fp8(TensorView::contiguous(q.data(), DType::f8e4m3, {2, 128}, d),
+                                TensorView::contiguous(s.data(), DType::f32, {2}, d),
+                                TensorView::contiguous(w.data(), DType::f16, {2, 128}, d));
+    EXPECT_EQ(st.code(), StatusCode::unsupported) << prof;
+    EXPECT_TRUE(has(st, "quantize_per_token_fp8: q dtype f8e4m3 is not supported on profile")) << st.message();
+  }
   setenv("KERNELKIT_PROFILE", "h200", 1);
   // Rows 130 f16 apart (260 bytes): the INT4 kernel's 16-byte loads cannot serve them.
   st = quantize_int4_groupwise(TensorView::contiguous(q.data(), DType::i4x2, {2, 64}, d),

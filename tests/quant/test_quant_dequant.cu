@@ -71,3 +71,21 @@ TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
         << w << " / " << s;
   }
 }
+
+// The FP8 quantizer's conversion (cuda_fp8.h's, here its host path) against the reference's float_to_e4m3_bits:
+// every e4m3 code's value, the midpoints between neighbours (ties to even), values past 448 (saturated), and random
+// quotients over the normal and subnormal range.
+TEST(QuantDequant, E4m3RoundingMatchesTheReference) {
+  EXPECT_EQ(cuda::quantize_e4m3(5.0f, 0.0f), 0);
+  std::vector<float> values;
+  for (int b = 0; b < 127; ++b) {  // the non-negative finite codes, in increasing order
+    const float v = e4m3_bits_to_float(static_cast<uint8_t>(b)), next = e4m3_bits_to_float(static_cast<uint8_t>(b + 1));
+    values.insert(values.end(), {v, -v});
+    if (b + 1 < 127) values.insert(values.end(), {(v + next) / 2, -(v + next) / 2});
+  }
+  values.insert(values.end(), {449.0f, 464.0f, 1e6f, -500.0f});
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> e(-12.0f, 9.0f), sign(-1.0f, 1.0f);
+  for (int i = 0; i < 200000; ++i) values.push_back(std::copysign(std::exp2(e(rng)), sign(rng)));
+  for (float v : values) ASSERT_EQ(cuda::quantize_e4m3(v, 1.0f), float_to_e4m3_bits(v, true)) << v;
+}

@@ -108,16 +108,16 @@ TEST_P(QuantizeGrid, BitForBit) {
     for (int64_t pad : {int64_t{0}, int64_t{8}}) {
       if (int4 && k % group != 0) continue;
       QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k)};
-      kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), dt, c.name());
+      kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), op, dt, c.name());
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, QuantizeGrid,
-                         ::testing::Combine(::testing::Values(OpId::quantize_int8_per_channel,
-                                                              OpId::quantize_per_token_int8,
-                                                              OpId::quantize_int4_groupwise),
-                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                                            ::testing::Values(1, 7, 300), ::testing::Values(128, 777, 1024, 4096)));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QuantizeGrid,
+    ::testing::Combine(::testing::Values(OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8,
+                                         OpId::quantize_per_token_fp8, OpId::quantize_int4_groupwise),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 300),
+                       ::testing::Values(128, 777, 1024, 4096)));
 
 // W8A8 on INT8 tensor cores: tiles with tails in m, n and k (k not a multiple of the 64-byte stage), one-row and
 // one-column outputs, strided xq, a decoder-sized layer; every element against the exact integer sums.

@@ -43,6 +43,34 @@ def test_w8a8_linear_matches_exact_integer_matmul(device):
     assert (y.cpu().double() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
 
 
+def fp8_runs(device):
+    """FP8 ops run on the CPU backend and on CUDA GPUs with FP8 conversions (sm_89+)."""
+    return device == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_fp8_per_token_matches_torch_bit_for_bit(device, dtype):
+    """quantize_per_token(x, torch.float8_e4m3fn) against torch's own e4m3 rounding of the fp32 quotient: s = max|x| /
+    448 and every q byte equal; an all-zero row gives s = 0 and q = 0; x = q s within half an e4m3 step."""
+    if not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    x = rand(37, 272, dtype=dtype, device=device, lo=-3.0, hi=3.0)
+    x[5] = 0
+    x[9, ::5] *= 1e-4  # quotients in e4m3's subnormal range
+    q, s = kernelkit.quantize_per_token(x, dtype=torch.float8_e4m3fn)
+    assert q.dtype == torch.float8_e4m3fn and s.shape == (37,) and s.dtype == torch.float32
+    xf = x.cpu().float()
+    s_want = (xf.abs().amax(-1).double() / 448).float()
+    assert torch.equal(s.cpu(), s_want)
+    quotient = torch.where(s_want[:, None] == 0, torch.zeros_like(xf), xf / s_want[:, None])
+    q_want = quotient.clamp(-448, 448).to(torch.float8_e4m3fn)
+    assert torch.equal(q.cpu().view(torch.uint8), q_want.view(torch.uint8))
+    assert s[5].item() == 0 and (q[5].float() == 0).all()
+    err = (q.cpu().double() * s.cpu().double()[:, None] - xf.double()).abs()
+    assert (err <= xf.double().abs() / 16 + s.cpu().double()[:, None] * 2.0 ** -10).all()  # 3 mantissa bits
+
+
 @pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
                                                  ("Int4Linear", dict(bits=4, group=64), 0.95),
                                                  ("W8A8Linear", dict(bits=8, activations=True), 0.99)])
@@ -75,6 +103,9 @@ def test_opcheck(device):
                                                     torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
         (kernelkit.ops.quantize_per_token.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
                                                     torch.empty(3, device=device), torch.randn(3, 128, device=device))),
+        *([(kernelkit.ops.quantize_per_token_fp8.default,
+            (torch.empty(3, 128, dtype=torch.float8_e4m3fn, device=device), torch.empty(3, device=device),
+             torch.randn(3, 128, device=device)))] if fp8_runs(device) else []),
         (kernelkit.ops.linear_w8a8.default, (torch.empty(3, 16, device=device, dtype=h),
                                              torch.randint(-127, 128, (3, 128), dtype=torch.int8, device=device),
                                              torch.rand(3, device=device), q8, s8, None)),

@@ -34,12 +34,17 @@
 
 namespace kernelkit::testing {
 
-inline void expect_case(const CaseResult& r, DType dtype, const std::string& name) {
+inline const DeviceProfile& case_profile() {
   static const DeviceProfile prof = [] {
     DeviceProfile p;
     EXPECT_TRUE(active_profile(0, &p).ok());
     return p;
   }();
+  return prof;
+}
+
+inline void expect_case(const CaseResult& r, DType dtype, const std::string& name) {
+  const DeviceProfile& prof = case_profile();
   if (!prof.supports(dtype)) {
     EXPECT_EQ(r.status.code(), StatusCode::unsupported) << name << ": " << r.status.to_string();
     return;
@@ -47,6 +52,15 @@ inline void expect_case(const CaseResult& r, DType dtype, const std::string& nam
   ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.to_string();
   EXPECT_GT(r.checked, 0);
   EXPECT_EQ(r.mismatches, 0) << name << " (worst error ratio " << r.worst_ratio << ")\n" << r.detail;
+}
+
+// The same for op `op`, which a profile without FP8 also refuses when the op writes FP8 (op_fp8_output).
+inline void expect_case(const CaseResult& r, OpId op, DType dtype, const std::string& name) {
+  if (const auto fp8 = op_fp8_output(op); fp8 && !case_profile().supports(*fp8)) {
+    EXPECT_EQ(r.status.code(), StatusCode::unsupported) << name << ": " << r.status.to_string();
+    return;
+  }
+  expect_case(r, dtype, name);
 }
 
 // An environment variable set for a scope (KERNELKIT_TUNE, KERNELKIT_W8A8: read at every call), then restored.

@@ -31,6 +31,12 @@ void quantize_per_token(at::Tensor& q, at::Tensor& scales, const at::Tensor& x) 
   c.check(kernelkit::quantize_per_token_int8(qv, sv, xv, c.stream()));
 }
 
+void quantize_per_token_fp8(at::Tensor& q, at::Tensor& scales, const at::Tensor& x) {
+  const Call c("quantize_per_token_fp8", x);
+  const TensorView xv = c(x, "x"), qv = c(q, "q"), sv = c(scales, "scales");
+  c.check(kernelkit::quantize_per_token_fp8(qv, sv, xv, c.stream()));
+}
+
 void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scales, const at::Tensor& qweight,
                  const at::Tensor& w_scales, const std::optional<at::Tensor>& bias) {
   const Call c("linear_w8a8", xq);
@@ -50,6 +56,7 @@ KK_TORCH_OPS(m) {
             "Tensor? bias) -> ()",
          &linear_weight_only);
   def_op(m, "quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token);
+  def_op(m, "quantize_per_token_fp8(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token_fp8);
   def_op(m, "linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()",
          &linear_w8a8);
 }

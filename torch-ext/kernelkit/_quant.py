@@ -11,7 +11,7 @@ from ._ops import ops
 
 __all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
-_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8")
+_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_token_fp8", "linear_w8a8")
 
 
 def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,18 +54,22 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     return out.reshape(*lead, qweight.shape[0])
 
 
-def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dynamic per-token INT8 activations: s[t] = max|x[t, :]| / 127, q = round(x / s) (half to even), for x [m, k].
+def quantize_per_token(x: torch.Tensor, dtype: torch.dtype = torch.int8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic per-token activations for x [m, k]; returns (q [m, k] of `dtype`, float32 scales [m]), x = q * s[:, None]
+    up to half a step.
 
-    Returns (int8 [m, k], float32 scales [m]); x = q * s[:, None] up to half a step. The activation side of
-    `linear_w8a8`.
+    dtype=torch.int8: s[t] = max|x[t, :]| / 127, q = round(x / s) (half to even); the activation side of `linear_w8a8`.
+    dtype=torch.float8_e4m3fn: s[t] = max|x[t, :]| / 448, q = x / s rounded to e4m3 (nearest even, saturating), as
+    vLLM's dynamic per-token FP8 quantization; CUDA needs an FP8 GPU (sm_89+). An all-zero row gives s = 0 and q = 0.
     """
     _inference_only("quantize_per_token", x)
     _dims("quantize_per_token", "x", x, (2,), "[m, k]")
+    if dtype not in (torch.int8, torch.float8_e4m3fn):
+        raise ValueError(f"quantize_per_token: dtype must be torch.int8 or torch.float8_e4m3fn, got {dtype}")
     x2 = _rows(x)
-    q = torch.empty(x2.shape, dtype=torch.int8, device=x.device)
+    q = torch.empty(x2.shape, dtype=dtype, device=x.device)
     s = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
-    ops.quantize_per_token(q, s, x2)
+    (ops.quantize_per_token if dtype == torch.int8 else ops.quantize_per_token_fp8)(q, s, x2)
     return q, s
 
 

@@ -22,6 +22,13 @@ Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& sc
 Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x,
                                Stream stream = nullptr);
 
+// Dynamic per-token FP8 activations (vLLM's dynamic per-token scaled_fp8_quant): x [m, k] -> q f8e4m3 [m, k], scales
+// f32 [m]; s[t] = max_j |x[t, j]| / 448, q = e4m3(fp32(x / s)) rounded to nearest even (saturating at +-448), so
+// x ~ q * s; an all-zero row gives s = 0 and q = 0. CUDA: profiles with FP8 (sm_89+); the T4 / A100 profiles refuse
+// it, naming what to use instead (quantize_per_token_int8). An inf or NaN in x is recorded (check_errors).
+Status quantize_per_token_fp8(const TensorView& q, const TensorView& scales, const TensorView& x,
+                              Stream stream = nullptr);
+
 // Group-wise INT4 weights: w [n, k] -> qweight i4x2 [n, k / 2] in the kernel layout below, scales f32 [n, k / group];
 // group is 64 or 128 (k % group == 0); s = max|w| / 7 over the group, q in [-7, 7] (-8 is never produced but decodes).
 //

@@ -69,7 +69,7 @@ int64_t row_stride(const TensorView& t) { return t.shape[0] > 1 ? t.strides[0] :
 
 Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group,
                       QuantizeArgs* a) {
-  const char* src = op == OpId::quantize_per_token_int8 ? "x" : "w";
+  const char* src = quantizes_tokens(op) ? "x" : "w";
   KK_RETURN_IF_ERROR(check_matrix(op, w, src));
   a->op = op;
   a->dtype = w.dtype;
@@ -83,7 +83,7 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
                             " is not supported (expected f32, f16 or bf16)");
   const Checker c(op, w.device);
   KK_RETURN_IF_ERROR(c.tensor(w, src, w.dtype, {a->rows, a->hidden}, true));
-  const char* qarg = op == OpId::quantize_per_token_int8 ? "q" : "qweight";
+  const char* qarg = quantizes_tokens(op) ? "q" : "qweight";
   if (op == OpId::quantize_int4_groupwise) {
     if (group != 64 && group != 128)
       return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
@@ -93,7 +93,8 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
     KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i4x2, {a->rows, a->hidden / 2}));
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows, a->hidden / group}));
   } else {
-    KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i8, {a->rows, a->hidden}));
+    const DType qtype = op_fp8_output(op).value_or(DType::i8);
+    KK_RETURN_IF_ERROR(c.tensor(q, qarg, qtype, {a->rows, a->hidden}));
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows}));
   }
   a->w = w.data;
@@ -124,7 +125,9 @@ Status run_quantize(const QuantizeArgs& a, Stream stream) {
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
-    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, a.op == OpId::quantize_per_token_int8 ? "x" : "w", a.dtype, *profile));
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, quantizes_tokens(a.op) ? "x" : "w", a.dtype, *profile));
+    if (const auto fp8 = op_fp8_output(a.op))  // FP8 conversions in hardware: sm_89+
+      KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "q", *fp8, *profile));
     // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
     if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
       return invalid_argument(name +
@@ -177,6 +180,13 @@ Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, co
   KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_int8, q, scales, x, 0, &a));
   KK_RETURN_IF_ERROR(
       detail::check_no_overlap("quantize_per_token_int8", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
+  return detail::run_quantize(a, stream);
+}
+
+Status quantize_per_token_fp8(const TensorView& q, const TensorView& scales, const TensorView& x, Stream stream) {
+  detail::QuantizeArgs a;
+  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_fp8, q, scales, x, 0, &a));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("quantize_per_token_fp8", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
   return detail::run_quantize(a, stream);
 }
 

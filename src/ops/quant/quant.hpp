@@ -13,7 +13,13 @@ namespace kernelkit::detail {
 // The kernel layout of INT4 weights (ops.hpp): value j of each 8-value word sits in nibble kInt4Nibble[j].
 inline constexpr int kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-// quantize_int8_per_channel / quantize_per_token_int8 (group 0: one scale a row) and quantize_int4_groupwise.
+// The per-token quantizers take activations (x, q); the weight quantizers take w (qweight). The same row math.
+constexpr bool quantizes_tokens(OpId op) {
+  return op == OpId::quantize_per_token_int8 || op == OpId::quantize_per_token_fp8;
+}
+
+// quantize_int8_per_channel / quantize_per_token_int8 / quantize_per_token_fp8 (group 0: one scale a row) and
+// quantize_int4_groupwise.
 struct QuantizeArgs {
   OpId op = OpId::quantize_int8_per_channel;
   DType dtype{};  // of w
@@ -22,7 +28,7 @@ struct QuantizeArgs {
   int group = 0;                 // INT4: the scale group along k (64 or 128); 0 for INT8
   const void* w = nullptr;       // [rows, k], row stride w_stride elements
   int64_t w_stride = 0;
-  void* q = nullptr;        // i8 [rows, k] or i4x2 [rows, k / 2] (kernel layout), contiguous
+  void* q = nullptr;        // i8 or f8e4m3 [rows, k], or i4x2 [rows, k / 2] (kernel layout), contiguous
   float* scales = nullptr;  // f32 [rows] or [rows, k / group], contiguous
   int align_bytes = 16;     // of w's pointer and row stride
 

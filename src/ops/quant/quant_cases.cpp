@@ -183,7 +183,8 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   for (int64_t i = 0; i < w.size(); ++i) w.set(i, i < ws ? 0.0 : u(rng));  // row 0: all zeros
   const bool int4 = c.op == OpId::quantize_int4_groupwise;
   const int64_t qcols = int4 ? c.k / 2 : c.k, scols = int4 ? c.k / c.group : 1;
-  HostBuffer q(int4 ? DType::i4x2 : DType::i8, c.rows * qcols), s(DType::f32, c.rows * scols);
+  HostBuffer q(int4 ? DType::i4x2 : op_fp8_output(c.op).value_or(DType::i8), c.rows * qcols),
+      s(DType::f32, c.rows * scols);
   const auto call = [&](const std::vector<void*>& p, Device d) {
     void *wp = p[0], *qp = p[1], *sp = p[2];
     const TensorView wv = TensorView::strided(wp, c.dtype, {c.rows, c.k}, {ws, 1}, d);
@@ -195,6 +196,8 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
         return quantize_int8_per_channel(qv, sv, wv);
       case OpId::quantize_per_token_int8:
         return quantize_per_token_int8(qv, sv, wv);
+      case OpId::quantize_per_token_fp8:
+        return quantize_per_token_fp8(qv, sv, wv);
       default:
         return quantize_int4_groupwise(qv, sv, wv, c.group);
     }

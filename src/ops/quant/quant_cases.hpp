@@ -45,8 +45,8 @@ struct W8A8Case {
 // device < 0: the op under test is the CPU backend.
 CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);
 
-// Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8, quantize_int4_groupwise): w [rows, k] with rows
-// `pad` elements apart, uniform in [-2, 2] with row 0 all zeros (scale 0). The CUDA quantizers must give the
+// Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8 / _fp8, quantize_int4_groupwise): w [rows, k]
+// with rows `pad` elements apart, uniform in [-2, 2] with row 0 all zeros (scale 0). The CUDA quantizers must give the
 // reference's q and scales bit for bit (both round w / s once, in fp32).
 struct QuantizeCase {
   OpId op = OpId::quantize_int8_per_channel;

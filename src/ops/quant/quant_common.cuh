@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -17,6 +18,13 @@ __host__ __device__ __forceinline__ int quantize_value(float w, float s, int qma
   if (s == 0.0f) return 0;
   const float q = rintf(w / s);
   return static_cast<int>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+
+// e4m3 bits of fp32(w / s), rounded to nearest even and saturating at +-448 (the reference's float_to_e4m3_bits);
+// s == 0 (an all-zero span) gives 0. sm_89+ convert in one instruction; older targets emulate (FP8 ops are refused on
+// their profiles, but the kernel is compiled for every target).
+__host__ __device__ __forceinline__ uint8_t quantize_e4m3(float w, float s) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(s == 0.0f ? 0.0f : w / s, __NV_SATFINITE, __NV_E4M3));
 }
 
 // Nibble position of value j (0..7) in a packed INT4 word of the kernel layout (ops.hpp): j / 2 + 4 * (j % 2).

@@ -18,7 +18,8 @@ using plan::tune_value;
 namespace detail {
 
 // Quantizers and weight-only linear ops.
-//  - Row quantizers (INT8 per channel / per token): the row-norm work split (one row max, then the row quantized).
+//  - Row quantizers (INT8 per channel / per token, FP8 per token): the row-norm work split (one row max, then the row
+//  quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
 //    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
@@ -30,7 +31,8 @@ namespace detail {
 //    14.2, n28672 k8192 71.0 against 48.1 us.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
-  if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8)
+  if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8 ||
+      op == OpId::quantize_per_token_fp8)
     return plan::plan_rows(prof, op, s, dtype, p);
   p->sms = prof.sms;
   if (op == OpId::quantize_int4_groupwise) {

@@ -1,7 +1,8 @@
 // CPU reference of the quantization ops, fp64 wherever the kernels' own rounding points allow:
 //  - quantizers: the scale s = max|w| / qmax and the quotient w / s are fp32 values (as the kernels' IEEE fp32
 //    divisions give; an fp64 division of two floats rounded once to float is the correctly rounded fp32 quotient), then
-//    q = round-half-even, clamped to [-qmax, qmax]. So the CUDA quantizers must match these bit for bit.
+//    q = round-half-even, clamped to [-qmax, qmax] (FP8: rounded to e4m3, nearest even, saturating at 448). So the
+//    CUDA quantizers must match these bit for bit.
 //  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
 #include <algorithm>
 #include <cmath>
@@ -32,7 +33,7 @@ float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, in
 // The first non-finite value of the input (inf or NaN would give an inf or NaN scale, or q = 0 for the whole span):
 // refused, naming the row and the column.
 Status check_finite(const QuantizeArgs& a) {
-  const char* arg = a.op == OpId::quantize_per_token_int8 ? "x" : "w";
+  const char* arg = quantizes_tokens(a.op) ? "x" : "w";
   for (int64_t r = 0; r < a.rows; ++r)
     for (int64_t j = 0; j < a.hidden; ++j) {
       const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
@@ -63,6 +64,20 @@ Status quantize_reference(const QuantizeArgs& a) {
           q[(r * k + (j / 8) * 8) / 2 + nibble / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (nibble % 2)));
         }
       }
+    return Status::Ok();
+  }
+  if (a.op == OpId::quantize_per_token_fp8) {
+    auto* q = static_cast<uint8_t*>(a.q);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const float s = span_scale(a, r, 0, k, 448);
+      a.scales[r] = s;
+      for (int64_t j = 0; j < k; ++j) {
+        // The fp32 quotient rounded to e4m3 (nearest even, saturating: |x / s| <= 448 but for the quotient's own
+        // rounding), 0 for an all-zero row.
+        const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
+        q[r * k + j] = float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true);
+      }
+    }
     return Status::Ok();
   }
   auto* q = static_cast<int8_t*>(a.q);

@@ -1,8 +1,9 @@
 // The quantizers on CUDA.
 //
-// INT8 rows (quantize_int8_per_channel, quantize_per_token_int8): w [rows, k] -> q i8 [rows, k], scales f32 [rows].
-//   The row-norm work split (block = threads_per_row x rows_per_block, a grid-stride loop over row groups): each row's
-//   max |w| through the one group reduction, s = max / 127, then the row re-read (L1/L2) and rounded.
+// INT8 / FP8 rows (quantize_int8_per_channel, quantize_per_token_int8, quantize_per_token_fp8): w [rows, k] -> q i8 or
+//   f8e4m3 [rows, k], scales f32 [rows]. The row-norm work split (block = threads_per_row x rows_per_block, a
+//   grid-stride loop over row groups): each row's max |w| through the one group reduction, s = max / 127 (or 448),
+//   then the row re-read (L1/L2) and rounded.
 //   Bytes: E k + k + 4 a row (+ the re-read); ~3 FLOP an element: memory-bound.
 // INT4 group-wise (quantize_int4_groupwise): w [rows, k] -> q i4x2 [rows, k / 2] (kernel layout), scales [rows, k / g].
 //   One thread per 8 values (one packed word); the group / 8 threads of a group (8 or 16 lanes, aligned in the warp)
@@ -47,9 +48,9 @@ __device__ __forceinline__ float nonfinite_as_inf(unsigned bits) {
   return bits >= 0x7f800000u ? INFINITY : __uint_as_float(bits);
 }
 __device__ __forceinline__ void record_nonfinite(detail::DeviceErrorRecord* err, OpId op, int64_t row, int64_t group) {
-  record_device_error(err, op, op == OpId::quantize_per_token_int8 ? detail::DeviceCheck::finite_x
-                                                                     : detail::DeviceCheck::finite_w,
-                      row, group, 0, 0);
+  record_device_error(err, op,
+                      detail::quantizes_tokens(op) ? detail::DeviceCheck::finite_x : detail::DeviceCheck::finite_w, row,
+                      group, 0, 0);
 }
 
 // N values of T at p (aligned to min(16, N * sizeof(T)) bytes) as floats, in 16-byte (or smaller) accesses.
@@ -64,7 +65,8 @@ __device__ __forceinline__ void load_floats(const T* p, float* f) {
   }
 }
 
-template <typename T, int VEC>
+// kFp8: e4m3 outputs (qmax 448), else int8 (qmax 127).
+template <typename T, int VEC, bool kFp8>
 __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const QuantizeParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -87,7 +89,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
           for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
         }
       const float amax = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits));
-      const float s = amax / 127.0f;  // IEEE division: the reference's fp32 scale
+      const float s = amax / (kFp8 ? 448.0f : 127.0f);  // IEEE division: the reference's fp32 scale
       if (active) {
         if (tx == 0) p.scales[row] = s;
         if (tx == 0 && isinf(s)) record_nonfinite(p.err, p.op, row, -1);
@@ -98,8 +100,10 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
           // VEC bytes packed little-endian and stored as one access (VEC <= 8: at most a 64-bit store).
           uint64_t packed = 0;
 #pragma unroll
-          for (int j = 0; j < VEC; ++j)
-            packed |= static_cast<uint64_t>(static_cast<uint8_t>(quantize_value(f[j], s, 127))) << (8 * j);
+          for (int j = 0; j < VEC; ++j) {
+            const uint8_t byte = kFp8 ? quantize_e4m3(f[j], s) : static_cast<uint8_t>(quantize_value(f[j], s, 127));
+            packed |= static_cast<uint64_t>(byte) << (8 * j);
+          }
           int8_t* dst = qr + i * VEC;
           if constexpr (VEC == 8)
             *reinterpret_cast<uint64_t*>(dst) = packed;
@@ -166,7 +170,9 @@ Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cu
   }
   return dispatch_vec<8>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
-    quantize_rows_kernel<T, V><<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    const auto kernel =
+        a.op == OpId::quantize_per_token_fp8 ? quantize_rows_kernel<T, V, true> : quantize_rows_kernel<T, V, false>;
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   });
@@ -185,7 +191,7 @@ Status quantize_cuda(const QuantizeArgs& a, Stream stream) {
                                           }));
   // Weights are quantized once, off the serving path: wait and refuse an inf or NaN at the call, as on the CPU (in
   // debug mode run_op does that after every op). The per-token activation quantizer only records it.
-  const bool wait = a.op != OpId::quantize_per_token_int8 && !debug_checks();
+  const bool wait = !detail::quantizes_tokens(a.op) && !debug_checks();
   return wait ? debug_check(a.device.index, stream) : Status::Ok();
 }
 
