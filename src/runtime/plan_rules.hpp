@@ -60,8 +60,9 @@ Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DTyp
 void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan, int waves = 1);
 // `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
 // block's steps are split into the count of parts (at most max_parts) that minimises waves x (steps a part +
-// `overhead`) (see planner.cpp).
-int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead);
+// `overhead`) (see planner.cpp). past_one_wave: weigh splits also when the blocks alone fill a wave.
+int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead,
+                    bool past_one_wave = false);
 
 }  // namespace plan
 }  // namespace kernelkit

@@ -21,9 +21,10 @@ constexpr int kRowBlockThreads = 256;
 }  // namespace
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
-constexpr std::string_view kTuneKeys[] = {
-    "attn_mw",     "attn_stages", "attn_bn",  "attn_wgmma", "decode_stages", "decode_splits", "decode_tc",
-    "gemv_stages", "gemv_kwarps", "rows_vpt", "rows_waves", "ew_waves",      "softmax_stage", "rows_held"};
+constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages",   "attn_bn",     "attn_wgmma",
+                                          "decode_stages", "decode_splits", "decode_tc",   "gemv_stages",
+                                          "gemv_kwarps",   "rows_vpt",      "rows_waves",  "ew_waves",
+                                          "softmax_stage", "rows_held",     "decode_waves"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -173,12 +174,15 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
 // `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
 // block's steps are split into the count of parts (at most max_parts, never more than the steps) that minimises the
 // estimated time, waves x (steps a part + `overhead`), the fewest parts on ties. No split when the blocks alone fill a
-// wave. The model counts whole waves: b32 h_kv 8 decode on the H200 (256 blocks, 396 a wave) takes 3 splits (768
-// blocks, two full waves) rather than the 2 of a one-wave target (512 blocks, a second wave 30% full).
-int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead) {
+// wave, unless past_one_wave. The model counts whole waves: b32 h_kv 8 decode on the H200 (256 blocks, 396 a wave)
+// takes 3 splits (768 blocks, two full waves) rather than the 2 of a one-wave target (512 blocks, a second wave 30%
+// full). Past one wave it would give b64 (512 blocks, 1.3 waves) 3 splits of 2048 keys' 32 tiles: 4 waves x 13 against
+// 2 x 34.
+int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead,
+                    bool past_one_wave) {
   steps = std::max<int64_t>(steps, 1);
   blocks = std::max<int64_t>(blocks, 1);
-  if (blocks >= wave) return steps;
+  if (blocks >= wave && !past_one_wave) return steps;
   int64_t best = -1, chunk = steps;
   for (int64_t s = 1; s <= std::min(steps, max_parts); ++s) {
     const int64_t c = ceil_div(steps, s), used = ceil_div(steps, c);  // parts that get steps

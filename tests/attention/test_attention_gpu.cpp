@@ -482,6 +482,11 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
                       seed++});
     expect_attention({OpId::decode_attention, DType::f16, 3, 2, 1000, 8, 2, 64, true, false, false, true, 1.0, seed++});
   }
+  {  // Splits past one wave of blocks: b64 h32/8 is 512 blocks, more than the 396 an H200 holds at once.
+    const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", "decode_waves=1");
+    expect_attention(
+        {OpId::decode_attention, DType::f16, 64, 1, 520, 32, 8, 128, false, false, false, false, 1.0, seed++});
+  }
 }
 
 // write_kv_cache: caches of several blocks x block sizes (a paged pool, a contiguous-shaped one, pages of 1), RoPE

@@ -453,6 +453,17 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.workspace_bytes, 0);
   }
   {
+    // b64 h32/8 ctx 2048: 512 blocks against 396 resident (3 an SM). Unsplit by default; past one wave the model
+    // takes 3 splits of 11 of the 32 tiles (4 waves x 13 tile steps against 2 x 34).
+    ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
+    EXPECT_EQ(d.blocks_per_sm, 3);
+    EXPECT_EQ(d.splits, 1);
+    Env e("decode_waves=1");
+    ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
+    EXPECT_EQ(d.splits, 3);
+    EXPECT_EQ(d.chunk, 11 * 64);
+  }
+  {
     Env e("decode_tc=0,decode_splits=100");  // at most 100: 128 tiles in chunks of 2 make 64 splits
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.splits, 64);
@@ -635,7 +646,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(d.tensor_cores);
     EXPECT_EQ(d.to_string().find("tensor cores"), std::string::npos) << d.to_string();
   }
-  for (const char* bad : {"decode_splits=0", "decode_splits=129", "decode_tc=2", "gemv_kwarps=0", "gemv_kwarps=9"}) {
+  for (const char* bad :
+       {"decode_splits=0", "decode_splits=129", "decode_tc=2", "decode_waves=2", "gemv_kwarps=0", "gemv_kwarps=9"}) {
     Env e(bad);
     const Status sd = plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d);
     const Status sl = plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l);

@@ -167,8 +167,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   constexpr int64_t kDecodeBlockOverheadTiles = 2;
   const int64_t blocks = batch * kv_heads * p->row_groups;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
+  // KERNELKIT_TUNE decode_waves=1: the split model also past one wave of blocks (an experiment: b64 h32/8 decode,
+  // 1.3 waves unsplit, measured 0.79-0.82x cuDNN in bench/results/h200/op_baselines_attention.md).
+  int past_one_wave = 0;
+  KK_RETURN_IF_ERROR(tune_value("decode_waves", 0, 1, &past_one_wave));
   int64_t chunk_tiles = plan::split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
-                                    kDecodeMaxSplits, kDecodeBlockOverheadTiles);
+                                          kDecodeMaxSplits, kDecodeBlockOverheadTiles, past_one_wave == 1);
   int splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
   KK_RETURN_IF_ERROR(tune_value("decode_splits", 1, kDecodeMaxSplits, &splits));
   if (splits > 0) chunk_tiles = ceil_div(tiles, splits);
