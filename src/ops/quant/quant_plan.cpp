@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/quant/quant.hpp"
 #include "runtime/plan_rules.hpp"
 
 namespace kernelkit {
@@ -31,9 +32,7 @@ namespace detail {
 //    14.2, n28672 k8192 71.0 against 48.1 us.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
-  if (op == OpId::quantize_int8_per_channel || op == OpId::quantize_per_token_int8 ||
-      op == OpId::quantize_per_token_fp8)
-    return plan::plan_rows(prof, op, s, dtype, p);
+  if (op == OpId::quantize_int8_per_channel || quantizes_tokens(op)) return plan::plan_rows(prof, op, s, dtype, p);
   p->sms = prof.sms;
   if (op == OpId::quantize_int4_groupwise) {
     if (s.hidden % 8 != 0)

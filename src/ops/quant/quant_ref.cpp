@@ -66,26 +66,19 @@ Status quantize_reference(const QuantizeArgs& a) {
       }
     return Status::Ok();
   }
-  if (a.op == OpId::quantize_per_token_fp8) {
-    auto* q = static_cast<uint8_t*>(a.q);
-    for (int64_t r = 0; r < a.rows; ++r) {
-      const float s = span_scale(a, r, 0, k, 448);
-      a.scales[r] = s;
-      for (int64_t j = 0; j < k; ++j) {
-        // The fp32 quotient rounded to e4m3 (nearest even, saturating: |x / s| <= 448 but for the quotient's own
-        // rounding), 0 for an all-zero row.
-        const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
-        q[r * k + j] = float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true);
-      }
-    }
-    return Status::Ok();
-  }
-  auto* q = static_cast<int8_t*>(a.q);
+  // One byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even, saturating: |x / s| <= 448 but for
+  // the quotient's own rounding; 0 for an all-zero row).
+  const bool fp8 = op_fp8_output(a.op).has_value();
+  const int qmax = fp8 ? 448 : 127;
+  auto* q = static_cast<uint8_t*>(a.q);
   for (int64_t r = 0; r < a.rows; ++r) {
-    const float s = span_scale(a, r, 0, k, 127);
+    const float s = span_scale(a, r, 0, k, qmax);
     a.scales[r] = s;
-    for (int64_t j = 0; j < k; ++j)
-      q[r * k + j] = static_cast<int8_t>(quantize_value(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, 127));
+    for (int64_t j = 0; j < k; ++j) {
+      const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
+      q[r * k + j] = fp8 ? float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true)
+                         : static_cast<uint8_t>(quantize_value(w, s, qmax));
+    }
   }
   return Status::Ok();
 }
