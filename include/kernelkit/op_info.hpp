@@ -44,9 +44,9 @@ constexpr DTypeSet kHalfTypes = dtype_bit(DType::f16) | dtype_bit(DType::bf16);
 
 // The weight bits of a linear_w*a16 op (8 or 4); 0 for every other op.
 int op_weight_bits(OpId id);
-// The FP8 dtype an op writes whatever its activation dtype (f8e4m3 for quantize_per_token_fp8), or nullopt: a profile
-// without FP8 refuses the op in every dtype.
-std::optional<DType> op_fp8_output(OpId id);
+// The FP8 dtype an op writes (quantize_per_token_fp8) or reads (linear_fp8) whatever its activation dtype: f8e4m3, or
+// nullopt. A profile without FP8 refuses such an op in every dtype.
+std::optional<DType> op_fp8_dtype(OpId id);
 
 // The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row

@@ -46,6 +46,7 @@ struct LaunchPlan {
   int k_splits = 1;
   int64_t k_tiles_per_split = 0;
   int64_t workspace_bytes = 0;
+  bool library = false;  // a library (cuBLASLt) chooses the kernel: none of the fields above apply
   std::string to_string() const;
 };
 

@@ -22,7 +22,7 @@ static_assert([] {
 }());
 
 bool is_linear(OpId id) {
-  return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8;
+  return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8 || id == OpId::linear_fp8;
 }
 
 // The quantization ops' traffic. rows = m (linear) or the weight / token rows (quantizers), hidden = k.
@@ -38,8 +38,8 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
     default: break;
   }
   const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
-  if (id == OpId::linear_w8a8)  // xq, qweight (i8) and their fp32 scales; out and bias in the output dtype
-    return rows * k + n * k + 4 * (rows + n) + e * (rows * n + n);
+  // xq, qweight (1-byte values) and their fp32 scales (counted per token and channel); out and bias in the output dtype
+  if (id == OpId::linear_w8a8 || id == OpId::linear_fp8) return rows * k + n * k + 4 * (rows + n) + e * (rows * n + n);
   const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
   return weight + e * (rows * k + rows * n + n);  // + x, out, bias
 }
@@ -73,8 +73,8 @@ std::optional<OpId> parse_op(std::string_view name) {
 
 int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::linear_w4a16 ? 4 : 0; }
 
-std::optional<DType> op_fp8_output(OpId id) {
-  if (id == OpId::quantize_per_token_fp8) return DType::f8e4m3;
+std::optional<DType> op_fp8_dtype(OpId id) {
+  if (id == OpId::quantize_per_token_fp8 || id == OpId::linear_fp8) return DType::f8e4m3;
   return std::nullopt;
 }
 

@@ -238,6 +238,11 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
 
 std::string LaunchPlan::to_string() const {
   std::ostringstream os;
+  if (library) {
+    os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile
+       << ": cuBLASLt (its heuristic chooses the kernel per shape)";
+    return os.str();
+  }
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
        << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "

@@ -50,6 +50,7 @@ Status decode_attention_cuda(const DecodeArgs&, Stream) { return no_cuda(); }
 Status quantize_cuda(const QuantizeArgs&, Stream) { return no_cuda(); }
 Status weight_only_cuda(const WeightOnlyArgs&, Stream) { return no_cuda(); }
 Status w8a8_cuda(const W8A8Args&, Stream) { return no_cuda(); }
+Status fp8_linear_cuda(const W8A8Args&, Stream) { return no_cuda(); }
 }  // namespace detail
 
 struct GemmHandle::Impl {};

@@ -666,6 +666,95 @@ TEST(W8A8, PlanTilesFitEveryProfile) {
   EXPECT_EQ(plan_op(*find_profile("h200"), OpId::linear_w8a16, s, DType::f16, &p).code(), StatusCode::unsupported);
 }
 
+// linear_fp8 on the CPU backend: a hand-computed case (e4m3 codes of exact values), the harness on random codes with
+// both scalings, and every bad input named; FP8 refused on the T4 and A100 profiles, saying what to use instead.
+TEST(Fp8Linear, HandComputedAndHarness) {
+  // xq = [[1.5, -2, 448, 0, ...]], qweight rows e_0 and all 0.25 (k 16): sums 1.5 and 0.25 (1.5 - 2 + 448) = 111.875;
+  // per-tensor scales 0.5 and 2, bias 1.
+  std::vector<uint8_t> xq(16, 0), w(32, 0);
+  xq[0] = float_to_e4m3_bits(1.5f), xq[1] = float_to_e4m3_bits(-2.0f), xq[2] = float_to_e4m3_bits(448.0f);
+  w[0] = float_to_e4m3_bits(1.0f);
+  for (int j = 0; j < 16; ++j) w[16 + j] = float_to_e4m3_bits(0.25f);
+  std::vector<float> sx = {0.5f}, sw = {2.0f};
+  kernelkit::testing::HostBuffer bias(DType::bf16, 2), o(DType::bf16, 2);
+  bias.set(0, 1.0), bias.set(1, 1.0);
+  ASSERT_TRUE(linear_fp8(TensorView::contiguous(o.data(), DType::bf16, {1, 2}),
+                         TensorView::contiguous(xq.data(), DType::f8e4m3, {1, 16}),
+                         TensorView::contiguous(sx.data(), DType::f32, {1}),
+                         TensorView::contiguous(w.data(), DType::f8e4m3, {2, 16}),
+                         TensorView::contiguous(sw.data(), DType::f32, {1}),
+                         TensorView::contiguous(bias.data(), DType::bf16, {2}))
+                  .ok());
+  EXPECT_EQ(o.get(0), 1.5 * 0.5 * 2.0 + 1.0);  // 2.5
+  EXPECT_EQ(o.get(1), 113.0);                  // 112.875 rounded to bf16's 8 significant bits
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 5})
+      for (bool per_tensor : {false, true}) {
+        const kernelkit::testing::W8A8Case c{dt, m, 9, 80, m == 1, m == 1 ? 0 : 16, 3, OpId::linear_fp8, per_tensor};
+        const auto r = kernelkit::testing::run_w8a8_case(c, -1);
+        ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+        EXPECT_EQ(r.checked, m * 9);
+        EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+      }
+}
+
+TEST(Fp8Linear, BadInputsAreRefusedWithTheirNames) {
+  std::vector<uint8_t> buf(4096);
+  std::vector<float> f(64);
+  kernelkit::testing::HostBuffer o(DType::bf16, 64);
+  auto f8 = [&](std::initializer_list<int64_t> s, Device d = Device::cpu()) {
+    return TensorView::contiguous(buf.data(), DType::f8e4m3, s, d);
+  };
+  auto f32 = [&](std::initializer_list<int64_t> s, Device d = Device::cpu()) {
+    return TensorView::contiguous(f.data(), DType::f32, s, d);
+  };
+  auto out = [&](std::initializer_list<int64_t> s, DType dt = DType::bf16, Device d = Device::cpu()) {
+    return TensorView::contiguous(o.data(), dt, s, d);
+  };
+  auto says = [](const Status& s, const std::string& text) {
+    return s.code() == StatusCode::invalid_argument && s.message().find(text) != std::string::npos;
+  };
+  const auto xq = f8({2, 16}), sx = f32({2}), qw = f8({3, 16}), sw = f32({3});
+  EXPECT_TRUE(
+      says(linear_fp8(out({2, 3}), f8({2, 24}), sx, f8({3, 24}), sw), "k = 24 must be a positive multiple of 16"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 3}, DType::f32), xq, sx, qw, sw), "out dtype f32 is not supported"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, f32({1}), qw, sw),
+                   "linear_fp8: x_scales and w_scales must be both [1] (per tensor) or [m] and [n] = [2] and [3]"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, sx, f8({3, 32}), sw), "qweight shape [3, 32] must be [3, 16]"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, sx, qw, sw, out({4})), "bias shape [4] must be [3]"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 4}), xq, sx, qw, sw), "out shape [2, 4] must be [2, 3]"));
+  EXPECT_TRUE(says(linear_fp8(out({2, 3}), TensorView::contiguous(buf.data(), DType::i8, {2, 16}), sx, qw, sw),
+                   "xq dtype i8 must be f8e4m3"));
+  EXPECT_TRUE(
+      says(linear_fp8(out({2, 3}), xq, f32({1}), qw, f32({1}), out({3}, DType::f16)), "bias dtype f16 must be bf16"));
+  // CUDA tensors whose out rows are 3 bf16 (6 bytes) apart: cuBLASLt's FP8 kernels need 16-byte rows.
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  const Device d = Device::cuda(0);
+  Status st = linear_fp8(out({2, 3}, DType::bf16, d), f8({2, 16}, d), f32({2}, d), f8({3, 16}, d), f32({3}, d));
+  EXPECT_TRUE(says(st, "out's pointer and row stride must be 16-byte aligned")) << st.to_string();
+  // FP8 below sm_89: refused in both output dtypes, naming what to use instead.
+  for (const char* prof : {"t4", "a100"}) {
+    setenv("KERNELKIT_PROFILE", prof, 1);
+    st = linear_fp8(out({2, 8}, DType::f16, d), f8({2, 16}, d), f32({2}, d), f8({8, 16}, d), f32({8}, d));
+    EXPECT_EQ(st.code(), StatusCode::unsupported) << prof;
+    EXPECT_TRUE(has(st, "linear_fp8: xq dtype f8e4m3 is not supported on profile")) << st.message();
+    EXPECT_TRUE(has(st, "linear_w8a8")) << st.message();
+    LaunchPlan p;
+    OpShape s{16, 4096, 1, 16};
+    s.out_features = 4096;
+    EXPECT_EQ(plan_op(*find_profile(prof), OpId::linear_fp8, s, DType::f16, &p).code(), StatusCode::unsupported);
+  }
+  unsetenv("KERNELKIT_PROFILE");
+  LaunchPlan p;
+  OpShape s{16, 4096, 1, 16};
+  s.out_features = 4096;
+  ASSERT_TRUE(plan_op(*find_profile("h200"), OpId::linear_fp8, s, DType::bf16, &p).ok());
+  EXPECT_TRUE(p.library);
+  EXPECT_NE(p.to_string().find("cuBLASLt"), std::string::npos) << p.to_string();
+  EXPECT_EQ(op_bytes(OpId::linear_fp8, s, DType::bf16),
+            16ull * 4096 + 4096ull * 4096 + 4 * (16 + 4096) + 2 * (16ull * 4096 + 4096));
+}
+
 TEST(QuantizeErrors, NonFiniteValuesAreRefusedNamingTheRow) {
   // An inf would make the row's scale inf (every q 0), a NaN its scale NaN: refused instead, naming where.
   const int64_t n = 3, k = 128;

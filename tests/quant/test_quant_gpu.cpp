@@ -158,6 +158,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,
                                                               std::pair<int64_t, int64_t>{256, 1040},
                                                               std::pair<int64_t, int64_t>{1031, 4096})));
 
+// linear_fp8 through cuBLASLt's FP8 matmul: every finite e4m3 code as input, per-token x per-channel and per-tensor
+// scales, with and without a bias, strided xq, one-row and decoder-sized layers; fast accumulation on one shape.
+using Fp8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
+class Fp8LinearGrid : public ::testing::TestWithParam<Fp8Param> {};
+
+TEST_P(Fp8LinearGrid, MatchesTheDotProducts) {
+  const auto [dt, m, nk] = GetParam();
+  for (bool per_tensor : {false, true})
+    for (bool bias : {true, false}) {
+      const kernelkit::testing::W8A8Case c{
+          dt,        m, nk.first, nk.second, bias, bias ? 0 : 32, static_cast<uint64_t>(m + nk.first), OpId::linear_fp8,
+          per_tensor};
+      kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt, c.name());
+    }
+  if (m == 128 && nk.first == 256) {
+    const kernelkit::testing::W8A8Case c{dt, m, nk.first, nk.second, true, 0, 11, OpId::linear_fp8, false, true};
+    kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt, c.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(1, 17, 128, 300),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{8, 16},
+                                                              std::pair<int64_t, int64_t>{8, 80},
+                                                              std::pair<int64_t, int64_t>{256, 528},
+                                                              std::pair<int64_t, int64_t>{1032, 4096})));
+
 // The GEMV's alternatives (KERNELKIT_TUNE): the register prefetch and 2- and 3-deep cp.async rings (a synchronous copy
 // on sm_75 code), whichever the planner picks for this shape on the profile (its chunks a thread depend on the SM
 // count: the ring for INT8 on the A100 profile, the prefetch on the H200's), and forced warps along k (1; 8 with the

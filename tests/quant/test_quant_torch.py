@@ -71,6 +71,58 @@ def test_fp8_per_token_matches_torch_bit_for_bit(device, dtype):
     assert (err <= xf.double().abs() / 16 + s.cpu().double()[:, None] * 2.0 ** -10).all()  # 3 mantissa bits
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scaling", ["per_tensor", "rowwise"])
+def test_fp8_linear_matches_fp64_and_scaled_mm(device, out_dtype, scaling):
+    """linear_fp8 on per-token FP8 activations and per-channel FP8 weights (or one scale each) against the fp64 product
+    of the same e4m3 values, within the FP8 sums' bound (docs/tolerances.md), and on CUDA against torch._scaled_mm
+    with the same scales (the same cuBLASLt matmul: within one output rounding)."""
+    if not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    w = rand(264, 528, dtype=torch.bfloat16, device=device, lo=-0.1, hi=0.1)
+    x = rand(37, 528, dtype=torch.bfloat16, device=device, lo=-3.0, hi=3.0)
+    xq, sx = kernelkit.quantize_per_token(x, dtype=torch.float8_e4m3fn)
+    wq, sw = kernelkit.quantize_per_token(w, dtype=torch.float8_e4m3fn)  # rows of w: per output channel
+    if scaling == "per_tensor":
+        sx, sw = sx.amax().reshape(1), sw.amax().reshape(1)  # q values reused with one scale: a different product
+    bias = rand(264, dtype=out_dtype, device=device)
+    y = kernelkit.linear_fp8(xq, sx, wq, sw, bias, out_dtype=out_dtype)
+    assert y.dtype == out_dtype and y.shape == (37, 264)
+    prod = xq.cpu().double() @ wq.cpu().double().T
+    scaled = prod * sx.cpu().double().reshape(-1, 1) * sw.cpu().double().reshape(1, -1)
+    want = scaled + bias.cpu().double()
+    l1 = (xq.cpu().double().abs() @ wq.cpu().double().abs().T) * (sx.cpu().double().reshape(-1, 1) *
+                                                                   sw.cpu().double().reshape(1, -1))
+    ulp = 2.0 ** -10 if out_dtype == torch.float16 else 2.0 ** -7
+    allowed = ulp * want.abs() + 2.0 ** -22 * scaled.abs() + (2.0 ** -13 + 528 * 2.0 ** -24) * l1 + 1e-6
+    assert ((y.cpu().double() - want).abs() <= allowed).all()
+    if device != "cpu":
+        # torch's row-wise scaling writes bf16 only; the bias is added here in fp64 (same for both scalings).
+        ref_dtype = torch.bfloat16 if scaling == "rowwise" else out_dtype
+        ref = torch._scaled_mm(xq, wq.T, scale_a=sx.reshape(-1, 1) if scaling == "rowwise" else sx.reshape(()),
+                               scale_b=sw.reshape(1, -1) if scaling == "rowwise" else sw.reshape(()),
+                               out_dtype=ref_dtype).double() + bias.double()
+        ref_ulp = 2.0 ** -7 if ref_dtype == torch.bfloat16 else ulp
+        assert ((y.double() - ref).abs() <= (ulp + ref_ulp) * ref.abs() + 1e-3).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fp8_linear_refuses_bad_inputs(device):
+    if not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    xq = torch.zeros(4, 32, dtype=torch.float8_e4m3fn, device=device)
+    wq = torch.zeros(8, 32, dtype=torch.float8_e4m3fn, device=device)
+    s4, s8, s1 = (torch.ones(n, device=device) for n in (4, 8, 1))
+    with pytest.raises(ValueError, match=r"x_scales and w_scales must be both \[1\]"):
+        kernelkit.linear_fp8(xq, s1, wq, s8)
+    with pytest.raises(ValueError, match="xq dtype i8 must be f8e4m3"):
+        kernelkit.linear_fp8(xq.view(torch.int8), s4, wq, s8)
+    with pytest.raises(ValueError, match="k = 24 must be a positive multiple of 16"):
+        kernelkit.linear_fp8(xq[:, :24], s4, wq[:, :24].contiguous(), s8)
+    assert kernelkit.linear_fp8(xq, s4, wq, s8).abs().max().item() == 0  # zeros in, zeros out: the call itself works
+
+
 @pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
                                                  ("Int4Linear", dict(bits=4, group=64), 0.95),
                                                  ("W8A8Linear", dict(bits=8, activations=True), 0.99)])
@@ -114,4 +166,10 @@ def test_opcheck(device):
         torch.library.opcheck(kernelkit.ops.quantize_per_token_fp8.default,
                               (torch.empty(3, 128, dtype=torch.float8_e4m3fn, device=device),
                                torch.empty(3, device=device), torch.randn(3, 128, device=device)),
+                              test_utils=("test_faketensor",))
+        torch.library.opcheck(kernelkit.ops.linear_fp8.default,
+                              (torch.empty(3, 16, dtype=torch.bfloat16, device=device),
+                               torch.randn(3, 128, device=device).to(torch.float8_e4m3fn), torch.rand(3, device=device),
+                               torch.randn(16, 128, device=device).to(torch.float8_e4m3fn),
+                               torch.rand(16, device=device), None, False),
                               test_utils=("test_faketensor",))

@@ -86,7 +86,7 @@ int run_verify(const VerifyOptions& o) {
     Row& row = table[{op, dt}];
     ++row.cases;
     // A refusal the profile calls for (bf16 on sm_75, an FP8 op below sm_89) is the right answer, not a failure.
-    const auto fp8 = op_fp8_output(op);
+    const auto fp8 = op_fp8_dtype(op);
     const bool expected_refusal = grid.cuda && res.status.code() == StatusCode::unsupported &&
                                   (!prof->supports(dt) || (fp8 && !prof->supports(*fp8)));
     if (expected_refusal)

@@ -45,6 +45,14 @@ void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scal
   c.check(kernelkit::linear_w8a8(outv, xv, xs, qv, ws, c(bias, "bias"), c.stream()));
 }
 
+void linear_fp8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scales, const at::Tensor& qweight,
+                const at::Tensor& w_scales, const std::optional<at::Tensor>& bias, bool fast_accumulation) {
+  const Call c("linear_fp8", xq);
+  const TensorView xv = c(xq, "xq"), xs = c(x_scales, "x_scales"), qv = c(qweight, "qweight"),
+                   ws = c(w_scales, "w_scales"), outv = c(out, "out");
+  c.check(kernelkit::linear_fp8(outv, xv, xs, qv, ws, c(bias, "bias"), c.stream(), fast_accumulation));
+}
+
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
@@ -59,4 +67,8 @@ KK_TORCH_OPS(m) {
   def_op(m, "quantize_per_token_fp8(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token_fp8);
   def_op(m, "linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()",
          &linear_w8a8);
+  def_op(m,
+         "linear_fp8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias, "
+         "bool fast_accumulation) -> ()",
+         &linear_fp8);
 }

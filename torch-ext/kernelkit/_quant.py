@@ -1,5 +1,5 @@
 """Quantization (src/ops/quant/): weight quantizers, per-token INT8 activations, the weight-only (W8A16 / W4A16)
-and W8A8 linear layers."""
+W8A8 and FP8 linear layers."""
 from __future__ import annotations
 
 from typing import Optional
@@ -9,9 +9,10 @@ import torch
 from ._common import _dims, _inference_only, _rows
 from ._ops import ops
 
-__all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8"]
+__all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8", "linear_fp8"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
-_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_token_fp8", "linear_w8a8")
+_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_token_fp8", "linear_w8a8",
+        "linear_fp8")
 
 
 def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,4 +85,22 @@ def linear_w8a8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor,
     _dims("linear_w8a8", "qweight", qweight, (2,), "[n, k] (int8)")
     out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
     ops.linear_w8a8(out, _rows(xq), x_scales, qweight, w_scales, bias)
+    return out
+
+
+def linear_fp8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor, w_scales: torch.Tensor,
+               bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
+               fast_accumulation: bool = False) -> torch.Tensor:
+    """y = (xq @ qweight^T, fp32 sums) * x_scales * w_scales (+ bias), rounded once to out_dtype (FP8 tensor cores).
+
+    xq float8_e4m3fn [m, k] and qweight float8_e4m3fn [n, k] (e.g. both from `quantize_per_token(..., torch.float8_e4m3fn)`,
+    which on a weight gives per-output-channel scales); k % 16 == 0, rows 16-byte aligned (n % 8 == 0 for a fresh
+    output). Scales float32: both per tensor (one element each, any shape: a 0-dim tensor as torch._scaled_mm takes) or
+    x_scales [m] and w_scales [n] ([m, 1] and [1, n] too). fast_accumulation: Hopper's FP8 sums without fp32 promotion
+    (torch._scaled_mm's use_fast_accum). CUDA: cuBLASLt on an FP8 GPU (sm_89+); CPU: the reference.
+    """
+    _dims("linear_fp8", "xq", xq, (2,), "[m, k] (float8_e4m3fn)")
+    _dims("linear_fp8", "qweight", qweight, (2,), "[n, k] (float8_e4m3fn)")
+    out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
+    ops.linear_fp8(out, _rows(xq), x_scales.reshape(-1), qweight, w_scales.reshape(-1), bias, fast_accumulation)
     return out

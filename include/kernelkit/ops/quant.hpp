@@ -71,4 +71,20 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
                    const TensorView& w_scales, const std::optional<TensorView>& bias = std::nullopt,
                    Stream stream = nullptr);
 
+// FP8 linear layer on Hopper's FP8 tensor cores: out = (xq @ qweight^T, fp32 sums) * x_scales * w_scales (+ bias),
+// rounded once to out's dtype; cuBLASLt's FP8 matmul with its scale pointers, so the scaling costs no pass of its own.
+//   xq f8e4m3 [m, k] (contiguous last dim, row stride a multiple of 16 bytes) and qweight f8e4m3 [n, k] (contiguous):
+//   e.g. quantize_per_token_fp8 of the activations and of the weight rows (per output channel).
+//   Scales f32: both per tensor (x_scales [1], w_scales [1]) or both vectors (x_scales [m] per token, w_scales [n] per
+//   output channel: cuBLASLt's outer-vector scaling).
+//   out [m, n] f16 or bf16 (row stride a multiple of 16 bytes); bias [n] out's dtype, or none; k % 16 == 0; pointers
+//   16-byte aligned.
+// fast_accumulation: Hopper's FP8 MMA sums are kept to about 14 bits unless promoted to fp32 every few k steps; off
+// (the default) cuBLASLt promotes them, on it skips that for speed (torch._scaled_mm's use_fast_accum).
+// CUDA: profiles with FP8 (sm_89+); the T4 / A100 profiles refuse it, naming what to use instead (linear_w8a8). The CPU
+// backend is the fp64 reference.
+Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                  const TensorView& w_scales, const std::optional<TensorView>& bias = std::nullopt,
+                  Stream stream = nullptr, bool fast_accumulation = false);
+
 }  // namespace kernelkit

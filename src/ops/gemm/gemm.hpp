@@ -29,4 +29,24 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
                       int32_t* y, int64_t m, int64_t n, int64_t k, void* workspace, size_t workspace_bytes,
                       Stream stream, bool* ran);
 
+// FP8 through cuBLASLt's FP8 matmul (the calling thread's default handle of `device`): out [m, n] = (x [m, k] . w [n,
+// k]^T, fp32 sums) * sx * sw (+ bias [n]), x and w e4m3 and contiguous along k; sx and sw device pointers to one fp32
+// scale each, or with vector_scales to sx [m] and sw [n] (outer-vector scaling). Row strides in elements. unsupported
+// (nothing launched) when cuBLASLt has no algorithm for the problem.
+struct Fp8GemmArgs {
+  Device device{};
+  DType out_dtype{};  // f16 or bf16, of out and bias
+  int64_t m = 0, n = 0, k = 0;
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const float* sx = nullptr;
+  const float* sw = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  int64_t x_stride = 0, w_stride = 0, out_stride = 0;
+  bool vector_scales = false;
+  bool fast_accumulation = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM: the MMA's own sums, never promoted to fp32
+};
+Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream);
+
 }  // namespace kernelkit::detail

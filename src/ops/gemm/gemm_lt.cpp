@@ -1,7 +1,8 @@
 // linear on CUDA through cuBLASLt. Row-major y[m, n] = x[m, k] w[n, k]^T is, in cuBLASLt's column-major terms,
 // D[n, m] = op(A) B with A = w seen as [k, n] (ld = w's row stride) transposed, B = x seen as [k, m] (ld = x's row
 // stride) and D = y seen as [n, m] (ld = y's row stride); the bias epilogue adds bias[n] along D's rows.
-// Compute in fp32 (CUBLAS_COMPUTE_32F; 32F_FAST_TF32 when TF32 is allowed for f32), scale type fp32.
+// Compute in fp32 (CUBLAS_COMPUTE_32F; 32F_FAST_TF32 when TF32 is allowed for f32), scale type fp32. The INT8 sums of
+// linear_w8a8 and the FP8 matmul of linear_fp8 (src/ops/quant/) take the same reading.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -148,6 +149,23 @@ Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc
   return Status::Ok();
 }
 
+// D = alpha op(A) B + beta C with C = D, on the handle's workspace, or inside a CUDA graph capture on the graph's own
+// (a stream-ordered allocation the graph records): a graph outlives a default handle (freed when its thread ends), and
+// replays of it must not share a workspace with eager calls on other streams. Eagerly, no allocation per call.
+Status run_matmul(GemmHandle::Impl* h, cublasLtMatmulDesc_t op, float alpha, const void* a, cublasLtMatrixLayout_t la,
+                  const void* b, cublasLtMatrixLayout_t lb, float beta, void* d, cublasLtMatrixLayout_t ld,
+                  const cublasLtMatmulAlgo_t& algo, Stream stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
+  const size_t graph_bytes = capturing == cudaStreamCaptureStatusActive ? h->workspace_bytes : 0;
+  return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
+    KK_LT_RETURN(cublasLtMatmul(h->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &algo,
+                                scratch ? scratch : h->workspace, h->workspace_bytes, s));
+    return Status::Ok();
+  });
+}
+
 }  // namespace
 
 namespace detail {
@@ -193,18 +211,64 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
     return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                        " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
   const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
-  // Inside a CUDA graph capture the workspace is the graph's own (a stream-ordered allocation the graph records), not
-  // the handle's: a graph outlives a default handle (freed when its thread ends), and replays of it must not share a
-  // workspace with eager calls on other streams. Eagerly, the handle's workspace (no allocation per call).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
-  const size_t graph_bytes = capturing == cudaStreamCaptureStatusActive ? h->workspace_bytes : 0;
-  return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
-    KK_LT_RETURN(cublasLtMatmul(h->lt, op.h, &alpha, a.w, la.h, a.x, lb.h, &beta, a.y, ld.h, a.y, ld.h, algo,
-                                scratch ? scratch : h->workspace, h->workspace_bytes, s));
-    return Status::Ok();
-  });
+  return run_matmul(h, op.h, alpha, a.w, la.h, a.x, lb.h, beta, a.y, ld.h, *algo, stream);
+}
+
+Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
+  cuda::DeviceGuard guard;
+  KK_RETURN_IF_ERROR(guard.set(a.device.index));
+  GemmHandle::Impl* h = nullptr;
+  KK_RETURN_IF_ERROR(handle_for(nullptr, a.device, &h));
+  // The column-major reading of linear (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes
+  // exactly this transposed-A, plain-B ("TN") form. A's scale is w's (one, or one a row of D = an output channel),
+  // B's is x's (one, or one a column of D = a token).
+  const cudaDataType_t type = cuda_type(a.out_dtype);
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
+  if (a.vector_scales) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+  }
+  const int8_t fast = a.fast_accumulation ? 1 : 0;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  const cublasLtEpilogue_t epilogue = a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (a.bias) {
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
+  }
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8F_E4M3, a.k, a.n, a.w_stride));  // w as [k, n]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8F_E4M3, a.k, a.m, a.x_stride));  // x as [k, m]
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.out_stride));          // out as [n, m]
+
+  const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
+  // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
+  const AlgoKey key{a.m,
+                    a.n,
+                    a.k,
+                    256 + static_cast<int>(a.out_dtype),
+                    a.x_stride,
+                    a.w_stride,
+                    a.out_stride,
+                    align,
+                    (a.bias ? 1 : 0) | (a.vector_scales ? 2 : 0) | (a.fast_accumulation ? 4 : 0),
+                    false};
+  const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(
+      algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
+  if (!algo)
+    return unsupported("linear_fp8: cuBLASLt has no FP8 algorithm for m=" + std::to_string(a.m) +
+                       " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k) + " with " +
+                       (a.vector_scales ? "per-token x per-channel" : "per-tensor") + " scales" +
+                       (a.bias ? " and a bias" : "") + " on this GPU");
+  return run_matmul(h, op.h, 1.0f, a.w, la.h, a.x, lb.h, 0.0f, a.out, ld.h, *algo, stream);
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,

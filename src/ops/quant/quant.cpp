@@ -2,6 +2,7 @@
 // then the CPU reference or the CUDA launcher through run_row_op (profile-dependent checks included).
 #include "ops/quant/quant.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "runtime/op_args.hpp"
@@ -93,7 +94,7 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
     KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i4x2, {a->rows, a->hidden / 2}));
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows, a->hidden / group}));
   } else {
-    const DType qtype = op_fp8_output(op).value_or(DType::i8);
+    const DType qtype = op_fp8_dtype(op).value_or(DType::i8);
     KK_RETURN_IF_ERROR(c.tensor(q, qarg, qtype, {a->rows, a->hidden}));
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows}));
   }
@@ -126,7 +127,7 @@ Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, quantizes_tokens(a.op) ? "x" : "w", a.dtype, *profile));
-    if (const auto fp8 = op_fp8_output(a.op))  // FP8 conversions in hardware: sm_89+
+    if (const auto fp8 = op_fp8_dtype(a.op))  // FP8 conversions in hardware: sm_89+
       KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "q", *fp8, *profile));
     // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
     if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
@@ -156,10 +157,13 @@ Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profil
 
 Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile) {
   if (profile && a.device.type == DeviceType::cuda) {
+    const std::string name(op_info(a.op).name);
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "out", a.dtype, *profile));
-    if (a.align_bytes < 16)  // 16-byte cp.async copies of xq and qweight rows
-      return invalid_argument("linear_w8a8: on CUDA, xq's pointer and row stride and qweight's pointer must be "
-                              "16-byte aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
+    if (const auto fp8 = op_fp8_dtype(a.op)) KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "xq", *fp8, *profile));
+    if (a.align_bytes < 16)  // 16-byte copies of xq and qweight rows (cp.async, or cuBLASLt's FP8 kernels)
+      return invalid_argument(name + ": on CUDA, xq's pointer and row stride and qweight's pointer" +
+                              (a.op == OpId::linear_fp8 ? ", out's pointer and row stride" : "") +
+                              " must be 16-byte aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
   }
   return Status::Ok();
 }
@@ -265,46 +269,86 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
                             detail::weight_only_cuda);
 }
 
-Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
-                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream) {
-  using detail::dt;
-  const std::string name = "linear_w8a8";
-  detail::W8A8Args a;
+namespace detail {
+namespace {
+
+// linear_w8a8 and linear_fp8 take the same arguments: 1-byte xq and qweight (i8 or e4m3) with fp32 scales.
+Status build_scaled_linear(OpId op, const TensorView& out, const TensorView& xq, const TensorView& x_scales,
+                           const TensorView& qweight, const TensorView& w_scales, const std::optional<TensorView>& bias,
+                           W8A8Args* a) {
+  const std::string name(op_info(op).name);
+  const bool fp8 = op == OpId::linear_fp8;
+  const DType value = fp8 ? DType::f8e4m3 : DType::i8;
   if (xq.ndim != 2) return invalid_argument(name + ": xq must be 2-D [m, k], got " + xq.shape_string());
   if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D [n, k], got " + qweight.shape_string());
   if (out.dtype != DType::f16 && out.dtype != DType::bf16)
     return invalid_argument(name + ": out dtype " + dt(out.dtype) + " is not supported (expected f16 or bf16)");
-  a.dtype = out.dtype;
-  a.device = xq.device;
-  a.rows = xq.shape[0];
-  a.k = xq.shape[1];
-  a.n = qweight.shape[0];
-  if (a.k <= 0 || a.k % 16 != 0 || a.k > kW8A8MaxK)
-    return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a positive multiple of 16 (16-byte "
-                            "int8 copies) and at most " + std::to_string(kW8A8MaxK) + " (exact int32 sums)");
-  const detail::Checker c(OpId::linear_w8a8, xq.device);
-  KK_RETURN_IF_ERROR(c.tensor(xq, "xq", DType::i8, {a.rows, a.k}, true));
-  KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a.rows}));
-  KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", DType::i8, {a.n, a.k}));
-  KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a.n}));
-  if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", out.dtype, {a.n}));
-  KK_RETURN_IF_ERROR(c.tensor(out, "out", out.dtype, {a.rows, a.n}, true));
-  a.xq = static_cast<const int8_t*>(xq.data);
-  a.x_stride = detail::row_stride(xq);
-  a.x_scales = static_cast<const float*>(x_scales.data);
-  a.qweight = static_cast<const int8_t*>(qweight.data);
-  a.w_scales = static_cast<const float*>(w_scales.data);
-  a.bias = bias ? bias->data : nullptr;
-  a.out = out.data;
-  a.out_stride = detail::row_stride(out);
-  a.align_bytes = std::min({detail::pow2_align(reinterpret_cast<uintptr_t>(xq.data)),
-                            detail::pow2_align(static_cast<uint64_t>(a.x_stride)),
-                            detail::pow2_align(reinterpret_cast<uintptr_t>(qweight.data))});
-  if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
-  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}},
-                                              {{&xq, "xq"}, {&x_scales, "x_scales"}, {&qweight, "qweight"},
-                                               {&w_scales, "w_scales"}, {bias ? &*bias : nullptr, "bias"}}));
-  return detail::run_op(name, a, a.rows, stream, detail::validate_w8a8, detail::w8a8_reference, detail::w8a8_cuda);
+  a->op = op;
+  a->dtype = out.dtype;
+  a->device = xq.device;
+  a->rows = xq.shape[0];
+  a->k = xq.shape[1];
+  a->n = qweight.shape[0];
+  if (a->k <= 0 || a->k % 16 != 0 || (!fp8 && a->k > kW8A8MaxK))
+    return invalid_argument(
+        name + ": k = " + std::to_string(a->k) + " must be a positive multiple of 16 (16-byte " +
+        (fp8 ? std::string("rows)") : "int8 copies) and at most " + std::to_string(kW8A8MaxK) + " (exact int32 sums)"));
+  const Checker c(op, xq.device);
+  KK_RETURN_IF_ERROR(c.tensor(xq, "xq", value, {a->rows, a->k}, true));
+  if (fp8 && !(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == a->rows && w_scales.shape[0] == a->n)) {
+    // Not the vectors: both per tensor, or an error naming both shapes.
+    if (!(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == 1 && w_scales.shape[0] == 1))
+      return invalid_argument(name + ": x_scales and w_scales must be both [1] (per tensor) or [m] and [n] = [" +
+                              std::to_string(a->rows) + "] and [" + std::to_string(a->n) +
+                              "] (per token, per output channel), got " + x_scales.shape_string() + " and " +
+                              w_scales.shape_string());
+    a->x_per_tensor = a->w_per_tensor = true;
+  }
+  KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a->x_per_tensor ? 1 : a->rows}));
+  KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", value, {a->n, a->k}));
+  KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a->w_per_tensor ? 1 : a->n}));
+  if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", out.dtype, {a->n}));
+  KK_RETURN_IF_ERROR(c.tensor(out, "out", out.dtype, {a->rows, a->n}, true));
+  a->xq = static_cast<const int8_t*>(xq.data);
+  a->x_stride = row_stride(xq);
+  a->x_scales = static_cast<const float*>(x_scales.data);
+  a->qweight = static_cast<const int8_t*>(qweight.data);
+  a->w_scales = static_cast<const float*>(w_scales.data);
+  a->bias = bias ? bias->data : nullptr;
+  a->out = out.data;
+  a->out_stride = row_stride(out);
+  a->align_bytes =
+      std::min({pow2_align(reinterpret_cast<uintptr_t>(xq.data)), pow2_align(static_cast<uint64_t>(a->x_stride)),
+                pow2_align(reinterpret_cast<uintptr_t>(qweight.data))});
+  if (fp8)  // cuBLASLt's FP8 kernels also want the output's rows 16-byte aligned
+    a->align_bytes = std::min({a->align_bytes, pow2_align(reinterpret_cast<uintptr_t>(out.data)),
+                               pow2_align(static_cast<uint64_t>(a->out_stride) * dtype_size(out.dtype))});
+  if (a->n == 0) a->rows = 0;  // nothing to compute (after validation)
+  return check_no_overlap(name, {{&out, "out"}},
+                          {{&xq, "xq"},
+                           {&x_scales, "x_scales"},
+                           {&qweight, "qweight"},
+                           {&w_scales, "w_scales"},
+                           {bias ? &*bias : nullptr, "bias"}});
+}
+
+}  // namespace
+}  // namespace detail
+
+Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream) {
+  detail::W8A8Args a;
+  KK_RETURN_IF_ERROR(detail::build_scaled_linear(OpId::linear_w8a8, out, xq, x_scales, qweight, w_scales, bias, &a));
+  return detail::run_row_op(a, stream, detail::validate_w8a8, detail::w8a8_reference, detail::w8a8_cuda);
+}
+
+Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
+                  const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream,
+                  bool fast_accumulation) {
+  detail::W8A8Args a;
+  KK_RETURN_IF_ERROR(detail::build_scaled_linear(OpId::linear_fp8, out, xq, x_scales, qweight, w_scales, bias, &a));
+  a.fast_accumulation = fast_accumulation;
+  return detail::run_row_op(a, stream, detail::validate_w8a8, detail::w8a8_reference, detail::fp8_linear_cuda);
 }
 
 Status pack_int4(const TensorView& packed, const TensorView& plain) {

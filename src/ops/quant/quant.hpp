@@ -65,7 +65,8 @@ struct WeightOnlyArgs {
   }
 };
 
-// linear_w8a8: out [m, n] = (xq [m, k] . qweight [n, k]^T) * x_scales[m] * w_scales[n] + bias.
+// linear_w8a8 / linear_fp8: out [m, n] = (xq [m, k] . qweight [n, k]^T) * x_scales * w_scales + bias, 1-byte values
+// (i8, or e4m3 codes for linear_fp8).
 struct W8A8Args {
   OpId op = OpId::linear_w8a8;
   DType dtype{};  // of out and bias
@@ -74,13 +75,15 @@ struct W8A8Args {
   int64_t n = 0, k = 0;
   const int8_t* xq = nullptr;  // [m, k], row stride x_stride
   int64_t x_stride = 0;
-  const float* x_scales = nullptr;  // [m]
+  const float* x_scales = nullptr;  // [m], or [1] when x_per_tensor
   const int8_t* qweight = nullptr;  // [n, k], contiguous
-  const float* w_scales = nullptr;  // [n]
+  const float* w_scales = nullptr;  // [n], or [1] when w_per_tensor
   const void* bias = nullptr;       // [n] or null
   void* out = nullptr;              // [m, n], row stride out_stride
   int64_t out_stride = 0;
-  int align_bytes = 16;  // of xq's pointer and row stride and of qweight's pointer
+  int align_bytes = 16;  // of xq's pointer and row stride and of qweight's pointer (linear_fp8: of out's too)
+  bool x_per_tensor = false, w_per_tensor = false;  // linear_fp8: one scale for the whole tensor
+  bool fast_accumulation = false;                   // linear_fp8: Hopper's FP8 sums without fp32 promotion
 
   OpShape shape() const {
     OpShape s{rows, k, 1, align_bytes};
@@ -100,6 +103,7 @@ Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream);
 Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile);
 Status w8a8_reference(const W8A8Args& a);
 Status w8a8_cuda(const W8A8Args& a, Stream stream);
+Status fp8_linear_cuda(const W8A8Args& a, Stream stream);  // through cuBLASLt (gemm_lt.cpp)
 
 // The signed value of nibble `nibble` (0..7) of the little-endian 32-bit word at `bytes` (4 bytes).
 inline int int4_nibble(const uint8_t* bytes, int nibble) {

@@ -116,23 +116,35 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
 
 std::string W8A8Case::name() const {
   std::ostringstream os;
-  os << "linear_w8a8 " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k << (bias ? " bias" : "");
+  os << op_info(op).name << " " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k << (bias ? " bias" : "");
   if (x_pad) os << " x_pad " << x_pad;
+  if (per_tensor) os << " per_tensor";
+  if (fast_accumulation) os << " fast";
   return os.str();
 }
 
 CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   CaseResult r;
   if (device >= 0 && !(r.status = need_device()).ok()) return r;
+  const bool fp8 = c.op == OpId::linear_fp8;
+  const DType value = fp8 ? DType::f8e4m3 : DType::i8;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
-  std::uniform_int_distribution<int> uq(-127, 127);
+  std::uniform_int_distribution<int> uq(-127, 127), ucode(0, 253);
   std::uniform_real_distribution<double> us(1e-3, 2e-2), ub(-0.5, 0.5);
-  const int64_t xs = c.k + c.x_pad;
-  HostBuffer x(DType::i8, std::max<int64_t>(1, c.m * xs)), w(DType::i8, std::max<int64_t>(1, c.n * c.k));
-  HostBuffer sx(DType::f32, std::max<int64_t>(1, c.m)), sw(DType::f32, std::max<int64_t>(1, c.n));
+  const int64_t xs = c.k + c.x_pad, sxn = c.per_tensor ? 1 : c.m, swn = c.per_tensor ? 1 : c.n;
+  HostBuffer x(value, std::max<int64_t>(1, c.m * xs)), w(value, std::max<int64_t>(1, c.n * c.k));
+  HostBuffer sx(DType::f32, std::max<int64_t>(1, sxn)), sw(DType::f32, std::max<int64_t>(1, swn));
   HostBuffer bias(c.dtype, std::max<int64_t>(1, c.n)), out(c.dtype, std::max<int64_t>(1, c.m * c.n));
+  // INT8: values in [-127, 127]; e4m3: each of the 254 finite codes (0x7f and 0xff are NaN), subnormals included.
   for (HostBuffer* b : {&x, &w})
-    for (int64_t i = 0; i < b->size(); ++i) b->set(i, uq(rng));
+    for (int64_t i = 0; i < b->size(); ++i) {
+      if (!fp8) {
+        b->set(i, uq(rng));
+        continue;
+      }
+      const int code = ucode(rng);
+      static_cast<uint8_t*>(b->data())[i] = static_cast<uint8_t>(code < 127 ? code : code + 1);
+    }
   for (HostBuffer* b : {&sx, &sw})
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, us(rng));
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
@@ -140,34 +152,52 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
     void *xp = p[0], *sxp = p[1], *wp = p[2], *swp = p[3], *bp = p[4], *op = p[5];
     std::optional<TensorView> bv;
     if (c.bias) bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
-    return linear_w8a8(TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
-                       TensorView::strided(xp, DType::i8, {c.m, c.k}, {xs, 1}, d),
-                       TensorView::contiguous(sxp, DType::f32, {c.m}, d),
-                       TensorView::contiguous(wp, DType::i8, {c.n, c.k}, d),
-                       TensorView::contiguous(swp, DType::f32, {c.n}, d), bv);
+    const TensorView ov = TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
+                     xv = TensorView::strided(xp, value, {c.m, c.k}, {xs, 1}, d),
+                     sxv = TensorView::contiguous(sxp, DType::f32, {sxn}, d),
+                     wv = TensorView::contiguous(wp, value, {c.n, c.k}, d),
+                     swv = TensorView::contiguous(swp, DType::f32, {swn}, d);
+    return fp8 ? linear_fp8(ov, xv, sxv, wv, swv, bv, nullptr, c.fast_accumulation)
+               : linear_w8a8(ov, xv, sxv, wv, swv, bv);
   };
-  // The op under test only: the reference is the exact integer sums below, computed independently of the library.
+  // The op under test only: the reference is the dot products below, computed independently of the library.
   r.status = run_under_test(
       {{&x, Role::in}, {&sx, Role::in}, {&w, Role::in}, {&sw, Role::in}, {&bias, Role::in}, {&out, Role::out}}, call,
       device);
   if (!r.status.ok()) return r;
 
-  // Exact integer sums here (independently of the library), scaled in fp64, rounded once to the output dtype.
+  // Exact dot products here (int64; e4m3 products are exact in fp64 and their sums good to fp64 precision), scaled in
+  // fp64, rounded once to the output dtype.
   const Tolerance tol = tolerance(c.dtype);
-  const auto* xb = static_cast<const int8_t*>(x.data());
-  const auto* wb = static_cast<const int8_t*>(w.data());
+  const auto* xb = static_cast<const uint8_t*>(x.data());
+  const auto* wb = static_cast<const uint8_t*>(w.data());
+  const auto val = [fp8](uint8_t b) {
+    return fp8 ? static_cast<double>(e4m3_bits_to_float(b)) : static_cast<double>(static_cast<int8_t>(b));
+  };
+  // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA adds its products at
+  // about 14 bits relative to the largest of them (DeepSeek-V3 report, section 3.3.2), and cuBLASLt promotes the sums
+  // to fp32 every few k steps, so 2^-13 of the sum of |products| plus the fp32 sums' k 2^-24 of it; without the
+  // promotion (fast accumulation) the 2^-13 recurs at every 32-value MMA step.
+  const double sum_error = !fp8                  ? 0.0
+                           : c.fast_accumulation ? std::ldexp(1.0, -13) * std::max<double>(1.0, c.k / 32.0)
+                                                 : std::ldexp(1.0, -13) + c.k * std::ldexp(1.0, -24);
   alignas(8) unsigned char rounded[8];
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t row = 0; row < c.n; ++row) {
-      int64_t dot = 0;
-      for (int64_t j = 0; j < c.k; ++j) dot += int64_t{xb[t * xs + j]} * int64_t{wb[row * c.k + j]};
-      const double scaled = static_cast<double>(dot) * sx.get(t) * sw.get(row);
+      double dot = 0, l1 = 0;
+      for (int64_t j = 0; j < c.k; ++j) {
+        const double p = val(xb[t * xs + j]) * val(wb[row * c.k + j]);
+        dot += p;
+        l1 += std::fabs(p);
+      }
+      const double s = sx.get(c.per_tensor ? 0 : t) * sw.get(c.per_tensor ? 0 : row);
+      const double scaled = dot * s;
       double want = scaled + (c.bias ? bias.get(row) : 0.0);
       store_from_double(rounded, c.dtype, 0, want);
       want = load_as_double(rounded, c.dtype, 0);
-      // The kernel's fp32 epilogue: the int32 -> fp32 conversion, two products and the bias add (~2^-22 relative).
-      const double allowed =
-          tol.atol + tol.rtol * std::fabs(want) + std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want));
+      // The kernel's fp32 epilogue: the sum's conversion or rounding, two products and the bias add (~2^-22 relative).
+      const double allowed = tol.atol + tol.rtol * std::fabs(want) +
+                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * l1 * s;
       check_element(&r, "out", out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
@@ -183,7 +213,7 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   for (int64_t i = 0; i < w.size(); ++i) w.set(i, i < ws ? 0.0 : u(rng));  // row 0: all zeros
   const bool int4 = c.op == OpId::quantize_int4_groupwise;
   const int64_t qcols = int4 ? c.k / 2 : c.k, scols = int4 ? c.k / c.group : 1;
-  HostBuffer q(int4 ? DType::i4x2 : op_fp8_output(c.op).value_or(DType::i8), c.rows * qcols),
+  HostBuffer q(int4 ? DType::i4x2 : op_fp8_dtype(c.op).value_or(DType::i8), c.rows * qcols),
       s(DType::f32, c.rows * scols);
   const auto call = [&](const std::vector<void*>& p, Device d) {
     void *wp = p[0], *qp = p[1], *sp = p[2];
@@ -236,11 +266,13 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
   // only (its reference is m n k fp64 multiply-adds).
   const int device = grid.cuda ? grid.device : -1;
   const bool small = grid.quick || !grid.cuda;
-  if (op == OpId::linear_w8a8) {
+  if (op == OpId::linear_w8a8 || op == OpId::linear_fp8) {
+    // FP8: n a multiple of 8 (cuBLASLt wants out's rows 16-byte aligned), per-tensor scales at m 300.
+    const bool fp8 = op == OpId::linear_fp8;
     for (int64_t m : {1, 17, 300})
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 80}, {1031, 2048}}) {
-        if (small && (m == 300 || n > 7)) continue;
-        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++};
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{fp8 ? 8 : 7, 80}, {fp8 ? 1032 : 1031, 2048}}) {
+        if (small && (m == 300 || n > 8)) continue;
+        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op, fp8 && m == 300};
         out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
       }
   } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {

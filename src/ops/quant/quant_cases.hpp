@@ -32,15 +32,19 @@ struct WeightOnlyCase {
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
 
-// linear_w8a8 cases: random int8 xq [m, k] (row stride k + x_pad) and qweight [n, k], random positive scales, optional
-// bias; the output (poisoned first) is checked element by element against the exact integer sums scaled in fp64.
+// linear_w8a8 / linear_fp8 cases: random xq [m, k] (row stride k + x_pad) and qweight [n, k] (int8 values, or every
+// finite e4m3 code), random positive scales (per token and channel, or per tensor), optional bias; the output
+// (poisoned first) is checked element by element against the exact dot products scaled in fp64.
 struct W8A8Case {
   DType dtype = DType::f16;  // of out and bias
   int64_t m = 1, n = 7, k = 64;
   bool bias = true;
   int64_t x_pad = 0;  // a multiple of 16
   uint64_t seed = 1;
-  std::string name() const;  // "linear_w8a8 bf16 m300 n255 k528 bias"
+  OpId op = OpId::linear_w8a8;
+  bool per_tensor = false;         // linear_fp8: x_scales [1] and w_scales [1]
+  bool fast_accumulation = false;  // linear_fp8
+  std::string name() const;        // "linear_fp8 bf16 m300 n255 k528 bias per_tensor"
 };
 // device < 0: the op under test is the CPU backend.
 CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);

@@ -22,6 +22,7 @@ namespace detail {
 //  - Row quantizers (INT8 per channel / per token, FP8 per token): the row-norm work split (one row max, then the row
 //  quantized).
 //  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
+//  - linear_fp8: cuBLASLt (library plans, FP8 profiles only).
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
 //    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
 //    threads / 32 blocks on sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be
@@ -52,6 +53,12 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     return Status::Ok();
   }
   if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
+  if (op == OpId::linear_fp8) {  // cuBLASLt's FP8 matmul: its heuristic, not a launch configuration of ours
+    if (!prof.supports(DType::f8e4m3))
+      return unsupported(name + ": xq dtype f8e4m3 " + prof.dtype_refusal(DType::f8e4m3));
+    p->library = true;
+    return Status::Ok();
+  }
   if (op == OpId::linear_w8a8) {  // tensor-core tiles (see kW8A8Threads); grid x along n, y along m
     const int64_t m = s.rows, n = s.out_features > 0 ? s.out_features : s.hidden;
     p->vec = 16;  // int8 values a 16-byte copy

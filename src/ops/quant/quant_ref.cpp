@@ -4,6 +4,7 @@
 //    q = round-half-even, clamped to [-qmax, qmax] (FP8: rounded to e4m3, nearest even, saturating at 448). So the
 //    CUDA quantizers must match these bit for bit.
 //  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
+//  - linear_w8a8 / linear_fp8: the exact dot product of the 1-byte values, scaled and rounded once.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -68,7 +69,7 @@ Status quantize_reference(const QuantizeArgs& a) {
   }
   // One byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even, saturating: |x / s| <= 448 but for
   // the quotient's own rounding; 0 for an all-zero row).
-  const bool fp8 = op_fp8_output(a.op).has_value();
+  const bool fp8 = op_fp8_dtype(a.op).has_value();
   const int qmax = fp8 ? 448 : 127;
   auto* q = static_cast<uint8_t*>(a.q);
   for (int64_t r = 0; r < a.rows; ++r) {
@@ -104,15 +105,20 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
   return Status::Ok();
 }
 
-// The integer dot product exactly (int64), then the scales and bias in fp64 and one rounding.
+// The dot product in fp64 (exact for INT8; e4m3 products are exact, their sum good to fp64 precision), then the scales
+// and bias in fp64 and one rounding.
 Status w8a8_reference(const W8A8Args& a) {
+  const bool fp8 = a.op == OpId::linear_fp8;
+  const auto value = [fp8](int8_t b) {
+    return fp8 ? static_cast<double>(e4m3_bits_to_float(static_cast<uint8_t>(b))) : static_cast<double>(b);
+  };
   for (int64_t t = 0; t < a.rows; ++t)
     for (int64_t r = 0; r < a.n; ++r) {
       const int8_t* x = a.xq + t * a.x_stride;
       const int8_t* w = a.qweight + r * a.k;
-      int64_t dot = 0;
-      for (int64_t j = 0; j < a.k; ++j) dot += int64_t{x[j]} * int64_t{w[j]};
-      double y = static_cast<double>(dot) * a.x_scales[t] * a.w_scales[r];
+      double dot = 0;
+      for (int64_t j = 0; j < a.k; ++j) dot += value(x[j]) * value(w[j]);
+      double y = dot * a.x_scales[a.x_per_tensor ? 0 : t] * a.w_scales[a.w_per_tensor ? 0 : r];
       if (a.bias) y += load_as_double(a.bias, a.dtype, r);
       store_from_double(a.out, a.dtype, t * a.out_stride + r, y);
     }

@@ -170,7 +170,7 @@ Status launch_quantize(const detail::QuantizeArgs& a, const LaunchPlan& plan, cu
   }
   return dispatch_vec<8>(plan.vec, [&](auto vec) -> Status {
     constexpr int V = decltype(vec)::value;
-    const auto kernel = op_fp8_output(a.op) ? quantize_rows_kernel<T, V, true> : quantize_rows_kernel<T, V, false>;
+    const auto kernel = op_fp8_dtype(a.op) ? quantize_rows_kernel<T, V, true> : quantize_rows_kernel<T, V, false>;
     kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();

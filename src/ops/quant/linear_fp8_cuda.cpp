@@ -1,0 +1,41 @@
+// linear_fp8 on CUDA: cuBLASLt's FP8 matmul does the whole op (scales by its scale pointers, bias by its epilogue), so
+// no kernel of ours runs (ops/gemm/gemm_lt.cpp).
+#include <string>
+#include <utility>
+
+#include "kernelkit/runtime.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/quant/quant.hpp"
+
+namespace kernelkit::detail {
+
+Status fp8_linear_cuda(const W8A8Args& a, Stream stream) {
+  for (auto [p, arg] : {std::pair{static_cast<const void*>(a.xq), "xq"},
+                        {a.x_scales, "x_scales"},
+                        {a.qweight, "qweight"},
+                        {a.w_scales, "w_scales"},
+                        {a.bias, "bias"},
+                        {a.out, "out"}})
+    if (p && !device_pointers_trusted())
+      KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear_fp8: ") + arg).c_str()));
+  Fp8GemmArgs g;
+  g.device = a.device;
+  g.out_dtype = a.dtype;
+  g.m = a.rows;
+  g.n = a.n;
+  g.k = a.k;
+  g.x = a.xq;
+  g.w = a.qweight;
+  g.sx = a.x_scales;
+  g.sw = a.w_scales;
+  g.bias = a.bias;
+  g.out = a.out;
+  g.x_stride = a.x_stride;
+  g.w_stride = a.k;
+  g.out_stride = a.out_stride;
+  g.vector_scales = !a.x_per_tensor;  // both or neither (build_scaled_linear)
+  g.fast_accumulation = a.fast_accumulation;
+  return fp8_gemm_cuda(g, stream);
+}
+
+}  // namespace kernelkit::detail
