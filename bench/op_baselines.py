@@ -16,13 +16,15 @@
               and kernelkit's symmetric W4A16; GB/s of the int4 weights
   w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
               epilogue in torch) and F.linear; TOPS
+  fp8         kernelkit.linear_fp8 (cuBLASLt FP8) vs torch._scaled_mm with the same per-tensor / row-wise scales and
+              F.linear; TFLOP/s (Hopper)
   accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
-                                        w8a8,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
+                                        w8a8,fp8,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -672,6 +674,44 @@ def run_host_latency(dtype, runs, device):
     return rows
 
 
+# FP8 linear shapes (m, n, k): the issue's square and Llama-3-8B MLP GEMMs, and m 1 / 16 / 128 / 1024 at Llama-3-8B's
+# projections (qkv 6144 x 4096, o 4096 x 4096, gate_up 28672 x 4096, down 4096 x 14336).
+FP8_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (2048, 14336, 4096), (1, 14336, 4096)] + [
+    (m, n, k) for m in (1, 16, 128, 1024) for n, k in ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336))]
+
+
+def run_fp8(dtype, runs, device):
+    """linear_fp8 (cuBLASLt FP8) vs torch._scaled_mm with the same scaling (per tensor; row-wise = per token x per
+    channel) and F.linear in the activation dtype, on the same e4m3 inputs; rate in TFLOP/s (2 m n k)."""
+    rows = []
+    shapes = [(4096, 4096, 4096), (2048, 14336, 4096), (1, 14336, 4096), (16, 6144, 4096)] if args.quick \
+        else FP8_SHAPES
+    for m, n, k in shapes:
+        w = torch.randn(n, k, device=device, dtype=dtype) * 0.02
+        x = torch.randn(m, k, device=device, dtype=dtype)
+        wq, sw = kernelkit.quantize_per_token(w, dtype=torch.float8_e4m3fn)
+        xq, sx = kernelkit.quantize_per_token(x, dtype=torch.float8_e4m3fn)
+        for scaling in ("per_tensor", "rowwise"):
+            rowwise = scaling == "rowwise"
+            sxs, sws = (sx, sw) if rowwise else (sx.amax().reshape(1), sw.amax().reshape(1))
+            exact = (xq.double() @ wq.double().T) * sxs.double().reshape(-1, 1) * sws.double().reshape(1, -1)
+            sets, cold = cold_sets((x, w, xq, sxs, wq, sws), wq.numel() + xq.numel() + m * n * 2)
+            row = {"op": "linear_fp8 " + scaling, "shape": f"m{m} n{n} k{k}", "l2": "cold" if cold else "warm",
+                   "buffer_sets": len(sets),
+                   "max_err": check("fp8", kernelkit.linear_fp8(xq, sxs, wq, sws, out_dtype=dtype), exact, 1e-2)}
+
+            def scaled_mm(st, rowwise=rowwise):  # torch's scale shapes: [m, 1] x [1, n], or 0-dim
+                a, b = (st[3].reshape(-1, 1), st[5].reshape(1, -1)) if rowwise else (st[3].reshape(()),
+                                                                                     st[5].reshape(()))
+                return torch._scaled_mm(st[2], st[4].t(), scale_a=a, scale_b=b, out_dtype=dtype)
+            impls = {"kernelkit fp8": [lambda st=st: kernelkit.linear_fp8(*st[2:], out_dtype=dtype) for st in sets],
+                     "torch._scaled_mm": [lambda st=st: scaled_mm(st) for st in sets],
+                     "F.linear " + str(dtype).split(".")[-1]: [lambda st=st: F.linear(st[0], st[1]) for st in sets]}
+            row.update(time_all(impls, runs, lambda us, m=m, n=n, k=k: 2 * m * n * k / us / 1e6, "TFLOP/s"))
+            rows.append(row)
+    return rows
+
+
 def time_all(impls, runs, rate, unit):
     """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
     out = {}
@@ -777,7 +817,8 @@ def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only",
-                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,accuracy,host")
+                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,fp8,accuracy,"
+                           "host")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -817,6 +858,8 @@ def main(argv=None):
         rows += run_checkpoints(dtype, args.runs, "cuda", peak)
     if "w8a8" in only:
         rows += run_w8a8(dtype, args.runs, "cuda")
+    if "fp8" in only:
+        rows += run_fp8(dtype, args.runs, "cuda")
     if "host" in only:
         rows += run_host_latency(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
