@@ -59,6 +59,32 @@ struct Desc {
   }
 };
 
+// The descriptors of one D [n, m] = op(A)^T B problem in the reading above (A = w as [k, n], B = x as [k, m], D as
+// [n, m]; row strides as leading dims), with its epilogue set and its bias (of D's type) when given.
+struct TnMatmul {
+  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
+  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, d;
+};
+struct TnShape {
+  int64_t m, n, k, x_stride, w_stride, d_stride;
+};
+Status make_tn(cublasComputeType_t compute, cudaDataType_t scale, cudaDataType_t in, cudaDataType_t out,
+               const TnShape& s, cublasLtEpilogue_t epilogue, const void* bias, TnMatmul* t) {
+  KK_LT_RETURN(cublasLtMatmulDescCreate(&t->op.h, compute, scale));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (bias) {
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof out));
+  }
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->a.h, in, s.k, s.n, s.w_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->b.h, in, s.k, s.m, s.x_stride));
+  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->d.h, out, s.n, s.m, s.d_stride));
+  return Status::Ok();
+}
+
 }  // namespace
 
 struct GemmHandle::Impl {
@@ -182,36 +208,25 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
 
   const cudaDataType_t type = cuda_type(a.dtype);
   const cublasComputeType_t compute = a.options.allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, compute, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
   const cublasLtEpilogue_t epilogue = a.options.epilogue == LinearEpilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
                                       : a.options.epilogue == LinearEpilogue::bias_gelu ? CUBLASLT_EPILOGUE_GELU_BIAS
                                                                                         : CUBLASLT_EPILOGUE_DEFAULT;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  if (a.bias) {
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
-  }
-  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, type, a.k, a.n, a.w_stride));  // w as [k, n]
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, type, a.k, a.m, a.x_stride));  // x as [k, m]
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.y_stride));  // y as [n, m]
+  TnMatmul t;
+  KK_RETURN_IF_ERROR(make_tn(compute, CUDA_R_32F, type, type, {a.m, a.n, a.k, a.x_stride, a.w_stride, a.y_stride},
+                             epilogue, a.bias, &t));
 
   const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.y)});
   const AlgoKey key{a.m, a.n, a.k, static_cast<int>(a.dtype), a.x_stride, a.w_stride, a.y_stride,
                     std::min(align, a.bias ? alignment(a.bias) : 256),
                     static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  KK_RETURN_IF_ERROR(algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), h->workspace_bytes,
-                                   &algo));
+  KK_RETURN_IF_ERROR(algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align),
+                                   h->workspace_bytes, &algo));
   if (!algo)
     return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                        " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
   const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
-  return run_matmul(h, op.h, alpha, a.w, la.h, a.x, lb.h, beta, a.y, ld.h, *algo, stream);
+  return run_matmul(h, t.op.h, alpha, a.w, t.a.h, a.x, t.b.h, beta, a.y, t.d.h, *algo, stream);
 }
 
 Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
@@ -222,31 +237,19 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
   // The column-major reading of linear (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes
   // exactly this transposed-A, plain-B ("TN") form. A's scale is w's (one, or one a row of D = an output channel),
   // B's is x's (one, or one a column of D = a token).
-  const cudaDataType_t type = cuda_type(a.out_dtype);
-  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
+  TnMatmul t;
+  KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
+                             {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
+                             a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, &t));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
   if (a.vector_scales) {
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
   }
   const int8_t fast = a.fast_accumulation ? 1 : 0;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-  const cublasLtEpilogue_t epilogue = a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  if (a.bias) {
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &a.bias, sizeof a.bias));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof type));
-  }
-  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8F_E4M3, a.k, a.n, a.w_stride));  // w as [k, n]
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8F_E4M3, a.k, a.m, a.x_stride));  // x as [k, m]
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, type, a.n, a.m, a.out_stride));          // out as [n, m]
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
 
   const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
   // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
@@ -262,13 +265,13 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
                     false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
   KK_RETURN_IF_ERROR(
-      algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
+      algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
   if (!algo)
     return unsupported("linear_fp8: cuBLASLt has no FP8 algorithm for m=" + std::to_string(a.m) +
                        " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k) + " with " +
                        (a.vector_scales ? "per-token x per-channel" : "per-tensor") + " scales" +
                        (a.bias ? " and a bias" : "") + " on this GPU");
-  return run_matmul(h, op.h, 1.0f, a.w, la.h, a.x, lb.h, 0.0f, a.out, ld.h, *algo, stream);
+  return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, 0.0f, a.out, t.d.h, *algo, stream);
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
@@ -277,27 +280,20 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
   *ran = false;
   GemmHandle::Impl* h = nullptr;
   KK_RETURN_IF_ERROR(handle_for(nullptr, device, &h));
-  // The same column-major reading as linear: D[n, m] = op(A = w as [k, n])^T B (x as [k, m]), int32 compute and
-  // scale (alpha 1, beta 0: the sums exactly).
-  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-  KK_LT_RETURN(cublasLtMatmulDescCreate(&op.h, CUBLAS_COMPUTE_32I, CUDA_R_32I));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> la, lb, ld;
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&la.h, CUDA_R_8I, k, n, w_stride));
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&lb.h, CUDA_R_8I, k, m, x_stride));
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&ld.h, CUDA_R_32I, n, m, n));
+  // The same column-major reading as linear, int32 compute and scale (alpha 1, beta 0: the sums exactly).
+  TnMatmul t;
+  KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32I, CUDA_R_32I, CUDA_R_8I, CUDA_R_32I, {m, n, k, x_stride, w_stride, n},
+                             CUBLASLT_EPILOGUE_DEFAULT, nullptr, &t));
   const int align = std::min({alignment(xq), alignment(w), alignment(y)});
   // The workspace size is part of the problem: an algorithm chosen for a larger one must not be reused.
   const AlgoKey key{m, n, k, static_cast<int>(DType::i8), x_stride, w_stride, n, align,
                     -1 - static_cast<int>(std::min<size_t>(workspace_bytes >> 20, 1 << 20)), false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
   KK_RETURN_IF_ERROR(
-      algorithm_for(h, key, op.h, la.h, lb.h, ld.h, static_cast<uint32_t>(align), workspace_bytes, &algo));
+      algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), workspace_bytes, &algo));
   if (!algo) return Status::Ok();  // no INT8 algorithm here: the caller runs its own kernel
   const int32_t alpha = 1, beta = 0;
-  const cublasStatus_t st = cublasLtMatmul(h->lt, op.h, &alpha, w, la.h, xq, lb.h, &beta, y, ld.h, y, ld.h, algo,
+  const cublasStatus_t st = cublasLtMatmul(h->lt, t.op.h, &alpha, w, t.a.h, xq, t.b.h, &beta, y, t.d.h, y, t.d.h, algo,
                                            workspace, workspace_bytes, reinterpret_cast<cudaStream_t>(stream));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status::Ok();  // refused at launch: the caller's kernel instead
   KK_LT_RETURN(st);
