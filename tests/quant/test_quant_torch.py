@@ -125,7 +125,8 @@ def test_fp8_linear_refuses_bad_inputs(device):
 
 @pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
                                                  ("Int4Linear", dict(bits=4, group=64), 0.95),
-                                                 ("W8A8Linear", dict(bits=8, activations=True), 0.99)])
+                                                 ("W8A8Linear", dict(bits=8, activations=True), 0.99),
+                                                 ("Fp8Linear", dict(bits="fp8"), 0.99)])
 def test_quantize_a_llama_and_report(kind, kwargs, min_cos):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)

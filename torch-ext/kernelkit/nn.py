@@ -1,6 +1,6 @@
-"""Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, and W8A8 with dynamic per-token INT8
-activations), `quantize(model)` for transformers, and the layers of downloaded GPTQ / AWQ checkpoints (`from_gptq`,
-`from_awq`, `load_quantized` / `load_checkpoint` for a whole model)."""
+"""Quantized linear layers on kernelkit's kernels (weight-only W8A16 / W4A16, W8A8 with dynamic per-token INT8
+activations, and FP8 with dynamic per-token e4m3 activations), `quantize(model)` for transformers, and the layers of
+downloaded GPTQ / AWQ checkpoints (`from_gptq`, `from_awq`, `load_quantized` / `load_checkpoint` for a whole model)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -9,17 +9,18 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import formats, linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
+from . import formats, linear_fp8, linear_w8a8, linear_weight_only, quantize_per_token, quantize_weight
 
 
 class _Float32Scales(nn.Module):
-    """Keeps the float32 buffers the kernels read (scales, zero_term) float32 through model.half() / .to(dtype):
-    they move with the module's device, never to another dtype."""
+    """Keeps the buffers the kernels read in their dtypes (float32 scales and zero_term; FP8 weights, which torch
+    counts as floating point) through model.half() / .to(dtype): they move with the module's device, never to another
+    dtype."""
 
-    _float32 = ("scales", "zero_term")
+    _keep_dtype = ("scales", "zero_term", "qweight")
 
     def _apply(self, fn, recurse=True):
-        keep = {n: b for n in self._float32 if (b := self._buffers.get(n)) is not None}
+        keep = {n: b for n in self._keep_dtype if (b := self._buffers.get(n)) is not None}
         super()._apply(fn, recurse)
         for n, b in keep.items():
             if self._buffers[n].dtype != torch.float32:
@@ -83,6 +84,35 @@ class W8A8Linear(_QuantLinear):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, weights int8, activations int8"
+
+
+class Fp8Linear(_QuantLinear):
+    """FP8 (sm_89+): e4m3 weights with one float32 scale per output channel times e4m3 activations quantized per token
+    on the fly (vLLM's dynamic per-token scheme), through cuBLASLt's FP8 matmul with both scales fused
+    (`linear_fp8`); the output keeps the activations' dtype. in_features % 16 == 0, out_features % 8 == 0."""
+
+    bits = 8
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, group: int = 128) -> "Fp8Linear":
+        if linear.in_features % 16 or linear.out_features % 8:
+            raise ValueError(f"Fp8Linear: in_features {linear.in_features} must be a multiple of 16 and out_features "
+                             f"{linear.out_features} of 8 (16-byte FP8 rows for cuBLASLt)")
+        layer = cls(linear.in_features, linear.out_features, 0)
+        with torch.no_grad():
+            layer.qweight, layer.scales = quantize_per_token(linear.weight.detach(), dtype=torch.float8_e4m3fn)
+            if linear.bias is not None:
+                layer.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bias = None if self.bias is None else self.bias.to(x.dtype)
+        xq, sx = quantize_per_token(x.reshape(-1, x.shape[-1]), dtype=torch.float8_e4m3fn)
+        y = linear_fp8(xq, sx, self.qweight, self.scales, bias, out_dtype=x.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, weights e4m3, activations e4m3"
 
 
 class ZeroPointInt4Linear(_Float32Scales):
@@ -252,16 +282,18 @@ def _bytes(model: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
 
 
-def quantize(model: nn.Module, bits: int = 8, group: int = 128, skip: tuple = ("lm_head",),
+def quantize(model: nn.Module, bits: int | str = 8, group: int = 128, skip: tuple = ("lm_head",),
              activations: bool = False) -> dict:
     """Replaces every nn.Linear of `model` (except modules whose name ends with an entry of `skip`) in place by
-    Int8Linear or Int4Linear (weight-only), or with activations=True (bits 8 only) by W8A8Linear. Returns a report:
-    layers replaced and the model's parameter + buffer bytes before and after."""
-    if bits not in (8, 4):
-        raise ValueError(f"quantize: bits must be 8 or 4, got {bits}")
+    Int8Linear or Int4Linear (weight-only), with activations=True (bits 8 only) by W8A8Linear, or with bits="fp8" by
+    Fp8Linear (e4m3 weights per channel and activations per token; an FP8 GPU, sm_89+). Returns a report: layers
+    replaced and the model's parameter + buffer bytes before and after."""
+    if bits not in (8, 4, "fp8"):
+        raise ValueError(f"quantize: bits must be 8, 4 or \"fp8\", got {bits!r}")
     if activations and bits != 8:
-        raise ValueError(f"quantize: activations=True needs bits=8 (W8A8), got bits={bits}")
-    cls = W8A8Linear if activations else Int8Linear if bits == 8 else Int4Linear
+        raise ValueError(f"quantize: activations=True needs bits=8 (W8A8), got bits={bits!r}")
+    cls = (Fp8Linear if bits == "fp8" else W8A8Linear if activations else Int8Linear if bits == 8
+           else Int4Linear)
     before = _bytes(model)
     replaced = Counter()
     for module, child_name, full, child in _linears(model):
