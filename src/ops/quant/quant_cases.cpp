@@ -175,12 +175,13 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
     return fp8 ? static_cast<double>(e4m3_bits_to_float(b)) : static_cast<double>(static_cast<int8_t>(b));
   };
   // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA adds its products at
-  // about 14 bits relative to the largest of them (DeepSeek-V3 report, section 3.3.2), and cuBLASLt promotes the sums
-  // to fp32 every few k steps, so 2^-13 of the sum of |products| plus the fp32 sums' k 2^-24 of it; without the
-  // promotion (fast accumulation) the 2^-13 recurs at every 32-value MMA step.
-  const double sum_error = !fp8                  ? 0.0
-                           : c.fast_accumulation ? std::ldexp(1.0, -13) * std::max<double>(1.0, c.k / 32.0)
-                                                 : std::ldexp(1.0, -13) + c.k * std::ldexp(1.0, -24);
+  // about 14 bits relative to the largest of them (DeepSeek-V3 report, section 3.3.2), so 2^-13 of the sum of
+  // |products| at every 32-value MMA step; cuBLASLt promotes the partial sums to fp32 every 4 such steps (128 values,
+  // the report's and CUTLASS's promotion interval), then the fp32 sums add k 2^-24 of it. Fast accumulation never
+  // promotes: the 2^-13 recurs at all k / 32 steps.
+  const double steps = std::max(1.0, (c.fast_accumulation ? c.k : std::min<int64_t>(c.k, 128)) / 32.0);
+  const double sum_error =
+      !fp8 ? 0.0 : std::ldexp(1.0, -13) * steps + (c.fast_accumulation ? 0.0 : c.k * std::ldexp(1.0, -24));
   alignas(8) unsigned char rounded[8];
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t row = 0; row < c.n; ++row) {
