@@ -101,9 +101,13 @@ def test_fp8_linear_matches_fp64_and_scaled_mm(device, out_dtype, scaling):
     if device != "cpu":
         # torch's row-wise scaling writes bf16 only; the bias is added here in fp64 (same for both scalings).
         ref_dtype = torch.bfloat16 if scaling == "rowwise" else out_dtype
-        ref = torch._scaled_mm(xq, wq.T, scale_a=sx.reshape(-1, 1) if scaling == "rowwise" else sx.reshape(()),
-                               scale_b=sw.reshape(1, -1) if scaling == "rowwise" else sw.reshape(()),
-                               out_dtype=ref_dtype).double() + bias.double()
+        # torch._scaled_mm wants n a multiple of 16: w padded with 8 zero rows (scale 1), the padding cut off.
+        pad = torch.zeros(8, 528, dtype=torch.uint8, device=device)
+        wq16 = torch.cat([wq.view(torch.uint8), pad]).view(torch.float8_e4m3fn)
+        sw16 = torch.cat([sw, sw.new_ones(8)]) if scaling == "rowwise" else sw
+        ref = torch._scaled_mm(xq, wq16.T, scale_a=sx.reshape(-1, 1) if scaling == "rowwise" else sx.reshape(()),
+                               scale_b=sw16.reshape(1, -1) if scaling == "rowwise" else sw16.reshape(()),
+                               out_dtype=ref_dtype)[:, :264].double() + bias.double()
         ref_ulp = 2.0 ** -7 if ref_dtype == torch.bfloat16 else ulp
         # The two may pick different cuBLASLt algorithms: each within the sums' bound.
         assert ((y.double() - ref).abs() <= (ulp + ref_ulp) * ref.abs() + 2 * sums.to(device) + 1e-3).all()
