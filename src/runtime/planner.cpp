@@ -118,7 +118,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
     KK_RETURN_IF_ERROR(tune_value("softmax_stage", 0, 1, &softmax_stage));
     stage = softmax_stage == 1 && p->vecs_per_thread <= kRowVecsPerThread;
   }
-  const int64_t row_bytes = stage ? s.hidden * elem * (op == OpId::fused_add_rms_norm ? 2 : 1) : 0;
+  const int64_t row_bytes = stage ? s.hidden * elem * op_info(op).row_tensors_read : 0;  // x (and the residual)
   const int64_t budget = std::min(prof.smem_per_block_optin, prof.smem_per_sm);
   auto scratch = [&](int rows) { return row_reduce_scratch_bytes(rows, tpr); };
   while (p->rows_per_block > 1 && scratch(p->rows_per_block) + 2 * p->rows_per_block * row_bytes > budget &&

@@ -71,6 +71,47 @@ TEST(Reference, RmsNormGeluByHand) {
   EXPECT_NEAR(out[1], -0.15880800939172324, 1e-6);
 }
 
+namespace {
+TensorView f16(std::vector<uint16_t>& v, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(v.data(), DType::f16, shape);
+}
+}  // namespace
+
+TEST(Reference, RmsNormQuantInt8ByHand) {
+  // x = [3, 4] (no weight): y = [0.6, 0.8] * sqrt(2) rounded to fp16; the row's scale is max |y| / 127.
+  std::vector<uint16_t> x = {float_to_half_bits(3), float_to_half_bits(4)};
+  std::vector<int8_t> q(2, 99);
+  std::vector<float> s(1, NAN);
+  const auto qv = TensorView::contiguous(q.data(), DType::i8, {1, 2});
+  ASSERT_TRUE(rms_norm_quant(qv, f32(s, {1}), f16(x, {1, 2}), std::nullopt, 1e-6f).ok());
+  const float y1 = half_bits_to_float(float_to_half_bits(static_cast<float>(4 / std::sqrt(12.5 + 1e-6))));
+  EXPECT_EQ(s[0], y1 / 127);
+  EXPECT_EQ(q[1], 127);
+  EXPECT_EQ(q[0], 95);  // 0.75 * 127 = 95.25
+  // A static scale is read, not written: y / 0.01 to the nearest code, saturating at 127.
+  std::vector<float> fixed = {0.01f};
+  ASSERT_TRUE(rms_norm_quant(qv, f32(fixed, {1}), f16(x, {1, 2}), std::nullopt, 1e-6f, true).ok());
+  EXPECT_EQ(fixed[0], 0.01f);
+  EXPECT_EQ(q[0], 85);   // 84.85
+  EXPECT_EQ(q[1], 113);  // 113.14
+}
+
+TEST(Reference, FusedAddRmsNormQuantByHand) {
+  // residual += x (x is only read), then the row's rms_norm is quantized: [1, 2] + [2, 2] = [3, 4] as above.
+  std::vector<uint16_t> x = {float_to_half_bits(1), float_to_half_bits(2)};
+  std::vector<uint16_t> res = {float_to_half_bits(2), float_to_half_bits(2)};
+  std::vector<int8_t> q(2, 99);
+  std::vector<float> s(1, NAN);
+  ASSERT_TRUE(fused_add_rms_norm_quant(TensorView::contiguous(q.data(), DType::i8, {1, 2}), f32(s, {1}), f16(x, {1, 2}),
+                                       f16(res, {1, 2}), std::nullopt, 1e-6f)
+                  .ok());
+  EXPECT_EQ(half_bits_to_float(res[0]), 3.0f);
+  EXPECT_EQ(half_bits_to_float(res[1]), 4.0f);
+  EXPECT_EQ(half_bits_to_float(x[0]), 1.0f);
+  EXPECT_EQ(q[0], 95);
+  EXPECT_EQ(q[1], 127);
+}
+
 TEST(Reference, Fp16NearMaxStaysFinite) {
   // Sum of squares of 60000s overflows fp16 but not the reference's fp64 accumulation.
   std::vector<uint16_t> x(8), out(8);
@@ -116,6 +157,38 @@ INSTANTIATE_TEST_SUITE_P(
                                          OpId::ada_layer_norm, OpId::rms_norm_gelu),
                        ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83),
                        ::testing::Values(64, 111, 500, 769, 4096, 5125), ::testing::Values(0, 8)));
+
+// Norm + quantization: the codes and scales equal quantize_per_token_*(rms_norm(...)) bit for bit (dynamic scales),
+// or each y / s's nearest code (a static scale, which stays unwritten).
+class ReferenceQuantProperties : public ::testing::TestWithParam<std::tuple<OpId, DType, int64_t, int64_t, int64_t>> {};
+
+TEST_P(ReferenceQuantProperties, EqualsNormThenQuantize) {
+  const auto [op, dt, rows, hidden, pad] = GetParam();
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.row_pad = pad;
+  c.seed = static_cast<uint64_t>(rows * 1000 + hidden);
+  for (bool weight : {true, false})
+    for (bool static_scale : {false, true}) {
+      c.weight = weight;
+      c.static_scale = static_scale;
+      c.weight_offset = weight && static_scale ? 1.0f : 0.0f;
+      const auto r = kernelkit::testing::check_norm_properties(c);
+      ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+      EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+      EXPECT_GT(r.checked, 0);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, ReferenceQuantProperties,
+                         ::testing::Combine(::testing::Values(OpId::rms_norm_quant_int8, OpId::rms_norm_quant_fp8,
+                                                              OpId::fused_add_rms_norm_quant_int8,
+                                                              OpId::fused_add_rms_norm_quant_fp8),
+                                            ::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 7, 83),
+                                            ::testing::Values(64, 111, 769, 4096, 5125), ::testing::Values(0, 8)));
 
 // Seeded random cases (random_norm_case: shapes, dtypes, strides and magnitudes off the grid) on the same invariants.
 TEST(NormRandom, PropertiesHold) {

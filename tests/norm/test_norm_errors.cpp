@@ -157,3 +157,65 @@ TEST(BadInput, CudaTensorsWithoutAGpuOrCudaBuild) {
   if (s.code() == StatusCode::no_device) EXPECT_FALSE(s.message().empty());
   else EXPECT_NE(s.message().find("host pointer"), std::string::npos) << s.message();
 }
+
+TEST(BadInput, NormQuantOutputs) {
+  // x f16 [4, 16]; q i8 or f8e4m3 in x's shape; scales f32 [4] (dynamic) or [1] (static).
+  std::vector<uint16_t> h(64, 0x3c00), r(64, 0x3c00);
+  std::vector<int8_t> q8(64);
+  std::vector<float> s(8);
+  auto x = TensorView::contiguous(h.data(), DType::f16, {4, 16});
+  auto res = TensorView::contiguous(r.data(), DType::f16, {4, 16});
+  auto q = TensorView::contiguous(q8.data(), DType::i8, {4, 16});
+  auto sc = TensorView::contiguous(s.data(), DType::f32, {4});
+  EXPECT_TRUE(rms_norm_quant(q, sc, x, std::nullopt, 1e-6f).ok());
+  Bufs b;  // f32 x: the fused quantizers take 16-bit activations only
+  auto q32 = TensorView::contiguous(q8.data(), DType::i8, {4, 16});
+  expect_error(rms_norm_quant(q32, sc, b.X(), std::nullopt, 1e-6f), StatusCode::invalid_argument,
+               {"rms_norm_quant", "x dtype f32", "f16 or bf16"});
+  expect_error(rms_norm_quant(TensorView::contiguous(r.data(), DType::f16, {4, 16}), sc, x, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"q dtype f16", "i8 or f8e4m3"});
+  expect_error(rms_norm_quant(TensorView::contiguous(q8.data(), DType::i8, {4, 15}), sc, x, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"q shape [4, 15]", "x's shape [4, 16]"});
+  expect_error(rms_norm_quant(TensorView::strided(q8.data(), DType::i8, {4, 8}, {16, 1}), sc,
+                              TensorView::contiguous(h.data(), DType::f16, {4, 8}), std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"q must be contiguous"});
+  expect_error(rms_norm_quant(q, TensorView::contiguous(s.data(), DType::f32, {3}), x, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"scales", "4 elements (one a row of x)", "[3]"});
+  expect_error(rms_norm_quant(q, sc, x, std::nullopt, 1e-6f, /*static_scale=*/true), StatusCode::invalid_argument,
+               {"scales", "1 element (the static scale)", "[4]"});
+  expect_error(rms_norm_quant(q, TensorView::contiguous(r.data(), DType::f16, {4}), x, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"scales dtype f16", "f32"});
+  expect_error(
+      rms_norm_quant(q, TensorView::contiguous(s.data(), DType::f32, {4}, Device::cuda(0)), x, std::nullopt, 1e-6f),
+      StatusCode::invalid_argument, {"scales is on cuda:0", "x is on cpu"});
+  expect_error(rms_norm_quant(TensorView::contiguous(h.data(), DType::i8, {4, 16}), sc, x, std::nullopt, 1e-6f),
+               StatusCode::invalid_argument, {"q", "x", "overlap"});
+  expect_error(
+      fused_add_rms_norm_quant(q, sc, x, TensorView::contiguous(r.data(), DType::f16, {4, 8}), std::nullopt, 1e-6f),
+      StatusCode::invalid_argument, {"fused_add_rms_norm_quant", "residual"});
+  EXPECT_TRUE(fused_add_rms_norm_quant(q, sc, x, res, std::nullopt, 1e-6f).ok());
+}
+
+TEST(BadInput, NormQuantFp8BelowSm89) {
+  // FP8 codes need sm_89+: the T4 and A100 profiles refuse the FP8 twins (the int8 ones run there).
+  std::vector<uint16_t> h(64);
+  std::vector<uint8_t> q8(64);
+  detail::RowNormArgs a;
+  a.op = OpId::rms_norm_quant_fp8;
+  a.dtype = DType::f16;
+  a.device = Device::cuda(0);
+  a.rows = 4;
+  a.hidden = 16;
+  a.x = h.data();
+  a.q = q8.data();
+  std::vector<float> s(4);
+  a.q_scales = s.data();
+  const DeviceProfile t4 = *find_profile("t4"), a100 = *find_profile("a100"), h100 = *find_profile("h100");
+  expect_error(detail::validate_row_norm(a, &a100), StatusCode::unsupported, {"rms_norm_quant_fp8", "f8e4m3", "a100"});
+  expect_error(detail::validate_row_norm(a, &t4), StatusCode::unsupported, {"f8e4m3", "t4"});
+  EXPECT_TRUE(detail::validate_row_norm(a, &h100).ok());
+  a.op = OpId::rms_norm_quant_int8;
+  EXPECT_TRUE(detail::validate_row_norm(a, &a100).ok());
+  a.q = nullptr;
+  expect_error(detail::validate_row_norm(a, &a100), StatusCode::invalid_argument, {"x, q, scales", "null"});
+}

@@ -11,11 +11,17 @@ using namespace kernelkit;
 
 namespace {
 
+// The FP8 quantizing ops are refused (and the test skipped) on profiles without FP8.
 void check(const kernelkit::testing::NormCase& c) {
-  kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.dtype, c.name());
+  kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.op, c.dtype, c.name());
 }
 
 std::string dname(DType t) { return std::string(dtype_name(t)); }
+
+// Norm + quantization takes 16-bit activations only.
+const auto kQuantOps = ::testing::Values(OpId::rms_norm_quant_int8, OpId::rms_norm_quant_fp8,
+                                         OpId::fused_add_rms_norm_quant_int8, OpId::fused_add_rms_norm_quant_fp8);
+const auto kHalfDtypes = ::testing::Values(DType::f16, DType::bf16);
 
 }  // namespace
 
@@ -33,16 +39,22 @@ TEST_P(NormGrid, MatchesReference) {
   check(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllShapes, NormGrid,
-    ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm,
-                                         OpId::ada_layer_norm, OpId::rms_norm_gelu),
-                       ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 83, 4096),
-                       ::testing::Values(64, 111, 500, 769, 2048, 4096, 5125, 8192)),
-    [](const ::testing::TestParamInfo<GridParam>& i) {
-      return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param)) + "_" +
-             std::to_string(std::get<2>(i.param)) + "x" + std::to_string(std::get<3>(i.param));
-    });
+const auto kGridRows = ::testing::Values(1, 7, 83, 4096);
+const auto kGridHidden = ::testing::Values(64, 111, 500, 769, 2048, 4096, 5125, 8192);
+std::string grid_name(const ::testing::TestParamInfo<GridParam>& i) {
+  return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param)) + "_" +
+         std::to_string(std::get<2>(i.param)) + "x" + std::to_string(std::get<3>(i.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllShapes, NormGrid,
+                         ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm,
+                                                              OpId::layer_norm, OpId::ada_layer_norm,
+                                                              OpId::rms_norm_gelu),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16), kGridRows,
+                                            kGridHidden),
+                         grid_name);
+INSTANTIATE_TEST_SUITE_P(Quant, NormGrid, ::testing::Combine(kQuantOps, kHalfDtypes, kGridRows, kGridHidden),
+                         grid_name);
 
 // Strided rows (views into a wider buffer, e.g. a slice of a fused projection), including widths that break
 // 16-byte alignment of every row but the first.
@@ -74,7 +86,8 @@ TEST_P(NormVariants, WithoutWeightOrBiasAndGemmaOffset) {
   c.bias = false;
   check(c);
   c.weight = true;
-  c.weight_offset = op == OpId::rms_norm || op == OpId::fused_add_rms_norm ? 1.0f : 0.0f;
+  c.weight_offset =
+      op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op_norm_quant_dtype(op).has_value() ? 1.0f : 0.0f;
   check(c);
 }
 
@@ -124,19 +137,49 @@ TEST(NormConstantRows, LayerNormGivesTheBias) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllOps, NormVariants,
-    ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm,
-                                         OpId::ada_layer_norm, OpId::rms_norm_gelu),
-                       ::testing::Values(DType::f32, DType::f16, DType::bf16)),
-    [](const ::testing::TestParamInfo<std::tuple<OpId, DType>>& i) {
-      return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param));
-    });
+std::string op_dtype_name(const ::testing::TestParamInfo<std::tuple<OpId, DType>>& i) {
+  return std::string(op_info(std::get<0>(i.param)).name) + "_" + dname(std::get<1>(i.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, NormVariants,
+                         ::testing::Combine(::testing::Values(OpId::rms_norm, OpId::fused_add_rms_norm,
+                                                              OpId::layer_norm, OpId::ada_layer_norm,
+                                                              OpId::rms_norm_gelu),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16)),
+                         op_dtype_name);
+INSTANTIATE_TEST_SUITE_P(Quant, NormVariants, ::testing::Combine(kQuantOps, kHalfDtypes), op_dtype_name);
+
+// A static scale (calibrated offline): read, never written; values past qmax * scale saturate.
+class NormQuantStatic : public ::testing::TestWithParam<std::tuple<OpId, DType>> {};
+
+TEST_P(NormQuantStatic, ReadsTheScale) {
+  const auto [op, dt] = GetParam();
+  for (const auto& [rows, hidden] : {std::pair{1, 64}, {83, 769}, {4096, 4096}, {7, 8192}}) {
+    kernelkit::testing::NormCase c;
+    c.op = op;
+    c.dtype = dt;
+    c.rows = rows;
+    c.hidden = hidden;
+    c.static_scale = true;
+    c.seed = 41 + rows;
+    check(c);
+    c.magnitude = 100;  // the sums only: y is still about unit RMS
+    c.row_pad = 8;
+    check(c);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Quant, NormQuantStatic, ::testing::Combine(kQuantOps, kHalfDtypes), op_dtype_name);
 
 // Seeded random cases (random_norm_case: shapes, dtypes, strides and magnitudes off the grid) against the reference.
+// FP8 cases on a profile without FP8 must be refused (not skipped: the other cases still count).
 TEST(NormRandom, MatchesReference) {
-  kernelkit::testing::for_random_cases(40, kernelkit::testing::random_norm_case, [](const auto& c) {
-    kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), c.dtype, c.name());
+  kernelkit::testing::for_random_cases(60, kernelkit::testing::random_norm_case, [](const auto& c) {
+    const auto r = kernelkit::testing::run_norm_case_cuda(c, 0);
+    if (const auto fp8 = op_fp8_dtype(c.op); fp8 && !kernelkit::testing::case_profile().supports(*fp8))
+      EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
+    else
+      kernelkit::testing::expect_case(r, c.dtype, c.name());
   });
 }
 
@@ -146,16 +189,18 @@ TEST(PlannerAlternatives, TunedNormsMatchReference) {
   for (const char* setting :
        {"rows_vpt=1", "rows_vpt=2,rows_waves=3", "rows_vpt=16", "rows_held=1", "rows_held=1,rows_vpt=1,rows_waves=2"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-    for (OpId op :
-         {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm, OpId::rms_norm_gelu})
+    for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm,
+                    OpId::rms_norm_gelu, OpId::rms_norm_quant_int8, OpId::fused_add_rms_norm_quant_fp8})
       for (DType dt : {DType::f32, DType::bf16})
         for (const auto& [rows, hidden] : {std::pair{333, 4096}, {8, 5125}}) {
+          if (!(op_info(op).dtypes & dtype_bit(dt))) continue;
           kernelkit::testing::NormCase c;
           c.op = op;
           c.dtype = dt;
           c.rows = rows;
           c.hidden = hidden;
           c.seed = seed++;
+          if (const auto fp8 = op_fp8_dtype(op); fp8 && !kernelkit::testing::case_profile().supports(*fp8)) continue;
           kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), dt, c.name() + " " + setting);
         }
   }

@@ -123,7 +123,12 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default);  // opt-in exactly when above 48 KB
             EXPECT_EQ(p.stage_offset % 16, 0);
             if (p.cached) {  // two stages of every row of the block
-              const int64_t row_bytes = hidden * elem * (op.id == OpId::fused_add_rms_norm ? 2 : 1);
+              const int64_t row_bytes =
+                  hidden * elem *
+                  (op.id == OpId::fused_add_rms_norm || op.id == OpId::fused_add_rms_norm_quant_int8 ||
+                           op.id == OpId::fused_add_rms_norm_quant_fp8
+                       ? 2
+                       : 1);
               EXPECT_EQ(p.smem_bytes, p.stage_offset + 2 * p.rows_per_block * row_bytes);
             }
             EXPECT_GE(p.blocks_per_sm, 1);

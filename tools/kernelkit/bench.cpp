@@ -266,20 +266,35 @@ int run_bench(const BenchOptions& o) {
             << "copy ceiling (device-to-device, read + write, same run): " << std::fixed << std::setprecision(0)
             << copy.gbps << " GB/s (datasheet " << prof->hbm_gbps << ")\n\n";
   const auto hdr = [](std::ostream& os) {
-    os << std::left << std::setw(20) << "op" << std::setw(6) << "dtype" << std::setw(14) << "shape" << std::right
-       << std::setw(10) << "median us" << std::setw(9) << "GB/s" << std::setw(8) << "% peak" << "  " << std::left
-       << std::setw(10) << "assessment" << std::right << std::setw(7) << "FLOP/B" << "  " << std::left
-       << std::setw(7) << "bound" << std::setw(7) << "timing" << std::setw(6) << "L2" << std::right << std::setw(8)
-       << "host us" << "  verified\n";
+    os << std::left << std::setw(op_column_width()) << "op" << std::setw(6) << "dtype" << std::setw(14) << "shape"
+       << std::right << std::setw(10) << "median us" << std::setw(9) << "GB/s" << std::setw(8) << "% peak"
+       << "  " << std::left << std::setw(10) << "assessment" << std::right << std::setw(7) << "FLOP/B"
+       << "  " << std::left << std::setw(7) << "bound" << std::setw(7) << "timing" << std::setw(6) << "L2" << std::right
+       << std::setw(8) << "host us"
+       << "  verified\n";
   };
   hdr(std::cout);
   nlohmann::json results = nlohmann::json::array();
   int failures = 0;
-  Progress progress("bench", ops.size() * dtypes.size() * shapes.size());  // on stderr: the table is on stdout
+  // An op runs in the dtypes it takes, and an FP8 op only where the profile has FP8.
+  auto runs_in = [&](OpId op, DType dt) {
+    const auto fp8 = op_fp8_dtype(op);
+    return (op_info(op).dtypes & dtype_bit(dt)) && (!fp8 || prof->supports(*fp8));
+  };
+  size_t pairs = 0;
+  for (OpId op : ops)
+    for (DType dt : dtypes) pairs += runs_in(op, dt);
+  if (pairs == 0) {
+    std::cerr << "error: nothing to run (the ops chosen do not take the dtypes chosen on profile " << prof->key
+              << ")\n";
+    return 2;
+  }
+  Progress progress("bench", pairs * shapes.size());  // on stderr: the table is on stdout
   size_t done = 0;
   for (OpId op : ops)
     for (DType dt : dtypes)
       for (const BenchShape& sh : shapes) {
+        if (!runs_in(op, dt)) continue;
         progress.update(done++, std::string(op_info(op).name) + " " + std::string(dtype_name(dt)) + " " + sh.label);
         const BenchResult r = testing::bench_op(*prof, op, dt, sh, o.runs, o.device, copy.gbps);
         const double intensity = op_intensity(op, r.op_shape, dt);
@@ -287,8 +302,8 @@ int run_bench(const BenchOptions& o) {
         nlohmann::json j = {{"op", op_info(op).name}, {"dtype", dtype_name(dt)}, {"shape", sh.label},
                             {"rows", sh.rows},        {"hidden", sh.hidden},    {"bytes", r.bytes},
                             {"flops", r.flops},       {"intensity", intensity}, {"bound", mem ? "memory" : "compute"}};
-        std::cout << std::left << std::setw(20) << op_info(op).name << std::setw(6) << dtype_name(dt) << std::setw(14)
-                  << sh.label;
+        std::cout << std::left << std::setw(op_column_width()) << op_info(op).name << std::setw(6) << dtype_name(dt)
+                  << std::setw(14) << sh.label;
         if (!r.status.ok()) {
           ++failures;
           j["error"] = r.status.to_string();

@@ -17,6 +17,9 @@ namespace kernelkit::cli {
 // Returns nullopt and prints why when there is neither.
 std::optional<DeviceProfile> resolve_profile(const std::string& key, int device);
 
+// The width of a table's op column: the longest op name in the registry and a space.
+int op_column_width();
+
 // Threads for work that runs cases side by side: the CPU's hardware threads, at most 16.
 int default_jobs();
 

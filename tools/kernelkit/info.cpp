@@ -113,7 +113,8 @@ int run_info(const InfoOptions& o) {
     if (op.family == OpFamily::attention) continue;  // not a row op: its tiles are listed below
     LaunchPlan plan;
     const Status s = plan_op(*prof, op.id, shape, dtype, &plan);
-    text << "  " << std::left << std::setw(27) << op.name << (s.ok() ? plan.to_string() : s.to_string()) << "\n";
+    text << "  " << std::left << std::setw(op_column_width()) << op.name << (s.ok() ? plan.to_string() : s.to_string())
+         << "\n";
     j["plans"][std::string(op.name)] =
         s.ok() ? nlohmann::json{{"block", {plan.threads_per_row, plan.rows_per_block}},
                                 {"grid", plan.grid},

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "commands.hpp"
+#include "kernelkit/op_info.hpp"
 #include "kernelkit/runtime.hpp"
 
 namespace kernelkit::cli {
@@ -35,6 +36,12 @@ std::optional<DeviceProfile> resolve_profile(const std::string& key, int device)
     return std::nullopt;
   }
   return p;
+}
+
+int op_column_width() {
+  size_t w = 0;
+  for (const OpInfo& op : op_table()) w = std::max(w, op.name.size());
+  return static_cast<int>(w) + 1;
 }
 
 int default_jobs() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)); }

@@ -141,8 +141,9 @@ int run_verify(const VerifyOptions& o) {
   int total = 0, bad = 0;
   if (!o.json) {
     std::cout << "\n"
-              << std::left << std::setw(27) << "op" << std::setw(6) << "dtype" << std::right << std::setw(7) << "cases"
-              << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12) << "err/allowed"
+              << std::left << std::setw(op_column_width()) << "op" << std::setw(6) << "dtype" << std::right
+              << std::setw(7) << "cases" << std::setw(8) << "passed" << std::setw(9) << "refused" << std::setw(12)
+              << "err/allowed"
               << "  result\n";
   }
   nlohmann::json rows_json = nlohmann::json::array();
@@ -162,9 +163,10 @@ int run_verify(const VerifyOptions& o) {
                          {"worst_error_ratio", row.worst},
                          {"result", result}});
     if (!o.json)
-      std::cout << std::left << std::setw(27) << op_info(key.first).name << std::setw(6) << dtype_name(key.second)
-                << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed << std::setw(9) << row.refused
-                << std::setw(12) << std::setprecision(3) << row.worst << "  " << result << "\n";
+      std::cout << std::left << std::setw(op_column_width()) << op_info(key.first).name << std::setw(6)
+                << dtype_name(key.second) << std::right << std::setw(7) << row.cases << std::setw(8) << row.passed
+                << std::setw(9) << row.refused << std::setw(12) << std::setprecision(3) << row.worst << "  " << result
+                << "\n";
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (o.json) {

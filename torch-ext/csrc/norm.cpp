@@ -45,6 +45,25 @@ void rms_norm_gelu(at::Tensor& out, const at::Tensor& x, const std::optional<at:
   c.check(kernelkit::rms_norm_gelu(outv, xv, wv, c.f32(eps, "eps"), c.stream()));
 }
 
+void rms_norm_quant(at::Tensor& q, at::Tensor& scales, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                    double eps, bool static_scale, double weight_offset) {
+  const Call c("rms_norm_quant", x);
+  const TensorView qv = c(q, "q"), sv = c(scales, "scales"), xv = c(x, "x");
+  const std::optional<TensorView> wv = c(weight, "weight");
+  c.check(kernelkit::rms_norm_quant(qv, sv, xv, wv, c.f32(eps, "eps"), static_scale,
+                                    c.f32(weight_offset, "weight_offset"), c.stream()));
+}
+
+void fused_add_rms_norm_quant(at::Tensor& q, at::Tensor& scales, const at::Tensor& x, at::Tensor& residual,
+                              const std::optional<at::Tensor>& weight, double eps, bool static_scale,
+                              double weight_offset) {
+  const Call c("fused_add_rms_norm_quant", x);
+  const TensorView qv = c(q, "q"), sv = c(scales, "scales"), xv = c(x, "x"), rv = c(residual, "residual");
+  const std::optional<TensorView> wv = c(weight, "weight");
+  c.check(kernelkit::fused_add_rms_norm_quant(qv, sv, xv, rv, wv, c.f32(eps, "eps"), static_scale,
+                                              c.f32(weight_offset, "weight_offset"), c.stream()));
+}
+
 }  // namespace
 }  // namespace kernelkit::torch_ext
 
@@ -58,4 +77,13 @@ KK_TORCH_OPS(m) {
             "float eps) -> ()",
          &ada_layer_norm);
   def_op(m, "rms_norm_gelu(Tensor! out, Tensor x, Tensor? weight, float eps) -> ()", &rms_norm_gelu);
+  // static_scale: scales is only read (one calibrated scale); it is declared written for the dynamic form.
+  def_op(m,
+         "rms_norm_quant(Tensor! q, Tensor! scales, Tensor x, Tensor? weight, float eps, bool static_scale=False, "
+         "float weight_offset=0.) -> ()",
+         &rms_norm_quant);
+  def_op(m,
+         "fused_add_rms_norm_quant(Tensor! q, Tensor! scales, Tensor x, Tensor! residual, Tensor? weight, "
+         "float eps, bool static_scale=False, float weight_offset=0.) -> ()",
+         &fused_add_rms_norm_quant);
 }

@@ -8,9 +8,11 @@ import torch
 from ._common import _inference_only, _out_for, _rows
 from ._ops import ops
 
-__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu"]
+__all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
+           "fused_add_rms_norm_quant"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
-_OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu")
+_OPS = ("rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
+        "fused_add_rms_norm_quant")
 
 
 def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
@@ -69,3 +71,44 @@ def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: f
     out = _out_for(x, out)
     ops.rms_norm_gelu(out, x, weight, eps)
     return out
+
+
+def _quant_outputs(name: str, x: torch.Tensor, dtype: torch.dtype, scale: Optional[torch.Tensor]):
+    """q in x's shape and the scales: one a row written, or the given static scale (read)."""
+    if dtype not in (torch.int8, torch.float8_e4m3fn):
+        raise ValueError(f"{name}: dtype must be torch.int8 or torch.float8_e4m3fn, got {dtype}")
+    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    if scale is not None:
+        return q, scale
+    return q, torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+
+
+def rms_norm_quant(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,
+                   dtype: torch.dtype = torch.float8_e4m3fn, scale: Optional[torch.Tensor] = None,
+                   weight_offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm fused with the quantization of its output for an FP8 or INT8 linear layer; returns (q, scales).
+
+    y = rms_norm(x, weight, eps) rounded to x's dtype, then q = y / s rounded to `dtype` (torch.float8_e4m3fn: nearest
+    even, saturating at 448; torch.int8: half to even, clamped to 127). scale None: dynamic per token, scales float32
+    [...] (x's leading dims), s = max|y| / 448 (or 127): q and scales equal quantize_per_token(rms_norm(x)) bit for
+    bit. scale: a float32 [1] static scale (calibrated, > 0), returned as the scales. x float16 or bfloat16; FP8 needs
+    an FP8 GPU (sm_89+).
+    """
+    _inference_only("rms_norm_quant", x, weight)
+    q, s = _quant_outputs("rms_norm_quant", x, dtype, scale)
+    ops.rms_norm_quant(q, s, x, weight, eps, scale is not None, weight_offset)
+    return q, s
+
+
+def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor] = None,
+                             eps: float = 1e-6, dtype: torch.dtype = torch.float8_e4m3fn,
+                             scale: Optional[torch.Tensor] = None,
+                             weight_offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """residual = x + residual in place (rounded to the dtype), then (q, scales) = rms_norm_quant(residual, ...).
+
+    vLLM's fused add + RMSNorm + FP8 / INT8 quantization of a decoder layer's residual stream: x is only read.
+    """
+    _inference_only("fused_add_rms_norm_quant", x, residual, weight)
+    q, s = _quant_outputs("fused_add_rms_norm_quant", x, dtype, scale)
+    ops.fused_add_rms_norm_quant(q, s, x, residual, weight, eps, scale is not None, weight_offset)
+    return q, s

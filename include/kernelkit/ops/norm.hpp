@@ -37,4 +37,24 @@ Status ada_layer_norm(const TensorView& out, const TensorView& x, const TensorVi
 Status rms_norm_gelu(const TensorView& out, const TensorView& x, const std::optional<TensorView>& weight, float eps,
                      Stream stream = nullptr);
 
+// ---- Norm + quantization (vLLM's rms_norm_dynamic_per_token_quant and rms_norm_static_fp8_quant, and their fused-add
+//      forms): the RMSNorm output feeds a W8A8 / FP8 linear layer without a round trip through memory.
+//      y = rms_norm(x) rounded to x's dtype (exactly what rms_norm stores), then quantized as the quantizers do it:
+//      q = round_half_even(y / s) clamped to +-127 (q i8) or e4m3(y / s) rounded to nearest even and saturating at
+//      +-448 (q f8e4m3), the quotient an IEEE fp32 division; q's dtype picks the op. x f16 or bf16; q contiguous in
+//      x's shape; scales f32, contiguous:
+//        static_scale = false: one scale a token written, [rows] (or [rows, 1]): s = max|y[t, :]| / 127 or / 448 (an
+//          all-zero row gives s = 0 and q = 0), so q and s equal quantize_per_token_*(rms_norm(x)) bit for bit;
+//        static_scale = true: one scale read, [1] (a calibrated s > 0), for every token.
+//      FP8 q needs a profile with FP8 (sm_89+); the T4 / A100 profiles refuse it, naming what to use instead (i8).
+Status rms_norm_quant(const TensorView& q, const TensorView& scales, const TensorView& x,
+                      const std::optional<TensorView>& weight, float eps, bool static_scale = false,
+                      float weight_offset = 0.0f, Stream stream = nullptr);
+
+// residual = x + residual (rounded to the dtype, as fused_add_rms_norm); q, scales = rms_norm_quant(residual). x is
+// only read: the normalized activations leave as q.
+Status fused_add_rms_norm_quant(const TensorView& q, const TensorView& scales, const TensorView& x,
+                                const TensorView& residual, const std::optional<TensorView>& weight, float eps,
+                                bool static_scale = false, float weight_offset = 0.0f, Stream stream = nullptr);
+
 }  // namespace kernelkit

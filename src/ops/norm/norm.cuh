@@ -1,5 +1,6 @@
-// The row-norm kernel family: rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm and rms_norm_gelu are one
-// kernel template over (storage type, vector width, variant).
+// The row-norm kernel family: rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm, rms_norm_gelu and the norm +
+// quantization ops (rms_norm_quant_*, fused_add_rms_norm_quant_*) are one kernel template over (storage type, vector
+// width, variant).
 //
 // Per row of `hidden` elements (E = sizeof(T)):
 //   bytes  = E * hidden * (reads + writes of [rows, hidden] tensors) + parameters (op_info.cpp has the formula)
@@ -34,6 +35,7 @@
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "ops/norm/norm.hpp"
+#include "ops/quant/quant_common.cuh"
 #include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
@@ -53,17 +55,24 @@ struct RowNormParams {
   int64_t out_stride, x_stride, residual_stride, mod_stride, rows_per_batch;
   float eps, weight_offset;
   int stage_offset;       // bytes of reduction scratch before the stages (16-byte aligned)
+  int8_t* q;              // norm + quantization: [rows, hidden] codes, contiguous
+  float* q_scales;        // [rows] written, or [1] read (static_scale)
+  bool static_scale;
 };
+
+// The 1-byte output of the norm + quantization ops (none: the norm writes T).
+enum class QuantOut : uint8_t { none, int8, fp8 };
 
 // Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
 // or modulation code.
-template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate>
+template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate, QuantOut kQuant = QuantOut::none>
 struct RowVariant {
   static constexpr NormType norm = kNorm;
   static constexpr bool residual = kResidual;    // residual += x first (fused_add_rms_norm)
   static constexpr bool gelu = kGelu;            // tanh-GELU epilogue (rms_norm_gelu)
   static constexpr bool bias = kNorm == NormType::layer;
   static constexpr bool modulate = kModulate;    // * (1 + scale[b]) + shift[b] (ada_layer_norm)
+  static constexpr QuantOut quant = kQuant;      // y rounded to T, then quantized into q (rms_norm_quant_*)
 };
 
 // The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
@@ -219,45 +228,93 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       const float neg_mean_rstd = -mean * rstd;
       const bool fma_normalize = fabsf(neg_mean_rstd) <= 64.0f;
 
-      // Output: normalize, apply the affine parameters and the epilogue, round once, store.
+      // Output: normalize, apply the affine parameters and the epilogue, round once, store (or quantize).
       constexpr int kOutUnroll = Variant::bias && kStaged ? 1 : 2;
-      if (active) {
-        const T* scale = Variant::modulate ? p.scale + (row / p.rows_per_batch) * p.mod_stride : nullptr;
-        const T* shift = Variant::modulate ? p.shift + (row / p.rows_per_batch) * p.mod_stride : nullptr;
-        T* outr = p.out + row * p.out_stride;
-        // y = the normalized vector i (this thread's c-th), with the affine parameters and the epilogue, stored.
-        // kFma: the FFMA normalize (a type, so that each loop below has one form, not a select per element).
-        auto output = [&](auto kFma, int c, int i) {
-          const int col = i * VEC;
-          float y[VEC], w[VEC], b[VEC];
-          [[maybe_unused]] float sc[VEC], sh[VEC];  // ada_layer_norm's modulation
-          value(c, i, false, y);
-          if (p.weight) {
-            if constexpr (kHeld > 0)
-              to_floats(w_held[c], w);
-            else
-              to_floats(V::load(p.weight + col), w);
-          }
-          if (Variant::bias && p.bias) {
-            if constexpr (kHeld > 0)
-              to_floats(b_held[c], b);
-            else
-              to_floats(V::load(p.bias + col), b);
-          }
-          if constexpr (Variant::modulate) {
-            to_floats(V::load(scale + col), sc);
-            to_floats(V::load(shift + col), sh);
-          }
+      const T* scale = Variant::modulate ? p.scale + (row / p.rows_per_batch) * p.mod_stride : nullptr;
+      const T* shift = Variant::modulate ? p.shift + (row / p.rows_per_batch) * p.mod_stride : nullptr;
+      // y = the normalized vector i (this thread's c-th), with the affine parameters and the epilogue.
+      // kFma: the FFMA normalize (a type, so that each loop below has one form, not a select per element).
+      auto normalized = [&](auto kFma, int c, int i, float(&y)[VEC]) {
+        [[maybe_unused]] const int col = i * VEC;  // unused where the row is held with its weights
+        float w[VEC], b[VEC];
+        [[maybe_unused]] float sc[VEC], sh[VEC];  // ada_layer_norm's modulation
+        value(c, i, false, y);
+        if (p.weight) {
+          if constexpr (kHeld > 0)
+            to_floats(w_held[c], w);
+          else
+            to_floats(V::load(p.weight + col), w);
+        }
+        if (Variant::bias && p.bias) {
+          if constexpr (kHeld > 0)
+            to_floats(b_held[c], b);
+          else
+            to_floats(V::load(p.bias + col), b);
+        }
+        if constexpr (Variant::modulate) {
+          to_floats(V::load(scale + col), sc);
+          to_floats(V::load(shift + col), sh);
+        }
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
-            if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
-            if (Variant::bias && p.bias) y[j] += b[j];
-            if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
-            if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
-          }
-          store_rounded<T, VEC>(outr + col, y);
+        for (int j = 0; j < VEC; ++j) {
+          y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
+          if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
+          if (Variant::bias && p.bias) y[j] += b[j];
+          if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
+          if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
+        }
+      };
+      // Calls body(c, i) for each of this thread's vectors of the row.
+      auto each_vec = [&](auto body) {
+        if constexpr (kHeld > 0) {
+          each_held(body);
+        } else {
+#pragma unroll 2
+          for (int i = tx; i < nvec; i += tpr) body(0, i);
+        }
+      };
+      if constexpr (Variant::quant != QuantOut::none) {
+        // y as rms_norm stores it (rounded to T), so q and s are quantize_per_token(rms_norm(x)) bit for bit; the
+        // dynamic scale takes one more row reduction (max |y|), then y is formed again from the row in registers,
+        // shared memory or L2 and quantized.
+        static_assert(Variant::norm == NormType::rms, "RMS norms have mean 0: the FFMA normalize is exact");
+        constexpr bool kFp8 = Variant::quant == QuantOut::fp8;
+        auto rounded = [&](int c, int i, float(&y)[VEC]) {
+          normalized(std::bool_constant<kFastMath<T>>{}, c, i, y);
+          to_floats(from_floats<T>(y), y);
         };
+        float qs;
+        if (p.static_scale) {
+          qs = *p.q_scales;
+        } else {
+          unsigned amax_bits = 0;
+          if (active)
+            each_vec([&](int c, int i) {
+              float y[VEC];
+              rounded(c, i, y);
+#pragma unroll
+              for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, y[j]);
+            });
+          // IEEE division: the quantizers' (and the reference's) fp32 scale.
+          qs = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits)) / (kFp8 ? 448.0f : 127.0f);
+          if (active && tx == 0) p.q_scales[row] = qs;
+        }
+        if (active) {
+          int8_t* qr = p.q + row * p.hidden;
+          each_vec([&](int c, int i) {
+            float y[VEC];
+            rounded(c, i, y);
+            store_codes<kFp8, VEC>(qr + i * VEC, y, qs);
+          });
+        }
+      } else if (active) {
+        T* outr = p.out + row * p.out_stride;
+        auto output = [&](auto kFma, int c, int i) {
+          float y[VEC];
+          normalized(kFma, c, i, y);
+          store_rounded<T, VEC>(outr + i * VEC, y);
+        };
+        // Plain loops here (not each_vec): through the helper lambda nvcc drops their unroll factor.
         auto output_all = [&](auto kFma) {
           if constexpr (kHeld > 0) {
             each_held([&](int c, int i) { output(kFma, c, i); });
@@ -300,6 +357,19 @@ Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
         return f(pick(RowVariant<NormType::rms, false, true, false>{}));
       case OpId::layer_norm:
         return f(pick(RowVariant<NormType::layer, false, false, false>{}));
+      // Norm + quantization: f16 / bf16 activations only (the registry's dtypes).
+      case OpId::rms_norm_quant_int8:
+        if constexpr (sizeof(T) == 2) return f(pick(RowVariant<NormType::rms, false, false, false, QuantOut::int8>{}));
+        break;
+      case OpId::rms_norm_quant_fp8:
+        if constexpr (sizeof(T) == 2) return f(pick(RowVariant<NormType::rms, false, false, false, QuantOut::fp8>{}));
+        break;
+      case OpId::fused_add_rms_norm_quant_int8:
+        if constexpr (sizeof(T) == 2) return f(pick(RowVariant<NormType::rms, true, false, false, QuantOut::int8>{}));
+        break;
+      case OpId::fused_add_rms_norm_quant_fp8:
+        if constexpr (sizeof(T) == 2) return f(pick(RowVariant<NormType::rms, true, false, false, QuantOut::fp8>{}));
+        break;
       case OpId::ada_layer_norm:
         return f(pick(RowVariant<NormType::layer, false, false, true>{}));
       default:
@@ -330,6 +400,9 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.eps = a.eps;
   p.weight_offset = a.weight_offset;
   p.stage_offset = static_cast<int>(plan.stage_offset);
+  p.q = static_cast<int8_t*>(a.q);
+  p.q_scales = a.q_scales;
+  p.static_scale = a.static_scale;
   return with_row_norm_kernel<T>(a.op, plan, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -1,6 +1,6 @@
 // Internal: the one parameter block of the row-norm family, shared by validation, the CPU reference and the CUDA
-// launcher. Every public norm op (rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm, rms_norm_gelu) is a
-// RowNormArgs with a different variant; the kernels are one template over that variant.
+// launcher. Every public norm op (rms_norm, fused_add_rms_norm, layer_norm, ada_layer_norm, rms_norm_gelu and the
+// norm + quantization ops) is a RowNormArgs with a different variant; the kernels are one template over that variant.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,10 @@ struct RowNormArgs {
   int64_t batch = 1;
   float eps = 1e-6f;
   float weight_offset = 0.0f;     // y *= (weight_offset + w): 1 for Gemma's RMSNorm
+  // Norm + quantization (op_norm_quant_dtype(op) is q's dtype): y rounded to the dtype, then quantized into q.
+  void* q = nullptr;          // i8 or f8e4m3 [rows, hidden], contiguous
+  float* q_scales = nullptr;  // f32 [rows] written (one scale a token), or [1] read (static_scale)
+  bool static_scale = false;
   int align_bytes = 16;           // largest power of two <= 16 dividing every pointer and row stride in bytes
 
   OpShape shape() const { return {rows, hidden, batch, align_bytes}; }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernelkit/ops/quant.hpp"
+
 namespace kernelkit::testing {
 
 std::string NormCase::name() const {
@@ -20,6 +22,7 @@ std::string NormCase::name() const {
   if (weight_offset != 0.0f) os << " offset " << weight_offset;
   if (magnitude > 1) os << " |x|~" << magnitude;
   if (constant_rows) os << " constant rows";
+  if (static_scale) os << " static scale";
   return os.str();
 }
 
@@ -28,23 +31,26 @@ namespace {
 // Host inputs of one case. ada_layer_norm sees x as [batch, seq, hidden]; the others as [rows, hidden].
 struct NormData {
   int64_t stride = 0, batch = 1, seq = 1;
-  HostBuffer x, residual, out, weight, bias, scale, shift;
+  bool static_scale = false;
+  HostBuffer x, residual, out, weight, bias, scale, shift, q, q_scales;
 };
 
 struct NormPtrs {
   void *x = nullptr, *residual = nullptr, *out = nullptr, *weight = nullptr, *bias = nullptr, *scale = nullptr,
-       *shift = nullptr;
+       *shift = nullptr, *q = nullptr, *q_scales = nullptr;
 };
 
 NormPtrs host_ptrs(NormData& d) {
-  return {d.x.data(), d.residual.data(), d.out.data(), d.weight.data(), d.bias.data(), d.scale.data(), d.shift.data()};
+  return {d.x.data(),     d.residual.data(), d.out.data(), d.weight.data(),  d.bias.data(),
+          d.scale.data(), d.shift.data(),    d.q.data(),   d.q_scales.data()};
 }
 
 // The buffers of a case in NormPtrs order, with what the op does with each (fused_add_rms_norm writes x and residual
-// in place; the others write out).
+// in place; the others write out; the norm + quantization ops write q and the scales, or read a static scale).
 std::vector<CaseBuffer> buffers(NormData& d) {
-  return {{&d.x, Role::inout},   {&d.residual, Role::inout}, {&d.out, Role::out},  {&d.weight, Role::in},
-          {&d.bias, Role::in},   {&d.scale, Role::in},       {&d.shift, Role::in}};
+  return {{&d.x, Role::inout},   {&d.residual, Role::inout}, {&d.out, Role::out},
+          {&d.weight, Role::in}, {&d.bias, Role::in},        {&d.scale, Role::in},
+          {&d.shift, Role::in},  {&d.q, Role::out},          {&d.q_scales, d.static_scale ? Role::in : Role::out}};
 }
 
 NormData make_inputs(const NormCase& c) {
@@ -72,7 +78,7 @@ NormData make_inputs(const NormCase& c) {
       for (int64_t i = 0; i < c.hidden; ++i)
         b.set(row * d.stride + i, (row % 2 ? -m : m) * (1 + static_cast<double>(row) / c.rows) / 2);
   };
-  const bool fused = c.op == OpId::fused_add_rms_norm;
+  const bool fused = adds_residual(c.op);
   fill_act(d.x, fused ? c.magnitude / 2 : c.magnitude);  // x + residual stays finite in fp16
   if (fused) fill_act(d.residual, c.magnitude / 2);
   d.out = HostBuffer(c.dtype, n);
@@ -80,6 +86,12 @@ NormData make_inputs(const NormCase& c) {
   fill(d.bias, c.hidden, -0.5, 0.5);
   fill(d.scale, d.batch * c.hidden, -0.5, 0.5);
   fill(d.shift, d.batch * c.hidden, -0.5, 0.5);
+  if (const auto qtype = op_norm_quant_dtype(c.op)) {
+    d.static_scale = c.static_scale;
+    d.q = HostBuffer(*qtype, c.rows * c.hidden);
+    d.q_scales = HostBuffer(DType::f32, c.static_scale ? 1 : c.rows);
+    if (c.static_scale) d.q_scales.set(0, static_quant_scale(c.op));
+  }
   return d;
 }
 
@@ -98,6 +110,11 @@ Status call_op(const NormCase& c, const NormData& d, const NormPtrs& p, Device d
   t.shift = TensorView::contiguous(p.shift, c.dtype, {d.batch, c.hidden}, dev);
   if (c.weight) t.weight = TensorView::contiguous(p.weight, c.dtype, {c.hidden}, dev);
   if (c.bias) t.bias = TensorView::contiguous(p.bias, c.dtype, {c.hidden}, dev);
+  if (const auto qtype = op_norm_quant_dtype(c.op)) {
+    t.q = TensorView::contiguous(p.q, *qtype, {c.rows, c.hidden}, dev);
+    t.q_scales = TensorView::contiguous(p.q_scales, DType::f32, {c.static_scale ? 1 : c.rows}, dev);
+    t.static_scale = c.static_scale;
+  }
   return call_norm_op(c.op, t, c.eps, c.weight_offset);
 }
 
@@ -144,20 +161,68 @@ Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offse
       return ada_layer_norm(t.out, t.x, t.scale, t.shift, t.weight, t.bias, eps, stream);
     case OpId::rms_norm_gelu:
       return rms_norm_gelu(t.out, t.x, t.weight, eps, stream);
+    case OpId::rms_norm_quant_int8:
+    case OpId::rms_norm_quant_fp8:
+      return rms_norm_quant(t.q, t.q_scales, t.x, t.weight, eps, t.static_scale, weight_offset, stream);
+    case OpId::fused_add_rms_norm_quant_int8:
+    case OpId::fused_add_rms_norm_quant_fp8:
+      return fused_add_rms_norm_quant(t.q, t.q_scales, t.x, t.residual, t.weight, eps, t.static_scale, weight_offset,
+                                      stream);
+    default:
+      break;
   }
   return invalid_argument("unknown op");
+}
+
+bool adds_residual(OpId op) {
+  return op == OpId::fused_add_rms_norm || op == OpId::fused_add_rms_norm_quant_int8 ||
+         op == OpId::fused_add_rms_norm_quant_fp8;
+}
+
+float static_quant_scale(OpId op) { return 3.0f / (op_fp8_dtype(op) ? 448.0f : 127.0f); }
+
+void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
+                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
+                       CaseResult* r) {
+  const Tolerance tol = tolerance(dtype);
+  const bool fp8 = q_want.dtype() == DType::f8e4m3;
+  const double qmax = fp8 ? 448 : 127;
+  // The distance from code value v to its neighbours: 1 (int8), or e4m3's spacing at |v| (2^-9 below 2^-6).
+  auto step = [&](double v) {
+    return fp8 ? std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3) : 1.0;
+  };
+  for (int64_t row = 0; row < rows; ++row) {
+    const double sg = s_got.get(static_scale ? 0 : row), sw = s_want.get(static_scale ? 0 : row);
+    if (!static_scale) {
+      // s = max |y| / qmax (fp32): the max moves by the norm's tolerance at most.
+      check_element(r, "scales", sg, sw, (tol.atol + tol.rtol * sw * qmax) / qmax * (1 + 1e-6), row, 0);
+    }
+    for (int64_t i = 0; i < hidden; ++i) {
+      const double qg = q_got.get(row * hidden + i), qw = q_want.get(row * hidden + i);
+      const double dg = qg * sg, dw = qw * sw;
+      const double half_steps = 0.5 * (step(qg) * sg + step(qw) * sw);
+      const double allowed = half_steps + tol.atol + tol.rtol * (std::fabs(dw) + 0.5 * step(qw) * sw);
+      check_element(r, "q * s", std::isfinite(qg) ? dg : qg, dw, allowed * (1 + 1e-6), row, i);
+    }
+  }
 }
 
 CaseResult run_norm_case_cuda(const NormCase& c, int device) {
   return run_case(
       make_inputs(c), device, buffers,
       [&](const NormData& d, const std::vector<void*>& p, Device dev) {
-        return call_op(c, d, NormPtrs{p[0], p[1], p[2], p[3], p[4], p[5], p[6]}, dev);
+        return call_op(c, d, NormPtrs{p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]}, dev);
       },
       [&](const NormData& got, const NormData& want, CaseResult* r) {
         if (c.op == OpId::fused_add_rms_norm) {
           compare_outputs("x", got.x, want.x, c.rows, c.hidden, got.stride, r);
           compare_outputs("residual", got.residual, want.residual, c.rows, c.hidden, got.stride, r);
+          return;
+        }
+        if (op_norm_quant_dtype(c.op)) {
+          if (adds_residual(c.op))
+            compare_outputs("residual", got.residual, want.residual, c.rows, c.hidden, got.stride, r);
+          compare_quantized(got.q, got.q_scales, want.q, want.q_scales, c.rows, c.hidden, c.dtype, c.static_scale, r);
           return;
         }
         // A constant row's mean is exact in fp32 (a sum of equal 16-bit values), so it normalizes to 0 and the
@@ -261,6 +326,41 @@ CaseResult check_norm_properties(const NormCase& c) {
       compare_outputs("out", d.out, expect, c.rows, H, S, mag, &r, 3.0);
       break;
     }
+    case OpId::rms_norm_quant_int8:
+    case OpId::rms_norm_quant_fp8:
+    case OpId::fused_add_rms_norm_quant_int8:
+    case OpId::fused_add_rms_norm_quant_fp8: {
+      // == quantize_per_token_*(rms_norm(x)) (fused add: of rms_norm(round(x + residual)), the residual that sum)
+      // bit for bit; a static scale gives every y / s its nearest code.
+      pc.op = OpId::rms_norm;
+      if (adds_residual(c.op)) {
+        for (int64_t k = 0; k < c.rows * S; ++k) plain.x.set(k, plain.x.get(k) + plain.residual.get(k));
+        compare_outputs("residual", d.residual, plain.x, c.rows, H, S, &r, 0.0);
+      }
+      r.status = run(pc, plain);
+      if (!r.status.ok()) return r;
+      const bool fp8 = d.q.dtype() == DType::f8e4m3;
+      HostBuffer q(d.q.dtype(), c.rows * H), scales(DType::f32, c.rows);
+      if (c.static_scale) {
+        const float sc = static_quant_scale(c.op);
+        if (d.q_scales.get(0) != sc) fail("the static scale was written");
+        for (int64_t row = 0; row < c.rows; ++row)
+          for (int64_t i = 0; i < H; ++i) {
+            const float v = static_cast<float>(plain.out.get(row * S + i)) / sc;
+            q.set(row * H + i, fp8 ? e4m3_bits_to_float(float_to_e4m3_bits(v, true))
+                                   : std::clamp(std::nearbyint(static_cast<double>(v)), -127.0, 127.0));
+          }
+      } else {
+        const TensorView y = TensorView::strided(plain.out.data(), c.dtype, {c.rows, H}, {S, 1}, Device::cpu());
+        const TensorView qv = TensorView::contiguous(q.data(), q.dtype(), {c.rows, H}, Device::cpu());
+        const TensorView sv = TensorView::contiguous(scales.data(), DType::f32, {c.rows}, Device::cpu());
+        r.status = fp8 ? quantize_per_token_fp8(qv, sv, y) : quantize_per_token_int8(qv, sv, y);
+        if (!r.status.ok()) return r;
+        compare_outputs("scales", d.q_scales, scales, 1, c.rows, c.rows, &r, 0.0);
+      }
+      compare_outputs("q", d.q, q, c.rows, H, H, &r, 0.0);
+      break;
+    }
     case OpId::rms_norm_gelu: {
       // == gelu_tanh(rms_norm(x)): the fused op equals the composition.
       pc.op = OpId::rms_norm;
@@ -292,19 +392,30 @@ void verify_norm_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* s
 
 NormCase random_norm_case(uint64_t seed) {
   std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 11);
-  constexpr OpId kOps[] = {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm,
-                           OpId::rms_norm_gelu};
+  constexpr OpId kOps[] = {OpId::rms_norm,
+                           OpId::fused_add_rms_norm,
+                           OpId::layer_norm,
+                           OpId::ada_layer_norm,
+                           OpId::rms_norm_gelu,
+                           OpId::rms_norm_quant_int8,
+                           OpId::rms_norm_quant_fp8,
+                           OpId::fused_add_rms_norm_quant_int8,
+                           OpId::fused_add_rms_norm_quant_fp8};
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   NormCase c;
-  c.op = kOps[pick(5)];
+  c.op = kOps[pick(static_cast<int>(std::size(kOps)))];
   c.dtype = random_float_dtype(rng);
+  if (op_norm_quant_dtype(c.op)) {
+    if (c.dtype == DType::f32) c.dtype = DType::bf16;  // f16 / bf16 only
+    c.static_scale = pick(3) == 0;
+  }
   const RandomRows r = random_rows(rng, int64_t{1} << 20);
   c.rows = r.rows;
   c.hidden = r.hidden;
   c.row_pad = r.pad;
   c.weight = pick(4) != 0;
   c.bias = pick(2) == 0;
-  c.weight_offset = c.op == OpId::rms_norm && pick(3) == 0 ? 1.0f : 0.0f;
+  c.weight_offset = (c.op == OpId::rms_norm || op_norm_quant_dtype(c.op)) && pick(3) == 0 ? 1.0f : 0.0f;
   constexpr double kMagnitudes[] = {1.0, 1.0, 100.0, 30000.0};
   c.magnitude = kMagnitudes[pick(4)];
   c.seed = seed;

@@ -25,16 +25,34 @@ struct NormCase {
   double magnitude = 1.0;      // |x| drawn from [magnitude / 2, magnitude] with random sign when > 1 (extreme fp16)
   uint64_t seed = 1;
   bool constant_rows = false;  // row r all +-magnitude (1 + r / rows) / 2: normalizes to 0 (16-bit: the sums are exact)
+  bool static_scale = false;   // norm + quantization: one given scale instead of one a row
   std::string name() const;  // "rms_norm bf16 83x5125 pad 8"
 };
 
 // The tensors of one norm-family call; which are used depends on the op (residual: fused add; scale/shift: ada).
+// Norm + quantization: q (i8 or f8e4m3, x's shape) and q_scales (f32 [rows], or [1] with static_scale).
 struct NormTensors {
-  TensorView x, out, residual, scale, shift;
+  TensorView x, out, residual, scale, shift, q, q_scales;
   std::optional<TensorView> weight, bias;
+  bool static_scale = false;
 };
+// The ops that add a residual first (fused_add_rms_norm and its quantizing twins), which update it in place.
+bool adds_residual(OpId op);
+
 // Calls the public op `op` (on the CPU backend or CUDA, wherever the tensors are).
 Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offset = 0.0f, Stream stream = nullptr);
+
+// The static scale of a norm + quantization case: |y| up to about 3 (a weight up to 1.5 on unit RMS) in range, the
+// rest saturating.
+float static_quant_scale(OpId op);
+
+// Compares norm + quantization outputs dequantized (q * s) against the reference's, rows x hidden (q contiguous): the
+// norm's y may differ from the reference's by its tolerance, which can move q to the next code and the row's max (so
+// s) by that much. Bound: half a step of each side's code + the norm's tolerance; scales within the norm's tolerance
+// over qmax.
+void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
+                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
+                       CaseResult* r);
 
 // Runs `c` on CUDA device `device` and on the CPU reference from the same random inputs and compares every output
 // element (out, and x and residual for fused_add_rms_norm); the padding between strided output rows must keep its

@@ -1,10 +1,12 @@
 // CPU reference of the row-norm family: fp64 accumulation, one rounding per output element. It mirrors the kernel's
 // rounding points: the fused residual is rounded to the dtype before it is normalized, everything else stays in
 // high precision until the output is written. This is the test oracle and the CPU backend.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "ops/norm/norm.hpp"
+#include "ops/quant/quant.hpp"
 
 namespace kernelkit::detail {
 
@@ -17,6 +19,12 @@ double gelu_tanh(double v) {
 
 Status row_norm_reference(const RowNormArgs& a) {
   const DType t = a.dtype;
+  const auto qtype = op_norm_quant_dtype(a.op);
+  auto rounded = [t](double v) {
+    unsigned char bytes[8];
+    store_from_double(bytes, t, 0, v);
+    return load_as_double(bytes, t, 0);
+  };
   std::vector<double> row(static_cast<size_t>(a.hidden));
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t xo = r * a.x_stride;
@@ -45,7 +53,23 @@ Status row_norm_reference(const RowNormArgs& a) {
       if (a.scale) y *= 1.0 + load_as_double(a.scale, t, b * a.mod_stride + i);
       if (a.shift) y += load_as_double(a.shift, t, b * a.mod_stride + i);
       if (a.gelu) y = gelu_tanh(y);
-      store_from_double(a.out, t, r * a.out_stride + i, y);
+      if (qtype)
+        row[static_cast<size_t>(i)] = rounded(y);  // what rms_norm would store, quantized below
+      else
+        store_from_double(a.out, t, r * a.out_stride + i, y);
+    }
+    if (qtype) {
+      // The quantizers' scale (an fp32 division of the row's max) and rounding: quantize_per_token(rms_norm(x)).
+      const bool fp8 = *qtype == DType::f8e4m3;
+      float s = a.q_scales[0];
+      if (!a.static_scale) {
+        double amax = 0;
+        for (double v : row) amax = std::max(amax, std::fabs(v));
+        s = static_cast<float>(amax) / (fp8 ? 448.0f : 127.0f);
+        a.q_scales[r] = s;
+      }
+      auto* q = static_cast<uint8_t*>(a.q) + r * a.hidden;
+      for (int64_t i = 0; i < a.hidden; ++i) q[i] = quantize_byte(row[static_cast<size_t>(i)], s, fp8);
     }
   }
   return Status::Ok();

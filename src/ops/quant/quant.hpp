@@ -92,6 +92,10 @@ struct W8A8Args {
   }
 };
 
+// The one-byte code of w at scale s, as every 1-byte quantizer's reference rounds it: int8 round_half_even(fp32(w / s))
+// clamped to +-127, or (fp8) the e4m3 bits of fp32(w / s), nearest even, saturating at +-448; s == 0 gives 0.
+uint8_t quantize_byte(double w, float s, bool fp8);
+
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile);
 Status quantize_reference(const QuantizeArgs& a);
 Status quantize_cuda(const QuantizeArgs& a, Stream stream);

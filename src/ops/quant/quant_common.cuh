@@ -27,6 +27,38 @@ __host__ __device__ __forceinline__ uint8_t quantize_e4m3(float w, float s) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(s == 0.0f ? 0.0f : w / s, __NV_SATFINITE, __NV_E4M3));
 }
 
+#if defined(__CUDACC__)
+// max |v| kept as bits: for |v| >= 0 unsigned order is float order, and NaN (above 0x7f800000) ranks above inf, where
+// fmaxf would skip a NaN. A non-finite span then has an inf max and an inf scale: no state beyond the max itself.
+__device__ __forceinline__ unsigned abs_max_bits(unsigned bits, float v) {
+  return max(bits, __float_as_uint(fabsf(v)));
+}
+__device__ __forceinline__ float nonfinite_as_inf(unsigned bits) {
+  return bits >= 0x7f800000u ? INFINITY : __uint_as_float(bits);
+}
+
+// N values as 1-byte codes at scale s (kFp8: e4m3, else int8 with qmax 127), packed little-endian and stored as one
+// access (N <= 8: at most a 64-bit store; dst aligned to N bytes).
+template <bool kFp8, int N>
+__device__ __forceinline__ void store_codes(int8_t* dst, const float* f, float s) {
+  static_assert(N == 1 || N == 2 || N == 4 || N == 8, "one 8/16/32/64-bit store");
+  uint64_t packed = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const uint8_t byte = kFp8 ? quantize_e4m3(f[j], s) : static_cast<uint8_t>(quantize_value(f[j], s, 127));
+    packed |= static_cast<uint64_t>(byte) << (8 * j);
+  }
+  if constexpr (N == 8)
+    *reinterpret_cast<uint64_t*>(dst) = packed;
+  else if constexpr (N == 4)
+    *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(packed);
+  else if constexpr (N == 2)
+    *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(packed);
+  else
+    *dst = static_cast<int8_t>(packed);
+}
+#endif
+
 // Nibble position of value j (0..7) in a packed INT4 word of the kernel layout (ops.hpp): j / 2 + 4 * (j % 2).
 __host__ __device__ __forceinline__ int int4_nibble(int j) { return (j >> 1) + 4 * (j & 1); }
 

@@ -48,6 +48,11 @@ Status check_finite(const QuantizeArgs& a) {
 
 }  // namespace
 
+uint8_t quantize_byte(double w, float s, bool fp8) {
+  if (fp8) return float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true);
+  return static_cast<uint8_t>(quantize_value(w, s, 127));
+}
+
 Status quantize_reference(const QuantizeArgs& a) {
   KK_RETURN_IF_ERROR(check_finite(a));
   const int64_t k = a.hidden;
@@ -75,11 +80,8 @@ Status quantize_reference(const QuantizeArgs& a) {
   for (int64_t r = 0; r < a.rows; ++r) {
     const float s = span_scale(a, r, 0, k, qmax);
     a.scales[r] = s;
-    for (int64_t j = 0; j < k; ++j) {
-      const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
-      q[r * k + j] = fp8 ? float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true)
-                         : static_cast<uint8_t>(quantize_value(w, s, qmax));
-    }
+    for (int64_t j = 0; j < k; ++j)
+      q[r * k + j] = quantize_byte(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, fp8);
   }
   return Status::Ok();
 }

@@ -38,15 +38,6 @@ struct QuantizeParams {
   detail::DeviceErrorRecord* err;  // where a row (group) holding inf or NaN is recorded (device_check.cuh)
 };
 
-// max |w| kept as bits: for |w| >= 0 unsigned order is float order, and NaN (above 0x7f800000) ranks above inf, where
-// fmaxf would skip a NaN. A non-finite span then has an inf max and an inf scale, which its owner records: no state
-// beyond the max itself (these kernels are at their register budget).
-__device__ __forceinline__ unsigned abs_max_bits(unsigned bits, float v) {
-  return max(bits, __float_as_uint(fabsf(v)));
-}
-__device__ __forceinline__ float nonfinite_as_inf(unsigned bits) {
-  return bits >= 0x7f800000u ? INFINITY : __uint_as_float(bits);
-}
 __device__ __forceinline__ void record_nonfinite(detail::DeviceErrorRecord* err, OpId op, int64_t row, int64_t group) {
   record_device_error(err, op,
                       detail::quantizes_tokens(op) ? detail::DeviceCheck::finite_x : detail::DeviceCheck::finite_w, row,
@@ -97,22 +88,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
         for (int64_t i = tx; i < nvec; i += tpr) {
           float f[VEC];
           load_floats<T, VEC>(wr + i * VEC, f);
-          // VEC bytes packed little-endian and stored as one access (VEC <= 8: at most a 64-bit store).
-          uint64_t packed = 0;
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            const uint8_t byte = kFp8 ? quantize_e4m3(f[j], s) : static_cast<uint8_t>(quantize_value(f[j], s, 127));
-            packed |= static_cast<uint64_t>(byte) << (8 * j);
-          }
-          int8_t* dst = qr + i * VEC;
-          if constexpr (VEC == 8)
-            *reinterpret_cast<uint64_t*>(dst) = packed;
-          else if constexpr (VEC == 4)
-            *reinterpret_cast<uint32_t*>(dst) = static_cast<uint32_t>(packed);
-          else if constexpr (VEC == 2)
-            *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(packed);
-          else
-            *dst = static_cast<int8_t>(packed);
+          store_codes<kFp8, VEC>(qr + i * VEC, f, s);
         }
       }
     }
