@@ -18,13 +18,16 @@
               epilogue in torch) and F.linear; TOPS
   fp8         kernelkit.linear_fp8 (cuBLASLt FP8) vs torch._scaled_mm with the same per-tensor / row-wise scales and
               F.linear; TFLOP/s (Hopper)
+  normquant   rms_norm_quant / fused_add_rms_norm_quant (RMSNorm + per-token FP8 or INT8, one pass) vs kernelkit's
+              rms_norm then quantize_per_token, the same formula in PyTorch eager and torch.compile; GB/s of the
+              minimal bytes and % of the copy ceiling
   accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
-                                        w8a8,fp8,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
+                                        w8a8,fp8,normquant,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -712,6 +715,85 @@ def run_fp8(dtype, runs, device):
     return rows
 
 
+def torch_norm_quant(x, res, w, eps, qdtype):
+    """HF Llama RMSNorm (fp32 math, w * y.to(dtype)), after res = x + res when res is given, then per-token
+    quantization as kernelkit's: s = max|y| / qmax, q = y / s rounded (e4m3: saturating; int8: half to even)."""
+    if res is not None:
+        x = x + res
+    v = x.float()
+    y = w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    qmax = 448.0 if qdtype == torch.float8_e4m3fn else 127.0
+    s = y.abs().amax(-1, keepdim=True).float() / qmax
+    quotient = y.float() / s.clamp_min(1e-30)
+    q = quotient.clamp(-qmax, qmax).to(qdtype) if qdtype == torch.float8_e4m3fn else \
+        quotient.round().clamp(-qmax, qmax).to(qdtype)
+    return q, s.squeeze(-1)
+
+
+def kk_norm_then_quantize(x, res, w, eps, qdtype):
+    """kernelkit's unfused pair: the norm (fused_add_rms_norm writes x and res in place), then quantize_per_token."""
+    y = kernelkit.rms_norm(x, w, eps) if res is None else kernelkit.fused_add_rms_norm(x, res, w, eps)[0]
+    return kernelkit.quantize_per_token(y, dtype=qdtype)
+
+
+def kk_norm_quant(x, res, w, eps, qdtype):
+    if res is None:
+        return kernelkit.rms_norm_quant(x, w, eps, dtype=qdtype)
+    return kernelkit.fused_add_rms_norm_quant(x, res, w, eps, dtype=qdtype)
+
+
+NORM_QUANT_SHAPES = [(16, 4096), (2048, 4096), (16384, 4096), (65536, 4096), (16384, 8192)]
+
+
+def run_norm_quant(dtype, runs, device, peak_gbps):
+    """The norm ahead of an FP8 (or INT8) projection: the fused op against kernelkit's two ops and the PyTorch
+    formula, eager and torch.compile (inductor). Checked first: the fused codes and scales equal the two ops' bit for
+    bit, and q * s is the float64 norm within half an e4m3 step (1/16 of |y|) or an int8 step of s."""
+    rows = []
+    eps = 1e-6
+    shapes = [(2048, 4096), (65536, 4096)] if args.quick else NORM_QUANT_SHAPES
+    compiled = torch.compile(torch_norm_quant)
+    for m, h in shapes:
+        for fused in (False, True):
+            for qdtype in (torch.float8_e4m3fn, torch.int8):
+                if qdtype == torch.int8 and (m, h) != (16384, 4096):
+                    continue
+                x = torch.randn(m, h, device=device, dtype=dtype)
+                res = torch.randn(m, h, device=device, dtype=dtype) if fused else None
+                w = torch.rand(h, device=device, dtype=dtype) + 0.5
+                # Check on copies (the fused add updates the residual in place).
+                r1, r2 = (res.clone(), res.clone()) if fused else (None, None)
+                q, sc = kk_norm_quant(x, r1, w, eps, qdtype)
+                q2, sc2 = kk_norm_then_quantize(x.clone(), r2, w, eps, qdtype)
+                bits = (lambda t: t.view(torch.uint8)) if qdtype == torch.float8_e4m3fn else (lambda t: t)
+                if not (torch.equal(bits(q), bits(q2)) and torch.equal(sc, sc2)):
+                    raise AssertionError(f"norm_quant m{m} h{h}: fused differs from rms_norm + quantize_per_token")
+                base = (x.double() + res.double()) if fused else x.double()
+                y_ref = w.double() * base * torch.rsqrt(base.pow(2).mean(-1, keepdim=True) + eps)
+                tol = 1 / 16 + 2.0 ** -7 if qdtype == torch.float8_e4m3fn else 1 / 127 + 2.0 ** -7
+                err = check("norm_quant", q.double() * sc.double()[:, None], y_ref, tol)
+                e = x.element_size()
+                moved = m * h * e * (3 if fused else 1) + m * h + 4 * m  # x (res read, written), q, scales
+                tensors = (x, res) if fused else (x,)
+                sets, cold = cold_sets(tensors, moved)
+                unpack = (lambda st: (st[0], st[1])) if fused else (lambda st: (st[0], None))
+                what = ("fused_add_rms_norm_quant " if fused else "rms_norm_quant ") + \
+                    ("fp8" if qdtype == torch.float8_e4m3fn else "int8")
+                row = {"op": what, "shape": f"m{m} h{h}", "l2": "cold" if cold else "warm",
+                       "buffer_sets": len(sets), "max_err": err}
+                impls = {"kernelkit fused": [lambda st=st: kk_norm_quant(*unpack(st), w, eps, qdtype) for st in sets],
+                         "kernelkit norm + quantize_per_token": [
+                             lambda st=st: kk_norm_then_quantize(*unpack(st), w, eps, qdtype) for st in sets],
+                         "PyTorch eager": [lambda st=st: torch_norm_quant(*unpack(st), w, eps, qdtype) for st in sets],
+                         "torch.compile": [lambda st=st: compiled(*unpack(st), w, eps, qdtype) for st in sets]}
+                row.update(time_all(impls, runs, lambda us, b=moved: b / us / 1e3, "GB/s"))
+                for r in row["impls"].values():
+                    if "GB/s" in r:
+                        r["% of copy"] = 100.0 * r["GB/s"] / peak_gbps
+                rows.append(row)
+    return rows
+
+
 def time_all(impls, runs, rate, unit):
     """GPU time of each implementation (CUDA graph), its rate and its ratio to kernelkit's (>1: kernelkit faster)."""
     out = {}
@@ -746,6 +828,8 @@ def markdown(results):
                 lines.append(f"| {row['op']} | {shape} | {name} | {r.get('error', '?')} | | |")
                 continue
             rate = f"{r[unit]:.1f} {unit}" if unit else f"{r['weight_GBps']:.0f} GB/s ({r['pct_copy']:.0f}% copy)"
+            if unit and "% of copy" in r:
+                rate += f" ({r['% of copy']:.0f}% copy)"
             lines.append(f"| {row['op']} | {shape} | {name} | {r['gpu_us']:.1f} | {rate} | "
                          f"{r.get('time_over_kernelkit', float('nan')):.2f} |")
     acc = results.get("accuracy") or []
@@ -804,6 +888,13 @@ def check_cpu():
     xq, sx = kernelkit.quantize_per_token(x)
     check("w8a8", kernelkit.linear_w8a8(xq, sx, q8, s8), (xq.double() @ q8.double().T) * sx.double()[:, None] *
           s8.double(), 1e-2)
+    x, res, w = torch.randn(5, 256, dtype=torch.bfloat16), torch.randn(5, 256, dtype=torch.bfloat16), torch.rand(
+        256, dtype=torch.bfloat16) + 0.5
+    for qdtype in (torch.float8_e4m3fn, torch.int8):
+        for r in (None, res):
+            q, sc = kk_norm_quant(x.clone(), None if r is None else r.clone(), w, 1e-6, qdtype)
+            qt, st = torch_norm_quant(x, r, w, 1e-6, qdtype)
+            check("norm_quant vs torch", q.float() * sc[:, None], qt.float() * st[:, None], 1 / 8)
     before = os.environ.get("KERNELKIT_TUNE")  # the alternatives' wrapper sets the variable for the call only
     args.tuned = True
     per_set = tuned("decode", [lambda: os.environ.get("KERNELKIT_TUNE")] * 2)
@@ -817,8 +908,8 @@ def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only",
-                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,fp8,accuracy,"
-                           "host")
+                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,fp8,normquant,"
+                           "accuracy,host")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -860,6 +951,8 @@ def main(argv=None):
         rows += run_w8a8(dtype, args.runs, "cuda")
     if "fp8" in only:
         rows += run_fp8(dtype, args.runs, "cuda")
+    if "normquant" in only:
+        rows += run_norm_quant(dtype, args.runs, "cuda", peak)
     if "host" in only:
         rows += run_host_latency(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
