@@ -274,14 +274,18 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         }
       };
       if constexpr (Variant::quant != QuantOut::none) {
-        // y as rms_norm stores it (rounded to T), so q and s are quantize_per_token(rms_norm(x)) bit for bit; the
-        // dynamic scale takes one more row reduction (max |y|), then y is formed again from the row in registers,
-        // shared memory or L2 and quantized.
+        // y as rms_norm stores it (rounded to T), so q and s are quantize_per_token(rms_norm(x)) bit for bit. The
+        // dynamic scale takes one more row reduction (max |y|); held or staged, that pass leaves y over this thread's
+        // own vectors of the row (no other thread reads them), and the codes pass reads it back instead of forming y
+        // again (from L2, it does).
         static_assert(Variant::norm == NormType::rms, "RMS norms have mean 0: the FFMA normalize is exact");
         constexpr bool kFp8 = Variant::quant == QuantOut::fp8;
+        constexpr bool kKeep = kHeld > 0 || kStaged;
         auto rounded = [&](int c, int i, float(&y)[VEC]) {
           normalized(std::bool_constant<kFastMath<T>>{}, c, i, y);
-          to_floats(from_floats<T>(y), y);
+          const V v = from_floats<T>(y);
+          to_floats(v, y);
+          return v;
         };
         float qs;
         if (p.static_scale) {
@@ -291,7 +295,11 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
           if (active)
             each_vec([&](int c, int i) {
               float y[VEC];
-              rounded(c, i, y);
+              const V v = rounded(c, i, y);
+              if constexpr (kHeld > 0)
+                x_held[c] = v;
+              else if constexpr (kStaged)
+                buf[i] = v;
 #pragma unroll
               for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, y[j]);
             });
@@ -301,10 +309,15 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         }
         if (active) {
           int8_t* qr = p.q + row * p.hidden;
+          const SpanScale scale(qs);
+          const bool kept = kKeep && !p.static_scale;
           each_vec([&](int c, int i) {
             float y[VEC];
-            rounded(c, i, y);
-            store_codes<kFp8, VEC>(qr + i * VEC, y, qs);
+            if (kept)
+              to_floats(x_vec(c, i), y);
+            else
+              rounded(c, i, y);
+            store_codes<kFp8, VEC>(qr + i * VEC, y, scale);
           });
         }
       } else if (active) {

@@ -12,20 +12,49 @@ namespace kernelkit::cuda {
 // The helpers below are also compiled for the host, where tests/quant/test_quant_dequant.cu checks them against the
 // documented layout and the reference's rounding (the device paths differ only where marked, in exact arithmetic).
 
-// q = round_half_even(w / s) clamped to [-qmax, qmax]; s == 0 (an all-zero span) gives 0. `w / s` is an IEEE fp32
-// division (no fast math in this build), the rounding point the CPU reference mirrors, so both agree bit for bit.
-__host__ __device__ __forceinline__ int quantize_value(float w, float s, int qmax) {
-  if (s == 0.0f) return 0;
-  const float q = rintf(w / s);
-  return static_cast<int>(fminf(fmaxf(q, -static_cast<float>(qmax)), static_cast<float>(qmax)));
+// The codes of a quotient q = w / s: round_half_even(q) clamped to [-qmax, qmax], or e4m3 bits rounded to nearest
+// even and saturating at +-448 (the reference's float_to_e4m3_bits; sm_89+ convert in one instruction, older targets
+// emulate: FP8 ops are refused on their profiles, but the kernels are compiled for every target).
+__host__ __device__ __forceinline__ int int_code(float q, int qmax) {
+  return static_cast<int>(fminf(fmaxf(rintf(q), -static_cast<float>(qmax)), static_cast<float>(qmax)));
+}
+__host__ __device__ __forceinline__ uint8_t e4m3_code(float q) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
 }
 
-// e4m3 bits of fp32(w / s), rounded to nearest even and saturating at +-448 (the reference's float_to_e4m3_bits);
-// s == 0 (an all-zero span) gives 0. sm_89+ convert in one instruction; older targets emulate (FP8 ops are refused on
-// their profiles, but the kernel is compiled for every target).
-__host__ __device__ __forceinline__ uint8_t quantize_e4m3(float w, float s) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(s == 0.0f ? 0.0f : w / s, __NV_SATFINITE, __NV_E4M3));
+// The code of w at scale s; s == 0 (an all-zero span) gives 0. `w / s` is an IEEE fp32 division (no fast math in
+// this build), the rounding point the CPU reference mirrors, so both agree bit for bit.
+__host__ __device__ __forceinline__ int quantize_value(float w, float s, int qmax) {
+  return s == 0.0f ? 0 : int_code(w / s, qmax);
 }
+__host__ __device__ __forceinline__ uint8_t quantize_e4m3(float w, float s) {
+  return e4m3_code(s == 0.0f ? 0.0f : w / s);
+}
+
+// A span's scale s with its reciprocal, for the quotients w / s of its values: the IEEE quotient's codes at a third
+// of its instructions (per element, the division's Newton sequence and range check cost more than the rest of a
+// 16-bit quantizer). q0 = w (1/s), then one FMA refinement q0 + (w - q0 s) (1/s): with 1/s correctly rounded this is
+// Markstein's correctly rounded quotient wherever it is a normal float (below that every code is 0);
+// tests/quant/test_quant_dequant.cu checks both against division. Scales whose reciprocal leaves the normal range
+// divide, and s == 0 (an all-zero span) gives quotient 0.
+struct SpanScale {
+  float s, inv;
+  bool refine;
+  __host__ __device__ __forceinline__ explicit SpanScale(float scale)
+      : s(scale), inv(1.0f / scale), refine(scale >= 0x1p-125f && scale <= 0x1p125f) {}
+  __host__ __device__ __forceinline__ float quotient(float w) const {
+    if (!refine) return s == 0.0f ? 0.0f : w / s;
+#if defined(__CUDA_ARCH__)
+    const float q0 = __fmul_rn(w, inv);  // not contracted into the FMA below
+#else
+    const float q0 = w * inv;
+#endif
+    // The refinement keeps q0's sign (a -0 would come back +0: e4m3 has both), and w = +-inf (under a static scale)
+    // keeps q0's inf, not the NaN of inf - inf.
+    const float q1 = fmaf(fmaf(-q0, s, w), inv, q0);
+    return isfinite(q1) ? copysignf(q1, q0) : q0;
+  }
+};
 
 #if defined(__CUDACC__)
 // max |v| kept as bits: for |v| >= 0 unsigned order is float order, and NaN (above 0x7f800000) ranks above inf, where
@@ -40,12 +69,13 @@ __device__ __forceinline__ float nonfinite_as_inf(unsigned bits) {
 // N values as 1-byte codes at scale s (kFp8: e4m3, else int8 with qmax 127), packed little-endian and stored as one
 // access (N <= 8: at most a 64-bit store; dst aligned to N bytes).
 template <bool kFp8, int N>
-__device__ __forceinline__ void store_codes(int8_t* dst, const float* f, float s) {
+__device__ __forceinline__ void store_codes(int8_t* dst, const float* f, const SpanScale& s) {
   static_assert(N == 1 || N == 2 || N == 4 || N == 8, "one 8/16/32/64-bit store");
   uint64_t packed = 0;
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    const uint8_t byte = kFp8 ? quantize_e4m3(f[j], s) : static_cast<uint8_t>(quantize_value(f[j], s, 127));
+    const float q = s.quotient(f[j]);
+    const uint8_t byte = kFp8 ? e4m3_code(q) : static_cast<uint8_t>(int_code(q, 127));
     packed |= static_cast<uint64_t>(byte) << (8 * j);
   }
   if constexpr (N == 8)

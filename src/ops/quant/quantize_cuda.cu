@@ -85,10 +85,11 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
         if (tx == 0) p.scales[row] = s;
         if (tx == 0 && isinf(s)) record_nonfinite(p.err, p.op, row, -1);
         int8_t* qr = static_cast<int8_t*>(p.q) + row * p.k;
+        const SpanScale scale(s);
         for (int64_t i = tx; i < nvec; i += tpr) {
           float f[VEC];
           load_floats<T, VEC>(wr + i * VEC, f);
-          store_codes<kFp8, VEC>(qr + i * VEC, f, s);
+          store_codes<kFp8, VEC>(qr + i * VEC, f, scale);
         }
       }
     }
