@@ -90,7 +90,7 @@ Status fused_add_rms_norm(const TensorView& x, const TensorView& residual, const
 namespace {
 
 // The q and scales of a norm + quantization op: q the 1-byte dtype `qtype` in x's shape, contiguous; scales f32,
-// contiguous, one value a row (dynamic) or one in all (static_scale). The op's id follows q's dtype.
+// contiguous, one value a row (dynamic) or one in all (static_scale).
 Status quant_outputs(const char* name, const TensorView& q, const TensorView& scales, const TensorView& x,
                      bool static_scale, RowNormArgs* a) {
   const std::string n(name);
@@ -124,44 +124,40 @@ Status quant_outputs(const char* name, const TensorView& q, const TensorView& sc
   return Status::Ok();
 }
 
-OpId norm_quant_op(DType q, OpId int8, OpId fp8) { return q == DType::f8e4m3 ? fp8 : int8; }
+// Both norm + quantization ops; residual null: rms_norm_quant. The op's id follows q's dtype.
+Status norm_quant(const char* name, OpId int8, OpId fp8, const TensorView& q, const TensorView& scales,
+                  const TensorView& x, const TensorView* residual, const std::optional<TensorView>& weight, float eps,
+                  bool static_scale, float weight_offset, Stream stream) {
+  RowNormArgs a;
+  Builder b(q.dtype == DType::f8e4m3 ? fp8 : int8, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
+  if (residual) KK_RETURN_IF_ERROR(b.activation(*residual, "residual", &a.residual_stride, true));
+  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
+  KK_RETURN_IF_ERROR(quant_outputs(name, q, scales, x, static_scale, &a));
+  KK_RETURN_IF_ERROR(check_no_overlap(name, {{residual, "residual"}, {&q, "q"}, {&scales, "scales"}},
+                                      {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}}));
+  a.residual_add = residual != nullptr;
+  a.x = x.data;
+  a.residual = residual ? residual->data : nullptr;
+  a.eps = eps;
+  a.weight_offset = weight_offset;
+  return detail::run(a, stream);
+}
 
 }  // namespace
 
 Status rms_norm_quant(const TensorView& q, const TensorView& scales, const TensorView& x,
                       const std::optional<TensorView>& weight, float eps, bool static_scale, float weight_offset,
                       Stream stream) {
-  RowNormArgs a;
-  Builder b(norm_quant_op(q.dtype, OpId::rms_norm_quant_int8, OpId::rms_norm_quant_fp8), &a);
-  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
-  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
-  KK_RETURN_IF_ERROR(quant_outputs("rms_norm_quant", q, scales, x, static_scale, &a));
-  KK_RETURN_IF_ERROR(check_no_overlap("rms_norm_quant", {{&q, "q"}, {&scales, "scales"}},
-                                      {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}}));
-  a.x = x.data;
-  a.eps = eps;
-  a.weight_offset = weight_offset;
-  return detail::run(a, stream);
+  return norm_quant("rms_norm_quant", OpId::rms_norm_quant_int8, OpId::rms_norm_quant_fp8, q, scales, x, nullptr,
+                    weight, eps, static_scale, weight_offset, stream);
 }
 
 Status fused_add_rms_norm_quant(const TensorView& q, const TensorView& scales, const TensorView& x,
                                 const TensorView& residual, const std::optional<TensorView>& weight, float eps,
                                 bool static_scale, float weight_offset, Stream stream) {
-  RowNormArgs a;
-  Builder b(norm_quant_op(q.dtype, OpId::fused_add_rms_norm_quant_int8, OpId::fused_add_rms_norm_quant_fp8), &a);
-  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
-  KK_RETURN_IF_ERROR(b.activation(residual, "residual", &a.residual_stride, true));
-  KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
-  KK_RETURN_IF_ERROR(quant_outputs("fused_add_rms_norm_quant", q, scales, x, static_scale, &a));
-  KK_RETURN_IF_ERROR(check_no_overlap("fused_add_rms_norm_quant",
-                                      {{&residual, "residual"}, {&q, "q"}, {&scales, "scales"}},
-                                      {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}}));
-  a.residual_add = true;
-  a.x = x.data;
-  a.residual = residual.data;
-  a.eps = eps;
-  a.weight_offset = weight_offset;
-  return detail::run(a, stream);
+  return norm_quant("fused_add_rms_norm_quant", OpId::fused_add_rms_norm_quant_int8, OpId::fused_add_rms_norm_quant_fp8,
+                    q, scales, x, &residual, weight, eps, static_scale, weight_offset, stream);
 }
 
 Status layer_norm(const TensorView& out, const TensorView& x, const std::optional<TensorView>& weight,

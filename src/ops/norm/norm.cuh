@@ -35,6 +35,7 @@
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "ops/norm/norm.hpp"
+#include "ops/quant/quant.hpp"
 #include "ops/quant/quant_common.cuh"
 #include "runtime/plan_rules.hpp"
 
@@ -304,7 +305,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
               for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, y[j]);
             });
           // IEEE division: the quantizers' (and the reference's) fp32 scale.
-          qs = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits)) / (kFp8 ? 448.0f : 127.0f);
+          qs = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits)) / static_cast<float>(detail::code_max(kFp8));
           if (active && tx == 0) p.q_scales[row] = qs;
         }
         if (active) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernelkit/ops/quant.hpp"
+#include "ops/quant/quant.hpp"
 
 namespace kernelkit::testing {
 
@@ -179,14 +180,14 @@ bool adds_residual(OpId op) {
          op == OpId::fused_add_rms_norm_quant_fp8;
 }
 
-float static_quant_scale(OpId op) { return 3.0f / (op_fp8_dtype(op) ? 448.0f : 127.0f); }
+float static_quant_scale(OpId op) { return 3.0f / static_cast<float>(detail::code_max(op_fp8_dtype(op).has_value())); }
 
 void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
                        const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
                        CaseResult* r) {
   const Tolerance tol = tolerance(dtype);
   const bool fp8 = q_want.dtype() == DType::f8e4m3;
-  const double qmax = fp8 ? 448 : 127;
+  const double qmax = detail::code_max(fp8);
   // The distance from code value v to its neighbours: 1 (int8), or e4m3's spacing at |v| (2^-9 below 2^-6).
   auto step = [&](double v) {
     return fp8 ? std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3) : 1.0;

@@ -65,7 +65,7 @@ Status row_norm_reference(const RowNormArgs& a) {
       if (!a.static_scale) {
         double amax = 0;
         for (double v : row) amax = std::max(amax, std::fabs(v));
-        s = static_cast<float>(amax) / (fp8 ? 448.0f : 127.0f);
+        s = span_scale_of(amax, code_max(fp8));
         a.q_scales[r] = s;
       }
       auto* q = static_cast<uint8_t*>(a.q) + r * a.hidden;

@@ -92,6 +92,12 @@ struct W8A8Args {
   }
 };
 
+// The largest code magnitude of the 1-byte quantizers: e4m3's 448 or int8's 127 (a span's scale is max|w| / it).
+constexpr int code_max(bool fp8) { return fp8 ? 448 : 127; }
+// s = fp32(max|w| / qmax), the scale of a span whose max magnitude is amax (exact: the fp64 quotient of two fp32
+// values rounds once to the fp32 quotient, as the kernels' IEEE division gives it).
+inline float span_scale_of(double amax, int qmax) { return static_cast<float>(amax / qmax); }
+
 // The one-byte code of w at scale s, as every 1-byte quantizer's reference rounds it: int8 round_half_even(fp32(w / s))
 // clamped to +-127, or (fp8) the e4m3 bits of fp32(w / s), nearest even, saturating at +-448; s == 0 gives 0.
 uint8_t quantize_byte(double w, float s, bool fp8);

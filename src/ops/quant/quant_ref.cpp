@@ -28,7 +28,7 @@ float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, in
   double amax = 0;
   for (int64_t j = c0; j < c0 + count; ++j)
     amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
-  return static_cast<float>(amax / qmax);
+  return span_scale_of(amax, qmax);
 }
 
 // The first non-finite value of the input (inf or NaN would give an inf or NaN scale, or q = 0 for the whole span):
@@ -50,7 +50,7 @@ Status check_finite(const QuantizeArgs& a) {
 
 uint8_t quantize_byte(double w, float s, bool fp8) {
   if (fp8) return float_to_e4m3_bits(s == 0.0f ? 0.0f : static_cast<float>(w / static_cast<double>(s)), true);
-  return static_cast<uint8_t>(quantize_value(w, s, 127));
+  return static_cast<uint8_t>(quantize_value(w, s, code_max(false)));
 }
 
 Status quantize_reference(const QuantizeArgs& a) {
@@ -75,7 +75,7 @@ Status quantize_reference(const QuantizeArgs& a) {
   // One byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even, saturating: |x / s| <= 448 but for
   // the quotient's own rounding; 0 for an all-zero row).
   const bool fp8 = op_fp8_dtype(a.op).has_value();
-  const int qmax = fp8 ? 448 : 127;
+  const int qmax = code_max(fp8);
   auto* q = static_cast<uint8_t*>(a.q);
   for (int64_t r = 0; r < a.rows; ++r) {
     const float s = span_scale(a, r, 0, k, qmax);

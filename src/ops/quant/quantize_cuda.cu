@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
           for (int j = 0; j < VEC; ++j) amax_bits = abs_max_bits(amax_bits, f[j]);
         }
       const float amax = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits));
-      const float s = amax / (kFp8 ? 448.0f : 127.0f);  // IEEE division: the reference's fp32 scale
+      const float s = amax / static_cast<float>(detail::code_max(kFp8));  // IEEE division: the reference's fp32 scale
       if (active) {
         if (tx == 0) p.scales[row] = s;
         if (tx == 0 && isinf(s)) record_nonfinite(p.err, p.op, row, -1);
