@@ -21,13 +21,15 @@
   normquant   rms_norm_quant / fused_add_rms_norm_quant (RMSNorm + per-token FP8 or INT8, one pass) vs kernelkit's
               rms_norm then quantize_per_token, the same formula in PyTorch eager and torch.compile; GB/s of the
               minimal bytes and % of the copy ceiling
+  actquant    silu_and_mul_quant (SwiGLU + per-token FP8 or INT8, one pass) vs kernelkit's silu_and_mul then
+              quantize_per_token, the same formula in PyTorch eager and torch.compile; GB/s and % of the copy ceiling
   accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
-                                        w8a8,fp8,normquant,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
+                                        w8a8,fp8,normquant,actquant,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -715,19 +717,30 @@ def run_fp8(dtype, runs, device):
     return rows
 
 
-def torch_norm_quant(x, res, w, eps, qdtype):
-    """HF Llama RMSNorm (fp32 math, w * y.to(dtype)), after res = x + res when res is given, then per-token
-    quantization as kernelkit's: s = max|y| / qmax, q = y / s rounded (e4m3: saturating; int8: half to even)."""
-    if res is not None:
-        x = x + res
-    v = x.float()
-    y = w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+def torch_quantize_per_token(y, qdtype):
+    """Per-token quantization as kernelkit's: s = max|y| / qmax, q = y / s rounded (e4m3: saturating; int8: half to
+    even)."""
     qmax = 448.0 if qdtype == torch.float8_e4m3fn else 127.0
     s = y.abs().amax(-1, keepdim=True).float() / qmax
     quotient = y.float() / s.clamp_min(1e-30)
     q = quotient.clamp(-qmax, qmax).to(qdtype) if qdtype == torch.float8_e4m3fn else \
         quotient.round().clamp(-qmax, qmax).to(qdtype)
     return q, s.squeeze(-1)
+
+
+def torch_norm_quant(x, res, w, eps, qdtype):
+    """HF Llama RMSNorm (fp32 math, w * y.to(dtype)), after res = x + res when res is given, then per-token
+    quantization."""
+    if res is not None:
+        x = x + res
+    v = x.float()
+    return torch_quantize_per_token(w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype), qdtype)
+
+
+def torch_silu_quant(x, qdtype):
+    """SwiGLU as HF Llama's MLP computes it (F.silu(gate) * up), then per-token quantization."""
+    gate, up = x.chunk(2, dim=-1)
+    return torch_quantize_per_token(F.silu(gate) * up, qdtype)
 
 
 def kk_norm_then_quantize(x, res, w, eps, qdtype):
@@ -786,12 +799,59 @@ def run_norm_quant(dtype, runs, device, peak_gbps):
                              lambda st=st: kk_norm_then_quantize(*unpack(st), w, eps, qdtype) for st in sets],
                          "PyTorch eager": [lambda st=st: torch_norm_quant(*unpack(st), w, eps, qdtype) for st in sets],
                          "torch.compile": [lambda st=st: compiled(*unpack(st), w, eps, qdtype) for st in sets]}
-                row.update(time_all(impls, runs, lambda us, b=moved: b / us / 1e3, "GB/s"))
-                for r in row["impls"].values():
-                    if "GB/s" in r:
-                        r["% of copy"] = 100.0 * r["GB/s"] / peak_gbps
-                rows.append(row)
+                rows.append(timed_bandwidth(row, impls, runs, moved, peak_gbps))
     return rows
+
+
+# SwiGLU's [tokens, 2 x intermediate]: LLaMA-3-8B / Mistral-7B (14336), LLaMA-3-70B (28672).
+ACT_QUANT_SHAPES = [(16, 14336), (2048, 14336), (16384, 14336), (8192, 28672)]
+
+
+def run_act_quant(dtype, runs, device, peak_gbps):
+    """The MLP's SwiGLU ahead of an FP8 (or INT8) down projection: silu_and_mul_quant against kernelkit's
+    silu_and_mul then quantize_per_token and the PyTorch formula, eager and torch.compile (inductor). Checked first:
+    the fused codes and scales equal the two ops' bit for bit, and q * s is the float64 silu(a) b within half an e4m3
+    step (1/16 of |y|) or an int8 step of s."""
+    rows = []
+    shapes = [(2048, 14336), (16384, 14336)] if args.quick else ACT_QUANT_SHAPES
+    compiled = torch.compile(torch_silu_quant)
+    for m, d in shapes:
+        for qdtype in (torch.float8_e4m3fn, torch.int8):
+            if qdtype == torch.int8 and (m, d) != (16384, 14336):
+                continue
+            x = torch.randn(m, 2 * d, device=device, dtype=dtype)
+            q, sc = kernelkit.silu_and_mul_quant(x, dtype=qdtype)
+            q2, sc2 = kernelkit.quantize_per_token(kernelkit.silu_and_mul(x), dtype=qdtype)
+            bits = (lambda t: t.view(torch.uint8)) if qdtype == torch.float8_e4m3fn else (lambda t: t)
+            if not (torch.equal(bits(q), bits(q2)) and torch.equal(sc, sc2)):
+                raise AssertionError(f"silu_and_mul_quant m{m} d{d}: fused differs from silu_and_mul + quantize")
+            xd = x.double()
+            y_ref = F.silu(xd[:, :d]) * xd[:, d:]
+            tol = 1 / 16 + 2.0 ** -7 if qdtype == torch.float8_e4m3fn else 1 / 127 + 2.0 ** -7
+            err = check("silu_and_mul_quant", q.double() * sc.double()[:, None], y_ref, tol)
+            del xd, y_ref
+            moved = m * 2 * d * x.element_size() + m * d + 4 * m  # x, q, scales
+            sets, cold = cold_sets((x,), moved)
+            row = {"op": "silu_and_mul_quant " + ("fp8" if qdtype == torch.float8_e4m3fn else "int8"),
+                   "shape": f"m{m} d{d}", "l2": "cold" if cold else "warm", "buffer_sets": len(sets), "max_err": err}
+            impls = {"kernelkit fused": [lambda st=st: kernelkit.silu_and_mul_quant(st[0], dtype=qdtype)
+                                         for st in sets],
+                     "kernelkit silu_and_mul + quantize_per_token": [
+                         lambda st=st: kernelkit.quantize_per_token(kernelkit.silu_and_mul(st[0]), dtype=qdtype)
+                         for st in sets],
+                     "PyTorch eager": [lambda st=st: torch_silu_quant(st[0], qdtype) for st in sets],
+                     "torch.compile": [lambda st=st: compiled(st[0], qdtype) for st in sets]}
+            rows.append(timed_bandwidth(row, impls, runs, moved, peak_gbps))
+    return rows
+
+
+def timed_bandwidth(row, impls, runs, moved, peak_gbps):
+    """row with its implementations timed: GB/s of the `moved` bytes and % of the copy ceiling."""
+    row.update(time_all(impls, runs, lambda us: moved / us / 1e3, "GB/s"))
+    for r in row["impls"].values():
+        if "GB/s" in r:
+            r["% of copy"] = 100.0 * r["GB/s"] / peak_gbps
+    return row
 
 
 def time_all(impls, runs, rate, unit):
@@ -895,6 +955,11 @@ def check_cpu():
             q, sc = kk_norm_quant(x.clone(), None if r is None else r.clone(), w, 1e-6, qdtype)
             qt, st = torch_norm_quant(x, r, w, 1e-6, qdtype)
             check("norm_quant vs torch", q.float() * sc[:, None], qt.float() * st[:, None], 1 / 8)
+    gate_up = torch.randn(5, 512, dtype=torch.bfloat16)
+    for qdtype in (torch.float8_e4m3fn, torch.int8):
+        q, sc = kernelkit.silu_and_mul_quant(gate_up, dtype=qdtype)
+        qt, st = torch_silu_quant(gate_up, qdtype)
+        check("silu_and_mul_quant vs torch", q.float() * sc[:, None], qt.float() * st[:, None], 1 / 8)
     before = os.environ.get("KERNELKIT_TUNE")  # the alternatives' wrapper sets the variable for the call only
     args.tuned = True
     per_set = tuned("decode", [lambda: os.environ.get("KERNELKIT_TUNE")] * 2)
@@ -909,7 +974,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only",
                    default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,fp8,normquant,"
-                           "accuracy,host")
+                           "actquant,accuracy,host")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -953,6 +1018,8 @@ def main(argv=None):
         rows += run_fp8(dtype, args.runs, "cuda")
     if "normquant" in only:
         rows += run_norm_quant(dtype, args.runs, "cuda", peak)
+    if "actquant" in only:
+        rows += run_act_quant(dtype, args.runs, "cuda", peak)
     if "host" in only:
         rows += run_host_latency(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []

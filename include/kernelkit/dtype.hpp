@@ -67,5 +67,6 @@ float e5m2_bits_to_float(uint8_t b);
 // Element access by dtype, for reference code and tests (slow, generic, exact for floats).
 double load_as_double(const void* base, DType t, int64_t index);
 void store_from_double(void* base, DType t, int64_t index, double v);  // rounds once to the dtype
+double round_to_dtype(DType t, double v);  // v as store_from_double would store it, read back
 
 }  // namespace kernelkit

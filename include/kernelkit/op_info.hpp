@@ -47,9 +47,9 @@ int op_weight_bits(OpId id);
 // The FP8 dtype an op writes (quantize_per_token_fp8) or reads (linear_fp8) whatever its activation dtype: f8e4m3, or
 // nullopt. A profile without FP8 refuses such an op in every dtype.
 std::optional<DType> op_fp8_dtype(OpId id);
-// The 1-byte dtype q of a fused norm + quantization op (rms_norm_quant_*, fused_add_rms_norm_quant_*): i8 or f8e4m3;
-// nullopt for every other op.
-std::optional<DType> op_norm_quant_dtype(OpId id);
+// The 1-byte dtype q of an op fused with quantization (rms_norm_quant_*, fused_add_rms_norm_quant_*,
+// silu_and_mul_quant_*): i8 or f8e4m3; nullopt for every other op.
+std::optional<DType> op_quant_out_dtype(OpId id);
 
 // The problem size of a row op: `rows` rows of `hidden` elements (for activations, `hidden` is the output width d); `batch` groups of rows for per-batch parameters
 // (ada_layer_norm's scale/shift); `align_bytes` is the largest power of two (<= 16) dividing every pointer and row

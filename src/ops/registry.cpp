@@ -75,16 +75,18 @@ int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::
 
 std::optional<DType> op_fp8_dtype(OpId id) {
   if (id == OpId::quantize_per_token_fp8 || id == OpId::linear_fp8) return DType::f8e4m3;
-  return op_norm_quant_dtype(id) == DType::f8e4m3 ? std::optional(DType::f8e4m3) : std::nullopt;
+  return op_quant_out_dtype(id) == DType::f8e4m3 ? std::optional(DType::f8e4m3) : std::nullopt;
 }
 
-std::optional<DType> op_norm_quant_dtype(OpId id) {
+std::optional<DType> op_quant_out_dtype(OpId id) {
   switch (id) {
     case OpId::rms_norm_quant_int8:
     case OpId::fused_add_rms_norm_quant_int8:
+    case OpId::silu_and_mul_quant_int8:
       return DType::i8;
     case OpId::rms_norm_quant_fp8:
     case OpId::fused_add_rms_norm_quant_fp8:
+    case OpId::silu_and_mul_quant_fp8:
       return DType::f8e4m3;
     default:
       return std::nullopt;
@@ -96,8 +98,8 @@ uint64_t op_bytes(OpId id, const OpShape& s, DType dtype) {
   if (op.family == OpFamily::quant) return quant_bytes(id, s, dtype);
   const uint64_t e = dtype_size(dtype);
   const uint64_t row = static_cast<uint64_t>(s.rows) * static_cast<uint64_t>(s.hidden);
-  // Norm + quantization: q (1 byte an element) and one fp32 scale a row, outside the dtype's units.
-  const uint64_t quantized = op_norm_quant_dtype(id) ? row + 4 * static_cast<uint64_t>(s.rows) : 0;
+  // Fused quantization: q (1 byte an element) and one fp32 scale a row, outside the dtype's units.
+  const uint64_t quantized = op_quant_out_dtype(id) ? row + 4 * static_cast<uint64_t>(s.rows) : 0;
   return quantized + e * (row * static_cast<uint64_t>(op.row_tensors_read + op.row_tensors_written) +
                           static_cast<uint64_t>(s.hidden) * static_cast<uint64_t>(op.hidden_vectors_read) +
                           static_cast<uint64_t>(s.batch * s.hidden) * static_cast<uint64_t>(op.batch_vectors_read));

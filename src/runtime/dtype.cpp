@@ -151,6 +151,12 @@ double load_as_double(const void* base, DType t, int64_t i) {
   return 0;
 }
 
+double round_to_dtype(DType t, double v) {
+  unsigned char bytes[8];
+  store_from_double(bytes, t, 0, v);
+  return load_as_double(bytes, t, 0);
+}
+
 void store_from_double(void* base, DType t, int64_t i, double v) {
   switch (t) {
     // float first, then to 16 bits: double rounding can differ from a direct round in rare ties, far inside tolerances.

@@ -129,6 +129,47 @@ class Builder {
   TensorView shape_;
 };
 
+// The outputs of a row op fused with quantization (the norm and gated-activation + quantization ops), checked
+// after the Builder has read x: q the 1-byte dtype (i8 or f8e4m3) in x's leading dims and `hidden` elements a row,
+// contiguous; scales f32, contiguous, one value a row (dynamic) or one in all (static_scale, read). Sets a's q,
+// q_scales, static_scale, and bounds align_bytes by q's (the kernels store VEC codes as one access).
+template <typename Args>
+Status quant_outputs(const std::string& name, const TensorView& q, const TensorView& scales, const TensorView& x,
+                     bool static_scale, Args* a) {
+  if (q.dtype != DType::i8 && q.dtype != DType::f8e4m3)
+    return invalid_argument(name + ": q dtype " + dt(q.dtype) + " must be i8 or f8e4m3");
+  TensorView want = x;
+  if (want.ndim > 0) want.shape[want.ndim - 1] = a->hidden;
+  bool same = q.ndim == x.ndim;
+  for (int d = 0; same && d < x.ndim; ++d) same = q.shape[d] == want.shape[d];
+  if (!same)
+    return invalid_argument(
+        name + ": q shape " + q.shape_string() + " must be " +
+        (a->hidden == x.size(-1) ? "x's shape " : "x's rows of hidden = " + std::to_string(a->hidden) + ", ") +
+        want.shape_string());
+  if (!q.is_contiguous()) return invalid_argument(name + ": q must be contiguous");
+  if (scales.dtype != DType::f32) return invalid_argument(name + ": scales dtype " + dt(scales.dtype) + " must be f32");
+  const int64_t rows = static_scale ? 1 : a->rows;
+  if (scales.numel() != rows || !scales.is_contiguous())
+    return invalid_argument(name + ": scales must be contiguous with " +
+                            (static_scale ? std::string("1 element (the static scale)")
+                                          : std::to_string(rows) + " elements (one a row of x)") +
+                            ", got shape " + scales.shape_string());
+  for (const TensorView* t : {&q, &scales})
+    if (!(t->device == x.device))
+      return invalid_argument(name + ": " + (t == &q ? "q" : "scales") + " is on " + to_string(t->device) +
+                              " but x is on " + to_string(x.device) +
+                              " (all tensors of one call must be on one device)");
+  if ((q.data == nullptr && q.numel() > 0) || (scales.data == nullptr && rows > 0))
+    return invalid_argument(name + ": q and scales must not be null");
+  a->q = q.data;
+  a->q_scales = static_cast<float*>(scales.data);
+  a->static_scale = static_scale;
+  a->align_bytes = std::min(a->align_bytes,
+                            pow2_align(reinterpret_cast<uintptr_t>(q.data)) * static_cast<int>(dtype_size(a->dtype)));
+  return Status::Ok();
+}
+
 // Validation that needs no device, then: CPU tensors -> reference; CUDA tensors -> dtype support on the profile the
 // launch will use (a KERNELKIT_PROFILE override needs no device, so bf16 is refused on a T4 profile with or without a
 // GPU), the device index, then the CUDA launcher cuda(a, stream) and, in debug mode (set_debug_checks), the wait for

@@ -112,6 +112,10 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
   const bool norm = op_info(op).family == OpFamily::norm;
   p->held = rows_held == 1 && norm && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
+  // A gated activation + quantization keeps its y (one vector a row vector, x's dtype) in registers between the max
+  // and the codes, rather than reading both inputs and forming y again; longer rows (beyond 32K bf16) do that.
+  if (op_info(op).family == OpFamily::activation && p->vecs_per_thread <= kRowVecsPerThread)
+    p->held = kRowVecsPerThread;
   bool stage = norm && p->held == 0;
   if (op_info(op).family == OpFamily::softmax) {
     int softmax_stage = 0;
@@ -227,7 +231,9 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
   switch (info.family) {
     case OpFamily::norm:
     case OpFamily::softmax: return plan::plan_rows(prof, op, s, dtype, p);
-    case OpFamily::activation:
+    case OpFamily::activation:  // a gated activation + quantization reduces its rows (max |y|)
+      if (op_quant_out_dtype(op)) return plan::plan_rows(prof, op, s, dtype, p);
+      return plan::plan_elementwise(prof, s, dtype, p);
     case OpFamily::rope: return plan::plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
     case OpFamily::quant: return detail::plan_quant(prof, op, s, dtype, p);
     case OpFamily::attention:  // tiles from plan_tile, decode splits from plan_decode
@@ -259,6 +265,8 @@ std::string LaunchPlan::to_string() const {
   os << ", vec " << vec << ", ";
   if (vecs_per_thread > 0) os << vecs_per_thread << " vec/thread, ";
   if (out_rows > 0) os << "tiles of " << tokens << " tokens x " << out_rows << " outputs, ";
+  if (op_info(op).family == OpFamily::activation && op_quant_out_dtype(op))
+    os << (held > 0 ? "y held in registers" : "inputs re-read for the codes") << ", ";
   if (op_info(op).family == OpFamily::norm)
     os << (held > 0 ? "rows held in registers"
            : cached ? "rows staged in smem"

@@ -144,7 +144,7 @@ TEST_P(ReferenceProperties, FusedEqualsComposedAndStatisticsHold) {
   c.hidden = hidden;
   c.row_pad = pad;
   c.seed = static_cast<uint64_t>(rows * 1000 + hidden);
-  const bool quant = op_norm_quant_dtype(op).has_value();
+  const bool quant = op_quant_out_dtype(op).has_value();
   for (bool weight : {true, false})
     for (bool static_scale : {false, true}) {
       if (static_scale && !quant) continue;

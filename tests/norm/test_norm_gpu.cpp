@@ -87,7 +87,7 @@ TEST_P(NormVariants, WithoutWeightOrBiasAndGemmaOffset) {
   check(c);
   c.weight = true;
   c.weight_offset =
-      op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op_norm_quant_dtype(op).has_value() ? 1.0f : 0.0f;
+      op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op_quant_out_dtype(op).has_value() ? 1.0f : 0.0f;
   check(c);
 }
 

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 import kernelkit
-from torch_testing import DEVICES, DTYPES, close, ln_ref, rand, rms_ref
+from torch_testing import (DEVICES, DTYPES, assert_dequantized_near, close, code_bits, fp8_runs, ln_ref, rand,
+                           rms_ref, static_codes)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -51,24 +52,6 @@ def test_opcheck(device):
         torch.library.opcheck(op, args)
 
 
-def _fp8_runs(device):
-    """FP8 ops run on the CPU backend and on CUDA GPUs with FP8 conversions (sm_89+)."""
-    return device == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
-
-
-def _bits(q):
-    return q.view(torch.uint8) if q.dtype == torch.float8_e4m3fn else q
-
-
-def _assert_dequantized_near(q, s, y, qdtype):
-    """q * s against the float64 y: half a code step (int8: s / 2; e4m3: 3 mantissa bits, subnormal steps 2^-9 s),
-    and the fp32 roundings of s and of y / s (2^-24 of |y| each)."""
-    yd, got = y.cpu().double(), (q.cpu().double() * s.cpu().double().unsqueeze(-1))
-    sd = s.cpu().double().unsqueeze(-1)
-    half_step = sd / 2 if qdtype == torch.int8 else yd.abs() / 16 + sd * 2.0 ** -10
-    assert ((got - yd).abs() <= half_step + yd.abs() * 2.0 ** -22).all()
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("qdtype", [torch.int8, torch.float8_e4m3fn])
@@ -77,7 +60,7 @@ def test_norm_quant_equals_norm_then_quantize(device, dtype, qdtype, hidden):
     """The fused norm + quantization equals kernelkit's rms_norm then quantize_per_token bit for bit (codes and
     scales), and q * s is the float64 norm within half a code step; the fused add updates the residual as
     fused_add_rms_norm does and only reads x."""
-    if qdtype == torch.float8_e4m3fn and not _fp8_runs(device):
+    if qdtype == torch.float8_e4m3fn and not fp8_runs(device):
         pytest.skip("no FP8 on this GPU (sm_89+)")
     torch.manual_seed(hidden)
     x = rand(2, 9, hidden, dtype=dtype, device=device, lo=-2.0, hi=2.0)
@@ -87,21 +70,21 @@ def test_norm_quant_equals_norm_then_quantize(device, dtype, qdtype, hidden):
         assert q.shape == x.shape and q.dtype == qdtype and s.shape == (2, 9) and s.dtype == torch.float32
         y = kernelkit.rms_norm(x, weight, 1e-6, weight_offset=offset)
         q_want, s_want = kernelkit.quantize_per_token(y.reshape(-1, hidden), dtype=qdtype)
-        assert torch.equal(_bits(q).reshape(-1, hidden), _bits(q_want)) and torch.equal(s.reshape(-1), s_want)
-        _assert_dequantized_near(q, s, y, qdtype)
+        assert torch.equal(code_bits(q).reshape(-1, hidden), code_bits(q_want)) and torch.equal(s.reshape(-1), s_want)
+        assert_dequantized_near(q, s, y, qdtype)
     r = rand(2, 9, hidden, dtype=dtype, device=device)
     x_before, r_want = x.clone(), (x.double() + r.double()).to(dtype)
     q, s = kernelkit.fused_add_rms_norm_quant(x, r, w, 1e-6, dtype=qdtype)
     assert torch.equal(x, x_before) and torch.equal(r, r_want)
     q_want, s_want = kernelkit.quantize_per_token(kernelkit.rms_norm(r_want, w, 1e-6).reshape(-1, hidden), dtype=qdtype)
-    assert torch.equal(_bits(q).reshape(-1, hidden), _bits(q_want)) and torch.equal(s.reshape(-1), s_want)
+    assert torch.equal(code_bits(q).reshape(-1, hidden), code_bits(q_want)) and torch.equal(s.reshape(-1), s_want)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("qdtype", [torch.int8, torch.float8_e4m3fn])
 def test_norm_quant_static_scale(device, qdtype):
     """A static (calibrated) scale is read and returned unchanged: q = y / s to the nearest code, saturating."""
-    if qdtype == torch.float8_e4m3fn and not _fp8_runs(device):
+    if qdtype == torch.float8_e4m3fn and not fp8_runs(device):
         pytest.skip("no FP8 on this GPU (sm_89+)")
     x = rand(33, 1000, dtype=torch.bfloat16, device=device, lo=-2.0, hi=2.0)
     w = rand(1000, dtype=torch.bfloat16, device=device, lo=0.5, hi=1.5)
@@ -109,10 +92,7 @@ def test_norm_quant_static_scale(device, qdtype):
     scale = torch.tensor([2.5 / qmax], device=device)  # |y| past 2.5 saturates
     q, s = kernelkit.rms_norm_quant(x, w, 1e-6, dtype=qdtype, scale=scale)
     assert s is scale and s.item() == pytest.approx(2.5 / qmax)
-    quotient = kernelkit.rms_norm(x, w, 1e-6).float() / scale
-    want = quotient.round().clamp(-127, 127).to(torch.int8) if qdtype == torch.int8 else \
-        quotient.clamp(-448, 448).to(torch.float8_e4m3fn)
-    assert torch.equal(_bits(q), _bits(want))
+    assert torch.equal(code_bits(q), code_bits(static_codes(kernelkit.rms_norm(x, w, 1e-6), scale, qdtype)))
     assert (q.float().abs() == qmax).any()  # the saturation was exercised
 
 
@@ -140,7 +120,7 @@ def test_norm_quant_opcheck_and_compile(device):
     ]:
         torch.library.opcheck(op, args)
     torch._dynamo.reset()
-    qdtype = torch.float8_e4m3fn if _fp8_runs(device) else torch.int8
+    qdtype = torch.float8_e4m3fn if fp8_runs(device) else torch.int8
 
     def layer(x, residual, w):  # a decoder layer's norm ahead of an FP8 projection
         return kernelkit.fused_add_rms_norm_quant(x * 2.0, residual, w, 1e-6, dtype=qdtype)
@@ -151,4 +131,4 @@ def test_norm_quant_opcheck_and_compile(device):
     compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")(x, r_compiled, w)
     assert torch.equal(r_eager, r_compiled)
     for a, b in zip(eager, compiled):
-        assert torch.equal(_bits(a), _bits(b))
+        assert torch.equal(code_bits(a), code_bits(b))

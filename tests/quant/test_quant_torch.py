@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kernelkit
-from torch_testing import DEVICES, rand
+from torch_testing import DEVICES, fp8_runs, rand
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -41,11 +41,6 @@ def test_w8a8_linear_matches_exact_integer_matmul(device):
     exact = (xq.cpu().long() @ qw.cpu().long().T).double()  # int64: exact
     want = exact * sx.cpu().double()[:, None] * sw.cpu().double() + bias.cpu().double()
     assert (y.cpu().double() - want).abs().max().item() <= 1e-3 * (1 + want.abs().max().item())
-
-
-def fp8_runs(device):
-    """FP8 ops run on the CPU backend and on CUDA GPUs with FP8 conversions (sm_89+)."""
-    return device == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -62,3 +62,30 @@ def rope_ref(x, cos, sin, style):
 
 def rand(*shape, dtype, device, lo=-1.0, hi=1.0):
     return (torch.rand(*shape, dtype=torch.float32, device=device) * (hi - lo) + lo).to(dtype)
+
+
+def fp8_runs(device):
+    """FP8 ops run on the CPU backend and on CUDA GPUs with FP8 conversions (sm_89+)."""
+    return device == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+def code_bits(q):
+    """A 1-byte code tensor comparable with torch.equal (e4m3 as its bytes: -0 and NaN codes compare exactly)."""
+    return q.view(torch.uint8) if q.dtype == torch.float8_e4m3fn else q
+
+
+def assert_dequantized_near(q, s, y, qdtype):
+    """q * s against the float64 y: half a code step (int8: s / 2; e4m3: 3 mantissa bits, subnormal steps 2^-9 s),
+    and the fp32 roundings of s and of y / s (2^-24 of |y| each)."""
+    yd, got = y.cpu().double(), (q.cpu().double() * s.cpu().double().unsqueeze(-1))
+    sd = s.cpu().double().unsqueeze(-1)
+    half_step = sd / 2 if qdtype == torch.int8 else yd.abs() / 16 + sd * 2.0 ** -10
+    assert ((got - yd).abs() <= half_step + yd.abs() * 2.0 ** -22).all()
+
+
+def static_codes(y, scale, qdtype):
+    """The codes of y at one static scale: the fp32 quotient rounded (int8: half to even) and saturated."""
+    quotient = y.float() / scale
+    if qdtype == torch.int8:
+        return quotient.round().clamp(-127, 127).to(torch.int8)
+    return quotient.clamp(-448, 448).to(torch.float8_e4m3fn)

@@ -53,3 +53,15 @@ def _inference_only(op: str, *tensors: Optional[torch.Tensor]) -> None:
         warnings.warn(f"kernelkit.{op}: kernelkit ops are inference-only (no backward): the output carries no "
                       "grad_fn; call it under torch.no_grad() or torch.inference_mode()", stacklevel=3)
         return
+
+
+def _quant_outputs(name: str, x: torch.Tensor, dtype: torch.dtype, scale: Optional[torch.Tensor],
+                   width: Optional[int] = None):
+    """The outputs of an op fused with quantization: q in x's leading dims and `width` (default: x's last dim)
+    elements a row, and the scales: one a row written, or the given static scale (read)."""
+    if dtype not in (torch.int8, torch.float8_e4m3fn):
+        raise ValueError(f"{name}: dtype must be torch.int8 or torch.float8_e4m3fn, got {dtype}")
+    q = torch.empty(x.shape[:-1] + (x.shape[-1] if width is None else width,), dtype=dtype, device=x.device)
+    if scale is not None:
+        return q, scale
+    return q, torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _inference_only, _out_for, _rows
+from ._common import _inference_only, _out_for, _quant_outputs, _rows
 from ._ops import ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
@@ -71,16 +71,6 @@ def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: f
     out = _out_for(x, out)
     ops.rms_norm_gelu(out, x, weight, eps)
     return out
-
-
-def _quant_outputs(name: str, x: torch.Tensor, dtype: torch.dtype, scale: Optional[torch.Tensor]):
-    """q in x's shape and the scales: one a row written, or the given static scale (read)."""
-    if dtype not in (torch.int8, torch.float8_e4m3fn):
-        raise ValueError(f"{name}: dtype must be torch.int8 or torch.float8_e4m3fn, got {dtype}")
-    q = torch.empty(x.shape, dtype=dtype, device=x.device)
-    if scale is not None:
-        return q, scale
-    return q, torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
 
 
 def rms_norm_quant(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float = 1e-6,

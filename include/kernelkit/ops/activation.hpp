@@ -28,4 +28,15 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
 Status gated_activation(Activation act, const TensorView& out, const TensorView& a, const TensorView& b,
                         Stream stream = nullptr);
 
+// SwiGLU + quantization in one pass (vLLM's silu_and_mul_quant, and its dynamic per-token form): y =
+// silu_and_mul(x) rounded to x's dtype, then quantized as quantize_per_token does, so q and scales equal
+// quantize_per_token_*(silu_and_mul(x)) bit for bit. x [..., 2d] f16 or bf16 (contiguous last dim, any row stride);
+// q [..., d] i8 or f8e4m3 (its dtype picks the op: silu_and_mul_quant_int8 / _fp8), contiguous.
+// static_scale false: scales f32 [rows] written, s[t] = max|y[t, :]| / qmax (127, or 448 for e4m3); true: scales f32
+// [1] holds one scale, read (values beyond it saturate). FP8 on CUDA needs a profile with FP8 (sm_89+); the T4 / A100
+// profiles refuse it, naming what to use instead. An inf or NaN in a row under a dynamic scale is recorded
+// (check_errors).
+Status silu_and_mul_quant(const TensorView& q, const TensorView& scales, const TensorView& x, bool static_scale = false,
+                          Stream stream = nullptr);
+
 }  // namespace kernelkit

@@ -19,6 +19,14 @@ OpId op_for(Activation act, bool gated, bool two_tensors) {
   return OpId::silu;
 }
 
+// The multiplier of a gated activation over one [..., 2d] tensor: the second half of each row, at the same row
+// stride, d elements further. Its alignment is the pointer's.
+void second_half(const TensorView& x, ElementwiseArgs* a) {
+  a->b = x.data ? static_cast<const char*>(x.data) + a->hidden * static_cast<int64_t>(dtype_size(a->dtype)) : nullptr;
+  a->b_stride = a->a_stride;
+  a->align_bytes = std::min(a->align_bytes, pow2_align(reinterpret_cast<uintptr_t>(a->b)));
+}
+
 Status run(const ElementwiseArgs& a, Stream stream) {
   return run_row_op(a, stream, validate_elementwise, elementwise_reference, elementwise_cuda);
 }
@@ -28,8 +36,14 @@ Status run(const ElementwiseArgs& a, Stream stream) {
 Status validate_elementwise(const ElementwiseArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   KK_RETURN_IF_ERROR(check_float_dtype(name, a.dtype, a.device, profile));
-  if (a.rows > 0 && (a.out == nullptr || a.a == nullptr || (a.gated && a.b == nullptr)))
+  const auto qtype = op_quant_out_dtype(a.op);
+  if (a.rows > 0 && ((qtype ? a.q == nullptr || a.q_scales == nullptr : a.out == nullptr) || a.a == nullptr ||
+                     (a.gated && a.b == nullptr)))
     return invalid_argument(name + ": input and output pointers must not be null");
+  if ((op_info(a.op).dtypes & dtype_bit(a.dtype)) == 0)
+    return invalid_argument(name + ": x dtype " + dt(a.dtype) + " is not supported (expected f16 or bf16)");
+  if (qtype && profile && a.device.type == DeviceType::cuda && !profile->supports(*qtype))
+    return unsupported(name + ": q dtype " + dt(*qtype) + " " + profile->dtype_refusal(*qtype));
   return Status::Ok();
 }
 
@@ -59,10 +73,7 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
   a.act = act;
   a.gated = true;
   a.a = x.data;
-  // The second half of each row: same row stride, d elements further. Its alignment is the pointer's.
-  a.b = x.data ? static_cast<const char*>(x.data) + a.hidden * static_cast<int64_t>(dtype_size(a.dtype)) : nullptr;
-  a.b_stride = a.a_stride;
-  a.align_bytes = std::min(a.align_bytes, detail::pow2_align(reinterpret_cast<uintptr_t>(a.b)));
+  detail::second_half(x, &a);
   a.out = out.data;
   return detail::run(a, stream);
 }
@@ -81,6 +92,21 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
   a.a = x.data;
   a.b = y.data;
   a.out = out.data;
+  return detail::run(a, stream);
+}
+
+Status silu_and_mul_quant(const TensorView& q, const TensorView& scales, const TensorView& x, bool static_scale,
+                          Stream stream) {
+  ElementwiseArgs a;
+  detail::Builder<ElementwiseArgs> b(
+      q.dtype == DType::f8e4m3 ? OpId::silu_and_mul_quant_fp8 : OpId::silu_and_mul_quant_int8, &a);
+  KK_RETURN_IF_ERROR(b.activation(x, "x", &a.a_stride, false, /*last_dim_multiple=*/2));
+  KK_RETURN_IF_ERROR(detail::quant_outputs("silu_and_mul_quant", q, scales, x, static_scale, &a));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap("silu_and_mul_quant", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
+  a.act = Activation::silu;
+  a.gated = true;
+  a.a = x.data;
+  detail::second_half(x, &a);
   return detail::run(a, stream);
 }
 

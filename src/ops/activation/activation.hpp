@@ -1,4 +1,5 @@
-// Internal: the parameter block of the activation family (gelu, gelu_tanh, silu and their gated forms), shared by
+// Internal: the parameter block of the activation family (gelu, gelu_tanh, silu, their gated forms and
+// silu_and_mul_quant), shared by
 // validation, the CPU reference and the CUDA launcher.
 #pragma once
 
@@ -21,6 +22,10 @@ struct ElementwiseArgs {
   const void* a = nullptr;       // [rows, d] activated input, row stride a_stride
   const void* b = nullptr;       // [rows, d] multiplier (gated), row stride b_stride
   int64_t out_stride = 0, a_stride = 0, b_stride = 0;
+  // Gated activation + quantization (op_quant_out_dtype(op) is q's dtype): y rounded to the dtype, then quantized.
+  void* q = nullptr;          // i8 or f8e4m3 [rows, d], contiguous
+  float* q_scales = nullptr;  // f32 [rows] written (one scale a token), or [1] read (static_scale)
+  bool static_scale = false;
   int align_bytes = 16;
 
   OpShape shape() const { return {rows, hidden, 1, align_bytes}; }

@@ -1,10 +1,14 @@
 // The activation family's cases (activation_cases.hpp).
 #include "ops/activation/activation_cases.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <vector>
+
+#include "ops/quant/quant_cases.hpp"
 
 namespace kernelkit::testing {
 
@@ -34,12 +38,16 @@ std::string ActivationCase::name() const {
   std::ostringstream os;
   os << op_info(op).name << " " << dtype_name(dtype) << " " << rows << "x" << d;
   if (row_pad) os << " pad " << row_pad;
+  if (static_scale) os << " static scale";
   return os.str();
 }
 
 namespace {
 
-bool gated_op(OpId op) { return op == OpId::gelu_and_mul || op == OpId::gelu_tanh_and_mul || op == OpId::silu_and_mul; }
+bool gated_op(OpId op) {
+  return op == OpId::gelu_and_mul || op == OpId::gelu_tanh_and_mul || op == OpId::silu_and_mul ||
+         op_quant_out_dtype(op).has_value();
+}
 
 OpId ungated(OpId op) {
   switch (op) {
@@ -48,6 +56,8 @@ OpId ungated(OpId op) {
     case OpId::gelu_tanh_and_mul:
       return OpId::gelu_tanh;
     case OpId::silu_and_mul:
+    case OpId::silu_and_mul_quant_int8:
+    case OpId::silu_and_mul_quant_fp8:
       return OpId::silu;
     case OpId::geglu:
       return OpId::gelu;
@@ -56,10 +66,12 @@ OpId ungated(OpId op) {
   }
 }
 
-// Host inputs of an activation case: x (width d, or 2d when gated), b (geglu), out; rows `stride` elements apart.
+// Host inputs of an activation case: x (width d, or 2d when gated), b (geglu), out (or q and the scales); rows
+// `stride` elements apart.
 struct ActData {
   int64_t in_width = 0, in_stride = 0, out_stride = 0;
-  HostBuffer x, b, out;
+  bool static_scale = false;
+  HostBuffer x, b, out, q, q_scales;
 };
 
 ActData make_act_inputs(const ActivationCase& c) {
@@ -76,14 +88,36 @@ ActData make_act_inputs(const ActivationCase& c) {
   fill(d.x, c.rows * d.in_stride);
   fill(d.b, c.op == OpId::geglu ? c.rows * d.in_stride : 1);
   d.out = HostBuffer(c.dtype, c.rows * d.out_stride);
+  const auto qtype = op_quant_out_dtype(c.op);
+  d.static_scale = c.static_scale;
+  d.q = HostBuffer(qtype.value_or(DType::i8), qtype ? c.rows * c.d : 1);
+  d.q_scales = HostBuffer(DType::f32, c.static_scale ? 1 : std::max<int64_t>(c.rows, 1));
+  if (c.static_scale) d.q_scales.set(0, static_quant_scale(c.op));
   return d;
 }
 
-Status call_act(const ActivationCase& c, const ActData& d, void* x, void* b, void* out, Device dev) {
-  const auto xv = TensorView::strided(x, c.dtype, {c.rows, d.in_width}, {d.in_stride, 1}, dev);
-  const auto bv = TensorView::strided(b, c.dtype, {c.rows, c.d}, {d.in_stride, 1}, dev);
-  const auto ov = TensorView::strided(out, c.dtype, {c.rows, c.d}, {d.out_stride, 1}, dev);
+std::vector<CaseBuffer> act_buffers(ActData& d) {
+  return {{&d.x, Role::in},
+          {&d.b, Role::in},
+          {&d.out, Role::out},
+          {&d.q, Role::out},
+          {&d.q_scales, d.static_scale ? Role::in : Role::out}};
+}
+
+// The buffers at p in act_buffers order.
+Status call_act(const ActivationCase& c, const ActData& d, const std::vector<void*>& p, Device dev) {
+  const auto xv = TensorView::strided(p[0], c.dtype, {c.rows, d.in_width}, {d.in_stride, 1}, dev);
+  if (const auto qtype = op_quant_out_dtype(c.op))
+    return silu_and_mul_quant(TensorView::contiguous(p[3], *qtype, {c.rows, c.d}, dev),
+                              TensorView::contiguous(p[4], DType::f32, {c.static_scale ? 1 : c.rows}, dev), xv,
+                              c.static_scale);
+  const auto bv = TensorView::strided(p[1], c.dtype, {c.rows, c.d}, {d.in_stride, 1}, dev);
+  const auto ov = TensorView::strided(p[2], c.dtype, {c.rows, c.d}, {d.out_stride, 1}, dev);
   return call_activation_op(c.op, ov, xv, c.op == OpId::geglu ? &bv : nullptr);
+}
+
+std::vector<void*> host_ptrs(ActData& d) {
+  return {d.x.data(), d.b.data(), d.out.data(), d.q.data(), d.q_scales.data()};
 }
 
 // The fp32 intermediates behind each output (fp32_terms_magnitude): the rounding of an argument becomes relative
@@ -119,19 +153,33 @@ std::vector<double> fp32_terms(const ActivationCase& c, const ActData& d) {
 
 CaseResult run_activation_case_cuda(const ActivationCase& c, int device) {
   return run_case(
-      make_act_inputs(c), device,
-      [](ActData& d) { return std::vector<CaseBuffer>{{&d.x, Role::in}, {&d.b, Role::in}, {&d.out, Role::out}}; },
-      [&](const ActData& d, const std::vector<void*>& p, Device dev) { return call_act(c, d, p[0], p[1], p[2], dev); },
+      make_act_inputs(c), device, act_buffers,
+      [&](const ActData& d, const std::vector<void*>& p, Device dev) { return call_act(c, d, p, dev); },
       [&](const ActData& got, const ActData& want, CaseResult* r) {
-        compare_outputs("out", got.out, want.out, c.rows, c.d, got.out_stride, fp32_terms(c, want), r);
+        if (op_quant_out_dtype(c.op))
+          compare_quantized(got.q, got.q_scales, want.q, want.q_scales, c.rows, c.d, c.dtype, c.static_scale, r);
+        else
+          compare_outputs("out", got.out, want.out, c.rows, c.d, got.out_stride, fp32_terms(c, want), r);
       });
 }
 
 CaseResult check_activation_properties(const ActivationCase& c) {
   CaseResult r;
   ActData d = make_act_inputs(c);
-  r.status = call_act(c, d, d.x.data(), d.b.data(), d.out.data(), Device::cpu());
+  r.status = call_act(c, d, host_ptrs(d), Device::cpu());
   if (!r.status.ok()) return r;
+  if (op_quant_out_dtype(c.op)) {
+    // == quantize_per_token(silu_and_mul(x)), through the public unfused op.
+    ActivationCase plain = c;
+    plain.op = OpId::silu_and_mul;
+    ActData p = make_act_inputs(plain);
+    p.x = d.x;
+    r.status = call_act(plain, p, host_ptrs(p), Device::cpu());
+    if (!r.status.ok()) return r;
+    check_quantized_composition(p.out, c.rows, c.d, p.out_stride, d.q, d.q_scales, c.static_scale,
+                                static_quant_scale(c.op), &r);
+    return r;
+  }
   // Ungated act over the activated part, and over its negation.
   ActivationCase u = c;
   u.op = ungated(c.op);
@@ -170,7 +218,7 @@ CaseResult check_activation_properties(const ActivationCase& c) {
 void verify_activation_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed,
                              std::vector<VerifyCase>* out) {
   for_each_row_shape(grid, [&](int64_t rows, int64_t hidden, int64_t pad) {
-    const ActivationCase c{op, dtype, rows, hidden, pad, 3.0, (*seed)++};
+    const ActivationCase c{op, dtype, rows, hidden, pad, 3.0, (*seed)++, false};
     out->push_back({c.name(), [c, grid] {
                       return grid.cuda ? run_activation_case_cuda(c, grid.device) : check_activation_properties(c);
                     }});
@@ -179,12 +227,23 @@ void verify_activation_cases(OpId op, DType dtype, const VerifyGrid& grid, uint6
 
 ActivationCase random_activation_case(uint64_t seed) {
   std::mt19937_64 rng(seed * 0x2545F4914F6CDD1Dull + 13);
-  constexpr OpId kOps[] = {OpId::gelu,          OpId::gelu_tanh,    OpId::silu, OpId::gelu_and_mul,
-                           OpId::gelu_tanh_and_mul, OpId::silu_and_mul, OpId::geglu};
+  constexpr OpId kOps[] = {OpId::gelu,
+                           OpId::gelu_tanh,
+                           OpId::silu,
+                           OpId::gelu_and_mul,
+                           OpId::gelu_tanh_and_mul,
+                           OpId::silu_and_mul,
+                           OpId::geglu,
+                           OpId::silu_and_mul_quant_int8,
+                           OpId::silu_and_mul_quant_fp8};
   auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
   ActivationCase c;
-  c.op = kOps[pick(7)];
+  c.op = kOps[pick(static_cast<int>(std::size(kOps)))];
   c.dtype = random_float_dtype(rng);
+  if (op_quant_out_dtype(c.op)) {
+    if (c.dtype == DType::f32) c.dtype = DType::bf16;  // f16 / bf16 only
+    c.static_scale = pick(3) == 0;
+  }
   const RandomRows r = random_rows(rng, int64_t{1} << 20);
   c.rows = r.rows;
   c.d = r.hidden;

@@ -1,7 +1,10 @@
-// CPU reference of the activation family: fp64 math, one rounding per output (the test oracle and CPU backend).
+// CPU reference of the activation family: fp64 math, one rounding per output (the test oracle and CPU backend); the
+// quantizing op rounds y to the dtype first, as silu_and_mul stores it.
 #include <cmath>
+#include <vector>
 
 #include "ops/activation/activation.hpp"
+#include "ops/quant/quant.hpp"
 
 namespace kernelkit::detail {
 
@@ -18,12 +21,21 @@ double activation_reference(Activation act, double v) {
 }
 
 Status elementwise_reference(const ElementwiseArgs& a) {
-  for (int64_t r = 0; r < a.rows; ++r)
+  const auto qtype = op_quant_out_dtype(a.op);
+  std::vector<double> row(qtype ? static_cast<size_t>(a.hidden) : 0);
+  for (int64_t r = 0; r < a.rows; ++r) {
     for (int64_t i = 0; i < a.hidden; ++i) {
       double y = activation_reference(a.act, load_as_double(a.a, a.dtype, r * a.a_stride + i));
       if (a.gated) y *= load_as_double(a.b, a.dtype, r * a.b_stride + i);
-      store_from_double(a.out, a.dtype, r * a.out_stride + i, y);
+      if (qtype)
+        row[static_cast<size_t>(i)] = round_to_dtype(a.dtype, y);  // what silu_and_mul would store, quantized below
+      else
+        store_from_double(a.out, a.dtype, r * a.out_stride + i, y);
     }
+    if (qtype)  // quantize_per_token(silu_and_mul(x))
+      quantize_row_reference(row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
+                             a.q_scales + (a.static_scale ? 0 : r), static_cast<uint8_t*>(a.q) + r * a.hidden);
+  }
   return Status::Ok();
 }
 

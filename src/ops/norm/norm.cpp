@@ -32,7 +32,7 @@ Status validate_row_norm(const RowNormArgs& a, const DeviceProfile* profile) {
     return invalid_argument(name + ": eps must be finite and > 0, got " + number(a.eps));
   if (!std::isfinite(a.weight_offset))
     return invalid_argument(name + ": weight_offset must be finite, got " + number(a.weight_offset));
-  const auto qtype = op_norm_quant_dtype(a.op);
+  const auto qtype = op_quant_out_dtype(a.op);
   if (a.rows > 0 && (a.x == nullptr || (qtype ? a.q == nullptr || a.q_scales == nullptr : a.out == nullptr) ||
                      (a.residual_add && a.residual == nullptr)))
     return invalid_argument(name + ": x, " + (qtype ? "q, scales" : "out") + (a.residual_add ? ", residual" : "") +
@@ -89,41 +89,6 @@ Status fused_add_rms_norm(const TensorView& x, const TensorView& residual, const
 
 namespace {
 
-// The q and scales of a norm + quantization op: q the 1-byte dtype `qtype` in x's shape, contiguous; scales f32,
-// contiguous, one value a row (dynamic) or one in all (static_scale).
-Status quant_outputs(const char* name, const TensorView& q, const TensorView& scales, const TensorView& x,
-                     bool static_scale, RowNormArgs* a) {
-  const std::string n(name);
-  if (q.dtype != DType::i8 && q.dtype != DType::f8e4m3)
-    return invalid_argument(n + ": q dtype " + detail::dt(q.dtype) + " must be i8 or f8e4m3");
-  bool same = q.ndim == x.ndim;
-  for (int d = 0; same && d < x.ndim; ++d) same = q.shape[d] == x.shape[d];
-  if (!same) return invalid_argument(n + ": q shape " + q.shape_string() + " must be x's shape " + x.shape_string());
-  if (!q.is_contiguous()) return invalid_argument(n + ": q must be contiguous");
-  if (scales.dtype != DType::f32)
-    return invalid_argument(n + ": scales dtype " + detail::dt(scales.dtype) + " must be f32");
-  const int64_t want = static_scale ? 1 : (x.size(-1) > 0 ? x.numel() / x.size(-1) : 0);
-  if (scales.numel() != want || !scales.is_contiguous())
-    return invalid_argument(n + ": scales must be contiguous with " +
-                            (static_scale ? std::string("1 element (the static scale)")
-                                          : std::to_string(want) + " elements (one a row of x)") +
-                            ", got shape " + scales.shape_string());
-  for (const TensorView* t : {&q, &scales})
-    if (!(t->device == x.device))
-      return invalid_argument(n + ": " + (t == &q ? "q" : "scales") + " is on " + to_string(t->device) +
-                              " but x is on " + to_string(x.device) +
-                              " (all tensors of one call must be on one device)");
-  if ((q.data == nullptr && q.numel() > 0) || (scales.data == nullptr && want > 0))
-    return invalid_argument(n + ": q and scales must not be null");
-  a->q = q.data;
-  a->q_scales = static_cast<float*>(scales.data);
-  a->static_scale = static_scale;
-  // The kernel stores VEC values of q as one access: q's alignment in bytes bounds VEC as x's does in elements.
-  a->align_bytes = std::min(
-      a->align_bytes, detail::pow2_align(reinterpret_cast<uintptr_t>(q.data)) * static_cast<int>(dtype_size(a->dtype)));
-  return Status::Ok();
-}
-
 // Both norm + quantization ops; residual null: rms_norm_quant. The op's id follows q's dtype.
 Status norm_quant(const char* name, OpId int8, OpId fp8, const TensorView& q, const TensorView& scales,
                   const TensorView& x, const TensorView* residual, const std::optional<TensorView>& weight, float eps,
@@ -133,7 +98,7 @@ Status norm_quant(const char* name, OpId int8, OpId fp8, const TensorView& q, co
   KK_RETURN_IF_ERROR(b.activation(x, "x", &a.x_stride, false));
   if (residual) KK_RETURN_IF_ERROR(b.activation(*residual, "residual", &a.residual_stride, true));
   KK_RETURN_IF_ERROR(b.vector(weight, "weight", &a.weight));
-  KK_RETURN_IF_ERROR(quant_outputs(name, q, scales, x, static_scale, &a));
+  KK_RETURN_IF_ERROR(detail::quant_outputs(name, q, scales, x, static_scale, &a));
   KK_RETURN_IF_ERROR(check_no_overlap(name, {{residual, "residual"}, {&q, "q"}, {&scales, "scales"}},
                                       {{&x, "x"}, {weight ? &*weight : nullptr, "weight"}}));
   a.residual_add = residual != nullptr;

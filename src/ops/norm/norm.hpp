@@ -36,7 +36,7 @@ struct RowNormArgs {
   int64_t batch = 1;
   float eps = 1e-6f;
   float weight_offset = 0.0f;     // y *= (weight_offset + w): 1 for Gemma's RMSNorm
-  // Norm + quantization (op_norm_quant_dtype(op) is q's dtype): y rounded to the dtype, then quantized into q.
+  // Norm + quantization (op_quant_out_dtype(op) is q's dtype): y rounded to the dtype, then quantized into q.
   void* q = nullptr;          // i8 or f8e4m3 [rows, hidden], contiguous
   float* q_scales = nullptr;  // f32 [rows] written (one scale a token), or [1] read (static_scale)
   bool static_scale = false;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "ops/quant/quant_cases.hpp"
+
 namespace kernelkit::testing {
 
 #ifndef KERNELKIT_HAS_CUDA
@@ -16,7 +18,7 @@ Status NormWorkload::refill(Stream) { return need_device(); }
 Status NormWorkload::init(OpId op, DType dt, const BenchShape& shape, int sets, int device) {
   KK_RETURN_IF_ERROR(set_bench_device(device));
   const bool fused = adds_residual(op), ada = op == OpId::ada_layer_norm;
-  const auto qtype = op_norm_quant_dtype(op);
+  const auto qtype = op_quant_out_dtype(op);
   const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
   const size_t e = dtype_size(dt);
   dtype_ = dt;
@@ -78,7 +80,7 @@ BenchResult bench_norm(const DeviceProfile& prof, OpId op, DType dt, const Bench
     return r;
   };
   const bool fused = adds_residual(op), ada = op == OpId::ada_layer_norm;
-  const auto qtype = op_norm_quant_dtype(op);
+  const auto qtype = op_quant_out_dtype(op);
   const int64_t n = shape.rows * shape.hidden, H = shape.hidden, B = ada ? shape.batch : 1;
   const size_t e = dtype_size(dt);
   // x and out (fused: x and residual) per set; norm + quantization: and q

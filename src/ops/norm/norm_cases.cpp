@@ -9,8 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernelkit/ops/quant.hpp"
-#include "ops/quant/quant.hpp"
+#include "ops/quant/quant_cases.hpp"
 
 namespace kernelkit::testing {
 
@@ -87,7 +86,7 @@ NormData make_inputs(const NormCase& c) {
   fill(d.bias, c.hidden, -0.5, 0.5);
   fill(d.scale, d.batch * c.hidden, -0.5, 0.5);
   fill(d.shift, d.batch * c.hidden, -0.5, 0.5);
-  if (const auto qtype = op_norm_quant_dtype(c.op)) {
+  if (const auto qtype = op_quant_out_dtype(c.op)) {
     d.static_scale = c.static_scale;
     d.q = HostBuffer(*qtype, c.rows * c.hidden);
     d.q_scales = HostBuffer(DType::f32, c.static_scale ? 1 : c.rows);
@@ -111,7 +110,7 @@ Status call_op(const NormCase& c, const NormData& d, const NormPtrs& p, Device d
   t.shift = TensorView::contiguous(p.shift, c.dtype, {d.batch, c.hidden}, dev);
   if (c.weight) t.weight = TensorView::contiguous(p.weight, c.dtype, {c.hidden}, dev);
   if (c.bias) t.bias = TensorView::contiguous(p.bias, c.dtype, {c.hidden}, dev);
-  if (const auto qtype = op_norm_quant_dtype(c.op)) {
+  if (const auto qtype = op_quant_out_dtype(c.op)) {
     t.q = TensorView::contiguous(p.q, *qtype, {c.rows, c.hidden}, dev);
     t.q_scales = TensorView::contiguous(p.q_scales, DType::f32, {c.static_scale ? 1 : c.rows}, dev);
     t.static_scale = c.static_scale;
@@ -180,34 +179,6 @@ bool adds_residual(OpId op) {
          op == OpId::fused_add_rms_norm_quant_fp8;
 }
 
-float static_quant_scale(OpId op) { return 3.0f / static_cast<float>(detail::code_max(op_fp8_dtype(op).has_value())); }
-
-void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
-                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
-                       CaseResult* r) {
-  const Tolerance tol = tolerance(dtype);
-  const bool fp8 = q_want.dtype() == DType::f8e4m3;
-  const double qmax = detail::code_max(fp8);
-  // The distance from code value v to its neighbours: 1 (int8), or e4m3's spacing at |v| (2^-9 below 2^-6).
-  auto step = [&](double v) {
-    return fp8 ? std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3) : 1.0;
-  };
-  for (int64_t row = 0; row < rows; ++row) {
-    const double sg = s_got.get(static_scale ? 0 : row), sw = s_want.get(static_scale ? 0 : row);
-    if (!static_scale) {
-      // s = max |y| / qmax (fp32): the max moves by the norm's tolerance at most.
-      check_element(r, "scales", sg, sw, (tol.atol + tol.rtol * sw * qmax) / qmax * (1 + 1e-6), row, 0);
-    }
-    for (int64_t i = 0; i < hidden; ++i) {
-      const double qg = q_got.get(row * hidden + i), qw = q_want.get(row * hidden + i);
-      const double dg = qg * sg, dw = qw * sw;
-      const double half_steps = 0.5 * (step(qg) * sg + step(qw) * sw);
-      const double allowed = half_steps + tol.atol + tol.rtol * (std::fabs(dw) + 0.5 * step(qw) * sw);
-      check_element(r, "q * s", std::isfinite(qg) ? dg : qg, dw, allowed * (1 + 1e-6), row, i);
-    }
-  }
-}
-
 CaseResult run_norm_case_cuda(const NormCase& c, int device) {
   return run_case(
       make_inputs(c), device, buffers,
@@ -220,7 +191,7 @@ CaseResult run_norm_case_cuda(const NormCase& c, int device) {
           compare_outputs("residual", got.residual, want.residual, c.rows, c.hidden, got.stride, r);
           return;
         }
-        if (op_norm_quant_dtype(c.op)) {
+        if (op_quant_out_dtype(c.op)) {
           if (adds_residual(c.op))
             compare_outputs("residual", got.residual, want.residual, c.rows, c.hidden, got.stride, r);
           compare_quantized(got.q, got.q_scales, want.q, want.q_scales, c.rows, c.hidden, c.dtype, c.static_scale, r);
@@ -340,26 +311,8 @@ CaseResult check_norm_properties(const NormCase& c) {
       }
       r.status = run(pc, plain);
       if (!r.status.ok()) return r;
-      const bool fp8 = d.q.dtype() == DType::f8e4m3;
-      HostBuffer q(d.q.dtype(), c.rows * H), scales(DType::f32, c.rows);
-      if (c.static_scale) {
-        const float sc = static_quant_scale(c.op);
-        if (d.q_scales.get(0) != sc) fail("the static scale was written");
-        for (int64_t row = 0; row < c.rows; ++row)
-          for (int64_t i = 0; i < H; ++i) {
-            const float v = static_cast<float>(plain.out.get(row * S + i)) / sc;
-            q.set(row * H + i, fp8 ? e4m3_bits_to_float(float_to_e4m3_bits(v, true))
-                                   : std::clamp(std::nearbyint(static_cast<double>(v)), -127.0, 127.0));
-          }
-      } else {
-        const TensorView y = TensorView::strided(plain.out.data(), c.dtype, {c.rows, H}, {S, 1}, Device::cpu());
-        const TensorView qv = TensorView::contiguous(q.data(), q.dtype(), {c.rows, H}, Device::cpu());
-        const TensorView sv = TensorView::contiguous(scales.data(), DType::f32, {c.rows}, Device::cpu());
-        r.status = fp8 ? quantize_per_token_fp8(qv, sv, y) : quantize_per_token_int8(qv, sv, y);
-        if (!r.status.ok()) return r;
-        compare_outputs("scales", d.q_scales, scales, 1, c.rows, c.rows, &r, 0.0);
-      }
-      compare_outputs("q", d.q, q, c.rows, H, H, &r, 0.0);
+      check_quantized_composition(plain.out, c.rows, H, S, d.q, d.q_scales, c.static_scale, static_quant_scale(c.op),
+                                  &r);
       break;
     }
     case OpId::rms_norm_gelu: {
@@ -406,7 +359,7 @@ NormCase random_norm_case(uint64_t seed) {
   NormCase c;
   c.op = kOps[pick(static_cast<int>(std::size(kOps)))];
   c.dtype = random_float_dtype(rng);
-  if (op_norm_quant_dtype(c.op)) {
+  if (op_quant_out_dtype(c.op)) {
     if (c.dtype == DType::f32) c.dtype = DType::bf16;  // f16 / bf16 only
     c.static_scale = pick(3) == 0;
   }
@@ -416,7 +369,7 @@ NormCase random_norm_case(uint64_t seed) {
   c.row_pad = r.pad;
   c.weight = pick(4) != 0;
   c.bias = pick(2) == 0;
-  c.weight_offset = (c.op == OpId::rms_norm || op_norm_quant_dtype(c.op)) && pick(3) == 0 ? 1.0f : 0.0f;
+  c.weight_offset = (c.op == OpId::rms_norm || op_quant_out_dtype(c.op)) && pick(3) == 0 ? 1.0f : 0.0f;
   constexpr double kMagnitudes[] = {1.0, 1.0, 100.0, 30000.0};
   c.magnitude = kMagnitudes[pick(4)];
   c.seed = seed;

@@ -42,18 +42,6 @@ bool adds_residual(OpId op);
 // Calls the public op `op` (on the CPU backend or CUDA, wherever the tensors are).
 Status call_norm_op(OpId op, const NormTensors& t, float eps, float weight_offset = 0.0f, Stream stream = nullptr);
 
-// The static scale of a norm + quantization case: |y| up to about 3 (a weight up to 1.5 on unit RMS) in range, the
-// rest saturating.
-float static_quant_scale(OpId op);
-
-// Compares norm + quantization outputs dequantized (q * s) against the reference's, rows x hidden (q contiguous): the
-// norm's y may differ from the reference's by its tolerance, which can move q to the next code and the row's max (so
-// s) by that much. Bound: half a step of each side's code + the norm's tolerance; scales within the norm's tolerance
-// over qmax.
-void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
-                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
-                       CaseResult* r);
-
 // Runs `c` on CUDA device `device` and on the CPU reference from the same random inputs and compares every output
 // element (out, and x and residual for fused_add_rms_norm); the padding between strided output rows must keep its
 // poison. Without a GPU returns status no_device.

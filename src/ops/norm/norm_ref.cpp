@@ -19,12 +19,7 @@ double gelu_tanh(double v) {
 
 Status row_norm_reference(const RowNormArgs& a) {
   const DType t = a.dtype;
-  const auto qtype = op_norm_quant_dtype(a.op);
-  auto rounded = [t](double v) {
-    unsigned char bytes[8];
-    store_from_double(bytes, t, 0, v);
-    return load_as_double(bytes, t, 0);
-  };
+  const auto qtype = op_quant_out_dtype(a.op);
   std::vector<double> row(static_cast<size_t>(a.hidden));
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t xo = r * a.x_stride;
@@ -54,23 +49,13 @@ Status row_norm_reference(const RowNormArgs& a) {
       if (a.shift) y += load_as_double(a.shift, t, b * a.mod_stride + i);
       if (a.gelu) y = gelu_tanh(y);
       if (qtype)
-        row[static_cast<size_t>(i)] = rounded(y);  // what rms_norm would store, quantized below
+        row[static_cast<size_t>(i)] = round_to_dtype(t, y);  // what rms_norm would store, quantized below
       else
         store_from_double(a.out, t, r * a.out_stride + i, y);
     }
-    if (qtype) {
-      // The quantizers' scale (an fp32 division of the row's max) and rounding: quantize_per_token(rms_norm(x)).
-      const bool fp8 = *qtype == DType::f8e4m3;
-      float s = a.q_scales[0];
-      if (!a.static_scale) {
-        double amax = 0;
-        for (double v : row) amax = std::max(amax, std::fabs(v));
-        s = span_scale_of(amax, code_max(fp8));
-        a.q_scales[r] = s;
-      }
-      auto* q = static_cast<uint8_t*>(a.q) + r * a.hidden;
-      for (int64_t i = 0; i < a.hidden; ++i) q[i] = quantize_byte(row[static_cast<size_t>(i)], s, fp8);
-    }
+    if (qtype)  // the quantizers' scale and rounding: quantize_per_token(rms_norm(x))
+      quantize_row_reference(row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
+                             a.q_scales + (a.static_scale ? 0 : r), static_cast<uint8_t*>(a.q) + r * a.hidden);
   }
   return Status::Ok();
 }

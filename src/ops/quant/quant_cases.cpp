@@ -9,6 +9,8 @@
 
 #include "ops/quant/quant_cases.hpp"
 
+#include "ops/quant/quant.hpp"
+
 namespace kernelkit::testing {
 
 std::string WeightOnlyCase::name() const {
@@ -260,6 +262,57 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
     }
   }
   return r;
+}
+
+float static_quant_scale(OpId op) { return 3.0f / static_cast<float>(detail::code_max(op_fp8_dtype(op).has_value())); }
+
+void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
+                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
+                       CaseResult* r) {
+  const Tolerance tol = tolerance(dtype);
+  const bool fp8 = q_want.dtype() == DType::f8e4m3;
+  const double qmax = detail::code_max(fp8);
+  // The distance from code value v to its neighbours: 1 (int8), or e4m3's spacing at |v| (2^-9 below 2^-6).
+  auto step = [&](double v) {
+    return fp8 ? std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3) : 1.0;
+  };
+  for (int64_t row = 0; row < rows; ++row) {
+    const double sg = s_got.get(static_scale ? 0 : row), sw = s_want.get(static_scale ? 0 : row);
+    if (!static_scale) {
+      // s = max |y| / qmax (fp32): the max moves by the norm's tolerance at most.
+      check_element(r, "scales", sg, sw, (tol.atol + tol.rtol * sw * qmax) / qmax * (1 + 1e-6), row, 0);
+    }
+    for (int64_t i = 0; i < hidden; ++i) {
+      const double qg = q_got.get(row * hidden + i), qw = q_want.get(row * hidden + i);
+      const double dg = qg * sg, dw = qw * sw;
+      const double half_steps = 0.5 * (step(qg) * sg + step(qw) * sw);
+      const double allowed = half_steps + tol.atol + tol.rtol * (std::fabs(dw) + 0.5 * step(qw) * sw);
+      check_element(r, "q * s", std::isfinite(qg) ? dg : qg, dw, allowed * (1 + 1e-6), row, i);
+    }
+  }
+}
+
+void check_quantized_composition(const HostBuffer& y, int64_t rows, int64_t hidden, int64_t stride, const HostBuffer& q,
+                                 const HostBuffer& scales, bool static_scale, float static_value, CaseResult* r) {
+  const bool fp8 = q.dtype() == DType::f8e4m3;
+  HostBuffer want_q(q.dtype(), rows * hidden), want_s(DType::f32, rows);
+  if (static_scale) {
+    if (scales.get(0) != static_value) note_mismatch(r, "the static scale was written");
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t i = 0; i < hidden; ++i) {
+        const float v = static_cast<float>(y.get(row * stride + i)) / static_value;
+        want_q.set(row * hidden + i, fp8 ? e4m3_bits_to_float(float_to_e4m3_bits(v, true))
+                                         : std::clamp(std::nearbyint(static_cast<double>(v)), -127.0, 127.0));
+      }
+  } else {
+    const TensorView yv = TensorView::strided(const_cast<void*>(y.data()), y.dtype(), {rows, hidden}, {stride, 1});
+    const TensorView qv = TensorView::contiguous(want_q.data(), q.dtype(), {rows, hidden});
+    const TensorView sv = TensorView::contiguous(want_s.data(), DType::f32, {rows});
+    r->status = fp8 ? quantize_per_token_fp8(qv, sv, yv) : quantize_per_token_int8(qv, sv, yv);
+    if (!r->status.ok()) return;
+    compare_outputs("scales", scales, want_s, 1, rows, rows, r, 0.0);
+  }
+  compare_outputs("q", q, want_q, rows, hidden, hidden, r, 0.0);
 }
 
 void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* seed, std::vector<VerifyCase>* out) {

@@ -63,6 +63,26 @@ struct QuantizeCase {
 };
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear
 
+// ---- The ops fused with quantization (rms_norm_quant_*, fused_add_rms_norm_quant_*, silu_and_mul_quant_*).
+
+// The static scale of a fused quantization case: |y| up to about 3 in range (a norm's y: a weight up to 1.5 on unit
+// RMS), the rest saturating.
+float static_quant_scale(OpId op);
+
+// Compares fused quantization outputs dequantized (q * s) against the reference's, rows x hidden (q contiguous): the
+// fused op's y may differ from the reference's by its tolerance, which can move q to the next code and the row's max
+// (so s) by that much. Bound: half a step of each side's code + the dtype's tolerance; scales within that tolerance
+// over qmax.
+void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const HostBuffer& q_want,
+                       const HostBuffer& s_want, int64_t rows, int64_t hidden, DType dtype, bool static_scale,
+                       CaseResult* r);
+
+// The CPU backend's composition check of a fused quantization op: its q [rows, hidden] (contiguous) and scales must
+// equal the unfused op's output y [rows, hidden] (row stride `stride`) through quantize_per_token_* bit for bit, or,
+// with a static scale, y / static_value's nearest codes (and the scale left as given).
+void check_quantized_composition(const HostBuffer& y, int64_t rows, int64_t hidden, int64_t stride, const HostBuffer& q,
+                                 const HostBuffer& scales, bool static_scale, float static_value, CaseResult* r);
+
 // The family's verify cases (testing/cases.hpp): token counts of every GEMV / tensor-core tile and a tail, odd n, both
 // INT4 groups; the quantizers over row counts and k. On the CPU backend (device -1 as the op under test) the small
 // shapes only.

@@ -53,6 +53,15 @@ uint8_t quantize_byte(double w, float s, bool fp8) {
   return static_cast<uint8_t>(quantize_value(w, s, code_max(false)));
 }
 
+void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_scale, float* scale, uint8_t* q) {
+  if (!static_scale) {
+    double amax = 0;
+    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(y[i]));
+    *scale = span_scale_of(amax, code_max(fp8));
+  }
+  for (int64_t i = 0; i < n; ++i) q[i] = quantize_byte(y[i], *scale, fp8);
+}
+
 Status quantize_reference(const QuantizeArgs& a) {
   KK_RETURN_IF_ERROR(check_finite(a));
   const int64_t k = a.hidden;
