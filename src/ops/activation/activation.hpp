@@ -1,6 +1,5 @@
 // Internal: the parameter block of the activation family (gelu, gelu_tanh, silu, their gated forms and
-// silu_and_mul_quant), shared by
-// validation, the CPU reference and the CUDA launcher.
+// silu_and_mul_quant), shared by validation, the CPU reference and the CUDA launcher.
 #pragma once
 
 #include <cstdint>

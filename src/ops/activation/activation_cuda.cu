@@ -18,16 +18,16 @@ extern template Status launch_activation_quant<__nv_bfloat16>(const detail::Elem
 namespace kernelkit::detail {
 
 Status elementwise_cuda(const ElementwiseArgs& a, Stream stream) {
-  const bool quant = op_quant_out_dtype(a.op).has_value();
-  return cuda::launch_planned(
-      a.op, a.dtype, a.device.index, a.shape(),
-      {{a.a, "x"}, {a.b, "b"}, {quant ? a.q : a.out, quant ? "q" : "out"}, {a.q_scales, "scales"}},
-      [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) -> Status {
-        using T = decltype(tag);
-        if (!quant) return cuda::launch_activation<T>(a, plan, stream);
-        if constexpr (sizeof(T) == 2) return cuda::launch_activation_quant<T>(a, plan, stream);
-        return invalid_argument(std::string(op_info(a.op).name) + ": x dtype f32 is not supported");  // validated
-      });
+  if (op_quant_out_dtype(a.op))  // silu_and_mul_quant: f16 / bf16 only
+    return cuda::launch_planned<cuda::KernelTypes::halves>(
+        a.op, a.dtype, a.device.index, a.shape(), {{a.a, "x"}, {a.b, "b"}, {a.q, "q"}, {a.q_scales, "scales"}},
+        [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+          return cuda::launch_activation_quant<decltype(tag)>(a, plan, stream);
+        });
+  return cuda::launch_planned(a.op, a.dtype, a.device.index, a.shape(), {{a.a, "x"}, {a.b, "b"}, {a.out, "out"}},
+                              [&](auto tag, const LaunchPlan& plan, const DeviceProfile&) {
+                                return cuda::launch_activation<decltype(tag)>(a, plan, stream);
+                              });
 }
 
 }  // namespace kernelkit::detail
