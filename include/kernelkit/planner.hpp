@@ -31,6 +31,8 @@ struct LaunchPlan {
   int vecs_per_thread = 0;  // vectors of a row each thread handles
   bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
   int held = 0;             // norms: vectors of a row each thread holds in registers (0: staged or re-read)
+  int waves = 1;            // row reductions: waves of resident blocks in the grid, each block looping over row
+                            // groups; 0: one block a row group (no loop)
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   bool smem_optin = false;  // needs cudaFuncSetAttribute (smem above the 48 KB default)

@@ -14,7 +14,9 @@ namespace kernelkit {
 // work per thread to amortize the reduction, few enough that a row is spread over many threads. Latency is hidden by
 // the staged copies, not by registers.
 constexpr int kRowVecsPerThread = 4;
-// Norms whose plan holds rows in registers (KERNELKIT_TUNE rows_held=1) hold at most this many vectors a thread.
+// Norms whose rows fit a block at this many vectors a thread hold them in registers (16K bf16 elements at 1024
+// threads): x, its residual and the weights are loaded at once, one round trip to memory a row, as Liger-Kernel's
+// one-row-a-program Triton kernels do; longer rows are staged through shared memory.
 constexpr int kRowHeldVecs = 2;
 // Row-reduction kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.
@@ -54,10 +56,10 @@ Status tune_value(std::string_view key, int lo, int hi, int* value);
 Status plan_rows(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* plan);
 // Element-wise ops: threads across a row's vectors, rows along y, about one wave of resident blocks.
 Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DType dtype, LaunchPlan* plan);
-// A 1-D grid of `waves` waves of resident blocks (a multiple of the SM count; one unless KERNELKIT_TUNE's rows_waves
-// asks for more) looping over `rows` / rows_per_block groups, fewer when the rows do not fill it; sets sms, grid,
+// A 1-D grid over `rows` / rows_per_block groups: plan->waves waves of resident blocks (a multiple of the SM count)
+// looping over the groups, fewer when the rows do not fill them, or (waves 0) one block a group; sets sms, grid,
 // grid_x and occupancy.
-void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan, int waves = 1);
+void size_grid(const DeviceProfile& profile, int64_t rows, LaunchPlan* plan);
 // `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
 // block's steps are split into the count of parts (at most max_parts) that minimises waves x (steps a part +
 // `overhead`) (see planner.cpp). past_one_wave: weigh splits also when the blocks alone fill a wave.

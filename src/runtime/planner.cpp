@@ -63,12 +63,11 @@ int next_pow2(int64_t v) {
   return p;
 }
 
-// One wave of resident blocks (a multiple of the SM count) looping over row groups; fewer when the rows do not fill it.
-void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p, int waves) {
+void size_grid(const DeviceProfile& prof, int64_t rows, LaunchPlan* p) {
   const int64_t row_groups = ceil_div(rows, p->rows_per_block);
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
   p->sms = prof.sms;
-  p->grid = std::max<int64_t>(1, std::min(row_groups, wave * waves));
+  p->grid = std::max<int64_t>(1, p->waves == 0 ? row_groups : std::min(row_groups, wave * p->waves));
   p->grid_x = p->grid;  // a 1-D grid: blocks along x loop over the row groups
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
@@ -90,9 +89,15 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // 14.4 against 14.0).
   // Softmax always takes 2 a thread: its rows live in registers as fp32, and the 2-vector kernel's 32 registers (57 at
   // 4) double the resident blocks: at 65536 x 4096 bf16 308 us against 348, 16 x 4096 2.4 against 3.1.
+  // Norms whose rows fit a block at kRowHeldVecs vectors a thread hold them in registers (KERNELKIT_TUNE rows_held=0
+  // stages them as longer rows are; rows_held=1 holds whatever fits kRowHeldVecs under the other settings).
+  const bool norm = op_info(op).family == OpFamily::norm;
+  int rows_held = -1;
+  KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
+  const bool hold = norm && (rows_held == 1 || (rows_held == -1 && ceil_div(nvec, kRowHeldVecs) <= kRowNormMaxThreads));
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
-  const bool half = op_info(op).family == OpFamily::softmax || (few_rows && op_info(op).family == OpFamily::norm);
-  int vecs_target = half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
+  const bool half = op_info(op).family == OpFamily::softmax || (few_rows && norm);
+  int vecs_target = hold ? kRowHeldVecs : half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
   KK_RETURN_IF_ERROR(tune_value("rows_vpt", 1, 16, &vecs_target));
   const int64_t want = ceil_div(nvec, vecs_target);
   const int tpr = want <= kWarp ? next_pow2(want)
@@ -106,12 +111,8 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
   // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
-  // KERNELKIT_TUNE rows_held=1: norms of at most kRowHeldVecs vectors a thread hold their rows in registers instead
-  // (loaded with the weights, one round trip a row), staging nothing.
-  int rows_held = 0;
-  KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
-  const bool norm = op_info(op).family == OpFamily::norm;
-  p->held = rows_held == 1 && norm && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
+  // Held norm rows (at most kRowHeldVecs vectors a thread) stage nothing.
+  p->held = hold && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
   // A gated activation + quantization keeps its y (one vector a row vector, x's dtype) in registers between the max
   // and the codes, rather than reading both inputs and forming y again; longer rows (beyond 32K bf16) do that.
   if (op_info(op).family == OpFamily::activation && p->vecs_per_thread <= kRowVecsPerThread)
@@ -134,14 +135,19 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
-  // Grid: at most one wave of resident blocks (a multiple of the SM count), each looping over row groups.
+  // Grid: rows held in registers (held norms, softmax rows that fit its register kernels, the gated activation's kept
+  // y) take one block a row group, and the block scheduler starts the next block wherever one finishes; staged rows
+  // take one wave of resident blocks (a multiple of the SM count), each looping over row groups and loading its next
+  // group while it reduces this one. KERNELKIT_TUNE rows_waves=N: N waves of looping blocks for every plan.
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kRowNormRegisters);
   if (p->blocks_per_sm == 0)
     return unsupported("row reduction: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
-  int waves = 1;
-  KK_RETURN_IF_ERROR(tune_value("rows_waves", 1, 1024, &waves));
-  size_grid(prof, s.rows, p, waves);
+  const bool registers = p->held > 0 || (op_info(op).family == OpFamily::softmax && !p->cached &&
+                                         p->vecs_per_thread <= kRowVecsPerThread);
+  p->waves = registers ? 0 : 1;
+  KK_RETURN_IF_ERROR(tune_value("rows_waves", 1, 1024, &p->waves));
+  size_grid(prof, s.rows, p);
   return Status::Ok();
 }
 
@@ -261,6 +267,7 @@ std::string LaunchPlan::to_string() const {
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"
      << rows_per_block << " (" << block_threads << " threads), grid " << grid;
   if (grid_x != grid) os << " (" << grid_x << "x" << grid / grid_x << ")";
+  if (waves == 0) os << " (a block a row group)";
   if (k_splits > 1) os << ", k split " << k_splits << " ways (" << k_tiles_per_split << " tiles each)";
   os << ", vec " << vec << ", ";
   if (vecs_per_thread > 0) os << vecs_per_thread << " vec/thread, ";

@@ -134,8 +134,10 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             EXPECT_GE(p.blocks_per_sm, 1);
             const int64_t row_groups = (rows + p.rows_per_block - 1) / p.rows_per_block;
             const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
-            if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
+            if (p.waves == 0) EXPECT_EQ(p.grid, row_groups);  // a block a row group
+            else if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
             else EXPECT_EQ(p.grid, row_groups);
+            EXPECT_EQ(p.waves == 0, p.held > 0);  // held rows: no loop; staged: the next row group prefetched
             EXPECT_EQ(p.grid_x, p.grid);  // 1-D: the kernels index blockIdx.x over row groups
             EXPECT_GT(p.occupancy, 0.0);
             EXPECT_LE(p.occupancy, 1.0);
@@ -173,6 +175,11 @@ TEST(Planner, ElementwiseRules) {
           }
 }
 
+struct Env {  // sets KERNELKIT_TUNE for a scope
+  explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
+  ~Env() { unsetenv("KERNELKIT_TUNE"); }
+};
+
 TEST(Planner, T4PlansFitTheT4) {
   const auto t4 = profile("t4");
   for (const OpInfo& op : op_table())
@@ -181,7 +188,8 @@ TEST(Planner, T4PlansFitTheT4) {
       if (op.family == OpFamily::quant) continue;  // their own plans: tests/quant/test_quant.cpp
       LaunchPlan p;
       ASSERT_TRUE(plan_op(t4, op.id, {65536, 4096, 1, 16}, dt, &p).ok());
-      EXPECT_EQ(p.grid % 40, 0);             // grid a multiple of the T4's 40 SMs
+      if (p.waves == 0) EXPECT_EQ(p.grid, 65536 / p.rows_per_block);  // a block a row group
+      else EXPECT_EQ(p.grid % 40, 0);        // looping blocks: a multiple of the T4's 40 SMs
       EXPECT_LE(p.blocks_per_sm * p.block_threads, 1024);  // 1024 threads per SM on Turing
       EXPECT_LE(p.smem_bytes * p.blocks_per_sm, 64 * 1024);
       LaunchPlan bf;
@@ -209,6 +217,7 @@ TEST(Planner, VectorWidthFollowsTheGcdRule) {
 TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   const auto h200 = profile("h200"), t4 = profile("t4");
   LaunchPlan p;
+  Env e("rows_held=0");  // rows that fit registers are held there by default
   ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4096, 4096, 1, 16}, DType::bf16, &p).ok());  // rows that fill the GPU
   EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
@@ -300,10 +309,6 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
     }
 }
 
-struct Env {  // sets KERNELKIT_TUNE for a scope
-  explicit Env(const char* v) { setenv("KERNELKIT_TUNE", v, 1); }
-  ~Env() { unsetenv("KERNELKIT_TUNE"); }
-};
 
 TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
   DecodePlan p;
@@ -503,11 +508,44 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(l.cached);
   }
   {
+    // Rows that fit registers go straight into them, one block a row group; longer rows are staged, one wave of
+    // blocks looping over them.
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_FALSE(l.cached);  // the default: rows straight into registers
+    EXPECT_FALSE(l.cached);
+    EXPECT_EQ(l.waves, 0);
+    EXPECT_EQ(l.grid, plan::ceil_div(65536, l.rows_per_block));
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.held, 0);  // the default: staged
+    EXPECT_EQ(l.held, kRowHeldVecs);
+    EXPECT_FALSE(l.cached);
+    // 65536 x 4096 bf16: Liger-Kernel's split, 256 threads of 2 vectors a row, a block a row.
+    for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::rms_norm_quant_fp8}) {
+      ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.held, kRowHeldVecs) << op_info(op).name;
+      EXPECT_EQ(l.threads_per_row, 256);
+      EXPECT_EQ(l.rows_per_block, 1);
+      EXPECT_EQ(l.waves, 0);
+      EXPECT_EQ(l.grid, 65536);
+      EXPECT_EQ(l.smem_bytes, l.stage_offset);  // reduction scratch only
+    }
+    // The longest held rows: 1024 threads of 2 vectors (16K bf16, 8K fp32); beyond, staged.
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{64, 16384, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, kRowHeldVecs);
+    EXPECT_EQ(l.threads_per_row, kRowNormMaxThreads);
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{64, 8192, 1, 16}, DType::f32, &l).ok());
+    EXPECT_EQ(l.held, kRowHeldVecs);
+    for (auto [hidden, dtype] : {std::pair{16392, DType::bf16}, std::pair{8200, DType::f32}}) {
+      ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, hidden, 1, 16}, dtype, &l).ok());
+      EXPECT_EQ(l.held, 0) << hidden;
+      EXPECT_TRUE(l.cached);
+      EXPECT_EQ(l.waves, 1);
+      EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
+    }
+    Env e("rows_held=0");  // staged where a row would fit registers too
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);
     EXPECT_TRUE(l.cached);
+    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
+    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
   }
   {
     Env e("rows_held=1");  // norms of at most kRowHeldVecs vectors a thread hold their rows in registers
@@ -522,7 +560,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.held, 0);  // norms only
   }
   {
-    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
+    // Staged norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
+    Env e("rows_held=0");
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
