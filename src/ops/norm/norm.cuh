@@ -8,10 +8,13 @@
 // so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once and enough
 // bytes in flight to cover DRAM latency.
 //
-// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is at most one
-// wave of resident blocks that loops over row groups. Thread tx of a row owns vectors tx, tx + tpr, tx + 2 tpr, ...
+// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is one block
+// a row group (rows held in registers) or at most one wave of resident blocks that loops over row groups (staged or
+// re-read rows). Thread tx of a row owns vectors tx, tx + tpr, tx + 2 tpr, ...
 //
-// Data path: when the plan caches rows (`cached`), each row is copied global -> shared memory with cp.async (sm_80+)
+// Data path: rows that fit a block at 2 vectors a thread (`held`) are loaded into registers at once, every pass
+// computed from them. Longer rows, when the plan caches them (`cached`), are copied global -> shared memory with
+// cp.async (sm_80+)
 // into one of two stages, and the copy of the block's *next* row group is issued before the current one is reduced:
 // the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the reduction and the
 // stores. Each thread copies and later reads only its own vectors, so the stages need no barrier. Rows too long for
@@ -80,10 +83,10 @@ struct RowVariant {
 // counts resident blocks (kRowNormRegisters). kStaged: the plan's `cached` (rows through the two shared-memory
 // stages); a template parameter so that each kernel has one data path (a runtime flag leaves both paths' unpacking
 // in the loop, predicated, and every predicated instruction still issues).
-// kHeld > 0 (the plan's `held`, KERNELKIT_TUNE rows_held=1; at most kHeld vectors a thread): each thread loads its
-// vectors of the row (and of the residual) into registers at once, its weight vectors once before the row loop, and
-// computes every pass from registers: one round trip to memory a row, where the staged and re-reading paths take two
-// (the load, then the weights after the reductions), which is most of the time of a row at a few rows.
+// kHeld > 0 (the plan's `held`: rows that fit a block at kHeld vectors a thread): each thread loads its vectors of
+// the row (and of the residual) into registers at once and computes every pass from registers; the weights are read
+// after the reductions, as in the other paths (held before the row loop they cost 8 registers a vector, and a block
+// of a held plan has one row group to process: nothing to reuse them for).
 template <typename T, int VEC, typename Variant, bool kStaged, int kHeld>
 __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -126,12 +129,6 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       for (int c = 0; c < kSlots; ++c)
         if (tx + c * tpr < nvec) body(c, tx + c * tpr);
     };
-    V w_held[kSlots], b_held[kSlots];  // held: this thread's weight (and bias) vectors, the same in every row
-    if constexpr (kHeld > 0) {
-      if (p.weight) each_held([&](int c, int i) { w_held[c] = V::load(p.weight + i * VEC); });
-      if constexpr (Variant::bias)
-        if (p.bias) each_held([&](int c, int i) { b_held[c] = V::load(p.bias + i * VEC); });
-    }
 
     int s = 0;
     int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y;
@@ -236,22 +233,12 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
       // y = the normalized vector i (this thread's c-th), with the affine parameters and the epilogue.
       // kFma: the FFMA normalize (a type, so that each loop below has one form, not a select per element).
       auto normalized = [&](auto kFma, int c, int i, float(&y)[VEC]) {
-        [[maybe_unused]] const int col = i * VEC;  // unused where the row is held with its weights
+        const int col = i * VEC;
         float w[VEC], b[VEC];
         [[maybe_unused]] float sc[VEC], sh[VEC];  // ada_layer_norm's modulation
         value(c, i, false, y);
-        if (p.weight) {
-          if constexpr (kHeld > 0)
-            to_floats(w_held[c], w);
-          else
-            to_floats(V::load(p.weight + col), w);
-        }
-        if (Variant::bias && p.bias) {
-          if constexpr (kHeld > 0)
-            to_floats(b_held[c], b);
-          else
-            to_floats(V::load(p.bias + col), b);
-        }
+        if (p.weight) to_floats(V::load(p.weight + col), w);
+        if (Variant::bias && p.bias) to_floats(V::load(p.bias + col), b);
         if constexpr (Variant::modulate) {
           to_floats(V::load(scale + col), sc);
           to_floats(V::load(shift + col), sh);
