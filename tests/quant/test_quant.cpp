@@ -833,21 +833,8 @@ struct SpanLayout {
 bool is_fp8(OpId op) { return op_fp8_dtype(op).has_value(); }
 
 Status run_span_quantizer(const SpanLayout& l, void* q, float* scales, const TensorView& x, bool static_scale = false) {
-  const TensorView qv = mat(q, is_fp8(l.op) ? DType::f8e4m3 : DType::i8, l.rows, l.k), sv = l.scales_view(scales);
-  switch (l.op) {
-    case OpId::quantize_per_tensor_int8:
-      return quantize_per_tensor_int8(qv, sv, x, static_scale);
-    case OpId::quantize_per_tensor_fp8:
-      return quantize_per_tensor_fp8(qv, sv, x, static_scale);
-    case OpId::quantize_per_token_group_int8:
-      return quantize_per_token_group_int8(qv, sv, x, l.group, l.ld > 0);
-    case OpId::quantize_per_token_group_fp8:
-      return quantize_per_token_group_fp8(qv, sv, x, l.group, l.ld > 0);
-    case OpId::quantize_blockwise_int8:
-      return quantize_blockwise_int8(qv, sv, x);
-    default:
-      return quantize_blockwise_fp8(qv, sv, x);
-  }
+  const TensorView qv = mat(q, is_fp8(l.op) ? DType::f8e4m3 : DType::i8, l.rows, l.k);
+  return kernelkit::testing::call_quantizer(l.op, qv, l.scales_view(scales), x, l.group, static_scale, l.ld > 0);
 }
 
 }  // namespace
@@ -1181,8 +1168,8 @@ TEST(SpanQuantizeErrors, NonFiniteInputsAndBadStaticScales) {
   EXPECT_TRUE(has(st, "quantize_per_tensor_int8: scale = -0.5 must be finite and > 0")) << st.message();
 }
 
-// CUDA-only refusals under a profile override, before any device is needed: FP8 below sm_89 (naming what to use),
-// bf16 on the T4, and the group kernel's 16-byte accesses.
+// CUDA-only refusals under a profile override, before any device is needed: FP8 below sm_89 and the group kernel's
+// 16-byte accesses (bf16 on the T4 takes the path QuantizeErrors.CudaRefusalsUnderAProfileOverride checks).
 TEST(SpanQuantizeErrors, CudaRefusalsUnderAProfileOverride) {
   std::vector<uint16_t> w(2 * 136);
   std::vector<uint8_t> q(2 * 128);
@@ -1202,17 +1189,11 @@ TEST(SpanQuantizeErrors, CudaRefusalsUnderAProfileOverride) {
           << st.message();
     }
   }
-  setenv("KERNELKIT_PROFILE", "t4", 1);
-  Status st = quantize_per_tensor_int8(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
-                                       TensorView::contiguous(s.data(), DType::f32, {1}, d),
-                                       TensorView::contiguous(w.data(), DType::bf16, {2, 128}, d));
-  EXPECT_EQ(st.code(), StatusCode::unsupported);
-  EXPECT_TRUE(has(st, "quantize_per_tensor_int8: x dtype bf16 is not supported on profile t4")) << st.message();
   setenv("KERNELKIT_PROFILE", "h200", 1);
   // Rows 130 f16 apart (260 bytes): the group kernel's 16-byte loads cannot serve them.
-  st = quantize_per_token_group_int8(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
-                                     TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
-                                     TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
+  const Status st = quantize_per_token_group_int8(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
+                                                  TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
+                                                  TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
   unsetenv("KERNELKIT_PROFILE");
   EXPECT_EQ(st.code(), StatusCode::invalid_argument);
   EXPECT_TRUE(has(st,

@@ -208,6 +208,34 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   return r;
 }
 
+Status call_quantizer(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group,
+                      bool static_scale, bool column_major_scales) {
+  switch (op) {
+    case OpId::quantize_int8_per_channel:
+      return quantize_int8_per_channel(q, scales, w);
+    case OpId::quantize_per_token_int8:
+      return quantize_per_token_int8(q, scales, w);
+    case OpId::quantize_per_token_fp8:
+      return quantize_per_token_fp8(q, scales, w);
+    case OpId::quantize_int4_groupwise:
+      return quantize_int4_groupwise(q, scales, w, group);
+    case OpId::quantize_per_tensor_int8:
+      return quantize_per_tensor_int8(q, scales, w, static_scale);
+    case OpId::quantize_per_tensor_fp8:
+      return quantize_per_tensor_fp8(q, scales, w, static_scale);
+    case OpId::quantize_per_token_group_int8:
+      return quantize_per_token_group_int8(q, scales, w, group, column_major_scales);
+    case OpId::quantize_per_token_group_fp8:
+      return quantize_per_token_group_fp8(q, scales, w, group, column_major_scales);
+    case OpId::quantize_blockwise_int8:
+      return quantize_blockwise_int8(q, scales, w);
+    case OpId::quantize_blockwise_fp8:
+      return quantize_blockwise_fp8(q, scales, w);
+    default:
+      return invalid_argument(std::string(op_info(op).name) + " is not a quantizer");
+  }
+}
+
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   CaseResult r;
   if (device >= 0 && !(r.status = need_device()).ok()) return r;
@@ -245,28 +273,7 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
     const TensorView sv = span == detail::ScaleSpan::row || span == detail::ScaleSpan::tensor
                               ? TensorView::contiguous(sp, DType::f32, {s_rows}, d)
                               : TensorView::strided(sp, DType::f32, {s_rows, s_cols}, {s_ld, 1}, d);
-    switch (c.op) {
-      case OpId::quantize_int8_per_channel:
-        return quantize_int8_per_channel(qv, sv, wv);
-      case OpId::quantize_per_token_int8:
-        return quantize_per_token_int8(qv, sv, wv);
-      case OpId::quantize_per_token_fp8:
-        return quantize_per_token_fp8(qv, sv, wv);
-      case OpId::quantize_per_tensor_int8:
-        return quantize_per_tensor_int8(qv, sv, wv, c.static_scale);
-      case OpId::quantize_per_tensor_fp8:
-        return quantize_per_tensor_fp8(qv, sv, wv, c.static_scale);
-      case OpId::quantize_per_token_group_int8:
-        return quantize_per_token_group_int8(qv, sv, wv, c.group, c.scales_ld > 0);
-      case OpId::quantize_per_token_group_fp8:
-        return quantize_per_token_group_fp8(qv, sv, wv, c.group, c.scales_ld > 0);
-      case OpId::quantize_blockwise_int8:
-        return quantize_blockwise_int8(qv, sv, wv);
-      case OpId::quantize_blockwise_fp8:
-        return quantize_blockwise_fp8(qv, sv, wv);
-      default:
-        return quantize_int4_groupwise(qv, sv, wv, c.group);
-    }
+    return call_quantizer(c.op, qv, sv, wv, c.group, c.static_scale, c.scales_ld > 0);
   };
   HostBuffer q_want = q, s_want = s, q_got = q, s_got = s;
   const Role s_role = c.static_scale ? Role::in : Role::out;

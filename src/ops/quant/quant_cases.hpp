@@ -66,6 +66,10 @@ struct QuantizeCase {
   std::string name() const;
 };
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear
+// Quantizer `op` through its public entry point: group for the group ops, static_scale for the per-tensor ones,
+// column_major_scales for the per-token-group ones.
+Status call_quantizer(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group = 0,
+                      bool static_scale = false, bool column_major_scales = false);
 
 // ---- The ops fused with quantization (rms_norm_quant_*, fused_add_rms_norm_quant_*, silu_and_mul_quant_*).
 
