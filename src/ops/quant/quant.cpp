@@ -1,5 +1,5 @@
-// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was expected),
-// then the CPU reference or the CUDA launcher through run_row_op (profile-dependent checks included).
+// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was
+// expected), then the CPU reference or the CUDA launcher through run_op (profile-dependent checks included).
 #include "ops/quant/quant.hpp"
 
 #include <algorithm>
@@ -171,12 +171,12 @@ Status quantize(OpId op, const TensorView& q, const TensorView& scales, const Te
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
-    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, quantizes_tokens(a.op) ? "x" : "w", a.dtype, *profile));
+    const QuantizeNames arg(a.op);
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, arg.src, a.dtype, *profile));
     if (const auto fp8 = op_fp8_dtype(a.op))  // FP8 conversions in hardware: sm_89+
-      KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "q", *fp8, *profile));
+      KK_RETURN_IF_ERROR(check_profile_dtype(a.op, arg.q, *fp8, *profile));
     // The group kernel reads 8 values (one INT4 word) a thread as 16-byte vectors and stores their codes in one access.
     if (scale_span(a.op) == ScaleSpan::group && a.align_bytes < 16) {
-      const QuantizeNames arg(a.op);
       return invalid_argument(name + ": on CUDA, " + arg.src + "'s pointer and row stride and " + arg.q +
                               "'s pointer must be 16-byte aligned, got " + std::to_string(a.align_bytes) +
                               "-byte alignment");
