@@ -57,7 +57,8 @@ bool device_pointers_trusted();  // inside a TrustedDevicePointers scope on this
 // per-device record, without stopping the stream (so CUDA-graph replay stays valid). check_errors waits for the
 // device, returns that record as an error and clears it; Ok when nothing was recorded, and always without a CUDA
 // device. Not while a stream is being captured into a CUDA graph (it synchronizes). The quantizers record an inf or
-// NaN input the same way (quantize_per_token; the weight quantizers wait and refuse it at the call).
+// NaN input the same way (the activation quantizers: per token, per tensor, per token group; the weight quantizers wait
+// and refuse it at the call), and a per-tensor static scale that is not finite and > 0.
 Status check_errors(int device = 0);
 // Debug mode: after each CUDA op, wait for its stream and run check_errors, so the error comes back from the call
 // that caused it (skipped while the stream is being captured). Off unless the environment sets KERNELKIT_CHECK=1 (or

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <ostream>
 
+#include "kernelkit/ops/quant.hpp"
 #include "kernelkit/profile.hpp"
 
 namespace kernelkit {
@@ -29,12 +30,22 @@ bool is_linear(OpId id) {
 uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
   const uint64_t e = dtype_size(dtype), rows = static_cast<uint64_t>(s.rows), k = static_cast<uint64_t>(s.hidden);
   const uint64_t groups = s.group > 0 ? k / static_cast<uint64_t>(s.group) : 1;  // fp32 scales per weight row
-  switch (id) {
+  const uint64_t block = kQuantBlockSize;
+  switch (id) {  // x (or w) read once in its dtype, the codes written once (1 byte, INT4 half), the fp32 scales once
     case OpId::quantize_int8_per_channel:
     case OpId::quantize_per_token_int8:
     case OpId::quantize_per_token_fp8:
       return rows * k * (e + 1) + rows * 4;
     case OpId::quantize_int4_groupwise: return rows * k * e + rows * k / 2 + rows * groups * 4;
+    case OpId::quantize_per_tensor_int8:
+    case OpId::quantize_per_tensor_fp8:
+      return rows * k * (e + 1) + 4;
+    case OpId::quantize_per_token_group_int8:
+    case OpId::quantize_per_token_group_fp8:
+      return rows * k * (e + 1) + rows * groups * 4;
+    case OpId::quantize_blockwise_int8:
+    case OpId::quantize_blockwise_fp8:
+      return rows * k * (e + 1) + (rows + block - 1) / block * ((k + block - 1) / block) * 4;
     default: break;
   }
   const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
@@ -74,7 +85,16 @@ std::optional<OpId> parse_op(std::string_view name) {
 int op_weight_bits(OpId id) { return id == OpId::linear_w8a16 ? 8 : id == OpId::linear_w4a16 ? 4 : 0; }
 
 std::optional<DType> op_fp8_dtype(OpId id) {
-  if (id == OpId::quantize_per_token_fp8 || id == OpId::linear_fp8) return DType::f8e4m3;
+  switch (id) {
+    case OpId::quantize_per_token_fp8:
+    case OpId::quantize_per_tensor_fp8:
+    case OpId::quantize_per_token_group_fp8:
+    case OpId::quantize_blockwise_fp8:
+    case OpId::linear_fp8:
+      return DType::f8e4m3;
+    default:
+      break;
+  }
   return op_quant_out_dtype(id) == DType::f8e4m3 ? std::optional(DType::f8e4m3) : std::nullopt;
 }
 

@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
 #include <string>
 
 #include "kernelkit/runtime.hpp"
@@ -47,6 +50,15 @@ std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j,
              (j >= 0 ? " (scale group " + std::to_string(j) + ")" : std::string()) +
              " holds inf or NaN; quantization needs finite values";
       break;
+    case DeviceCheck::static_scale: {
+      float v;
+      const auto bits = static_cast<uint32_t>(value);
+      std::memcpy(&v, &bits, sizeof v);
+      std::ostringstream os;
+      os << std::setprecision(9) << v;
+      what = "scale = " + os.str() + " must be finite and > 0 (a static scale)";
+      break;
+    }
     case DeviceCheck::cu_seqlens_q:
     case DeviceCheck::cu_seqlens_k: {
       const char* qk = arg == DeviceCheck::cu_seqlens_q ? "q" : "k";

@@ -13,9 +13,10 @@
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
+#include "ops/quant/quant.hpp"
 #include "ops/quant/quant_cases.hpp"
-#include "runtime/plan_rules.hpp"
 #include "ops/quant/quant_plan.hpp"
+#include "runtime/plan_rules.hpp"
 
 using namespace kernelkit;
 
@@ -557,14 +558,26 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
         EXPECT_EQ(r.checked, m * 7) << c.name();
         EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
       }
-  for (OpId op : {OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8, OpId::quantize_int4_groupwise})
+  // Every quantizer, the per-tensor ones static too, the per-token-group ones with column-major scales (ld 4 > 3
+  // rows: the padding must compare equal, untouched on both sides), a block op with partial blocks.
+  std::vector<kernelkit::testing::QuantizeCase> cases;
+  for (OpId op : {OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8, OpId::quantize_per_token_fp8,
+                  OpId::quantize_int4_groupwise, OpId::quantize_per_tensor_int8, OpId::quantize_per_tensor_fp8,
+                  OpId::quantize_per_token_group_int8, OpId::quantize_per_token_group_fp8,
+                  OpId::quantize_blockwise_int8, OpId::quantize_blockwise_fp8})
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
-      const kernelkit::testing::QuantizeCase c{op, dt, 3, 256, op == OpId::quantize_int4_groupwise ? 64 : 0, 8, 4};
-      const auto r = kernelkit::testing::run_quantize_case_cuda(c, -1);
-      ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-      EXPECT_GT(r.checked, 0);
-      EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+      const int group = detail::scale_span(op) == detail::ScaleSpan::group ? 64 : 0;
+      cases.push_back({op, dt, 3, 256, group, 8, 4});
+      if (detail::scale_span(op) == detail::ScaleSpan::tensor) cases.push_back({op, dt, 3, 256, 0, 8, 4, true});
+      if (group && op != OpId::quantize_int4_groupwise) cases.push_back({op, dt, 3, 256, 128, 0, 4, false, 4});
+      if (detail::scale_span(op) == detail::ScaleSpan::block) cases.push_back({op, dt, 131, 129, 0, 3, 4});
     }
+  for (const auto& c : cases) {
+    const auto r = kernelkit::testing::run_quantize_case_cuda(c, -1);
+    ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+    EXPECT_GT(r.checked, 0);
+    EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+  }
   // Without a GPU the CUDA side says so (and the GPU tests skip).
   const kernelkit::testing::WeightOnlyCase c{DType::f16, 8, 0, 1, 7, 128, true, 0, 1};
   if (cuda_device_count() == 0)
@@ -774,4 +787,458 @@ TEST(QuantizeErrors, NonFiniteValuesAreRefusedNamingTheRow) {
   st = quantize_per_token_int8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
                                mat(w.data(), DType::f32, n, k));
   EXPECT_TRUE(has(st, "quantize_per_token_int8: x row 1 holds -inf at column 100")) << st.message();
+}
+
+// ---- Per-tensor, per-token-group and 128 x 128 block quantizers (FP8 e4m3 and INT8).
+
+namespace {
+
+// The e4m3 value of a code, and the code of an fp32 quotient as defined (nearest even, saturating at 448).
+double e4m3(uint8_t code) { return e4m3_bits_to_float(code); }
+std::vector<double> e4m3_values(const std::vector<uint8_t>& q) {
+  std::vector<double> v;
+  for (uint8_t b : q) v.push_back(e4m3(b));
+  return v;
+}
+
+// The scale layout of a quantizer, written here from the public header: which span each element belongs to and where
+// that span's scale is, for quantize_per_tensor_*, quantize_per_token_group_* (row or column major) and
+// quantize_blockwise_*.
+struct SpanLayout {
+  OpId op;
+  int64_t rows, k;
+  int group = 0;
+  int64_t ld = 0;  // column-major group scales: [k / group, ld]
+  int64_t scale_of(int64_t r, int64_t j) const {
+    if (op == OpId::quantize_per_tensor_int8 || op == OpId::quantize_per_tensor_fp8) return 0;
+    if (op == OpId::quantize_blockwise_int8 || op == OpId::quantize_blockwise_fp8)
+      return r / 128 * ((k + 127) / 128) + j / 128;
+    return ld > 0 ? j / group * ld + r : r * (k / group) + j / group;
+  }
+  int64_t scale_count() const {
+    if (op == OpId::quantize_per_tensor_int8 || op == OpId::quantize_per_tensor_fp8) return 1;
+    if (op == OpId::quantize_blockwise_int8 || op == OpId::quantize_blockwise_fp8)
+      return (rows + 127) / 128 * ((k + 127) / 128);
+    return ld > 0 ? (k / group - 1) * ld + rows : rows * (k / group);
+  }
+  TensorView scales_view(float* p) const {
+    if (op == OpId::quantize_per_tensor_int8 || op == OpId::quantize_per_tensor_fp8) return vec(p, DType::f32, 1);
+    if (op == OpId::quantize_blockwise_int8 || op == OpId::quantize_blockwise_fp8)
+      return mat(p, DType::f32, (rows + 127) / 128, (k + 127) / 128);
+    if (ld > 0) return TensorView::strided(p, DType::f32, {k / group, rows}, {ld, 1});
+    return mat(p, DType::f32, rows, k / group);
+  }
+};
+
+bool is_fp8(OpId op) { return op_fp8_dtype(op).has_value(); }
+
+Status run_span_quantizer(const SpanLayout& l, void* q, float* scales, const TensorView& x, bool static_scale = false) {
+  const TensorView qv = mat(q, is_fp8(l.op) ? DType::f8e4m3 : DType::i8, l.rows, l.k);
+  return kernelkit::testing::call_quantizer(l.op, qv, l.scales_view(scales), x, l.group, static_scale, l.ld > 0);
+}
+
+}  // namespace
+
+// Hand-computed: max |x| = 28 gives s = 28 / 448 = 2^-4 exactly, so every quotient is exact: 1e-3 / s = 0.016 (as
+// fp32) is e4m3's smallest normal 2^-6 after rounding (8.19 steps of 2^-9); INT8 s = 28 / 127.
+TEST(PerTensorQuantize, DynamicByHand) {
+  std::vector<float> x = {1, -2, 0.5f, 0, 28, -0.25f, 3, 1e-3f};
+  std::vector<uint8_t> q(8);
+  std::vector<float> s = {-1};
+  ASSERT_TRUE(quantize_per_tensor_fp8(mat(q.data(), DType::f8e4m3, 2, 4), vec(s.data(), DType::f32, 1),
+                                      mat(x.data(), DType::f32, 2, 4))
+                  .ok());
+  EXPECT_EQ(s[0], 0.0625f);
+  EXPECT_EQ(e4m3_values(q), (std::vector<double>{16, -32, 8, 0, 448, -4, 48, 0.015625}));
+  std::vector<int8_t> q8(8);
+  ASSERT_TRUE(quantize_per_tensor_int8(mat(q8.data(), DType::i8, 2, 4), vec(s.data(), DType::f32, 1),
+                                       mat(x.data(), DType::f32, 2, 4))
+                  .ok());
+  EXPECT_EQ(s[0], 28.0f / 127.0f);  // fp32 division, the reference's and the kernels' scale
+  EXPECT_EQ(q8, (std::vector<int8_t>{5, -9, 2, 0, 127, -1, 14, 0}));  // 4.54, -9.07, 2.27, 0, 127, -1.13, 13.6, 0
+  // An all-zero and an empty x: s = 0 (q = 0).
+  std::vector<float> zeros(8, 0.0f);
+  s[0] = -1;
+  ASSERT_TRUE(quantize_per_tensor_fp8(mat(q.data(), DType::f8e4m3, 2, 4), vec(s.data(), DType::f32, 1),
+                                      mat(zeros.data(), DType::f32, 2, 4))
+                  .ok());
+  EXPECT_EQ(s[0], 0.0f);
+  EXPECT_EQ(e4m3_values(q), std::vector<double>(8, 0.0));
+  s[0] = -1;
+  ASSERT_TRUE(quantize_per_tensor_int8(mat(q8.data(), DType::i8, 0, 4), vec(s.data(), DType::f32, 1),
+                                       mat(x.data(), DType::f32, 0, 4))
+                  .ok());
+  EXPECT_EQ(s[0], 0.0f);
+}
+
+// Static: the given scale is read and left as it is; values past 448 s (127 s) saturate; INT8 rounds half to even.
+TEST(PerTensorQuantize, StaticByHand) {
+  std::vector<float> x = {100, -100, 1, 1e-3f}, s = {0.125f};
+  std::vector<uint8_t> q(4);
+  ASSERT_TRUE(quantize_per_tensor_fp8(mat(q.data(), DType::f8e4m3, 1, 4), vec(s.data(), DType::f32, 1),
+                                      mat(x.data(), DType::f32, 1, 4), true)
+                  .ok());
+  EXPECT_EQ(s[0], 0.125f);
+  EXPECT_EQ(e4m3_values(q), (std::vector<double>{448, -448, 8, 0.0078125}));  // 0.008: 4.1 subnormal steps of 2^-9
+  std::vector<float> x8 = {100, -100, 1.25f, 0.75f, 0.25f}, s8 = {0.5f};
+  std::vector<int8_t> q8(5);
+  ASSERT_TRUE(quantize_per_tensor_int8(mat(q8.data(), DType::i8, 1, 5), vec(s8.data(), DType::f32, 1),
+                                       mat(x8.data(), DType::f32, 1, 5), true)
+                  .ok());
+  EXPECT_EQ(q8, (std::vector<int8_t>{127, -127, 2, 2, 0}));  // 2.5 -> 2, 1.5 -> 2, 0.5 -> 0
+}
+
+// Groups of 64 in rows of 128, both scale layouts: row 0 group 0 has max 56 (s = 2^-3: 1 -> 8), group 1 is all zero
+// (s = 0, q = 0); row 1 group 0 max 7 (s = 2^-6: 0.5 -> 32), group 1 max 3.5 (s = 2^-7: -1 -> -128). Column-major
+// scales with ld 4 leave the padding as it was.
+TEST(PerTokenGroupQuantize, ByHandInBothScaleLayouts) {
+  std::vector<float> x(256, 0.0f);
+  for (int j = 0; j < 64; ++j) x[j] = 1, x[128 + j] = 0.5f, x[192 + j] = -1;
+  x[3] = 56, x[128 + 5] = -7, x[192 + 6] = 3.5f;
+  for (bool column_major : {false, true}) {
+    SCOPED_TRACE(column_major);
+    std::vector<uint8_t> q(256);
+    std::vector<float> s(8, -1.0f);
+    const TensorView sv =
+        column_major ? TensorView::strided(s.data(), DType::f32, {2, 2}, {4, 1}) : mat(s.data(), DType::f32, 2, 2);
+    ASSERT_TRUE(quantize_per_token_group_fp8(mat(q.data(), DType::f8e4m3, 2, 128), sv,
+                                             mat(x.data(), DType::f32, 2, 128), 64, column_major)
+                    .ok());
+    const std::vector<float> want_rows = {0.125f, 0.0f, 0.015625f, 0.0078125f};  // s[t, g], row major
+    for (int t = 0; t < 2; ++t)
+      for (int g = 0; g < 2; ++g) EXPECT_EQ(s[column_major ? g * 4 + t : t * 2 + g], want_rows[t * 2 + g]) << t << g;
+    if (column_major) {
+      EXPECT_EQ(s[2], -1.0f);
+      EXPECT_EQ(s[3], -1.0f);
+      EXPECT_EQ(s[6], -1.0f);
+      EXPECT_EQ(s[7], -1.0f);
+    }
+    const std::vector<double> v = e4m3_values(q);
+    EXPECT_EQ(v[3], 448);
+    EXPECT_EQ(v[0], 8);
+    EXPECT_EQ(v[64], 0);
+    EXPECT_EQ(v[127], 0);
+    EXPECT_EQ(v[128 + 5], -448);
+    EXPECT_EQ(v[128], 32);
+    EXPECT_EQ(v[192 + 6], 448);
+    EXPECT_EQ(v[192], -128);
+  }
+  std::vector<int8_t> q8(256);
+  std::vector<float> s8(4);
+  ASSERT_TRUE(quantize_per_token_group_int8(mat(q8.data(), DType::i8, 2, 128), mat(s8.data(), DType::f32, 2, 2),
+                                            mat(x.data(), DType::f32, 2, 128), 64)
+                  .ok());
+  EXPECT_EQ(s8, (std::vector<float>{56.0f / 127, 0.0f, 7.0f / 127, 3.5f / 127}));
+  EXPECT_EQ(q8[3], 127);
+  EXPECT_EQ(q8[0], 2);  // 1 / (56 / 127) = 2.27
+  EXPECT_EQ(q8[64], 0);
+  EXPECT_EQ(q8[128], 9);    // 0.5 / (7 / 127) = 9.07
+  EXPECT_EQ(q8[192], -36);  // -1 / (3.5 / 127) = -36.3
+}
+
+// w [130, 129]: four blocks, three of them partial. Block (0, 0) max 56 (s = 2^-3: 1 -> 8), block (0, 1) (column
+// 128) max 14 (s = 2^-5: 2 -> 64), block (1, 0) (rows 128-129) all zero, block (1, 1) one column of -3.5 (s = 2^-7).
+TEST(BlockwiseQuantize, PartialEdgeBlocksByHand) {
+  const int64_t n = 130, k = 129;
+  std::vector<float> w(n * k, 0.0f);
+  for (int64_t r = 0; r < 128; ++r) {
+    for (int64_t j = 0; j < 128; ++j) w[r * k + j] = 1;
+    w[r * k + 128] = 2;
+  }
+  w[3 * k + 5] = 56, w[7 * k + 128] = 14, w[128 * k + 128] = w[129 * k + 128] = -3.5f;
+  std::vector<uint8_t> q(n * k);
+  std::vector<float> s(4, -1.0f);
+  ASSERT_TRUE(quantize_blockwise_fp8(mat(q.data(), DType::f8e4m3, n, k), mat(s.data(), DType::f32, 2, 2),
+                                     mat(w.data(), DType::f32, n, k))
+                  .ok());
+  EXPECT_EQ(s, (std::vector<float>{0.125f, 0.03125f, 0.0f, 0.0078125f}));
+  EXPECT_EQ(e4m3(q[0]), 8);
+  EXPECT_EQ(e4m3(q[3 * k + 5]), 448);
+  EXPECT_EQ(e4m3(q[127 * k + 127]), 8);
+  EXPECT_EQ(e4m3(q[128]), 64);
+  EXPECT_EQ(e4m3(q[7 * k + 128]), 448);
+  EXPECT_EQ(e4m3(q[128 * k]), 0);
+  EXPECT_EQ(e4m3(q[129 * k + 127]), 0);
+  EXPECT_EQ(e4m3(q[128 * k + 128]), -448);
+  EXPECT_EQ(e4m3(q[129 * k + 128]), -448);
+  std::vector<int8_t> q8(n * k);
+  ASSERT_TRUE(quantize_blockwise_int8(mat(q8.data(), DType::i8, n, k), mat(s.data(), DType::f32, 2, 2),
+                                      mat(w.data(), DType::f32, n, k))
+                  .ok());
+  EXPECT_EQ(s, (std::vector<float>{56.0f / 127, 14.0f / 127, 0.0f, 3.5f / 127}));
+  EXPECT_EQ(q8[3 * k + 5], 127);
+  EXPECT_EQ(q8[0], 2);
+  EXPECT_EQ(q8[128], 18);
+  EXPECT_EQ(q8[128 * k + 128], -127);
+}
+
+// Every code of the span quantizers against the per-element definition, on random inputs of every dtype (strided
+// rows) with a zero span, e4m3-subnormal quotients (every 5th value of the last row at 1e-5 of the rest) and, for a
+// static scale, saturating values: s = fp32(max |x| over the element's span / qmax), from the layout alone;
+// each code = the e4m3 bits of fp32(x / s) (nearest even, saturating), also no farther from x / s than any e4m3
+// value, or round_half_even(fp32(x / s)) clamped to 127.
+using SpanParam = std::tuple<OpId, DType>;
+class SpanQuantizers : public ::testing::TestWithParam<SpanParam> {};
+
+TEST_P(SpanQuantizers, CodesMatchThePerElementDefinition) {
+  const auto [op, dt] = GetParam();
+  const bool fp8 = is_fp8(op), tensor = op == OpId::quantize_per_tensor_int8 || op == OpId::quantize_per_tensor_fp8;
+  const bool groups = op == OpId::quantize_per_token_group_int8 || op == OpId::quantize_per_token_group_fp8;
+  const double qmax = fp8 ? 448 : 127;
+  std::vector<double> grid;  // every finite e4m3 value
+  for (int b = 0; b < 256; ++b)
+    if ((b & 0x7f) != 0x7f) grid.push_back(e4m3(static_cast<uint8_t>(b)));
+  struct Shape {
+    int64_t rows, k;
+    int group;
+    int64_t ld;
+    bool static_scale;
+  };
+  std::vector<Shape> shapes;
+  if (tensor) shapes = {{5, 200, 0, 0, false}, {5, 200, 0, 0, true}, {1, 7, 0, 0, false}};
+  if (groups) shapes = {{5, 256, 64, 0, false}, {5, 256, 128, 0, false}, {3, 384, 128, 4, false}};
+  if (!tensor && !groups) shapes = {{130, 200, 0, 0, false}, {131, 129, 0, 0, false}, {129, 1, 0, 0, false}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.k) + " g" + std::to_string(sh.group) + " ld" +
+                 std::to_string(sh.ld) + (sh.static_scale ? " static" : ""));
+    const SpanLayout l{op, sh.rows, sh.k, sh.group, sh.ld};
+    const int64_t xs = sh.k + 3;
+    auto x = random_matrix(dt, sh.rows, xs, 3.0, 31 + sh.rows * sh.k);
+    // A zero span: row 0's first group (groups), the first block's rows 0..min(rows, 128) x columns < 128 (blocks),
+    // row 0 (per tensor, which then still has other rows).
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t j = 0; j < sh.k; ++j) {
+        const bool zero = groups   ? r == 0 && j < sh.group
+                          : tensor ? r == 0
+                                   : j < 128 && (sh.rows > 1 ? r < 128 : false);
+        if (zero) x.set(r * xs + j, 0.0);
+        if (r == sh.rows - 1 && j % 5 == 0) x.set(r * xs + j, x.get(r * xs + j) * 1e-5);
+      }
+    std::vector<uint8_t> q(sh.rows * sh.k);
+    std::vector<float> s(l.scale_count(), -1.0f);
+    if (sh.static_scale) s[0] = static_cast<float>(1.5 / qmax);  // |x| up to 3: past 1.5 saturates
+    const TensorView xv = TensorView::strided(x.data(), dt, {sh.rows, sh.k}, {xs, 1});
+    ASSERT_TRUE(run_span_quantizer(l, q.data(), s.data(), xv, sh.static_scale).ok());
+    // The spans' max |x|, from the layout.
+    std::vector<double> amax(s.size(), 0.0);
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t j = 0; j < sh.k; ++j) {
+        double& m = amax[static_cast<size_t>(l.scale_of(r, j))];
+        m = std::max(m, std::fabs(x.get(r * xs + j)));
+      }
+    int64_t zero_spans = 0, subnormal = 0, saturated = 0;
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t j = 0; j < sh.k; ++j) {
+        const int64_t si = l.scale_of(r, j);
+        const float sc = s[static_cast<size_t>(si)];
+        if (!sh.static_scale) ASSERT_EQ(sc, static_cast<float>(amax[static_cast<size_t>(si)] / qmax)) << r << ", " << j;
+        const float quotient = sc == 0 ? 0.0f : static_cast<float>(x.get(r * xs + j) / sc);
+        const uint8_t code = q[static_cast<size_t>(r * sh.k + j)];
+        zero_spans += sc == 0;
+        if (fp8) {
+          ASSERT_EQ(code, float_to_e4m3_bits(quotient, true)) << r << ", " << j << ": " << quotient;
+          const double got = e4m3(code), want = std::clamp<double>(quotient, -448, 448);
+          for (double g : grid) ASSERT_LE(std::fabs(got - want), std::fabs(g - want)) << r << ", " << j;
+          subnormal += got != 0 && std::fabs(got) < 0.015625;
+          saturated += std::fabs(quotient) > 464;  // beyond the rounding of 448
+        } else {
+          ASSERT_EQ(static_cast<int8_t>(code), std::clamp(std::nearbyint(static_cast<double>(quotient)), -127.0, 127.0))
+              << r << ", " << j << ": " << quotient;
+          saturated += std::fabs(quotient) > 127.5;
+        }
+      }
+    if (!tensor || sh.rows == 1) EXPECT_GT(zero_spans, 0);  // the zero span: s = 0, q = 0
+    if (fp8 && sh.rows > 1 && sh.k > 5) EXPECT_GT(subnormal, 0);
+    EXPECT_EQ(saturated > 0, sh.static_scale);
+    if (sh.static_scale) EXPECT_EQ(s[0], static_cast<float>(1.5 / qmax));  // read, not written
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, SpanQuantizers,
+    ::testing::Combine(::testing::Values(OpId::quantize_per_tensor_int8, OpId::quantize_per_tensor_fp8,
+                                         OpId::quantize_per_token_group_int8, OpId::quantize_per_token_group_fp8,
+                                         OpId::quantize_blockwise_int8, OpId::quantize_blockwise_fp8),
+                       ::testing::Values(DType::f32, DType::f16, DType::bf16)));
+
+TEST(SpanQuantizeErrors, BadInputsNameTheArgument) {
+  const int64_t m = 2, k = 128;
+  std::vector<float> x(m * k, 0.5f), s(16, 1.0f);
+  std::vector<uint8_t> q(m * k + 16);
+  std::vector<uint16_t> h(m * k);
+  const TensorView xv = mat(x.data(), DType::f32, m, k), qv = mat(q.data(), DType::f8e4m3, m, k),
+                   q8 = mat(q.data(), DType::i8, m, k), s1 = vec(s.data(), DType::f32, 1),
+                   sg = mat(s.data(), DType::f32, m, 1);
+  struct Case {
+    Status s;
+    const char* want;
+  };
+  const Case cases[] = {
+      // dtypes
+      {quantize_per_tensor_fp8(qv, s1, mat(q.data(), DType::i8, m, k)),
+       "quantize_per_tensor_fp8: x dtype i8 is not supported (expected f32, f16 or bf16)"},
+      {quantize_per_tensor_fp8(q8, s1, xv), "quantize_per_tensor_fp8: q dtype i8 must be f8e4m3"},
+      {quantize_per_tensor_int8(qv, s1, xv), "quantize_per_tensor_int8: q dtype f8e4m3 must be i8"},
+      {quantize_per_tensor_fp8(qv, vec(h.data(), DType::f16, 1), xv),
+       "quantize_per_tensor_fp8: scale dtype f16 must be f32"},
+      {quantize_per_token_group_fp8(qv, mat(h.data(), DType::bf16, m, 1), xv),
+       "quantize_per_token_group_fp8: scales dtype bf16 must be f32"},
+      {quantize_blockwise_fp8(q8, mat(s.data(), DType::f32, 1, 1), xv),
+       "quantize_blockwise_fp8: qweight dtype i8 must be f8e4m3"},
+      {quantize_blockwise_int8(q8, mat(s.data(), DType::f32, 1, 1), mat(q.data(), DType::f8e4m3, m, k)),
+       "quantize_blockwise_int8: w dtype f8e4m3 is not supported"},
+      // shapes
+      {quantize_per_tensor_fp8(qv, vec(s.data(), DType::f32, 2), xv),
+       "quantize_per_tensor_fp8: scale shape [2] must be [1]"},
+      {quantize_per_tensor_fp8(qv, s1, TensorView::contiguous(x.data(), DType::f32, {m * k})),
+       "quantize_per_tensor_fp8: x must be 2-D [rows, k]"},
+      {quantize_per_tensor_int8(mat(q.data(), DType::i8, m, k - 1), s1, xv),
+       "quantize_per_tensor_int8: q shape [2, 127] must be [2, 128]"},
+      {quantize_per_token_group_fp8(qv, mat(s.data(), DType::f32, m, 2), xv),
+       "quantize_per_token_group_fp8: scales shape [2, 2] must be [2, 1]"},
+      {quantize_per_token_group_int8(q8, mat(s.data(), DType::f32, m, 1), xv, 128, true),
+       "quantize_per_token_group_int8: scales shape [2, 1] must be [1, 2]"},
+      {quantize_per_token_group_int8(q8, TensorView::strided(s.data(), DType::f32, {2, 2}, {1, 1}), xv, 64, true),
+       "quantize_per_token_group_int8: scales rows overlap (row stride 1 < 2)"},
+      {quantize_blockwise_fp8(qv, mat(s.data(), DType::f32, 1, 2), xv),
+       "quantize_blockwise_fp8: scales shape [1, 2] must be [1, 1]"},
+      {quantize_blockwise_fp8(mat(q.data(), DType::f8e4m3, 3, 129), mat(s.data(), DType::f32, 1, 1),
+                              mat(x.data(), DType::f32, 3, 129)),
+       "quantize_blockwise_fp8: scales shape [1, 1] must be [1, 2]"},
+      // group size
+      {quantize_per_token_group_fp8(qv, sg, xv, 96), "quantize_per_token_group_fp8: group must be 64 or 128, got 96"},
+      {quantize_per_token_group_int8(mat(q.data(), DType::i8, 1, 192), mat(s.data(), DType::f32, 1, 1),
+                                     mat(x.data(), DType::f32, 1, 192)),
+       "quantize_per_token_group_int8: k = 192 must be a multiple of group = 128"},
+      // overlap
+      {quantize_per_tensor_fp8(mat(x.data(), DType::f8e4m3, m, k), s1, xv),
+       "quantize_per_tensor_fp8: q partly overlaps x"},
+      {quantize_per_tensor_fp8(qv, vec(q.data() + 4, DType::f32, 1), xv),
+       "quantize_per_tensor_fp8: q partly overlaps scale"},
+      {quantize_per_tensor_fp8(qv, vec(q.data() + 4, DType::f32, 1), xv, true),
+       "quantize_per_tensor_fp8: q partly overlaps scale"},
+      {quantize_per_token_group_fp8(qv, mat(x.data() + 8, DType::f32, m, 1), xv),
+       "quantize_per_token_group_fp8: scales partly overlaps x"},
+      {quantize_blockwise_int8(q8, mat(q.data() + 8, DType::f32, 1, 1), xv),
+       "quantize_blockwise_int8: qweight partly overlaps scales"},
+      // empty k
+      {quantize_per_tensor_fp8(mat(q.data(), DType::f8e4m3, m, 0), s1, mat(x.data(), DType::f32, m, 0)),
+       "quantize_per_tensor_fp8: x k (last dim) must be > 0, got 0"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(c.s.code(), StatusCode::invalid_argument) << c.want << ": " << c.s.to_string();
+    EXPECT_TRUE(has(c.s, c.want)) << "want '" << c.want << "', got: " << c.s.message();
+  }
+  // Empty m: a no-op (nothing written), but for the dynamic per-tensor scale, which is 0.
+  EXPECT_TRUE(quantize_per_token_group_fp8(mat(q.data(), DType::f8e4m3, 0, k), mat(s.data(), DType::f32, 0, 1),
+                                           mat(x.data(), DType::f32, 0, k))
+                  .ok());
+  EXPECT_TRUE(quantize_blockwise_fp8(mat(q.data(), DType::f8e4m3, 0, k), mat(s.data(), DType::f32, 0, 1),
+                                     mat(x.data(), DType::f32, 0, k))
+                  .ok());
+  EXPECT_EQ(s[0], 1.0f);
+}
+
+// Non-finite values are refused naming the row and column, and a static scale must be finite and > 0.
+TEST(SpanQuantizeErrors, NonFiniteInputsAndBadStaticScales) {
+  const int64_t m = 3, k = 128;
+  std::vector<float> x(m * k, 0.5f), s(4, 1.0f);
+  std::vector<uint8_t> q(m * k);
+  x[static_cast<size_t>(2 * k + 17)] = NAN;
+  const TensorView xv = mat(x.data(), DType::f32, m, k), qv = mat(q.data(), DType::f8e4m3, m, k);
+  Status st = quantize_per_tensor_fp8(qv, vec(s.data(), DType::f32, 1), xv);
+  EXPECT_TRUE(has(st, "quantize_per_tensor_fp8: x row 2 holds NaN at column 17")) << st.message();
+  st = quantize_per_tensor_int8(mat(q.data(), DType::i8, m, k), vec(s.data(), DType::f32, 1), xv, true);
+  EXPECT_TRUE(has(st, "quantize_per_tensor_int8: x row 2 holds NaN at column 17")) << st.message();
+  x[static_cast<size_t>(2 * k + 17)] = INFINITY;
+  st = quantize_per_token_group_fp8(qv, mat(s.data(), DType::f32, m, 1), xv);
+  EXPECT_TRUE(has(st, "quantize_per_token_group_fp8: x row 2 holds inf at column 17")) << st.message();
+  st = quantize_blockwise_fp8(qv, mat(s.data(), DType::f32, 1, 1), xv);
+  EXPECT_TRUE(has(st, "quantize_blockwise_fp8: w row 2 holds inf at column 17")) << st.message();
+  x[static_cast<size_t>(2 * k + 17)] = 0.5f;
+  for (float bad : {0.0f, -0.5f, INFINITY, NAN}) {
+    s[0] = bad;
+    st = quantize_per_tensor_fp8(qv, vec(s.data(), DType::f32, 1), xv, true);
+    EXPECT_EQ(st.code(), StatusCode::invalid_argument) << bad;
+    EXPECT_TRUE(has(st, "quantize_per_tensor_fp8: scale = ")) << st.message();
+    EXPECT_TRUE(has(st, " must be finite and > 0 (a static scale)")) << st.message();
+  }
+  s[0] = -0.5f;
+  st = quantize_per_tensor_int8(mat(q.data(), DType::i8, m, k), vec(s.data(), DType::f32, 1), xv, true);
+  EXPECT_TRUE(has(st, "quantize_per_tensor_int8: scale = -0.5 must be finite and > 0")) << st.message();
+}
+
+// CUDA-only refusals under a profile override, before any device is needed: FP8 below sm_89 and the group kernel's
+// 16-byte accesses (bf16 on the T4 takes the path QuantizeErrors.CudaRefusalsUnderAProfileOverride checks).
+TEST(SpanQuantizeErrors, CudaRefusalsUnderAProfileOverride) {
+  std::vector<uint16_t> w(2 * 136);
+  std::vector<uint8_t> q(2 * 128);
+  std::vector<float> s(4);
+  const Device d = Device::cuda();
+  const TensorView xv = TensorView::contiguous(w.data(), DType::f16, {2, 128}, d),
+                   qv = TensorView::contiguous(q.data(), DType::f8e4m3, {2, 128}, d);
+  for (const char* prof : {"t4", "a100"}) {
+    setenv("KERNELKIT_PROFILE", prof, 1);
+    for (const Status& st :
+         {quantize_per_tensor_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {1}, d), xv),
+          quantize_per_token_group_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {2, 1}, d), xv),
+          quantize_blockwise_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {1, 1}, d), xv)}) {
+      EXPECT_EQ(st.code(), StatusCode::unsupported) << prof << ": " << st.to_string();
+      EXPECT_TRUE(has(st, "dtype f8e4m3 is not supported on profile")) << st.message();  // of q or qweight
+      EXPECT_TRUE(has(st, "INT8")) << st.message();                                      // what to use instead
+    }
+  }
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  // Rows 130 f16 apart (260 bytes): the group kernel's 16-byte loads cannot serve them.
+  const Status st = quantize_per_token_group_int8(TensorView::contiguous(q.data(), DType::i8, {2, 128}, d),
+                                                  TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
+                                                  TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
+  unsetenv("KERNELKIT_PROFILE");
+  EXPECT_EQ(st.code(), StatusCode::invalid_argument);
+  EXPECT_TRUE(has(st,
+                  "quantize_per_token_group_int8: on CUDA, x's pointer and row stride and q's pointer must be "
+                  "16-byte aligned, got 4-byte alignment"))
+      << st.message();
+}
+
+TEST(SpanQuantizers, BytesAndPlans) {
+  OpShape s{300, 1000, 1, 16};
+  // x read once, the codes written once, the fp32 scales: one, 300 x 1000 / 128 (group 128 needs k % 128: 1024), the
+  // 3 x 8 blocks.
+  EXPECT_EQ(op_bytes(OpId::quantize_per_tensor_fp8, s, DType::bf16), 300ull * 1000 * 3 + 4);
+  EXPECT_EQ(op_bytes(OpId::quantize_blockwise_int8, s, DType::f32), 300ull * 1000 * 5 + 3 * 8 * 4);
+  s.hidden = 1024;
+  s.group = 128;
+  EXPECT_EQ(op_bytes(OpId::quantize_per_token_group_fp8, s, DType::f16), 300ull * 1024 * 3 + 300 * 8 * 4);
+  EXPECT_EQ(op_fp8_dtype(OpId::quantize_blockwise_fp8), DType::f8e4m3);
+  EXPECT_EQ(op_fp8_dtype(OpId::quantize_per_tensor_int8), std::nullopt);
+  for (const DeviceProfile& prof : profile_table()) {
+    SCOPED_TRACE(prof.key);
+    LaunchPlan p;
+    // Per tensor: the rows split of the per-token quantizers.
+    OpShape rows{4096, 4096, 1, 16};
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_per_tensor_fp8, rows, DType::f16, &p).ok());
+    LaunchPlan tok;
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_per_token_fp8, rows, DType::f16, &tok).ok());
+    EXPECT_EQ(p.to_string().substr(p.to_string().find(':')), tok.to_string().substr(tok.to_string().find(':')));
+    // Groups: one thread a word of 8, one wave at most.
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_per_token_group_int8, rows, DType::f16, &p).ok());
+    EXPECT_EQ(p.vec, 8);
+    EXPECT_EQ(p.block_threads, kElementwiseThreads);
+    EXPECT_EQ(p.grid % prof.sms, 0);  // 2M words: a full wave
+    // Blocks: 256 threads, vectors by the gcd rule (odd k: scalar), one block of threads a weight block, at most a
+    // wave.
+    OpShape w{300, 1000, 1, 16};
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_blockwise_fp8, w, DType::f16, &p).ok());
+    EXPECT_EQ(p.vec, 8);
+    EXPECT_EQ(p.block_threads, kElementwiseThreads);
+    EXPECT_EQ(p.grid, std::min<int64_t>(3 * 8, int64_t{prof.sms} * p.blocks_per_sm));
+    w.hidden = 1001;
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_blockwise_int8, w, DType::f32, &p).ok());
+    EXPECT_EQ(p.vec, 1);
+    w = OpShape{8192, 8192, 1, 16};
+    ASSERT_TRUE(plan_op(prof, OpId::quantize_blockwise_int8, w, DType::f32, &p).ok());
+    EXPECT_EQ(p.vec, 4);
+    EXPECT_EQ(p.grid, int64_t{prof.sms} * p.blocks_per_sm);  // 4096 blocks: one wave looping over them
+  }
 }

@@ -1,20 +1,30 @@
 // Quantization on CUDA vs the fp64 reference (GPU not yet run when written): every output element, outputs poisoned,
 // fresh random inputs. Linear: W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile
-// and the tail of one), odd n, with and without bias, strided x. Quantizers: q and scales bit for bit.
+// and the tail of one), odd n, with and without bias, strided x. Quantizers (per row, per tensor, per token group, 128
+// x 128 blocks, INT4 groups): q and scales bit for bit; the dynamic per-tensor one in a CUDA graph; inf / NaN records.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include <gtest/gtest.h>
 
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
-#include "ops/quant/quant_plan.hpp"
+#include "kernelkit/runtime.hpp"
+#include "ops/quant/quant.hpp"
 #include "ops/quant/quant_cases.hpp"
+#include "ops/quant/quant_plan.hpp"
 
 using namespace kernelkit;
 using kernelkit::testing::WeightOnlyCase;
 using kernelkit::testing::QuantizeCase;
 
 namespace {
+// FP8 codes need a profile with FP8 (the T4 / A100 profiles refuse them: checked by the grid's cases).
+bool case_profile_has_fp8() { return kernelkit::testing::case_profile().supports(DType::f8e4m3); }
+
 struct Variant {
   int bits, group;
 };
@@ -101,23 +111,165 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
 using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;
 class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};
 
+// Every quantizer; group spans in groups of 64 and 128 (k a multiple), the per-token-group ones also with
+// column-major scales (ld = rows rounded up to 4, the padding left poisoned); per tensor dynamic and static (1.5 /
+// qmax: saturating); blocks with partial edges (k 777, rows 7 and 300).
 TEST_P(QuantizeGrid, BitForBit) {
   const auto [op, dt, rows, k] = GetParam();
-  const bool int4 = op == OpId::quantize_int4_groupwise;
-  for (int group : int4 ? std::vector<int>{64, 128} : std::vector<int>{0})
-    for (int64_t pad : {int64_t{0}, int64_t{8}}) {
-      if (int4 && k % group != 0) continue;
-      QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k)};
-      kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), op, dt, c.name());
-    }
+  const detail::ScaleSpan span = detail::scale_span(op);
+  const bool groups = span == detail::ScaleSpan::group;
+  for (int group : groups ? std::vector<int>{64, 128} : std::vector<int>{0})
+    for (int64_t pad : {int64_t{0}, int64_t{8}})
+      for (int variant : {0, 1}) {  // static scale (per tensor) / column-major scales (per-token-group)
+        if (groups && k % group != 0) continue;
+        QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k + variant)};
+        if (variant == 1 && span == detail::ScaleSpan::tensor)
+          c.static_scale = true;
+        else if (variant == 1 && groups && op != OpId::quantize_int4_groupwise)
+          c.scales_ld = (rows + 3) / 4 * 4;
+        else if (variant == 1)
+          continue;
+        kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), op, dt, c.name());
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, QuantizeGrid,
     ::testing::Combine(::testing::Values(OpId::quantize_int8_per_channel, OpId::quantize_per_token_int8,
-                                         OpId::quantize_per_token_fp8, OpId::quantize_int4_groupwise),
+                                         OpId::quantize_per_token_fp8, OpId::quantize_int4_groupwise,
+                                         OpId::quantize_per_tensor_int8, OpId::quantize_per_tensor_fp8,
+                                         OpId::quantize_per_token_group_int8, OpId::quantize_per_token_group_fp8,
+                                         OpId::quantize_blockwise_int8, OpId::quantize_blockwise_fp8),
                        ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(1, 7, 300),
                        ::testing::Values(128, 777, 1024, 4096)));
+
+// Shapes where the span kernels' loops and edges change: 128 x 128 blocks of one element, partial in both dims, a
+// wave of blocks and more, odd row strides (scalar accesses); per tensor over more row groups than a wave (every block
+// adds its max by the atomic) and over a few very long rows; groups over more words than a wave.
+TEST(SpanQuantizers, EdgeShapesBitForBit) {
+  struct Shape {
+    OpId op;
+    int64_t rows, k, pad;
+    int group;
+  };
+  const Shape shapes[] = {
+      {OpId::quantize_blockwise_fp8, 1, 1, 0, 0},
+      {OpId::quantize_blockwise_fp8, 129, 129, 3, 0},
+      {OpId::quantize_blockwise_int8, 257, 1000, 0, 0},
+      {OpId::quantize_blockwise_fp8, 300, 4099, 1, 0},
+      {OpId::quantize_blockwise_int8, 4100, 2048, 0, 0},
+      {OpId::quantize_per_tensor_fp8, 70000, 16, 0, 0},
+      {OpId::quantize_per_tensor_int8, 70000, 16, 0, 0},
+      {OpId::quantize_per_tensor_fp8, 3, 100000, 5, 0},
+      {OpId::quantize_per_tensor_int8, 4096, 4096, 8, 0},
+      {OpId::quantize_per_token_group_fp8, 65537, 256, 0, 128},
+      {OpId::quantize_per_token_group_int8, 4097, 704, 8, 64},
+  };
+  uint64_t seed = 91;
+  for (const Shape& sh : shapes)
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      const QuantizeCase c{sh.op, dt, sh.rows, sh.k, sh.group, sh.pad, seed++};
+      kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), c.op, dt, c.name());
+    }
+}
+
+// The dynamic per-tensor quantizer captured in a CUDA graph (the scale zeroed, the max and the codes on the stream:
+// no synchronization, no allocation) and replayed on new inputs: each replay's scale and codes equal the reference's.
+TEST(SpanQuantizers, DynamicPerTensorReplaysInACudaGraph) {
+  if (!case_profile_has_fp8()) GTEST_SKIP() << "profile without FP8";
+  const int64_t rows = 37, k = 1000;
+  kernelkit::testing::DeviceBuffer x, q, s;
+  ASSERT_TRUE(x.alloc(rows * k * 2).ok() && q.alloc(rows * k).ok() && s.alloc(4).ok());
+  const Device d = Device::cuda(0);
+  const TensorView xv = TensorView::contiguous(x.data(), DType::bf16, {rows, k}, d),
+                   qv = TensorView::contiguous(q.data(), DType::f8e4m3, {rows, k}, d),
+                   sv = TensorView::contiguous(s.data(), DType::f32, {1}, d);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_TRUE(x.upload(kernelkit::testing::random_host(DType::bf16, rows * k, 1)).ok());
+  ASSERT_TRUE(quantize_per_tensor_fp8(qv, sv, xv, false, stream).ok());  // warm-up outside the capture (plans)
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  const Status captured = quantize_per_tensor_fp8(qv, sv, xv, false, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (uint64_t seed : {2, 3}) {
+    // Each input's largest magnitude differs (seed 3's values are 4x), so a scale left from the last run would show.
+    const kernelkit::testing::HostBuffer h =
+        kernelkit::testing::random_host(DType::bf16, rows * k, seed, 1.0 + 3.0 * (seed == 3));
+    ASSERT_TRUE(x.upload(h).ok());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    kernelkit::testing::HostBuffer q_got(DType::f8e4m3, rows * k), s_got(DType::f32, 1), q_want = q_got, s_want = s_got;
+    ASSERT_TRUE(q.download(&q_got).ok() && s.download(&s_got).ok());
+    ASSERT_TRUE(quantize_per_tensor_fp8(TensorView::contiguous(q_want.data(), DType::f8e4m3, {rows, k}),
+                                        TensorView::contiguous(s_want.data(), DType::f32, {1}),
+                                        TensorView::contiguous(const_cast<void*>(h.data()), DType::bf16, {rows, k}))
+                    .ok());
+    EXPECT_EQ(s_got.get(0), s_want.get(0)) << seed;
+    EXPECT_EQ(std::memcmp(q_got.data(), q_want.data(), q_got.bytes()), 0) << seed;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// inf / NaN inputs and bad static scales: the activation quantizers record them (check_errors names the row, or the
+// scale), the block weight quantizer waits and refuses at the call.
+TEST(SpanQuantizers, NonFiniteInputsAndBadStaticScalesAreRecorded) {
+  if (!case_profile_has_fp8()) GTEST_SKIP() << "profile without FP8";
+  const Device d = Device::cuda(0);
+  const int64_t rows = 6, k = 256;
+  kernelkit::testing::DeviceBuffer w, q, s;
+  ASSERT_TRUE(q.alloc(rows * k).ok() && s.alloc(rows * 2 * 4).ok());
+  const TensorView qv = TensorView::contiguous(q.data(), DType::f8e4m3, {rows, k}, d);
+  ASSERT_TRUE(check_errors(0).ok()) << "a record left over from an earlier test";
+  const bool debug = debug_checks();
+  set_debug_checks(false);
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    SCOPED_TRACE(bad);
+    kernelkit::testing::HostBuffer h = kernelkit::testing::random_host(DType::f16, rows * k, 10);
+    h.set(2 * k + 172, bad);
+    ASSERT_TRUE(w.alloc(h.bytes()).ok() && w.upload(h).ok());
+    const TensorView wv = TensorView::contiguous(w.data(), DType::f16, {rows, k}, d);
+    const auto recorded = [](const Status& call, const std::string& want) {
+      ASSERT_TRUE(call.ok()) << call.to_string();
+      const Status found = check_errors(0);
+      EXPECT_NE(found.message().find(want), std::string::npos) << found.to_string() << "\nwanted: " << want;
+    };
+    const TensorView s1 = TensorView::contiguous(s.data(), DType::f32, {1}, d);
+    recorded(quantize_per_tensor_fp8(qv, s1, wv), "quantize_per_tensor_fp8: x row 2 holds inf or NaN");
+    ASSERT_TRUE(s.upload([] {
+                   kernelkit::testing::HostBuffer one(DType::f32, 1);
+                   one.set(0, 0.01);
+                   return one;
+                 }())
+                    .ok());
+    recorded(quantize_per_tensor_fp8(qv, s1, wv, true), "quantize_per_tensor_fp8: x row 2 holds inf or NaN");
+    recorded(quantize_per_token_group_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {rows, 2}, d), wv),
+             "quantize_per_token_group_fp8: x row 2 (scale group 1) holds inf or NaN");
+    const Status refused = quantize_blockwise_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {1, 2}, d), wv);
+    EXPECT_NE(refused.message().find("quantize_blockwise_fp8: w row 2 holds inf or NaN"), std::string::npos)
+        << refused.to_string();
+    EXPECT_TRUE(check_errors(0).ok());
+  }
+  kernelkit::testing::HostBuffer h = kernelkit::testing::random_host(DType::f16, rows * k, 11);
+  ASSERT_TRUE(w.upload(h).ok());
+  const TensorView wv = TensorView::contiguous(w.data(), DType::f16, {rows, k}, d);
+  for (double bad : {0.0, -1.0, HUGE_VAL, std::nan("")}) {
+    kernelkit::testing::HostBuffer one(DType::f32, 1);
+    one.set(0, bad);
+    ASSERT_TRUE(s.upload(one).ok());
+    ASSERT_TRUE(quantize_per_tensor_fp8(qv, TensorView::contiguous(s.data(), DType::f32, {1}, d), wv, true).ok());
+    const Status found = check_errors(0);
+    EXPECT_NE(found.message().find("quantize_per_tensor_fp8: scale = "), std::string::npos) << found.to_string();
+    EXPECT_NE(found.message().find("must be finite and > 0 (a static scale)"), std::string::npos) << found.to_string();
+  }
+  set_debug_checks(debug);
+}
 
 // W8A8 on INT8 tensor cores: tiles with tails in m, n and k (k not a multiple of the 64-byte stage), one-row and
 // one-column outputs, strided xq, a decoder-sized layer; every element against the exact integer sums.

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import kernelkit
-from torch_testing import DEVICES, fp8_runs, rand
+from torch_testing import DEVICES, code_bits, fp8_runs, rand
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -64,6 +64,121 @@ def test_fp8_per_token_matches_torch_bit_for_bit(device, dtype):
     assert s[5].item() == 0 and (q[5].float() == 0).all()
     err = (q.cpu().double() * s.cpu().double()[:, None] - xf.double()).abs()
     assert (err <= xf.double().abs() / 16 + s.cpu().double()[:, None] * 2.0 ** -10).all()  # 3 mantissa bits
+
+
+def _codes_want(xf, s, qdtype):
+    """The codes by definition from torch's own arithmetic: the fp32 quotient x / s (0 where s = 0), rounded by
+    torch's float8_e4m3fn conversion (nearest even) after clamping to +-448, or torch.round (half to even) clamped to
+    +-127; as bytes."""
+    quotient = torch.where(s == 0, torch.zeros_like(xf), xf / torch.where(s == 0, torch.ones_like(s), s))
+    if qdtype == torch.float8_e4m3fn:
+        return quotient.clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
+    return quotient.round().clamp(-127, 127).to(torch.int8)
+
+
+def _span_data(rows, k, dtype, device):
+    """x in [-3, 3] with every 5th value of the last row at 1e-5 of the rest (e4m3-subnormal quotients)."""
+    x = rand(rows, k, dtype=torch.float32, device="cpu", lo=-3.0, hi=3.0)
+    x[-1, ::5] *= 1e-5
+    return x.to(dtype).to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("qdtype", [torch.float8_e4m3fn, torch.int8])
+@pytest.mark.parametrize("static", [False, True])
+def test_per_tensor_matches_torch_bit_for_bit(device, dtype, qdtype, static):
+    """quantize_per_tensor: s = max|x| / 448 (or 127) as fp32 (dynamic), or the given scale left as it is (static, 1.5 /
+    qmax: |x| past 1.5 saturates); every code equal to torch's rounding of the fp32 quotient; leading dims kept."""
+    if qdtype == torch.float8_e4m3fn and not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    qmax = 448 if qdtype == torch.float8_e4m3fn else 127
+    x = _span_data(37, 272, dtype, device).reshape(37, 2, 136)
+    scale = torch.tensor([1.5 / qmax], dtype=torch.float32, device=device) if static else None
+    q, s = kernelkit.quantize_per_tensor(x, dtype=qdtype, scale=scale)
+    assert q.shape == x.shape and q.dtype == qdtype and s.shape == (1,) and s.dtype == torch.float32
+    xf = x.cpu().float()
+    s_want = torch.tensor([1.5 / qmax]).float() if static else (xf.abs().amax().double() / qmax).float().reshape(1)
+    assert torch.equal(s.cpu(), s_want)
+    if static:
+        assert s is scale
+    assert torch.equal(code_bits(q).cpu(), _codes_want(xf, s_want, qdtype))
+    # all zeros: s = 0 and q = 0
+    q0, s0 = kernelkit.quantize_per_tensor(torch.zeros(3, 64, dtype=dtype, device=device), dtype=qdtype)
+    assert s0.item() == 0 and (q0.float() == 0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("qdtype", [torch.float8_e4m3fn, torch.int8])
+@pytest.mark.parametrize("group", [64, 128])
+@pytest.mark.parametrize("column_major", [False, True])
+def test_per_token_group_matches_torch_bit_for_bit(device, dtype, qdtype, group, column_major):
+    """quantize_per_token_group: s[t, g] = max|x[t, group g]| / qmax (an all-zero group: s = 0, q = 0), codes as
+    torch rounds them; column-major scales come back as the [m, k / group] view of a [k / group, m'] buffer (m' =
+    m rounded up to 4)."""
+    if qdtype == torch.float8_e4m3fn and not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    qmax = 448 if qdtype == torch.float8_e4m3fn else 127
+    m, k = 37, 384
+    x = _span_data(m, k, dtype, device)
+    x[5, :group] = 0
+    q, s = kernelkit.quantize_per_token_group(x, group=group, dtype=qdtype, column_major_scales=column_major)
+    assert q.shape == (m, k) and q.dtype == qdtype and s.shape == (m, k // group) and s.dtype == torch.float32
+    if column_major:
+        assert s.stride() == (1, 40)
+    xf = x.cpu().float()
+    s_want = (xf.reshape(m, k // group, group).abs().amax(-1).double() / qmax).float()
+    assert torch.equal(s.cpu(), s_want)
+    assert s_want[5, 0] == 0
+    assert torch.equal(code_bits(q).cpu(), _codes_want(xf, s_want.repeat_interleave(group, 1), qdtype))
+    # leading dims (row-major scales)
+    q3, s3 = kernelkit.quantize_per_token_group(x.reshape(1, m, k), group=group, dtype=qdtype)
+    assert q3.shape == (1, m, k) and s3.shape == (1, m, k // group) and torch.equal(s3[0].cpu(), s_want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("qdtype", [torch.float8_e4m3fn, torch.int8])
+def test_blockwise_matches_torch_bit_for_bit(device, dtype, qdtype):
+    """quantize_blockwise on w [300, 200]: 3 x 2 blocks of 128 x 128, the last row and column partial; the first block
+    all zero (s = 0); s = max|w| / qmax over each block, codes as torch rounds them."""
+    if qdtype == torch.float8_e4m3fn and not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    qmax = 448 if qdtype == torch.float8_e4m3fn else 127
+    w = _span_data(300, 200, dtype, "cpu")
+    w[:128, :128] = 0
+    w = w.to(device)
+    q, s = kernelkit.quantize_blockwise(w, dtype=qdtype)
+    assert q.shape == (300, 200) and q.dtype == qdtype and s.shape == (3, 2) and s.dtype == torch.float32
+    wf = w.cpu().float()
+    padded = torch.zeros(384, 256)
+    padded[:300, :200] = wf.abs()
+    s_want = (padded.reshape(3, 128, 2, 128).amax((1, 3)).double() / qmax).float()
+    assert torch.equal(s.cpu(), s_want)
+    assert s_want[0, 0] == 0
+    per_element = s_want.repeat_interleave(128, 0).repeat_interleave(128, 1)[:300, :200]
+    assert torch.equal(code_bits(q).cpu(), _codes_want(wf, per_element, qdtype))
+
+
+def test_span_quantizers_refuse_bad_input():
+    x = torch.randn(4, 128)
+    with pytest.raises(ValueError, match="quantize_per_token_group_fp8: group must be 64 or 128, got 96"):
+        kernelkit.quantize_per_token_group(x, group=96)
+    with pytest.raises(ValueError, match="quantize_per_token_group_int8: k = 192 must be a multiple of group = 128"):
+        kernelkit.quantize_per_token_group(torch.randn(4, 192), dtype=torch.int8)
+    with pytest.raises(ValueError, match=r"quantize_per_token_group: x must be \[m, k\] \(column-major scales\)"):
+        kernelkit.quantize_per_token_group(x.reshape(2, 2, 128), column_major_scales=True)
+    with pytest.raises(ValueError, match="quantize_per_tensor: dtype must be torch.float8_e4m3fn or torch.int8"):
+        kernelkit.quantize_per_tensor(x, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"quantize_per_tensor_fp8: scale shape \[2\] must be \[1\]"):
+        kernelkit.quantize_per_tensor(x, scale=torch.ones(2))
+    with pytest.raises(ValueError, match="quantize_per_tensor_int8: scale = -1 must be finite and > 0"):
+        kernelkit.quantize_per_tensor(x, dtype=torch.int8, scale=-torch.ones(1))
+    with pytest.raises(ValueError, match="quantize_per_tensor_fp8: x row 1 holds inf at column 3"):
+        kernelkit.quantize_per_tensor(torch.where(torch.arange(512).reshape(4, 128) == 131, float("inf"), x))
+    with pytest.raises(ValueError, match=r"quantize_blockwise: w must be \[n, k\]"):
+        kernelkit.quantize_blockwise(torch.randn(128))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -162,7 +277,26 @@ def test_opcheck(device):
                                              torch.rand(3, device=device), q8, s8, None)),
     ]:
         torch.library.opcheck(op, args)
+    x = torch.randn(3, 128, device=device)
+    colmajor = torch.empty(2, 4, device=device)[:, :3]
+    for op, args in [
+        (kernelkit.ops.quantize_per_tensor.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                     torch.empty(1, device=device), x, False)),
+        (kernelkit.ops.quantize_per_token_group.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                          torch.empty(3, 2, device=device), x, 64, False)),
+        (kernelkit.ops.quantize_per_token_group.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                          colmajor, x, 64, True)),
+        (kernelkit.ops.quantize_blockwise.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
+                                                    torch.empty(1, 1, device=device), x)),
+    ]:
+        torch.library.opcheck(op, args)
     if fp8_runs(device):
+        f8 = torch.empty(3, 128, dtype=torch.float8_e4m3fn, device=device)
+        for op, args in [(kernelkit.ops.quantize_per_tensor.default, (f8, torch.empty(1, device=device), x, False)),
+                         (kernelkit.ops.quantize_per_token_group.default, (f8, torch.empty(3, 1, device=device), x,
+                                                                           128, False)),
+                         (kernelkit.ops.quantize_blockwise.default, (f8, torch.empty(1, 1, device=device), x))]:
+            torch.library.opcheck(op, args, test_utils=("test_faketensor",))
         # The fake kernel only: opcheck's other checks do arithmetic on the outputs, which
         # torch has no float8 kernels for ("mul_cpu_reduced_float" not implemented for 'Float8_e4m3fn').
         torch.library.opcheck(kernelkit.ops.quantize_per_token_fp8.default,

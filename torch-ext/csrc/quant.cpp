@@ -1,5 +1,6 @@
 // PyTorch ops of quantization (src/ops/quant/): bits 8 -> qweight int8 [n, k], scales f32 [n]; bits 4 -> qweight uint8
-// [n, k / 2] in the kernel layout, scales f32 [n, k / group].
+// [n, k / 2] in the kernel layout, scales f32 [n, k / group]; the FP8 / INT8 span quantizers (per tensor, per token
+// group, 128 x 128 blocks) take q's dtype as the op's.
 #include "binding.hpp"
 #include "kernelkit/ops/quant.hpp"
 
@@ -37,6 +38,31 @@ void quantize_per_token_fp8(at::Tensor& q, at::Tensor& scales, const at::Tensor&
   c.check(kernelkit::quantize_per_token_fp8(qv, sv, xv, c.stream()));
 }
 
+// The span quantizers: q's dtype (float8_e4m3fn or int8) picks the FP8 or the INT8 op.
+void quantize_per_tensor(at::Tensor& q, at::Tensor& scale, const at::Tensor& x, bool static_scale) {
+  const Call c("quantize_per_tensor", x);
+  const TensorView xv = c(x, "x"), qv = c(q, "q"), sv = c(scale, "scale");
+  c.check(qv.dtype == DType::f8e4m3 ? kernelkit::quantize_per_tensor_fp8(qv, sv, xv, static_scale, c.stream())
+                                    : kernelkit::quantize_per_tensor_int8(qv, sv, xv, static_scale, c.stream()));
+}
+
+void quantize_per_token_group(at::Tensor& q, at::Tensor& scales, const at::Tensor& x, int64_t group,
+                              bool column_major_scales) {
+  const Call c("quantize_per_token_group", x);
+  const TensorView xv = c(x, "x"), qv = c(q, "q"), sv = c(scales, "scales");
+  const int g = c.i32(group, "group");
+  c.check(qv.dtype == DType::f8e4m3
+              ? kernelkit::quantize_per_token_group_fp8(qv, sv, xv, g, column_major_scales, c.stream())
+              : kernelkit::quantize_per_token_group_int8(qv, sv, xv, g, column_major_scales, c.stream()));
+}
+
+void quantize_blockwise(at::Tensor& qweight, at::Tensor& scales, const at::Tensor& w) {
+  const Call c("quantize_blockwise", w);
+  const TensorView wv = c(w, "w"), qv = c(qweight, "qweight"), sv = c(scales, "scales");
+  c.check(qv.dtype == DType::f8e4m3 ? kernelkit::quantize_blockwise_fp8(qv, sv, wv, c.stream())
+                                    : kernelkit::quantize_blockwise_int8(qv, sv, wv, c.stream()));
+}
+
 void linear_w8a8(at::Tensor& out, const at::Tensor& xq, const at::Tensor& x_scales, const at::Tensor& qweight,
                  const at::Tensor& w_scales, const std::optional<at::Tensor>& bias) {
   const Call c("linear_w8a8", xq);
@@ -65,6 +91,14 @@ KK_TORCH_OPS(m) {
          &linear_weight_only);
   def_op(m, "quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token);
   def_op(m, "quantize_per_token_fp8(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token_fp8);
+  // static_scale: scale is only read (one calibrated scale); it is declared written for the dynamic form.
+  def_op(m, "quantize_per_tensor(Tensor! q, Tensor(b!) scale, Tensor x, bool static_scale=False) -> ()",
+         &quantize_per_tensor);
+  def_op(m,
+         "quantize_per_token_group(Tensor! q, Tensor(b!) scales, Tensor x, int group=128, "
+         "bool column_major_scales=False) -> ()",
+         &quantize_per_token_group);
+  def_op(m, "quantize_blockwise(Tensor! qweight, Tensor(b!) scales, Tensor w) -> ()", &quantize_blockwise);
   def_op(m, "linear_w8a8(Tensor! out, Tensor xq, Tensor x_scales, Tensor qweight, Tensor w_scales, Tensor? bias) -> ()",
          &linear_w8a8);
   def_op(m,

@@ -1,5 +1,5 @@
-"""Quantization (src/ops/quant/): weight quantizers, per-token INT8 activations, the weight-only (W8A16 / W4A16)
-W8A8 and FP8 linear layers."""
+"""Quantization (src/ops/quant/): weight quantizers, per-token INT8 / FP8 activations, FP8 / INT8 quantizers per tensor,
+per token group and per 128 x 128 block, the weight-only (W8A16 / W4A16) W8A8 and FP8 linear layers."""
 from __future__ import annotations
 
 from typing import Optional
@@ -9,10 +9,19 @@ import torch
 from ._common import _dims, _inference_only, _rows
 from ._ops import ops
 
-__all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "linear_w8a8", "linear_fp8"]
+__all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_tensor",
+           "quantize_per_token_group", "quantize_blockwise", "linear_w8a8", "linear_fp8"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
-_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_token_fp8", "linear_w8a8",
-        "linear_fp8")
+_OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_token_fp8",
+        "quantize_per_tensor", "quantize_per_token_group", "quantize_blockwise", "linear_w8a8", "linear_fp8")
+
+# The 128 x 128 weight blocks of quantize_blockwise (kQuantBlockSize in include/kernelkit/ops/quant.hpp).
+_BLOCK = 128
+
+
+def _code_dtype(name: str, dtype: torch.dtype) -> None:
+    if dtype not in (torch.int8, torch.float8_e4m3fn):
+        raise ValueError(f"{name}: dtype must be torch.float8_e4m3fn or torch.int8, got {dtype}")
 
 
 def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,6 +80,70 @@ def quantize_per_token(x: torch.Tensor, dtype: torch.dtype = torch.int8) -> tupl
     q = torch.empty(x2.shape, dtype=dtype, device=x.device)
     s = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
     (ops.quantize_per_token if dtype == torch.int8 else ops.quantize_per_token_fp8)(q, s, x2)
+    return q, s
+
+
+def quantize_per_tensor(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn,
+                        scale: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale for the whole of x [..., k]; returns (q in x's shape, float32 scale [1]), x ~ q * s.
+
+    dtype=torch.float8_e4m3fn: q = x / s rounded to e4m3 (nearest even, saturating at 448); torch.int8: rounded half
+    to even, clamped to 127. scale None: dynamic, s = max|x| / 448 (or 127) over every element (vLLM's
+    dynamic_scaled_fp8_quant; an all-zero or empty x gives s = 0 and q = 0); on CUDA without a host synchronization, so
+    it can be captured in a CUDA graph. scale: a float32 [1] static scale (calibrated, finite and > 0; vLLM's
+    static_scaled_fp8_quant / static_scaled_int8_quant), returned as it is. FP8 on CUDA needs an FP8 GPU (sm_89+).
+    """
+    _inference_only("quantize_per_tensor", x)
+    _dims("quantize_per_tensor", "x", x, 1, "[..., k]")
+    _code_dtype("quantize_per_tensor", dtype)
+    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    s = torch.empty(1, dtype=torch.float32, device=x.device) if scale is None else scale
+    ops.quantize_per_tensor(q.view(-1, x.shape[-1]), s, _rows(x.reshape(-1, x.shape[-1])), scale is not None)
+    return q, s
+
+
+def quantize_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dtype = torch.float8_e4m3fn,
+                             column_major_scales: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One scale per 1 x group slice of each row of x [..., k] (DeepSeek-V3's activations, vLLM's
+    per_token_group_quant_fp8); returns (q in x's shape, float32 scales [..., k / group]), s = max|x| / 448 (or 127)
+    over the slice. group 64 or 128, k % group == 0; dtype torch.float8_e4m3fn or torch.int8 (rounded as
+    quantize_per_tensor).
+
+    column_major_scales=True (x [m, k]): the scales are stored M-major, as DeepGEMM's and cuBLASLt's block-scaled FP8
+    GEMMs read them: a float32 [k / group, m'] buffer (m' = m rounded up to a multiple of 4: 16-byte rows for TMA),
+    returned as its [m, k / group] transposed view (strides (1, m')). On CUDA, x's rows must be 16-byte aligned.
+    """
+    _inference_only("quantize_per_token_group", x)
+    _dims("quantize_per_token_group", "x", x, (2,) if column_major_scales else 1,
+          "[m, k] (column-major scales)" if column_major_scales else "[..., k]")
+    _code_dtype("quantize_per_token_group", dtype)
+    k = x.shape[-1]
+    groups = k // group if group > 0 else 0
+    x2 = _rows(x.reshape(-1, k))
+    q = torch.empty(x.shape, dtype=dtype, device=x.device)
+    if column_major_scales:
+        m = x2.shape[0]
+        st = torch.empty(groups, (m + 3) // 4 * 4, dtype=torch.float32, device=x.device)[:, :m]
+        ops.quantize_per_token_group(q.view(-1, k), st, x2, group, True)
+        return q, st.T
+    s = torch.empty(x.shape[:-1] + (groups,), dtype=torch.float32, device=x.device)
+    ops.quantize_per_token_group(q.view(-1, k), s.view(-1, groups), x2, group, False)
+    return q, s
+
+
+def quantize_blockwise(w: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> tuple[torch.Tensor, torch.Tensor]:
+    """128 x 128 block quantization of a weight w [n, k] (DeepSeek-V3's FP8 weight format); returns (q [n, k], float32
+    scales [ceil(n / 128), ceil(k / 128)]), s = max|w| / 448 (or 127) over each block (the edge blocks partial), w ~ q
+    * s[r // 128, j // 128]. dtype torch.float8_e4m3fn or torch.int8 (rounded as quantize_per_tensor). On CUDA the call
+    waits and raises for an inf or NaN in w, as the other weight quantizers do.
+    """
+    _inference_only("quantize_blockwise", w)
+    _dims("quantize_blockwise", "w", w, (2,), "[n, k] (an nn.Linear weight)")
+    _code_dtype("quantize_blockwise", dtype)
+    n, k = w.shape
+    q = torch.empty((n, k), dtype=dtype, device=w.device)
+    s = torch.empty(((n + _BLOCK - 1) // _BLOCK, (k + _BLOCK - 1) // _BLOCK), dtype=torch.float32, device=w.device)
+    ops.quantize_blockwise(q, s, _rows(w))
     return q, s
 
 

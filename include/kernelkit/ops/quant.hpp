@@ -29,6 +29,51 @@ Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, co
 Status quantize_per_token_fp8(const TensorView& q, const TensorView& scales, const TensorView& x,
                               Stream stream = nullptr);
 
+// ---- FP8 (and INT8) quantizers with coarser or finer spans than a row, for the GEMMs that take them (per-tensor
+//      scaled FP8 matmuls, DeepSeek-V3's block-scaled FP8). The same rounding as above: q = e4m3(fp32(v / s)) to
+//      nearest even, saturating at +-448 (f8e4m3), or round_half_even(fp32(v / s)) clamped to +-127 (i8), with s =
+//      max|v| / 448 (or / 127) over the span as fp32 (an all-zero span gives s = 0 and q = 0). The _int8 op of each
+//      pair is the same kernel with the other code. x / w: f32, f16 or bf16, [rows, k] with a contiguous last dim and
+//      any row stride; q: f8e4m3 or i8 [rows, k], contiguous. FP8 on CUDA needs a profile with FP8 (sm_89+); the T4 /
+//      A100 profiles refuse it, naming what to use instead. CPU tensors run the reference, which refuses an inf or NaN
+//      input (and a bad static scale) naming where it is; CUDA records it for check_errors.
+
+// Per-tensor (vLLM's dynamic_scaled_fp8_quant, static_scaled_fp8_quant and static_scaled_int8_quant): one scale for
+// the whole x [m, k] -> q [m, k], scale f32 [1].
+//   static_scale = false: scale written, s = max|x| / 448 (or 127) over every element (an empty or all-zero x gives
+//     s = 0). CUDA: scale zeroed on the stream, one pass combining each block's max into it with an atomic max, then
+//     the codes: no host synchronization and no allocation, so it can be captured in a CUDA graph.
+//   static_scale = true: scale read, a calibrated s that must be finite and > 0 (values beyond 448 s saturate). CUDA
+//     cannot look at it without a synchronization: a bad one is recorded (check_errors) and that call's codes are not
+//     valid.
+Status quantize_per_tensor_fp8(const TensorView& q, const TensorView& scale, const TensorView& x,
+                               bool static_scale = false, Stream stream = nullptr);
+Status quantize_per_tensor_int8(const TensorView& q, const TensorView& scale, const TensorView& x,
+                                bool static_scale = false, Stream stream = nullptr);
+
+// Per-token-group (DeepSeek-V3's activations, vLLM's per_token_group_quant_fp8 / _int8): one scale per 1 x group
+// slice of a row, x [m, k] -> q [m, k], s[t, g] = max_{j in g} |x[t, j]| / 448 (or 127); group 64 or 128,
+// k % group == 0. The scales, f32, are laid out
+//   column_major_scales = false: [m, k / group], contiguous (s[t, g] at t * (k / group) + g);
+//   column_major_scales = true: [k / group, m] with a contiguous last dim and any row stride ld >= m (s[t, g] at
+//     g * ld + t): the M-major layout of DeepGEMM's and cuBLASLt's block-scaled FP8 GEMMs (ld = m rounded up to a
+//     multiple of 4 gives TMA its 16-byte rows); as a torch tensor its transpose is the [m, k / group] view.
+// CUDA: x's pointer and row stride and q's pointer 16-byte aligned (8 values a thread, one 16-byte load each).
+Status quantize_per_token_group_fp8(const TensorView& q, const TensorView& scales, const TensorView& x, int group = 128,
+                                    bool column_major_scales = false, Stream stream = nullptr);
+Status quantize_per_token_group_int8(const TensorView& q, const TensorView& scales, const TensorView& x,
+                                     int group = 128, bool column_major_scales = false, Stream stream = nullptr);
+
+// 128 x 128 blocks of weights (DeepSeek-V3's FP8 weight format, vLLM's block-wise FP8 linear): w [n, k] -> qweight
+// [n, k], scales f32 [ceil(n / 128), ceil(k / 128)] (contiguous), s[i, j] = max|w| over rows 128 i .. 128 i + 127
+// and columns 128 j .. 128 j + 127 (the edge blocks partial: any n and k) / 448 (or 127). Weights are quantized off the
+// serving path: like the other weight quantizers the CUDA call waits and refuses an inf or NaN at the call.
+inline constexpr int kQuantBlockSize = 128;
+Status quantize_blockwise_fp8(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                              Stream stream = nullptr);
+Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                               Stream stream = nullptr);
+
 // Group-wise INT4 weights: w [n, k] -> qweight i4x2 [n, k / 2] in the kernel layout below, scales f32 [n, k / group];
 // group is 64 or 128 (k % group == 0); s = max|w| / 7 over the group, q in [-7, 7] (-8 is never produced but decodes).
 //

@@ -1,5 +1,5 @@
-// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was expected),
-// then the CPU reference or the CUDA launcher through run_row_op (profile-dependent checks included).
+// Quantization ops: TensorViews -> QuantizeArgs / WeightOnlyArgs (every check names the argument and what was
+// expected), then the CPU reference or the CUDA launcher through run_op (profile-dependent checks included).
 #include "ops/quant/quant.hpp"
 
 #include <algorithm>
@@ -68,35 +68,67 @@ Status check_matrix(OpId op, const TensorView& t, const char* arg) {
 
 int64_t row_stride(const TensorView& t) { return t.shape[0] > 1 ? t.strides[0] : t.shape[1]; }
 
+// The names of a quantizer's tensors in its errors: x / q for activations, w / qweight for weights; scale for the one
+// per-tensor scale.
+struct QuantizeNames {
+  const char *src, *q, *scales;
+  explicit QuantizeNames(OpId op)
+      : src(quantizes_tokens(op) ? "x" : "w"),
+        q(quantizes_tokens(op) ? "q" : "qweight"),
+        scales(scale_span(op) == ScaleSpan::tensor ? "scale" : "scales") {}
+};
+
 Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group,
-                      QuantizeArgs* a) {
-  const char* src = quantizes_tokens(op) ? "x" : "w";
-  KK_RETURN_IF_ERROR(check_matrix(op, w, src));
+                      bool static_scale, bool column_major_scales, QuantizeArgs* a) {
+  const QuantizeNames arg(op);
+  KK_RETURN_IF_ERROR(check_matrix(op, w, arg.src));
   a->op = op;
   a->dtype = w.dtype;
   a->device = w.device;
   a->rows = w.shape[0];
   a->hidden = w.shape[1];
   a->group = group;
+  a->static_scale = static_scale;
   const std::string name(op_info(op).name);
   if (!is_floating(w.dtype))
-    return invalid_argument(name + ": " + src + " dtype " + dt(w.dtype) +
+    return invalid_argument(name + ": " + arg.src + " dtype " + dt(w.dtype) +
                             " is not supported (expected f32, f16 or bf16)");
   const Checker c(op, w.device);
-  KK_RETURN_IF_ERROR(c.tensor(w, src, w.dtype, {a->rows, a->hidden}, true));
-  const char* qarg = quantizes_tokens(op) ? "q" : "qweight";
-  if (op == OpId::quantize_int4_groupwise) {
+  KK_RETURN_IF_ERROR(c.tensor(w, arg.src, w.dtype, {a->rows, a->hidden}, true));
+  const ScaleSpan span = scale_span(op);
+  if (span == ScaleSpan::group) {
     if (group != 64 && group != 128)
       return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
     if (a->hidden % group != 0)
       return invalid_argument(name + ": k = " + std::to_string(a->hidden) +
                               " must be a multiple of group = " + std::to_string(group));
-    KK_RETURN_IF_ERROR(c.tensor(q, qarg, DType::i4x2, {a->rows, a->hidden / 2}));
-    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows, a->hidden / group}));
-  } else {
-    const DType qtype = op_fp8_dtype(op).value_or(DType::i8);
-    KK_RETURN_IF_ERROR(c.tensor(q, qarg, qtype, {a->rows, a->hidden}));
-    KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a->rows}));
+  }
+  if (op == OpId::quantize_int4_groupwise)
+    KK_RETURN_IF_ERROR(c.tensor(q, arg.q, DType::i4x2, {a->rows, a->hidden / 2}));
+  else
+    KK_RETURN_IF_ERROR(c.tensor(q, arg.q, op_fp8_dtype(op).value_or(DType::i8), {a->rows, a->hidden}));
+  const int64_t block = kQuantBlockSize;
+  switch (span) {
+    case ScaleSpan::row:
+      KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32, {a->rows}));
+      break;
+    case ScaleSpan::group:
+      if (column_major_scales) {  // [k / group, m], any row stride >= m
+        KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32, {a->hidden / group, a->rows}, true));
+        a->scales_ld = row_stride(scales);
+      } else {
+        KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32, {a->rows, a->hidden / group}));
+      }
+      break;
+    case ScaleSpan::tensor:
+      KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32, {1}));
+      break;
+    case ScaleSpan::block:
+      KK_RETURN_IF_ERROR(
+          c.tensor(scales, arg.scales, DType::f32, {(a->rows + block - 1) / block, (a->hidden + block - 1) / block}));
+      break;
+    case ScaleSpan::none:
+      return Status(StatusCode::internal, name + ": not a quantizer");
   }
   a->w = w.data;
   a->w_stride = row_stride(w);
@@ -117,8 +149,21 @@ Status check_profile_dtype(OpId op, const char* arg, DType dtype, const DevicePr
                      profile.dtype_refusal(dtype));
 }
 
-Status run_quantize(const QuantizeArgs& a, Stream stream) {
-  return run_row_op(a, stream, validate_quantize, quantize_reference, quantize_cuda);
+// Builds, checks the outputs against the inputs (a static scale is an input) and runs one quantizer. The work is the
+// rows, but for a dynamic per-tensor scale, which an empty x still sets (to 0).
+Status quantize(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, Stream stream,
+                int group = 0, bool static_scale = false, bool column_major_scales = false) {
+  QuantizeArgs a;
+  KK_RETURN_IF_ERROR(build_quantize(op, q, scales, w, group, static_scale, column_major_scales, &a));
+  const QuantizeNames arg(op);
+  const std::string name(op_info(op).name);
+  if (static_scale)
+    KK_RETURN_IF_ERROR(check_no_overlap(name, {{&q, arg.q}}, {{&w, arg.src}, {&scales, arg.scales}}));
+  else
+    KK_RETURN_IF_ERROR(check_no_overlap(name, {{&q, arg.q}, {&scales, arg.scales}}, {{&w, arg.src}}));
+  const bool sets_scale = scale_span(op) == ScaleSpan::tensor && !static_scale;
+  return run_op(name, a, sets_scale ? std::max<int64_t>(a.rows, 1) : a.rows, stream, validate_quantize,
+                quantize_reference, quantize_cuda);
 }
 
 }  // namespace
@@ -126,15 +171,16 @@ Status run_quantize(const QuantizeArgs& a, Stream stream) {
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
   if (profile && a.device.type == DeviceType::cuda) {
-    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, quantizes_tokens(a.op) ? "x" : "w", a.dtype, *profile));
+    const QuantizeNames arg(a.op);
+    KK_RETURN_IF_ERROR(check_profile_dtype(a.op, arg.src, a.dtype, *profile));
     if (const auto fp8 = op_fp8_dtype(a.op))  // FP8 conversions in hardware: sm_89+
-      KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "q", *fp8, *profile));
-    // The INT4 kernel reads 8 values (one packed word) a thread as 16-byte vectors and stores 4-byte words.
-    if (a.op == OpId::quantize_int4_groupwise && a.align_bytes < 16)
-      return invalid_argument(name +
-                              ": on CUDA, w's pointer and row stride and qweight's pointer must be 16-byte "
-                              "aligned, got " +
-                              std::to_string(a.align_bytes) + "-byte alignment");
+      KK_RETURN_IF_ERROR(check_profile_dtype(a.op, arg.q, *fp8, *profile));
+    // The group kernel reads 8 values (one INT4 word) a thread as 16-byte vectors and stores their codes in one access.
+    if (scale_span(a.op) == ScaleSpan::group && a.align_bytes < 16) {
+      return invalid_argument(name + ": on CUDA, " + arg.src + "'s pointer and row stride and " + arg.q +
+                              "'s pointer must be 16-byte aligned, got " + std::to_string(a.align_bytes) +
+                              "-byte alignment");
+    }
   }
   return Status::Ok();
 }
@@ -172,35 +218,49 @@ Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile) {
 
 Status quantize_int8_per_channel(const TensorView& qweight, const TensorView& scales, const TensorView& w,
                                  Stream stream) {
-  detail::QuantizeArgs a;
-  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int8_per_channel, qweight, scales, w, 0, &a));
-  KK_RETURN_IF_ERROR(
-      detail::check_no_overlap("quantize_int8_per_channel", {{&qweight, "qweight"}, {&scales, "scales"}}, {{&w, "w"}}));
-  return detail::run_quantize(a, stream);
+  return detail::quantize(OpId::quantize_int8_per_channel, qweight, scales, w, stream);
 }
 
 Status quantize_per_token_int8(const TensorView& q, const TensorView& scales, const TensorView& x, Stream stream) {
-  detail::QuantizeArgs a;
-  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_int8, q, scales, x, 0, &a));
-  KK_RETURN_IF_ERROR(
-      detail::check_no_overlap("quantize_per_token_int8", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
-  return detail::run_quantize(a, stream);
+  return detail::quantize(OpId::quantize_per_token_int8, q, scales, x, stream);
 }
 
 Status quantize_per_token_fp8(const TensorView& q, const TensorView& scales, const TensorView& x, Stream stream) {
-  detail::QuantizeArgs a;
-  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_per_token_fp8, q, scales, x, 0, &a));
-  KK_RETURN_IF_ERROR(detail::check_no_overlap("quantize_per_token_fp8", {{&q, "q"}, {&scales, "scales"}}, {{&x, "x"}}));
-  return detail::run_quantize(a, stream);
+  return detail::quantize(OpId::quantize_per_token_fp8, q, scales, x, stream);
 }
 
 Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scales, const TensorView& w, int group,
                                Stream stream) {
-  detail::QuantizeArgs a;
-  KK_RETURN_IF_ERROR(detail::build_quantize(OpId::quantize_int4_groupwise, qweight, scales, w, group, &a));
-  KK_RETURN_IF_ERROR(
-      detail::check_no_overlap("quantize_int4_groupwise", {{&qweight, "qweight"}, {&scales, "scales"}}, {{&w, "w"}}));
-  return detail::run_quantize(a, stream);
+  return detail::quantize(OpId::quantize_int4_groupwise, qweight, scales, w, stream, group);
+}
+
+Status quantize_per_tensor_fp8(const TensorView& q, const TensorView& scale, const TensorView& x, bool static_scale,
+                               Stream stream) {
+  return detail::quantize(OpId::quantize_per_tensor_fp8, q, scale, x, stream, 0, static_scale);
+}
+
+Status quantize_per_tensor_int8(const TensorView& q, const TensorView& scale, const TensorView& x, bool static_scale,
+                                Stream stream) {
+  return detail::quantize(OpId::quantize_per_tensor_int8, q, scale, x, stream, 0, static_scale);
+}
+
+Status quantize_per_token_group_fp8(const TensorView& q, const TensorView& scales, const TensorView& x, int group,
+                                    bool column_major_scales, Stream stream) {
+  return detail::quantize(OpId::quantize_per_token_group_fp8, q, scales, x, stream, group, false, column_major_scales);
+}
+
+Status quantize_per_token_group_int8(const TensorView& q, const TensorView& scales, const TensorView& x, int group,
+                                     bool column_major_scales, Stream stream) {
+  return detail::quantize(OpId::quantize_per_token_group_int8, q, scales, x, stream, group, false, column_major_scales);
+}
+
+Status quantize_blockwise_fp8(const TensorView& qweight, const TensorView& scales, const TensorView& w, Stream stream) {
+  return detail::quantize(OpId::quantize_blockwise_fp8, qweight, scales, w, stream);
+}
+
+Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scales, const TensorView& w,
+                               Stream stream) {
+  return detail::quantize(OpId::quantize_blockwise_int8, qweight, scales, w, stream);
 }
 
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernelkit/op_info.hpp"
+#include "kernelkit/ops/quant.hpp"
 #include "kernelkit/profile.hpp"
 #include "kernelkit/tensor.hpp"
 
@@ -13,24 +14,68 @@ namespace kernelkit::detail {
 // The kernel layout of INT4 weights (ops.hpp): value j of each 8-value word sits in nibble kInt4Nibble[j].
 inline constexpr int kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-// The per-token quantizers take activations (x, q); the weight quantizers take w (qweight). The same row math.
+// The activation quantizers take x (q); the weight quantizers take w (qweight). The same math: codes of one span.
 constexpr bool quantizes_tokens(OpId op) {
-  return op == OpId::quantize_per_token_int8 || op == OpId::quantize_per_token_fp8;
+  switch (op) {
+    case OpId::quantize_per_token_int8:
+    case OpId::quantize_per_token_fp8:
+    case OpId::quantize_per_tensor_int8:
+    case OpId::quantize_per_tensor_fp8:
+    case OpId::quantize_per_token_group_int8:
+    case OpId::quantize_per_token_group_fp8:
+      return true;
+    default:
+      return false;
+  }
 }
 
-// quantize_int8_per_channel / quantize_per_token_int8 / quantize_per_token_fp8 (group 0: one scale a row) and
-// quantize_int4_groupwise.
+// The values a quantizer's scale covers: a row, a 1 x group slice of a row, the whole tensor, or a
+// kQuantBlockSize x kQuantBlockSize block (none: not a quantizer).
+enum class ScaleSpan : uint8_t { none, row, group, tensor, block };
+constexpr ScaleSpan scale_span(OpId op) {
+  switch (op) {
+    case OpId::quantize_int8_per_channel:
+    case OpId::quantize_per_token_int8:
+    case OpId::quantize_per_token_fp8:
+      return ScaleSpan::row;
+    case OpId::quantize_int4_groupwise:
+    case OpId::quantize_per_token_group_int8:
+    case OpId::quantize_per_token_group_fp8:
+      return ScaleSpan::group;
+    case OpId::quantize_per_tensor_int8:
+    case OpId::quantize_per_tensor_fp8:
+      return ScaleSpan::tensor;
+    case OpId::quantize_blockwise_int8:
+    case OpId::quantize_blockwise_fp8:
+      return ScaleSpan::block;
+    default:
+      return ScaleSpan::none;
+  }
+}
+
+// The quantizers: quantize_int8_per_channel, quantize_per_token_*, quantize_per_tensor_*, quantize_per_token_group_*,
+// quantize_blockwise_* and quantize_int4_groupwise.
 struct QuantizeArgs {
   OpId op = OpId::quantize_int8_per_channel;
   DType dtype{};  // of w
   Device device{};
   int64_t rows = 0, hidden = 0;  // w [rows, hidden = k]
-  int group = 0;                 // INT4: the scale group along k (64 or 128); 0 for INT8
+  int group = 0;                 // ScaleSpan::group: the scale group along k (64 or 128); else 0
   const void* w = nullptr;       // [rows, k], row stride w_stride elements
   int64_t w_stride = 0;
-  void* q = nullptr;        // i8 or f8e4m3 [rows, k], or i4x2 [rows, k / 2] (kernel layout), contiguous
-  float* scales = nullptr;  // f32 [rows] or [rows, k / group], contiguous
-  int align_bytes = 16;     // of w's pointer and row stride
+  void* q = nullptr;  // i8 or f8e4m3 [rows, k], or i4x2 [rows, k / 2] (kernel layout), contiguous
+  // f32, by span: row [rows]; group [rows, k / group], or [k / group, scales_ld] when scales_ld > 0 (column major);
+  // tensor [1] (read when static_scale); block [ceil(rows / B), ceil(k / B)], B = kQuantBlockSize. Contiguous but
+  // for scales_ld.
+  float* scales = nullptr;
+  int64_t scales_ld = 0;
+  bool static_scale = false;
+  int align_bytes = 16;  // of w's pointer and row stride and of q's pointer
+
+  // Where the fp32 scale of row t's group g lies in scales (ScaleSpan::group).
+  int64_t group_scale_index(int64_t t, int64_t g) const {
+    return scales_ld > 0 ? g * scales_ld + t : t * (hidden / group) + g;
+  }
 
   OpShape shape() const {
     OpShape s{rows, hidden, 1, align_bytes};

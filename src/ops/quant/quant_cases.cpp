@@ -27,6 +27,8 @@ std::string QuantizeCase::name() const {
   os << op_info(op).name << " " << dtype_name(dtype) << " " << rows << "x" << k;
   if (group) os << " g" << group;
   if (pad) os << " pad " << pad;
+  if (static_scale) os << " static scale";
+  if (scales_ld) os << " column-major scales ld " << scales_ld;
   return os.str();
 }
 
@@ -206,40 +208,79 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   return r;
 }
 
+Status call_quantizer(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group,
+                      bool static_scale, bool column_major_scales) {
+  switch (op) {
+    case OpId::quantize_int8_per_channel:
+      return quantize_int8_per_channel(q, scales, w);
+    case OpId::quantize_per_token_int8:
+      return quantize_per_token_int8(q, scales, w);
+    case OpId::quantize_per_token_fp8:
+      return quantize_per_token_fp8(q, scales, w);
+    case OpId::quantize_int4_groupwise:
+      return quantize_int4_groupwise(q, scales, w, group);
+    case OpId::quantize_per_tensor_int8:
+      return quantize_per_tensor_int8(q, scales, w, static_scale);
+    case OpId::quantize_per_tensor_fp8:
+      return quantize_per_tensor_fp8(q, scales, w, static_scale);
+    case OpId::quantize_per_token_group_int8:
+      return quantize_per_token_group_int8(q, scales, w, group, column_major_scales);
+    case OpId::quantize_per_token_group_fp8:
+      return quantize_per_token_group_fp8(q, scales, w, group, column_major_scales);
+    case OpId::quantize_blockwise_int8:
+      return quantize_blockwise_int8(q, scales, w);
+    case OpId::quantize_blockwise_fp8:
+      return quantize_blockwise_fp8(q, scales, w);
+    default:
+      return invalid_argument(std::string(op_info(op).name) + " is not a quantizer");
+  }
+}
+
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   CaseResult r;
   if (device >= 0 && !(r.status = need_device()).ok()) return r;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.rows * 131 + c.k));
   std::uniform_real_distribution<double> u(-2.0, 2.0);
-  const int64_t ws = c.k + c.pad;
+  const detail::ScaleSpan span = detail::scale_span(c.op);
+  const int64_t ws = c.k + c.pad, block = kQuantBlockSize;
+  const int64_t block_rows = (c.rows + block - 1) / block, block_cols = (c.k + block - 1) / block;
+  const bool zero_block = span == detail::ScaleSpan::block && block_rows * block_cols > 1;
   HostBuffer w(c.dtype, std::max<int64_t>(1, c.rows * ws));
-  for (int64_t i = 0; i < w.size(); ++i) w.set(i, i < ws ? 0.0 : u(rng));  // row 0: all zeros
-  const bool int4 = c.op == OpId::quantize_int4_groupwise;
-  const int64_t qcols = int4 ? c.k / 2 : c.k, scols = int4 ? c.k / c.group : 1;
+  for (int64_t i = 0; i < w.size(); ++i) {
+    const int64_t row = i / ws, col = i % ws;
+    const bool zero = zero_block ? row < block && col < block : row == 0;
+    w.set(i, zero ? 0.0 : row == 1 && col % 7 == 0 ? 1e-4 * u(rng) : u(rng));
+  }
+  const bool int4 = c.op == OpId::quantize_int4_groupwise, fp8 = op_fp8_dtype(c.op).has_value();
+  const int64_t qcols = int4 ? c.k / 2 : c.k;
+  // The scales' shape: [rows], [rows, k / group] or [k / group, scales_ld] (column major), [1], or the blocks'.
+  int64_t s_rows = c.rows, s_cols = 1, s_ld = 1;
+  if (span == detail::ScaleSpan::group && c.scales_ld > 0)
+    s_rows = c.k / c.group, s_cols = c.rows, s_ld = c.scales_ld;
+  else if (span == detail::ScaleSpan::group)
+    s_cols = s_ld = c.k / c.group;
+  else if (span == detail::ScaleSpan::tensor)
+    s_rows = 1;
+  else if (span == detail::ScaleSpan::block)
+    s_rows = block_rows, s_cols = s_ld = block_cols;
   HostBuffer q(int4 ? DType::i4x2 : op_fp8_dtype(c.op).value_or(DType::i8), c.rows * qcols),
-      s(DType::f32, c.rows * scols);
+      s(DType::f32, std::max<int64_t>(1, (s_rows - 1) * s_ld + s_cols));
+  if (c.static_scale) s.set(0, 1.5 / detail::code_max(fp8));
   const auto call = [&](const std::vector<void*>& p, Device d) {
     void *wp = p[0], *qp = p[1], *sp = p[2];
     const TensorView wv = TensorView::strided(wp, c.dtype, {c.rows, c.k}, {ws, 1}, d);
     const TensorView qv = TensorView::contiguous(qp, q.dtype(), {c.rows, qcols}, d);
-    const TensorView sv = int4 ? TensorView::contiguous(sp, DType::f32, {c.rows, scols}, d)
-                               : TensorView::contiguous(sp, DType::f32, {c.rows}, d);
-    switch (c.op) {
-      case OpId::quantize_int8_per_channel:
-        return quantize_int8_per_channel(qv, sv, wv);
-      case OpId::quantize_per_token_int8:
-        return quantize_per_token_int8(qv, sv, wv);
-      case OpId::quantize_per_token_fp8:
-        return quantize_per_token_fp8(qv, sv, wv);
-      default:
-        return quantize_int4_groupwise(qv, sv, wv, c.group);
-    }
+    const TensorView sv = span == detail::ScaleSpan::row || span == detail::ScaleSpan::tensor
+                              ? TensorView::contiguous(sp, DType::f32, {s_rows}, d)
+                              : TensorView::strided(sp, DType::f32, {s_rows, s_cols}, {s_ld, 1}, d);
+    return call_quantizer(c.op, qv, sv, wv, c.group, c.static_scale, c.scales_ld > 0);
   };
   HostBuffer q_want = q, s_want = s, q_got = q, s_got = s;
-  if (r.status = run_reference({{&w, Role::in}, {&q_want, Role::out}, {&s_want, Role::out}}, call); !r.status.ok())
+  const Role s_role = c.static_scale ? Role::in : Role::out;
+  if (!c.static_scale) s_want.poison();  // as the op under test's: a layout's padding compares equal when untouched
+  if (r.status = run_reference({{&w, Role::in}, {&q_want, Role::out}, {&s_want, s_role}}, call); !r.status.ok())
     return r;
-  if (r.status = run_under_test({{&w, Role::in}, {&q_got, Role::out}, {&s_got, Role::out}}, call, device);
-      !r.status.ok())
+  if (r.status = run_under_test({{&w, Role::in}, {&q_got, Role::out}, {&s_got, s_role}}, call, device); !r.status.ok())
     return r;
   const auto* qg = static_cast<const uint8_t*>(q_got.data());
   const auto* qw = static_cast<const uint8_t*>(q_want.data());
@@ -339,11 +380,17 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
           out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
         }
   } else {  // the quantizers, bit for bit
-    const int group = op == OpId::quantize_int4_groupwise ? 128 : 0;
+    // Per tensor: static at 7 rows; per-token-group: groups of 64 at 7 rows and column-major scales (ld rounded up
+    // to 4) at 83; blocks: k with a partial last block.
+    const detail::ScaleSpan span = detail::scale_span(op);
     for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{83}})
       for (int64_t k : {int64_t{256}, int64_t{4096}}) {
         if (small && k > 256) continue;
-        const QuantizeCase c{op, dtype, rows, k, group, rows == 7 ? 8 : 0, (*seed)++};
+        QuantizeCase c{op, dtype, rows, k, 0, rows == 7 ? 8 : 0, (*seed)++};
+        if (span == detail::ScaleSpan::group) c.group = op != OpId::quantize_int4_groupwise && rows == 7 ? 64 : 128;
+        if (span == detail::ScaleSpan::group && op != OpId::quantize_int4_groupwise && rows == 83) c.scales_ld = 84;
+        if (span == detail::ScaleSpan::tensor) c.static_scale = rows == 7;
+        if (span == detail::ScaleSpan::block) c.k = k + 44;
         out->push_back({c.name(), [c, device] { return run_quantize_case_cuda(c, device); }});
       }
   }

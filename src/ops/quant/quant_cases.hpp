@@ -49,19 +49,27 @@ struct W8A8Case {
 // device < 0: the op under test is the CPU backend.
 CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);
 
-// Quantizer cases (quantize_int8_per_channel, quantize_per_token_int8 / _fp8, quantize_int4_groupwise): w [rows, k]
-// with rows `pad` elements apart, uniform in [-2, 2] with row 0 all zeros (scale 0). The CUDA quantizers must give the
-// reference's q and scales bit for bit (both round w / s once, in fp32).
+// Quantizer cases (every quantize_* op): w [rows, k] with rows `pad` elements apart, uniform in [-2, 2], with a zero
+// span (row 0, or the first 128 x 128 block when there are several: scale 0) and row 1 holding every 7th value at
+// 1e-4 of the rest (e4m3 subnormal codes). The CUDA quantizers must give the reference's q and scales bit for bit
+// (both round w / s once, in fp32); outputs start poisoned on both sides, so a scale layout's padding (column-major
+// scales_ld > rows) must stay untouched.
 struct QuantizeCase {
   OpId op = OpId::quantize_int8_per_channel;
   DType dtype = DType::f16;
   int64_t rows = 7, k = 128;
-  int group = 0;
+  int group = 0;  // quantize_int4_groupwise, quantize_per_token_group_*: 64 or 128
   int64_t pad = 0;
   uint64_t seed = 1;
+  bool static_scale = false;  // quantize_per_tensor_*: the given scale 1.5 / qmax, so |w| past 1.5 saturates
+  int64_t scales_ld = 0;      // quantize_per_token_group_*: > 0 for column-major scales [k / group, scales_ld]
   std::string name() const;
 };
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear
+// Quantizer `op` through its public entry point: group for the group ops, static_scale for the per-tensor ones,
+// column_major_scales for the per-token-group ones.
+Status call_quantizer(OpId op, const TensorView& q, const TensorView& scales, const TensorView& w, int group = 0,
+                      bool static_scale = false, bool column_major_scales = false);
 
 // ---- The ops fused with quantization (rms_norm_quant_*, fused_add_rms_norm_quant_*, silu_and_mul_quant_*).
 

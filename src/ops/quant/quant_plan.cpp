@@ -2,6 +2,7 @@
 #include "ops/quant/quant_plan.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "ops/quant/quant.hpp"
@@ -19,9 +20,11 @@ using plan::tune_value;
 namespace detail {
 
 // Quantizers and weight-only linear ops.
-//  - Row quantizers (INT8 per channel / per token, FP8 per token): the row-norm work split (one row max, then the row
-//  quantized).
-//  - INT4 group-wise: one thread per 8 values (one packed word), 256-thread blocks, one wave over all words.
+//  - Row quantizers (INT8 per channel / per token, FP8 per token) and the per-tensor ones: the row-norm work split (one
+//  row max, then the row quantized; per tensor, a max pass over all rows, then the codes).
+//  - Group-wise (INT4, per-token-group): one thread per 8 values (one packed word), 256-thread blocks, one wave over
+//  all words.
+//  - 128 x 128 blocks: a 256-thread block a weight block (its max, then its codes), one wave over the blocks.
 //  - linear_fp8: cuBLASLt (library plans, FP8 profiles only).
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
 //    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
@@ -33,24 +36,37 @@ namespace detail {
 //    14.2, n28672 k8192 71.0 against 48.1 us.)
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
-  if (op == OpId::quantize_int8_per_channel || quantizes_tokens(op)) return plan::plan_rows(prof, op, s, dtype, p);
+  const ScaleSpan span = scale_span(op);
+  if (span == ScaleSpan::row || span == ScaleSpan::tensor) return plan::plan_rows(prof, op, s, dtype, p);
   p->sms = prof.sms;
-  if (op == OpId::quantize_int4_groupwise) {
-    if (s.hidden % 8 != 0)
-      return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
-    const int64_t words = s.rows * (s.hidden / 8);
-    p->vec = 8;
+  // The group and block kernels: 256-thread blocks (__launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)), a
+  // 1-D grid of at most one wave looping over `work` blocks' worth.
+  const auto one_wave = [&](int64_t work) -> Status {
     p->threads_per_row = p->block_threads = kElementwiseThreads;
     p->rows_per_block = 1;
-    p->vecs_per_thread = 1;
     p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseMinBlocks));
     if (p->blocks_per_sm == 0) return unsupported(name + ": a 256-thread block does not fit profile " + prof.key);
     const int64_t wave = int64_t{prof.sms} * p->blocks_per_sm;
-    p->grid = std::max<int64_t>(1, std::min<int64_t>(ceil_div(words, p->block_threads), wave));
+    p->grid = std::max<int64_t>(1, std::min<int64_t>(work, wave));
     p->grid_x = p->grid;  // one-dimensional
     const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
     p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
     return Status::Ok();
+  };
+  if (span == ScaleSpan::group) {  // one thread a word of 8 values (INT4: one packed word)
+    if (s.hidden % 8 != 0)
+      return invalid_argument(name + ": k must be a multiple of 8, got " + std::to_string(s.hidden));
+    p->vec = 8;
+    p->vecs_per_thread = 1;
+    return one_wave(ceil_div(s.rows * (s.hidden / 8), kElementwiseThreads));
+  }
+  if (span == ScaleSpan::block) {  // one thread block a weight block at a time; vectors by the gcd rule
+    const int elem = static_cast<int>(dtype_size(dtype));
+    const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
+    p->vec = std::gcd(static_cast<int>(std::gcd<int64_t, int64_t>(s.hidden, 16 / elem)), align_elems);
+    p->vecs_per_thread =
+        static_cast<int>(ceil_div(int64_t{kQuantBlockSize} * kQuantBlockSize / p->vec, kElementwiseThreads));
+    return one_wave(ceil_div(s.rows, kQuantBlockSize) * ceil_div(s.hidden, kQuantBlockSize));
   }
   if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
   if (op == OpId::linear_fp8) {  // cuBLASLt's FP8 matmul: its heuristic, not a launch configuration of ours

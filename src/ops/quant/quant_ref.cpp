@@ -1,15 +1,18 @@
 // CPU reference of the quantization ops, fp64 wherever the kernels' own rounding points allow:
-//  - quantizers: the scale s = max|w| / qmax and the quotient w / s are fp32 values (as the kernels' IEEE fp32
-//    divisions give; an fp64 division of two floats rounded once to float is the correctly rounded fp32 quotient), then
+//  - quantizers: the scale s = max|w| / qmax over each span (a row, a group, the tensor, a block) and the quotient
+//    w / s are fp32 values (as the kernels' IEEE fp32 divisions give; an fp64 division of two floats rounded once to
+//    float is the correctly rounded fp32 quotient), then
 //    q = round-half-even, clamped to [-qmax, qmax] (FP8: rounded to e4m3, nearest even, saturating at 448). So the
 //    CUDA quantizers must match these bit for bit.
 //  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
 //  - linear_w8a8 / linear_fp8: the exact dot product of the 1-byte values, scaled and rounded once.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "ops/quant/quant.hpp"
+#include "runtime/device_errors.hpp"
 
 namespace kernelkit::detail {
 
@@ -23,12 +26,41 @@ int quantize_value(double w, float s, int qmax) {
   return static_cast<int>(std::clamp(q, -static_cast<double>(qmax), static_cast<double>(qmax)));
 }
 
-// s = fp32(max|w| / qmax) over `count` values of row r starting at column c0.
-float span_scale(const QuantizeArgs& a, int64_t r, int64_t c0, int64_t count, int qmax) {
+// s = fp32(max|w| / qmax) over rows [r0, r1) x columns [c0, c1).
+float span_scale(const QuantizeArgs& a, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int qmax) {
   double amax = 0;
-  for (int64_t j = c0; j < c0 + count; ++j)
-    amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t j = c0; j < c1; ++j)
+      amax = std::max(amax, std::fabs(load_as_double(a.w, a.dtype, r * a.w_stride + j)));
   return span_scale_of(amax, qmax);
+}
+
+// Calls f(r0, r1, c0, c1, scale) for every span of the quantizer: rows [r0, r1) x columns [c0, c1) share the fp32
+// scale *scale (ScaleSpan, and the scales' layouts in QuantizeArgs).
+template <typename F>
+void for_each_span(const QuantizeArgs& a, F f) {
+  const int64_t k = a.hidden, b = kQuantBlockSize;
+  switch (scale_span(a.op)) {
+    case ScaleSpan::row:
+      for (int64_t r = 0; r < a.rows; ++r) f(r, r + 1, 0, k, a.scales + r);
+      break;
+    case ScaleSpan::group:
+      for (int64_t r = 0; r < a.rows; ++r)
+        for (int64_t g = 0; g < k / a.group; ++g)
+          f(r, r + 1, g * a.group, (g + 1) * a.group, a.scales + a.group_scale_index(r, g));
+      break;
+    case ScaleSpan::tensor:
+      f(0, a.rows, 0, k, a.scales);
+      break;
+    case ScaleSpan::block:
+      for (int64_t i = 0; i * b < a.rows; ++i)
+        for (int64_t j = 0; j * b < k; ++j)
+          f(i * b, std::min(a.rows, (i + 1) * b), j * b, std::min(k, (j + 1) * b),
+            a.scales + i * ((k + b - 1) / b) + j);
+      break;
+    case ScaleSpan::none:
+      break;
+  }
 }
 
 // The first non-finite value of the input (inf or NaN would give an inf or NaN scale, or q = 0 for the whole span):
@@ -64,34 +96,32 @@ void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_sc
 
 Status quantize_reference(const QuantizeArgs& a) {
   KK_RETURN_IF_ERROR(check_finite(a));
+  if (a.static_scale && !(std::isfinite(a.scales[0]) && a.scales[0] > 0.0f)) {
+    uint32_t bits;
+    std::memcpy(&bits, a.scales, sizeof bits);
+    return device_check_error(a.op, DeviceCheck::static_scale, 0, -1, bits, 0);
+  }
+  // INT4 codes (kernel layout, qmax 7), or one byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even,
+  // saturating: |x / s| <= 448 but for the quotient's own rounding; 0 for an all-zero span).
+  const bool int4 = a.op == OpId::quantize_int4_groupwise, fp8 = op_fp8_dtype(a.op).has_value();
+  const int qmax = int4 ? 7 : code_max(fp8);
   const int64_t k = a.hidden;
-  if (a.op == OpId::quantize_int4_groupwise) {
-    auto* q = static_cast<uint8_t*>(a.q);
-    std::fill(q, q + a.rows * k / 2, uint8_t{0});
-    const int64_t groups = k / a.group;
-    for (int64_t r = 0; r < a.rows; ++r)
-      for (int64_t g = 0; g < groups; ++g) {
-        const float s = span_scale(a, r, g * a.group, a.group, 7);
-        a.scales[r * groups + g] = s;
-        for (int64_t j = g * a.group; j < (g + 1) * a.group; ++j) {
-          const int v = quantize_value(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, 7);
-          const int nibble = kInt4Nibble[j % 8];
-          q[(r * k + (j / 8) * 8) / 2 + nibble / 2] |= static_cast<uint8_t>((v & 0xF) << (4 * (nibble % 2)));
-        }
-      }
-    return Status::Ok();
-  }
-  // One byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even, saturating: |x / s| <= 448 but for
-  // the quotient's own rounding; 0 for an all-zero row).
-  const bool fp8 = op_fp8_dtype(a.op).has_value();
-  const int qmax = code_max(fp8);
   auto* q = static_cast<uint8_t*>(a.q);
-  for (int64_t r = 0; r < a.rows; ++r) {
-    const float s = span_scale(a, r, 0, k, qmax);
-    a.scales[r] = s;
-    for (int64_t j = 0; j < k; ++j)
-      q[r * k + j] = quantize_byte(load_as_double(a.w, a.dtype, r * a.w_stride + j), s, fp8);
-  }
+  if (int4) std::fill(q, q + a.rows * k / 2, uint8_t{0});
+  for_each_span(a, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* scale) {
+    if (!a.static_scale) *scale = span_scale(a, r0, r1, c0, c1, qmax);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = c0; j < c1; ++j) {
+        const double w = load_as_double(a.w, a.dtype, r * a.w_stride + j);
+        if (!int4) {
+          q[r * k + j] = quantize_byte(w, *scale, fp8);
+          continue;
+        }
+        const int nibble = kInt4Nibble[j % 8];
+        q[(r * k + (j / 8) * 8) / 2 + nibble / 2] |=
+            static_cast<uint8_t>((quantize_value(w, *scale, qmax) & 0xF) << (4 * (nibble % 2)));
+      }
+  });
   return Status::Ok();
 }
 
