@@ -14,9 +14,9 @@ namespace kernelkit {
 // work per thread to amortize the reduction, few enough that a row is spread over many threads. Latency is hidden by
 // the staged copies, not by registers.
 constexpr int kRowVecsPerThread = 4;
-// Norms whose rows fit a block at this many vectors a thread hold them in registers (16K bf16 elements at 1024
-// threads): x, its residual and the weights are loaded at once, one round trip to memory a row, as Liger-Kernel's
-// one-row-a-program Triton kernels do; longer rows are staged through shared memory.
+// Norms whose plan holds rows in registers (KERNELKIT_TUNE rows_held=1) hold at most this many vectors a thread (16K
+// bf16 elements at 1024 threads): x and its residual are loaded at once, one round trip to memory a row, as
+// Liger-Kernel's one-row-a-program Triton kernels do.
 constexpr int kRowHeldVecs = 2;
 // Row-reduction kernels are compiled with __launch_bounds__(kRowNormMaxThreads), which caps them at kRowNormRegisters
 // registers per thread (65536 / 1024); the planner counts blocks per SM with that register budget.

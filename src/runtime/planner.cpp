@@ -89,12 +89,12 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // 14.4 against 14.0).
   // Softmax always takes 2 a thread: its rows live in registers as fp32, and the 2-vector kernel's 32 registers (57 at
   // 4) double the resident blocks: at 65536 x 4096 bf16 308 us against 348, 16 x 4096 2.4 against 3.1.
-  // Norms whose rows fit a block at kRowHeldVecs vectors a thread hold them in registers (KERNELKIT_TUNE rows_held=0
-  // stages them as longer rows are; rows_held=1 holds whatever fits kRowHeldVecs under the other settings).
+  // KERNELKIT_TUNE rows_held=1: norms take kRowHeldVecs vectors a thread (unless rows_vpt says otherwise) and hold
+  // their rows in registers wherever that fits a block.
   const bool norm = op_info(op).family == OpFamily::norm;
-  int rows_held = -1;
+  int rows_held = 0;
   KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
-  const bool hold = norm && (rows_held == 1 || (rows_held == -1 && ceil_div(nvec, kRowHeldVecs) <= kRowNormMaxThreads));
+  const bool hold = norm && rows_held == 1;
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
   const bool half = op_info(op).family == OpFamily::softmax || (few_rows && norm);
   int vecs_target = hold ? kRowHeldVecs : half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
@@ -135,18 +135,16 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
-  // Grid: rows held in registers (held norms, softmax rows that fit its register kernels, the gated activation's kept
-  // y) take one block a row group, and the block scheduler starts the next block wherever one finishes; staged rows
-  // take one wave of resident blocks (a multiple of the SM count), each looping over row groups and loading its next
-  // group while it reduces this one. KERNELKIT_TUNE rows_waves=N: N waves of looping blocks for every plan.
+  // Grid: one wave of resident blocks (a multiple of the SM count), each looping over row groups (staged rows load
+  // their next group while they reduce this one). Held norm rows take one block a row group, as Liger-Kernel's
+  // one-row-a-program kernels do: the block scheduler starts the next block wherever one finishes.
+  // KERNELKIT_TUNE rows_waves=N: N waves of looping blocks; 0: one block a row group, for every plan.
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kRowNormRegisters);
   if (p->blocks_per_sm == 0)
     return unsupported("row reduction: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
-  const bool registers = p->held > 0 || (op_info(op).family == OpFamily::softmax && !p->cached &&
-                                         p->vecs_per_thread <= kRowVecsPerThread);
-  p->waves = registers ? 0 : 1;
-  KK_RETURN_IF_ERROR(tune_value("rows_waves", 1, 1024, &p->waves));
+  p->waves = p->held > 0 ? 0 : 1;
+  KK_RETURN_IF_ERROR(tune_value("rows_waves", 0, 1024, &p->waves));
   size_grid(prof, s.rows, p);
   return Status::Ok();
 }

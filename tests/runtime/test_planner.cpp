@@ -217,7 +217,6 @@ TEST(Planner, VectorWidthFollowsTheGcdRule) {
 TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   const auto h200 = profile("h200"), t4 = profile("t4");
   LaunchPlan p;
-  Env e("rows_held=0");  // rows that fit registers are held there by default
   ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4096, 4096, 1, 16}, DType::bf16, &p).ok());  // rows that fill the GPU
   EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
@@ -508,16 +507,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(l.cached);
   }
   {
-    // Rows that fit registers go straight into them, one block a row group; longer rows are staged, one wave of
-    // blocks looping over them.
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_FALSE(l.cached);
+    EXPECT_FALSE(l.cached);  // the default: rows straight into registers
+    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);  // one wave of looping blocks
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);  // the default: staged
+    EXPECT_TRUE(l.cached);
+    Env e("rows_waves=0");  // one block a row group
+    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.waves, 0);
     EXPECT_EQ(l.grid, plan::ceil_div(65536, l.rows_per_block));
-    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.held, kRowHeldVecs);
-    EXPECT_FALSE(l.cached);
-    // 65536 x 4096 bf16: Liger-Kernel's split, 256 threads of 2 vectors a row, a block a row.
+  }
+  {
+    // rows_held=1: 65536 x 4096 bf16 as Liger-Kernel splits it, 256 threads of 2 vectors a row, a block a row.
+    Env e("rows_held=1");
     for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::rms_norm_quant_fp8}) {
       ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
       EXPECT_EQ(l.held, kRowHeldVecs) << op_info(op).name;
@@ -540,28 +543,17 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(l.waves, 1);
       EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
     }
-    Env e("rows_held=0");  // staged where a row would fit registers too
-    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.held, 0);
-    EXPECT_TRUE(l.cached);
-    EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
-    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
   }
   {
-    Env e("rows_held=1");  // norms of at most kRowHeldVecs vectors a thread hold their rows in registers
+    Env e("rows_held=1,rows_vpt=4");  // norms of at most kRowHeldVecs vectors a thread hold their rows in registers
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.held, kRowHeldVecs);
-    EXPECT_FALSE(l.cached);
-    EXPECT_EQ(l.smem_bytes, l.stage_offset);  // reduction scratch only
-    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.held, 0);  // 4 vectors a thread: staged as without it
     EXPECT_TRUE(l.cached);
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.held, 0);  // norms only
   }
   {
-    // Staged norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
-    Env e("rows_held=0");
+    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
@@ -573,7 +565,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   }
   for (const auto& [bad, op] :
        {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-        std::pair{"rows_waves=0", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+        std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
         std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;

@@ -8,12 +8,12 @@
 // so every variant is memory-bound on every GPU: the goal is the copy ceiling, i.e. each byte moved once and enough
 // bytes in flight to cover DRAM latency.
 //
-// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is one block
-// a row group (rows held in registers) or at most one wave of resident blocks that loops over row groups (staged or
-// re-read rows). Thread tx of a row owns vectors tx, tx + tpr, tx + 2 tpr, ...
+// Work split (planner.cpp decides, this file obeys): block = (threads_per_row, rows_per_block); the grid is at most one
+// wave of resident blocks that loops over row groups, or one block a row group (the plan's waves = 0). Thread tx of a
+// row owns vectors tx, tx + tpr, tx + 2 tpr, ...
 //
-// Data path: rows that fit a block at 2 vectors a thread (`held`) are loaded into registers at once, every pass
-// computed from them. Longer rows, when the plan caches them (`cached`), are copied global -> shared memory with
+// Data path: held rows (`held`, at most 2 vectors a thread) are loaded into registers at once, every pass computed
+// from them. Otherwise, when the plan caches rows (`cached`), each row is copied global -> shared memory with
 // cp.async (sm_80+)
 // into one of two stages, and the copy of the block's *next* row group is issued before the current one is reduced:
 // the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the reduction and the
@@ -83,10 +83,10 @@ struct RowVariant {
 // counts resident blocks (kRowNormRegisters). kStaged: the plan's `cached` (rows through the two shared-memory
 // stages); a template parameter so that each kernel has one data path (a runtime flag leaves both paths' unpacking
 // in the loop, predicated, and every predicated instruction still issues).
-// kHeld > 0 (the plan's `held`: rows that fit a block at kHeld vectors a thread): each thread loads its vectors of
-// the row (and of the residual) into registers at once and computes every pass from registers; the weights are read
-// after the reductions, as in the other paths (held before the row loop they cost 8 registers a vector, and a block
-// of a held plan has one row group to process: nothing to reuse them for).
+// kHeld > 0 (the plan's `held`, KERNELKIT_TUNE rows_held=1; at most kHeld vectors a thread): each thread loads its
+// vectors of the row (and of the residual) into registers at once and computes every pass from registers; the weights
+// are read after the reductions, as in the other paths (held before the row loop they cost 8 registers a vector, and
+// a block of a held plan has one row group to process: nothing to reuse them for).
 template <typename T, int VEC, typename Variant, bool kStaged, int kHeld>
 __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
