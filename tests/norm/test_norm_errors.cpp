@@ -196,6 +196,29 @@ TEST(BadInput, NormQuantOutputs) {
   EXPECT_TRUE(fused_add_rms_norm_quant(q, sc, x, res, std::nullopt, 1e-6f).ok());
 }
 
+TEST(BadInput, FusedQuantizersRefuseABadStaticScale) {
+  // A static scale must be finite and > 0 (as quantize_per_tensor's): the CPU backend refuses it before writing, the
+  // CUDA kernels record it for check_errors (tests/quant/test_quant_gpu.cpp).
+  std::vector<uint16_t> h(64, 0x3c00), r(64, 0x3c00);
+  std::vector<int8_t> q8(64, 7);
+  auto x = TensorView::contiguous(h.data(), DType::f16, {4, 16});
+  auto res = TensorView::contiguous(r.data(), DType::f16, {4, 16});
+  auto q = TensorView::contiguous(q8.data(), DType::i8, {4, 16});
+  auto qhalf = TensorView::contiguous(q8.data(), DType::i8, {4, 8});
+  for (float bad : {0.0f, -0.5f, INFINITY, NAN}) {
+    std::vector<float> s{bad};
+    auto sc = TensorView::contiguous(s.data(), DType::f32, {1});
+    expect_error(rms_norm_quant(q, sc, x, std::nullopt, 1e-6f, /*static_scale=*/true), StatusCode::invalid_argument,
+                 {"rms_norm_quant", "must be finite and > 0 (a static scale)"});
+    expect_error(fused_add_rms_norm_quant(q, sc, x, res, std::nullopt, 1e-6f, /*static_scale=*/true),
+                 StatusCode::invalid_argument, {"fused_add_rms_norm_quant", "must be finite and > 0"});
+    expect_error(silu_and_mul_quant(qhalf, sc, x, /*static_scale=*/true), StatusCode::invalid_argument,
+                 {"silu_and_mul_quant", "must be finite and > 0"});
+  }
+  EXPECT_EQ(r[0], 0x3c00);  // refused before anything is written: the residual is unchanged
+  EXPECT_EQ(q8[0], 7);
+}
+
 TEST(BadInput, NormQuantFp8BelowSm89) {
   // FP8 codes need sm_89+: the T4 and A100 profiles refuse the FP8 twins (the int8 ones run there).
   std::vector<uint16_t> h(64);

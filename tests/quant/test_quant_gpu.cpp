@@ -271,6 +271,42 @@ TEST(SpanQuantizers, NonFiniteInputsAndBadStaticScalesAreRecorded) {
   set_debug_checks(debug);
 }
 
+// The ops fused with quantization record a static scale that is not finite and > 0 as the quantizers do (INT8
+// codes: every profile).
+TEST(FusedQuantizers, BadStaticScalesAreRecorded) {
+  const Device d = Device::cuda(0);
+  const int64_t rows = 5, k = 512;
+  kernelkit::testing::DeviceBuffer x, res, q, s;
+  const kernelkit::testing::HostBuffer h = kernelkit::testing::random_host(DType::f16, rows * k, 12);
+  ASSERT_TRUE(x.alloc(h.bytes()).ok() && x.upload(h).ok() && res.alloc(h.bytes()).ok() && res.upload(h).ok());
+  ASSERT_TRUE(q.alloc(rows * k).ok() && s.alloc(4).ok());
+  const TensorView xv = TensorView::contiguous(x.data(), DType::f16, {rows, k}, d);
+  const TensorView rv = TensorView::contiguous(res.data(), DType::f16, {rows, k}, d);
+  const TensorView qv = TensorView::contiguous(q.data(), DType::i8, {rows, k}, d);
+  const TensorView qg = TensorView::contiguous(q.data(), DType::i8, {rows, k / 2}, d);
+  const TensorView sv = TensorView::contiguous(s.data(), DType::f32, {1}, d);
+  ASSERT_TRUE(check_errors(0).ok()) << "a record left over from an earlier test";
+  const bool debug = debug_checks();
+  set_debug_checks(false);
+  for (double bad : {0.0, -1.0, HUGE_VAL, std::nan("")}) {
+    SCOPED_TRACE(bad);
+    kernelkit::testing::HostBuffer one(DType::f32, 1);
+    one.set(0, bad);
+    ASSERT_TRUE(s.upload(one).ok());
+    const auto recorded = [](const Status& call, const std::string& op) {
+      ASSERT_TRUE(call.ok()) << call.to_string();
+      const Status found = check_errors(0);
+      EXPECT_NE(found.message().find(op + ": scale = "), std::string::npos) << found.to_string();
+      EXPECT_NE(found.message().find("must be finite and > 0 (a static scale)"), std::string::npos)
+          << found.to_string();
+    };
+    recorded(rms_norm_quant(qv, sv, xv, std::nullopt, 1e-6f, true), "rms_norm_quant_int8");
+    recorded(fused_add_rms_norm_quant(qv, sv, xv, rv, std::nullopt, 1e-6f, true), "fused_add_rms_norm_quant_int8");
+    recorded(silu_and_mul_quant(qg, sv, xv, true), "silu_and_mul_quant_int8");
+  }
+  set_debug_checks(debug);
+}
+
 // W8A8 on INT8 tensor cores: tiles with tails in m, n and k (k not a multiple of the 64-byte stage), one-row and
 // one-column outputs, strided xq, a decoder-sized layer; every element against the exact integer sums.
 using W8A8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;

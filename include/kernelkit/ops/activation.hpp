@@ -33,7 +33,8 @@ Status gated_activation(Activation act, const TensorView& out, const TensorView&
 // quantize_per_token_*(silu_and_mul(x)) bit for bit. x [..., 2d] f16 or bf16 (contiguous last dim, any row stride);
 // q [..., d] i8 or f8e4m3 (its dtype picks the op: silu_and_mul_quant_int8 / _fp8), contiguous.
 // static_scale false: scales f32 [rows] written, s[t] = max|y[t, :]| / qmax (127, or 448 for e4m3); true: scales f32
-// [1] holds one scale, read (values beyond it saturate). FP8 on CUDA needs a profile with FP8 (sm_89+); the T4 / A100
+// [1] holds one scale, read (values beyond it saturate; it must be finite and > 0: the CPU backend refuses another,
+// CUDA records it for check_errors). FP8 on CUDA needs a profile with FP8 (sm_89+); the T4 / A100
 // profiles refuse it, naming what to use instead. An inf or NaN in a row under a dynamic scale is recorded
 // (check_errors).
 Status silu_and_mul_quant(const TensorView& q, const TensorView& scales, const TensorView& x, bool static_scale = false,

@@ -45,7 +45,8 @@ Status rms_norm_gelu(const TensorView& out, const TensorView& x, const std::opti
 //      x's shape; scales f32, contiguous:
 //        static_scale = false: one scale a token written, [rows] (or [rows, 1]): s = max|y[t, :]| / 127 or / 448 (an
 //          all-zero row gives s = 0 and q = 0), so q and s equal quantize_per_token_*(rms_norm(x)) bit for bit;
-//        static_scale = true: one scale read, [1] (a calibrated s > 0), for every token.
+//        static_scale = true: one scale read, [1] (a calibrated s > 0), for every token; a scale that is not finite
+//          and > 0 is refused by the CPU backend before it writes and recorded by CUDA (check_errors).
 //      FP8 q needs a profile with FP8 (sm_89+); the T4 / A100 profiles refuse it, naming what to use instead (i8).
 Status rms_norm_quant(const TensorView& q, const TensorView& scales, const TensorView& x,
                       const std::optional<TensorView>& weight, float eps, bool static_scale = false,

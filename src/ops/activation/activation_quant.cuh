@@ -38,7 +38,7 @@ struct ActQuantParams {
   int64_t rows, d, a_stride, b_stride;
   bool static_scale;
   OpId op;
-  detail::DeviceErrorRecord* err;  // where a row holding inf or NaN is recorded (device_check.cuh)
+  detail::DeviceErrorRecord* err;  // where a row holding inf or NaN, or a bad static scale, is recorded
 };
 
 template <typename T, int VEC, typename Act, bool kFp8, int kHeld>
@@ -74,6 +74,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) act_quant_kernel(const Act
       float s;
       if (p.static_scale) {
         s = *p.scales;
+        if (base == static_cast<int64_t>(blockIdx.x) * blockDim.y) check_static_scale(p.err, p.op, s);
       } else {
         unsigned amax_bits = 0;
         if (active) {

@@ -22,6 +22,7 @@ double activation_reference(Activation act, double v) {
 
 Status elementwise_reference(const ElementwiseArgs& a) {
   const auto qtype = op_quant_out_dtype(a.op);
+  if (qtype && a.static_scale) KK_RETURN_IF_ERROR(check_static_scale(a.op, *a.q_scales));
   std::vector<double> row(qtype ? static_cast<size_t>(a.hidden) : 0);
   for (int64_t r = 0; r < a.rows; ++r) {
     for (int64_t i = 0; i < a.hidden; ++i) {

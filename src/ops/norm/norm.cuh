@@ -62,6 +62,8 @@ struct RowNormParams {
   int8_t* q;              // norm + quantization: [rows, hidden] codes, contiguous
   float* q_scales;        // [rows] written, or [1] read (static_scale)
   bool static_scale;
+  OpId op;
+  detail::DeviceErrorRecord* err;  // norm + quantization: where a non-finite row or a bad static scale is recorded
 };
 
 // The 1-byte output of the norm + quantization ops (none: the norm writes T).
@@ -278,6 +280,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowN
         float qs;
         if (p.static_scale) {
           qs = *p.q_scales;
+          if (base == static_cast<int64_t>(blockIdx.x) * blockDim.y) check_static_scale(p.err, p.op, qs);
         } else {
           unsigned amax_bits = 0;
           if (active)
@@ -404,6 +407,8 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.q = static_cast<int8_t*>(a.q);
   p.q_scales = a.q_scales;
   p.static_scale = a.static_scale;
+  p.op = a.op;
+  if (a.static_scale) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &p.err));
   return with_row_norm_kernel<T>(a.op, plan, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -20,6 +20,7 @@ double gelu_tanh(double v) {
 Status row_norm_reference(const RowNormArgs& a) {
   const DType t = a.dtype;
   const auto qtype = op_quant_out_dtype(a.op);
+  if (qtype && a.static_scale) KK_RETURN_IF_ERROR(check_static_scale(a.op, *a.q_scales));
   std::vector<double> row(static_cast<size_t>(a.hidden));
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t xo = r * a.x_stride;

@@ -150,6 +150,9 @@ uint8_t quantize_byte(double w, float s, bool fp8);
 // rounded them) to codes q [n] as quantize_per_token does, at the scale *scale: written (s = max|y| / qmax) unless
 // static_scale, where it is read.
 void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_scale, float* scale, uint8_t* q);
+// A quantizer's given (static) scale must be finite and > 0: else the error check_errors reports for the CUDA kernels
+// (DeviceCheck::static_scale), raised by the CPU backend before it writes anything.
+Status check_static_scale(OpId op, float scale);
 
 Status validate_quantize(const QuantizeArgs& a, const DeviceProfile* profile);
 Status quantize_reference(const QuantizeArgs& a);

@@ -7,6 +7,10 @@
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#include "kernels/common/device_check.cuh"
+#endif
+
 namespace kernelkit::cuda {
 
 // The helpers below are also compiled for the host, where tests/quant/test_quant_dequant.cu checks them against the
@@ -57,6 +61,13 @@ struct SpanScale {
 };
 
 #if defined(__CUDACC__)
+// A static scale must be finite and > 0; the host cannot look without a synchronization, so the grid's first thread
+// records a bad one (check_errors; the CPU backend refuses it: check_static_scale).
+__device__ __forceinline__ void check_static_scale(detail::DeviceErrorRecord* err, OpId op, float s) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0 && !(s > 0.0f && isfinite(s)))
+    record_device_error(err, op, detail::DeviceCheck::static_scale, 0, -1, __float_as_uint(s), 0);
+}
+
 // max |v| kept as bits: for |v| >= 0 unsigned order is float order, and NaN (above 0x7f800000) ranks above inf, where
 // fmaxf would skip a NaN. A non-finite span then has an inf max and an inf scale: no state beyond the max itself.
 __device__ __forceinline__ unsigned abs_max_bits(unsigned bits, float v) {

@@ -94,13 +94,16 @@ void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_sc
   for (int64_t i = 0; i < n; ++i) q[i] = quantize_byte(y[i], *scale, fp8);
 }
 
+Status check_static_scale(OpId op, float scale) {
+  if (std::isfinite(scale) && scale > 0.0f) return Status::Ok();
+  uint32_t bits;
+  std::memcpy(&bits, &scale, sizeof bits);
+  return device_check_error(op, DeviceCheck::static_scale, 0, -1, bits, 0);
+}
+
 Status quantize_reference(const QuantizeArgs& a) {
   KK_RETURN_IF_ERROR(check_finite(a));
-  if (a.static_scale && !(std::isfinite(a.scales[0]) && a.scales[0] > 0.0f)) {
-    uint32_t bits;
-    std::memcpy(&bits, a.scales, sizeof bits);
-    return device_check_error(a.op, DeviceCheck::static_scale, 0, -1, bits, 0);
-  }
+  if (a.static_scale) KK_RETURN_IF_ERROR(check_static_scale(a.op, a.scales[0]));
   // INT4 codes (kernel layout, qmax 7), or one byte a value: int8, or e4m3 (the fp32 quotient rounded to nearest even,
   // saturating: |x / s| <= 448 but for the quotient's own rounding; 0 for an all-zero span).
   const bool int4 = a.op == OpId::quantize_int4_groupwise, fp8 = op_fp8_dtype(a.op).has_value();

@@ -79,11 +79,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) quantize_rows_kernel(const
     const int64_t nvec = p.k / VEC;
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
     const float tensor_s = kTensor ? *p.scales : 0.0f;
-    // A static scale must be finite and > 0; the host cannot look without a synchronization, so the first thread
-    // records a bad one.
-    if (kTensor && p.static_scale && blockIdx.x == 0 && tx == 0 && threadIdx.y == 0 &&
-        !(tensor_s > 0.0f && isfinite(tensor_s)))
-      record_device_error(p.err, p.op, detail::DeviceCheck::static_scale, 0, -1, __float_as_uint(tensor_s), 0);
+    if (kTensor && p.static_scale) check_static_scale(p.err, p.op, tensor_s);
     for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < p.rows; base += step) {
       const int64_t row = base + threadIdx.y;
       const bool active = row < p.rows;
