@@ -89,12 +89,14 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // 14.4 against 14.0).
   // Softmax always takes 2 a thread: its rows live in registers as fp32, and the 2-vector kernel's 32 registers (57 at
   // 4) double the resident blocks: at 65536 x 4096 bf16 308 us against 348, 16 x 4096 2.4 against 3.1.
-  // KERNELKIT_TUNE rows_held=1: norms take kRowHeldVecs vectors a thread (unless rows_vpt says otherwise) and hold
-  // their rows in registers wherever that fits a block.
+  // Held rows (kRowHeldVecs vectors a thread unless rows_vpt says otherwise): the RMS norms' up to
+  // kRowHeldMaxThreads threads a row. KERNELKIT_TUNE rows_held=0 holds none; 1 every norm's that fits a block.
   const bool norm = op_info(op).family == OpFamily::norm;
-  int rows_held = 0;
+  const bool layer = op == OpId::layer_norm || op == OpId::ada_layer_norm;
+  int rows_held = -1;
   KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
-  const bool hold = norm && rows_held == 1;
+  const bool hold = norm && (rows_held == 1 || (rows_held == -1 && !layer &&
+                                                ceil_div(nvec, kRowHeldVecs) <= kRowHeldMaxThreads));
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
   const bool half = op_info(op).family == OpFamily::softmax || (few_rows && norm);
   int vecs_target = hold ? kRowHeldVecs : half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
@@ -135,15 +137,16 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
-  // Grid: one wave of resident blocks (a multiple of the SM count), each looping over row groups (staged rows load
-  // their next group while they reduce this one). Held norm rows take one block a row group, as Liger-Kernel's
-  // one-row-a-program kernels do: the block scheduler starts the next block wherever one finishes.
-  // KERNELKIT_TUNE rows_waves=N: N waves of looping blocks; 0: one block a row group, for every plan.
+  // Grid: one block a row group for held rows and wherever the groups fill kRowStreamWaves waves of resident
+  // blocks; else at most one wave (a multiple of the SM count), each block looping over row groups (staged rows load
+  // their next group while they reduce this one). KERNELKIT_TUNE rows_waves=N: N waves of looping blocks; 0: one
+  // block a row group, for every plan.
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kRowNormRegisters);
   if (p->blocks_per_sm == 0)
     return unsupported("row reduction: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
-  p->waves = p->held > 0 ? 0 : 1;
+  const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
+  p->waves = p->held > 0 || ceil_div(s.rows, p->rows_per_block) >= kRowStreamWaves * wave ? 0 : 1;
   KK_RETURN_IF_ERROR(tune_value("rows_waves", 0, 1024, &p->waves));
   size_grid(prof, s.rows, p);
   return Status::Ok();

@@ -137,7 +137,8 @@ TEST(Planner, RowNormRulesOnEveryProfile) {
             if (p.waves == 0) EXPECT_EQ(p.grid, row_groups);  // a block a row group
             else if (row_groups >= wave) EXPECT_EQ(p.grid % prof.sms, 0) << "grid " << p.grid;  // multiple of SMs
             else EXPECT_EQ(p.grid, row_groups);
-            EXPECT_EQ(p.waves == 0, p.held > 0);  // held rows: no loop; staged: the next row group prefetched
+            // Held rows, and row groups over kRowStreamWaves waves: a block a group; else looping blocks.
+            EXPECT_EQ(p.waves == 0, p.held > 0 || row_groups >= kRowStreamWaves * wave);
             EXPECT_EQ(p.grid_x, p.grid);  // 1-D: the kernels index blockIdx.x over row groups
             EXPECT_GT(p.occupancy, 0.0);
             EXPECT_LE(p.occupancy, 1.0);
@@ -231,6 +232,7 @@ TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   // The T4's 64 KB: 8192 f32 rows (32 KB) do not fit twice next to the scratch; 4096 do, with the opt-in.
   ASSERT_TRUE(plan_op(t4, OpId::rms_norm, {64, 8192, 1, 16}, DType::f32, &p).ok());
   EXPECT_FALSE(p.cached);
+  Env e("rows_held=0");  // staged, not held in registers
   ASSERT_TRUE(plan_op(t4, OpId::fused_add_rms_norm, {64, 4096, 1, 16}, DType::f16, &p).ok());
   EXPECT_TRUE(p.cached);
   EXPECT_LE(p.smem_bytes, 64 * 1024);
@@ -507,16 +509,37 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_FALSE(l.cached);
   }
   {
+    // The defaults. Softmax: rows straight into registers; row groups over 4 waves of blocks: a block a group.
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_FALSE(l.cached);  // the default: rows straight into registers
-    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);  // one wave of looping blocks
-    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
-    EXPECT_EQ(l.held, 0);  // the default: staged
-    EXPECT_TRUE(l.cached);
-    Env e("rows_waves=0");  // one block a row group
-    ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_FALSE(l.cached);
     EXPECT_EQ(l.waves, 0);
     EXPECT_EQ(l.grid, plan::ceil_div(65536, l.rows_per_block));
+    // RMS norms up to 512 threads a row are held, a block a row group at any row count.
+    for (auto [rows, hidden] : {std::pair{16, 4096}, std::pair{65536, 4096}, std::pair{7, 8192}}) {
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{rows, hidden, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.held, kRowHeldVecs) << rows << "x" << hidden;
+      EXPECT_FALSE(l.cached);
+      EXPECT_EQ(l.waves, 0);
+      EXPECT_EQ(l.grid, rows);
+    }
+    // Longer RMS rows and every layer norm row are staged: a block a group over 4 waves of them, else one wave.
+    ASSERT_TRUE(plan_op(h200, OpId::fused_add_rms_norm, OpShape{4096, 14336, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);
+    EXPECT_TRUE(l.cached);
+    EXPECT_EQ(l.waves, 0);
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);
+    EXPECT_TRUE(l.cached);
+    EXPECT_EQ(l.waves, 0);
+    EXPECT_EQ(l.grid, plan::ceil_div(65536, l.rows_per_block));
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.waves, 1);  // 1024 groups of 2 rows: under 4 waves of 132 x 4 blocks
+    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
+    Env e("rows_held=0,rows_waves=1");  // the staged plans, one wave of looping blocks
+    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.held, 0);
+    EXPECT_TRUE(l.cached);
+    EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
   }
   {
     // rows_held=1: 65536 x 4096 bf16 as Liger-Kernel splits it, 256 threads of 2 vectors a row, a block a row.
@@ -537,11 +560,11 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{64, 8192, 1, 16}, DType::f32, &l).ok());
     EXPECT_EQ(l.held, kRowHeldVecs);
     for (auto [hidden, dtype] : {std::pair{16392, DType::bf16}, std::pair{8200, DType::f32}}) {
-      ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, hidden, 1, 16}, dtype, &l).ok());
+      ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{64, hidden, 1, 16}, dtype, &l).ok());
       EXPECT_EQ(l.held, 0) << hidden;
       EXPECT_TRUE(l.cached);
       EXPECT_EQ(l.waves, 1);
-      EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
+      EXPECT_EQ(l.grid, 64);  // fewer groups than a wave
     }
   }
   {
@@ -553,10 +576,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.held, 0);  // norms only
   }
   {
-    // Norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
-    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
+    // Staged norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
-    ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
+    ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
