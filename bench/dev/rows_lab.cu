@@ -61,8 +61,12 @@ __device__ __forceinline__ float row_reduce(float v, float* red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (lane == 0) red[threadIdx.y * W + warp] = v;
     __syncthreads();
-    v = lane < W ? red[threadIdx.y * W + lane] : Op::identity();
-    return warp_reduce<Op>(v, W);
+    // Every aligned group of kWidth lanes (W rounded up to a power of two) holds the partials, the identity past
+    // the last, so every lane gets the total.
+    constexpr int kWidth = W <= 1 ? 1 : W <= 2 ? 2 : W <= 4 ? 4 : W <= 8 ? 8 : W <= 16 ? 16 : 32;
+    const int slot = lane & (kWidth - 1);
+    v = slot < W ? red[threadIdx.y * W + slot] : Op::identity();
+    return warp_reduce<Op>(v, kWidth);
   }
 }
 
