@@ -152,7 +152,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   return Status::Ok();
 }
 
-Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p) {
+Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p, int waves) {
   const int elem = static_cast<int>(dtype_size(dtype));
   const int max_vec = 16 / elem;  // the same gcd rule as the norms
   const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
@@ -171,7 +171,6 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
   if (p->grid_x > kMaxGridX)
     return unsupported("elementwise: rows of " + std::to_string(s.hidden) + " elements are too long for one grid");
   const int64_t row_blocks = ceil_div(s.rows, p->rows_per_block);
-  int waves = 1;
   KK_RETURN_IF_ERROR(tune_value("ew_waves", 1, 1024, &waves));
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm * waves;
   const int64_t grid_y = std::max<int64_t>(1, std::min({row_blocks, wave / p->grid_x, kMaxGridY}));
@@ -240,7 +239,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     case OpFamily::softmax: return plan::plan_rows(prof, op, s, dtype, p);
     case OpFamily::activation:  // a gated activation + quantization reduces its rows (max |y|)
       if (op_quant_out_dtype(op)) return plan::plan_rows(prof, op, s, dtype, p);
-      return plan::plan_elementwise(prof, s, dtype, p);
+      return plan::plan_elementwise(prof, s, dtype, p, kActivationWaves);
     case OpFamily::rope: return plan::plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
     case OpFamily::quant: return detail::plan_quant(prof, op, s, dtype, p);
     case OpFamily::attention:  // tiles from plan_tile, decode splits from plan_decode

@@ -159,8 +159,8 @@ TEST(Planner, ElementwiseRules) {
             EXPECT_EQ(p.block_threads, kElementwiseThreads);
             EXPECT_EQ(p.threads_per_row * p.rows_per_block, kElementwiseThreads);
             EXPECT_EQ(p.smem_bytes, 0);
-            // grid.x blocks cover every vector of a row; grid.y blocks never exceed the rows, fill at most one wave
-            // (unless one row alone needs more blocks) and stay within CUDA's 65535.
+            // grid.x blocks cover every vector of a row; grid.y blocks never exceed the rows, fill at most the
+            // activations' kActivationWaves waves (unless one row alone needs more blocks) and stay within 65535.
             const int64_t nvec = d / p.vec, grid_y = p.grid / p.grid_x;
             EXPECT_EQ(p.grid % p.grid_x, 0);
             EXPECT_GE(p.grid_x * p.threads_per_row, nvec);
@@ -171,7 +171,7 @@ TEST(Planner, ElementwiseRules) {
             EXPECT_GE(grid_y, 1);
             EXPECT_LE(grid_y, std::max<int64_t>(1, row_blocks));
             EXPECT_LE(grid_y, 65535);
-            if (grid_y > 1) EXPECT_LE(p.grid, wave);
+            if (grid_y > 1) EXPECT_LE(p.grid, kActivationWaves * wave);
             if (row_blocks * p.grid_x >= 2 * wave) EXPECT_GT(p.grid, wave / 2) << "grid " << p.grid;  // fills the GPU
           }
 }
@@ -495,7 +495,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, big, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 1);
     ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &l).ok());
-    EXPECT_EQ(l.grid, 2 * base_ew.grid);
+    EXPECT_EQ(kActivationWaves * l.grid, 2 * base_ew.grid);  // the activations' default: kActivationWaves waves
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{7, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.grid, plan::ceil_div(7, l.rows_per_block));  // never more blocks than row groups
   }

@@ -57,11 +57,14 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
       for (int k = 0; k < K; ++k) {
         const int64_t r = r0 + k * row_step;
         if (r >= p.rows) break;
-        float y[VEC];
+        // bf16 pairs convert per 32-bit word (to_floats): one integer instruction an element.
+        float y[VEC], m[VEC];
+        to_floats(a[k], y);
+        if constexpr (kGated) to_floats(b[k], m);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          y[j] = Act::template apply<kFastMath<T>>(to_float(a[k].v[j]));
-          if constexpr (kGated) y[j] *= to_float(b[k].v[j]);
+          y[j] = Act::template apply<kFastMath<T>>(y[j]);
+          if constexpr (kGated) y[j] *= m[j];
         }
         store_rounded<T, VEC>(p.out + r * p.out_stride + col, y);
       }
