@@ -24,7 +24,8 @@ constexpr int kRowBlockThreads = 256;
 constexpr std::string_view kTuneKeys[] = {"attn_mw",       "attn_stages",   "attn_bn",     "attn_wgmma",
                                           "decode_stages", "decode_splits", "decode_tc",   "gemv_stages",
                                           "gemv_kwarps",   "rows_vpt",      "rows_waves",  "ew_waves",
-                                          "softmax_stage", "rows_held",     "decode_waves"};
+                                          "softmax_stage", "rows_held",     "decode_waves",
+                                          "rows_cap"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -113,8 +114,13 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
   // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
-  // Held norm rows (at most kRowHeldVecs vectors a thread) stage nothing.
+  // Held norm rows (at most kRowHeldVecs vectors a thread) stage nothing. KERNELKIT_TUNE rows_cap=1: held bf16
+  // rms_norm rows in a kernel capped at 32 registers (8 blocks of 256 threads an SM where 47 registers allow 5; no
+  // spill on sm_80 / sm_90, where the f16 kernel, converting element by element, spills 24-52 bytes).
   p->held = hold && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
+  int rows_cap = 0;
+  KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 1, &rows_cap));
+  p->min_blocks = rows_cap == 1 && p->held > 0 && op == OpId::rms_norm && dtype == DType::bf16 ? 2 : 1;
   // A gated activation + quantization keeps its y (one vector a row vector, x's dtype) in registers between the max
   // and the codes, rather than reading both inputs and forming y again; longer rows (beyond 32K bf16) do that.
   if (op_info(op).family == OpFamily::activation && p->vecs_per_thread <= kRowVecsPerThread)

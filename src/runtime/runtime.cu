@@ -88,7 +88,7 @@ Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream
 Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device, int* blocks_per_sm) {
   // Cached: the answer depends only on the kernel (op, dtype, vector width, the vectors a thread handles, staged or
   // held rows), the block and the shared memory (and the device).
-  using Key = std::tuple<int, int, int, int, int, int, bool, int, int64_t>;
+  using Key = std::tuple<int, int, int, int, int, int, bool, int, int, int64_t>;
   static std::mutex mu;
   static std::map<Key, int> cache;
   const Key key{device,
@@ -99,6 +99,7 @@ Status kernel_occupancy(OpId op, DType dtype, const LaunchPlan& plan, int device
                 plan.block_threads,
                 plan.cached,
                 plan.held,
+                plan.min_blocks,
                 plan.smem_bytes};
   {
     std::lock_guard<std::mutex> lock(mu);

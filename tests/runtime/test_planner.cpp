@@ -542,6 +542,17 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.grid, static_cast<int64_t>(h200.sms) * l.blocks_per_sm);
   }
   {
+    {
+      // rows_cap=1: the held bf16 rms_norm kernel capped at 32 registers; nothing else changes.
+      Env cap("rows_cap=1");
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.min_blocks, 2);
+      for (auto [op, dtype] : {std::pair{OpId::rms_norm, DType::f16}, std::pair{OpId::fused_add_rms_norm, DType::bf16},
+                               std::pair{OpId::layer_norm, DType::bf16}}) {
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, dtype, &l).ok());
+        EXPECT_EQ(l.min_blocks, 1) << op_info(op).name;
+      }
+    }
     // rows_held=1: 65536 x 4096 bf16 as Liger-Kernel splits it, 256 threads of 2 vectors a row, a block a row.
     Env e("rows_held=1");
     for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::rms_norm_quant_fp8}) {
@@ -589,7 +600,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   for (const auto& [bad, op] :
        {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
         std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm}}) {
+        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
+        std::pair{"rows_cap=2", OpId::rms_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

@@ -89,8 +89,9 @@ struct RowVariant {
 // vectors of the row (and of the residual) into registers at once and computes every pass from registers; the weights
 // are read after the reductions, as in the other paths (held before the row loop they cost 8 registers a vector, and
 // a block of a held plan has one row group to process: nothing to reuse them for).
-template <typename T, int VEC, typename Variant, bool kStaged, int kHeld>
-__global__ void __launch_bounds__(kRowNormMaxThreads) row_norm_kernel(const RowNormParams<T> p) {
+// kMinBlocks: __launch_bounds__'s minimum of resident blocks (the plan's min_blocks; 2 caps the kernel at 32 registers).
+template <typename T, int VEC, typename Variant, bool kStaged, int kHeld, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kRowNormMaxThreads, kMinBlocks) row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
@@ -353,7 +354,10 @@ Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
                            : row_norm_kernel<T, V, Variant, false, 0>;
     };
     switch (op) {
-      case OpId::rms_norm:
+      case OpId::rms_norm:  // the one variant with a register-capped held kernel (the planner's min_blocks)
+        if constexpr (std::is_same_v<T, __nv_bfloat16>)
+          if (plan.held > 0 && plan.min_blocks == 2)
+            return f(row_norm_kernel<T, V, RowVariant<NormType::rms, false, false, false>, false, kRowHeldVecs, 2>);
         return f(pick(RowVariant<NormType::rms, false, false, false>{}));
       case OpId::fused_add_rms_norm:
         return f(pick(RowVariant<NormType::rms, true, false, false>{}));
