@@ -47,6 +47,28 @@ int decode_int4(const std::vector<uint8_t>& packed, int64_t k, int64_t row, int6
 
 bool has(const Status& s, const std::string& what) { return s.message().find(what) != std::string::npos; }
 
+// The planner's shape of a linear op: m tokens, k, n outputs, 16-byte aligned.
+OpShape linear_shape(int64_t m, int64_t k, int64_t n) {
+  OpShape s{m, k, 1, 16};
+  s.out_features = n;
+  return s;
+}
+
+// The planner's verdict on linear op `op` (m 16, k 4096, n 4096, f16) on profile `prof`.
+StatusCode plan_linear(const char* prof, OpId op) {
+  LaunchPlan p;
+  return plan_op(*find_profile(prof), op, linear_shape(16, 4096, 4096), DType::f16, &p).code();
+}
+
+// Linear op `op` planned on profile `prof`: a cuBLASLt (library) plan, its heuristic and no launch configuration
+// of ours.
+void expect_library_plan(const char* prof, OpId op, const OpShape& s) {
+  LaunchPlan p;
+  ASSERT_TRUE(plan_op(*find_profile(prof), op, s, DType::bf16, &p).ok());
+  EXPECT_TRUE(p.library);
+  EXPECT_NE(p.to_string().find("cuBLASLt"), std::string::npos) << p.to_string();
+}
+
 }  // namespace
 
 TEST(Int4Layout, WordHoldsValuesAtTheDocumentedNibbles) {
@@ -752,18 +774,11 @@ TEST(Fp8Linear, BadInputsAreRefusedWithTheirNames) {
     EXPECT_EQ(st.code(), StatusCode::unsupported) << prof;
     EXPECT_TRUE(has(st, "linear_fp8: xq dtype f8e4m3 is not supported on profile")) << st.message();
     EXPECT_TRUE(has(st, "linear_w8a8")) << st.message();
-    LaunchPlan p;
-    OpShape s{16, 4096, 1, 16};
-    s.out_features = 4096;
-    EXPECT_EQ(plan_op(*find_profile(prof), OpId::linear_fp8, s, DType::f16, &p).code(), StatusCode::unsupported);
+    EXPECT_EQ(plan_linear(prof, OpId::linear_fp8), StatusCode::unsupported);
   }
   unsetenv("KERNELKIT_PROFILE");
-  LaunchPlan p;
-  OpShape s{16, 4096, 1, 16};
-  s.out_features = 4096;
-  ASSERT_TRUE(plan_op(*find_profile("h200"), OpId::linear_fp8, s, DType::bf16, &p).ok());
-  EXPECT_TRUE(p.library);
-  EXPECT_NE(p.to_string().find("cuBLASLt"), std::string::npos) << p.to_string();
+  const OpShape s = linear_shape(16, 4096, 4096);
+  expect_library_plan("h200", OpId::linear_fp8, s);
   EXPECT_EQ(op_bytes(OpId::linear_fp8, s, DType::bf16),
             16ull * 4096 + 4096ull * 4096 + 4 * (16 + 4096) + 2 * (16ull * 4096 + 4096));
 }
@@ -965,18 +980,11 @@ TEST(Fp8BlockwiseLinear, BadInputsAreRefusedWithTheirNames) {
                             ? "runs on Hopper (sm_90) only, not on profile l4 (sm_89)"
                             : "linear_fp8_blockwise: xq dtype f8e4m3 is not supported on profile"))
         << st.message();
-    LaunchPlan p;
-    OpShape s{16, 4096, 1, 16};
-    s.out_features = 4096;
-    EXPECT_EQ(plan_op(*find_profile(prof), OpId::linear_fp8_blockwise, s, DType::f16, &p).code(),
-              StatusCode::unsupported);
+    EXPECT_EQ(plan_linear(prof, OpId::linear_fp8_blockwise), StatusCode::unsupported);
   }
   unsetenv("KERNELKIT_PROFILE");
-  LaunchPlan p;
-  OpShape s{16, 4096, 1, 16};
-  s.out_features = 4160;
-  ASSERT_TRUE(plan_op(*find_profile("h100"), OpId::linear_fp8_blockwise, s, DType::bf16, &p).ok());
-  EXPECT_TRUE(p.library);
+  const OpShape s = linear_shape(16, 4096, 4160);
+  expect_library_plan("h100", OpId::linear_fp8_blockwise, s);
   // xq, qweight, the scales (16 x 32 of x, 33 x 32 of w: unpadded), out and bias.
   EXPECT_EQ(op_bytes(OpId::linear_fp8_blockwise, s, DType::bf16),
             16ull * 4096 + 4160ull * 4096 + 4 * 32 * (16 + 33) + 2 * (16ull * 4160 + 4160));
