@@ -65,8 +65,8 @@ struct QuantizeArgs {
   int64_t w_stride = 0;
   void* q = nullptr;  // i8 or f8e4m3 [rows, k], or i4x2 [rows, k / 2] (kernel layout), contiguous
   // f32, by span: row [rows]; group [rows, k / group], or [k / group, scales_ld] when scales_ld > 0 (column major);
-  // tensor [1] (read when static_scale); block [ceil(rows / B), ceil(k / B)] with row stride scales_ld (>= ceil(k /
-  // B)), B = kQuantBlockSize. Contiguous but for scales_ld.
+  // tensor [1] (read when static_scale); block [ceil(rows / B), ceil(k / B)], rows scales_ld (>= ceil(k / B)) apart,
+  // B = kQuantBlockSize. Contiguous but for scales_ld.
   float* scales = nullptr;
   int64_t scales_ld = 0;
   bool static_scale = false;
