@@ -17,7 +17,8 @@
   w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
               epilogue in torch) and F.linear; TOPS
   fp8         kernelkit.linear_fp8 (cuBLASLt FP8) vs torch._scaled_mm with the same per-tensor / row-wise scales and
-              F.linear; TFLOP/s (Hopper)
+              F.linear; with DeepSeek-V3's block scales vs torch._scaled_mm's block-scaled mode and per-token x
+              per-channel linear_fp8; TFLOP/s (Hopper)
   normquant   rms_norm_quant / fused_add_rms_norm_quant (RMSNorm + per-token FP8 or INT8, one pass) vs kernelkit's
               rms_norm then quantize_per_token, the same formula in PyTorch eager and torch.compile; GB/s of the
               minimal bytes and % of the copy ceiling
@@ -717,6 +718,55 @@ def run_fp8(dtype, runs, device):
     return rows
 
 
+# Block-scaled FP8 shapes (m, n, k): decode to prefill token counts at a square and an MLP-up projection.
+FP8_BLOCK_SHAPES = [(m, n, 4096) for m in (1, 16, 128, 1024) for n in (4096, 14336)]
+
+
+def fp8_block_quantized(x, w):
+    """DeepSeek-V3's FP8 inputs as linear_fp8's block scales take them on CUDA: x per 1 x 128 slice (token-major
+    scales, ld m) and w per 128 x 128 block (scale rows padded to a multiple of 4)."""
+    xq, sx = kernelkit.quantize_per_token_group(x, 128, column_major_scales=True, tma_aligned=False)
+    wq, sw = kernelkit.quantize_blockwise(w)
+    return xq, sx, wq, sw
+
+
+def fp8_block_exact(xq, sx, wq, sw):
+    """The float64 product of the dequantized block-scaled inputs."""
+    k = xq.shape[1]
+    xd = xq.double() * sx.double().repeat_interleave(128, 1)[:, :k]
+    wd = wq.double() * sw.double().repeat_interleave(128, 0)[:wq.shape[0]].repeat_interleave(128, 1)[:, :k]
+    return xd @ wd.T
+
+
+def run_fp8_blockwise(dtype, runs, device):
+    """linear_fp8 with block scales (cuBLASLt's 1 x 128 x 128 x 128 FP8 matmul, Hopper) vs torch._scaled_mm's
+    DeepSeek-style mode on the same codes and scales (an error row where torch refuses it) and vs kernelkit's
+    per-token x per-channel linear_fp8 of the same x and w; rate in TFLOP/s (2 m n k)."""
+    rows = []
+    shapes = [(1, 4096, 4096), (128, 14336, 4096)] if args.quick else FP8_BLOCK_SHAPES
+    for m, n, k in shapes:
+        w = torch.randn(n, k, device=device, dtype=dtype) * 0.02
+        x = torch.randn(m, k, device=device, dtype=dtype)
+        xq, sx, wq, sw = fp8_block_quantized(x, w)
+        xr, sxr = kernelkit.quantize_per_token(x, dtype=torch.float8_e4m3fn)
+        wr, swr = kernelkit.quantize_per_token(w, dtype=torch.float8_e4m3fn)
+        sets, cold = cold_sets((xq, sx, wq, sw, xr, sxr, wr, swr), wq.numel() + xq.numel() + m * n * 2)
+        row = {"op": "linear_fp8 blockwise", "shape": f"m{m} n{n} k{k}", "l2": "cold" if cold else "warm",
+               "buffer_sets": len(sets),
+               "max_err": check("fp8 blockwise", kernelkit.linear_fp8(xq, sx, wq, sw, out_dtype=dtype),
+                                fp8_block_exact(xq, sx, wq, sw), 1e-2)}
+        def scaled_mm(st):  # torch's block scales: a [m, k / 128] token-major, b's [k / 128, n / 128] transposed
+            return torch._scaled_mm(st[0], st[2].t(), scale_a=st[1], scale_b=st[3].t(), out_dtype=dtype)
+        impls = {"kernelkit fp8 blockwise": [lambda st=st: kernelkit.linear_fp8(*st[:4], out_dtype=dtype)
+                                             for st in sets],
+                 "torch._scaled_mm blockwise": [lambda st=st: scaled_mm(st) for st in sets],
+                 "kernelkit fp8 rowwise": [lambda st=st: kernelkit.linear_fp8(*st[4:], out_dtype=dtype)
+                                           for st in sets]}
+        row.update(time_all(impls, runs, lambda us, m=m, n=n, k=k: 2 * m * n * k / us / 1e6, "TFLOP/s"))
+        rows.append(row)
+    return rows
+
+
 def torch_quantize_per_token(y, qdtype):
     """Per-token quantization as kernelkit's: s = max|y| / qmax, q = y / s rounded (e4m3: saturating; int8: half to
     even)."""
@@ -948,6 +998,8 @@ def check_cpu():
     xq, sx = kernelkit.quantize_per_token(x)
     check("w8a8", kernelkit.linear_w8a8(xq, sx, q8, s8), (xq.double() @ q8.double().T) * sx.double()[:, None] *
           s8.double(), 1e-2)
+    xq, sx, wq, sw = fp8_block_quantized(torch.randn(3, 384, dtype=torch.bfloat16), torch.randn(136, 384) * 0.02)
+    check("fp8 blockwise", kernelkit.linear_fp8(xq, sx, wq, sw), fp8_block_exact(xq, sx, wq, sw), 1e-2)
     x, res, w = torch.randn(5, 256, dtype=torch.bfloat16), torch.randn(5, 256, dtype=torch.bfloat16), torch.rand(
         256, dtype=torch.bfloat16) + 0.5
     for qdtype in (torch.float8_e4m3fn, torch.int8):
@@ -1016,6 +1068,7 @@ def main(argv=None):
         rows += run_w8a8(dtype, args.runs, "cuda")
     if "fp8" in only:
         rows += run_fp8(dtype, args.runs, "cuda")
+        rows += run_fp8_blockwise(dtype, args.runs, "cuda")
     if "normquant" in only:
         rows += run_norm_quant(dtype, args.runs, "cuda", peak)
     if "actquant" in only:

@@ -44,7 +44,7 @@ constexpr DTypeSet kHalfTypes = dtype_bit(DType::f16) | dtype_bit(DType::bf16);
 
 // The weight bits of a linear_w*a16 op (8 or 4); 0 for every other op.
 int op_weight_bits(OpId id);
-// The FP8 dtype an op writes (the quantize_*_fp8 ops) or reads (linear_fp8) whatever its activation dtype: f8e4m3, or
+// The FP8 dtype an op writes (the quantize_*_fp8 ops) or reads (linear_fp8*) whatever its activation dtype: f8e4m3, or
 // nullopt. A profile without FP8 refuses such an op in every dtype.
 std::optional<DType> op_fp8_dtype(OpId id);
 // The 1-byte dtype q of an op fused with quantization (rms_norm_quant_*, fused_add_rms_norm_quant_*,

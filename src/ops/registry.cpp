@@ -23,7 +23,8 @@ static_assert([] {
 }());
 
 bool is_linear(OpId id) {
-  return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8 || id == OpId::linear_fp8;
+  return id == OpId::linear_w8a16 || id == OpId::linear_w4a16 || id == OpId::linear_w8a8 || id == OpId::linear_fp8 ||
+         id == OpId::linear_fp8_blockwise;
 }
 
 // The quantization ops' traffic. rows = m (linear) or the weight / token rows (quantizers), hidden = k.
@@ -49,8 +50,13 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
     default: break;
   }
   const uint64_t n = static_cast<uint64_t>(s.out_features > 0 ? s.out_features : s.hidden);
-  // xq, qweight (1-byte values) and their fp32 scales (counted per token and channel); out and bias in the output dtype
+  // xq, qweight (1-byte values) and their fp32 scales (counted per token and channel, or per 1 x 128 slice and weight
+  // block); out and bias in the output dtype
   if (id == OpId::linear_w8a8 || id == OpId::linear_fp8) return rows * k + n * k + 4 * (rows + n) + e * (rows * n + n);
+  if (id == OpId::linear_fp8_blockwise) {
+    const uint64_t k_blocks = (k + block - 1) / block;
+    return rows * k + n * k + 4 * k_blocks * (rows + (n + block - 1) / block) + e * (rows * n + n);
+  }
   const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
   return weight + e * (rows * k + rows * n + n);  // + x, out, bias
 }
@@ -91,6 +97,7 @@ std::optional<DType> op_fp8_dtype(OpId id) {
     case OpId::quantize_per_token_group_fp8:
     case OpId::quantize_blockwise_fp8:
     case OpId::linear_fp8:
+    case OpId::linear_fp8_blockwise:
       return DType::f8e4m3;
     default:
       break;

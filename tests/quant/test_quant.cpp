@@ -47,6 +47,28 @@ int decode_int4(const std::vector<uint8_t>& packed, int64_t k, int64_t row, int6
 
 bool has(const Status& s, const std::string& what) { return s.message().find(what) != std::string::npos; }
 
+// The planner's shape of a linear op: m tokens, k, n outputs, 16-byte aligned.
+OpShape linear_shape(int64_t m, int64_t k, int64_t n) {
+  OpShape s{m, k, 1, 16};
+  s.out_features = n;
+  return s;
+}
+
+// The planner's verdict on linear op `op` (m 16, k 4096, n 4096, f16) on profile `prof`.
+StatusCode plan_linear(const char* prof, OpId op) {
+  LaunchPlan p;
+  return plan_op(*find_profile(prof), op, linear_shape(16, 4096, 4096), DType::f16, &p).code();
+}
+
+// Linear op `op` planned on profile `prof`: a cuBLASLt (library) plan, its heuristic and no launch configuration
+// of ours.
+void expect_library_plan(const char* prof, OpId op, const OpShape& s) {
+  LaunchPlan p;
+  ASSERT_TRUE(plan_op(*find_profile(prof), op, s, DType::bf16, &p).ok());
+  EXPECT_TRUE(p.library);
+  EXPECT_NE(p.to_string().find("cuBLASLt"), std::string::npos) << p.to_string();
+}
+
 }  // namespace
 
 TEST(Int4Layout, WordHoldsValuesAtTheDocumentedNibbles) {
@@ -732,7 +754,7 @@ TEST(Fp8Linear, BadInputsAreRefusedWithTheirNames) {
       says(linear_fp8(out({2, 3}), f8({2, 24}), sx, f8({3, 24}), sw), "k = 24 must be a positive multiple of 16"));
   EXPECT_TRUE(says(linear_fp8(out({2, 3}, DType::f32), xq, sx, qw, sw), "out dtype f32 is not supported"));
   EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, f32({1}), qw, sw),
-                   "linear_fp8: x_scales and w_scales must be both [1] (per tensor) or [m] and [n] = [2] and [3]"));
+                   "linear_fp8: x_scales and w_scales must be both [1] (per tensor), [m] and [n] = [2] and [3]"));
   EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, sx, f8({3, 32}), sw), "qweight shape [3, 32] must be [3, 16]"));
   EXPECT_TRUE(says(linear_fp8(out({2, 3}), xq, sx, qw, sw, out({4})), "bias shape [4] must be [3]"));
   EXPECT_TRUE(says(linear_fp8(out({2, 4}), xq, sx, qw, sw), "out shape [2, 4] must be [2, 3]"));
@@ -752,20 +774,221 @@ TEST(Fp8Linear, BadInputsAreRefusedWithTheirNames) {
     EXPECT_EQ(st.code(), StatusCode::unsupported) << prof;
     EXPECT_TRUE(has(st, "linear_fp8: xq dtype f8e4m3 is not supported on profile")) << st.message();
     EXPECT_TRUE(has(st, "linear_w8a8")) << st.message();
-    LaunchPlan p;
-    OpShape s{16, 4096, 1, 16};
-    s.out_features = 4096;
-    EXPECT_EQ(plan_op(*find_profile(prof), OpId::linear_fp8, s, DType::f16, &p).code(), StatusCode::unsupported);
+    EXPECT_EQ(plan_linear(prof, OpId::linear_fp8), StatusCode::unsupported);
   }
   unsetenv("KERNELKIT_PROFILE");
-  LaunchPlan p;
-  OpShape s{16, 4096, 1, 16};
-  s.out_features = 4096;
-  ASSERT_TRUE(plan_op(*find_profile("h200"), OpId::linear_fp8, s, DType::bf16, &p).ok());
-  EXPECT_TRUE(p.library);
-  EXPECT_NE(p.to_string().find("cuBLASLt"), std::string::npos) << p.to_string();
+  const OpShape s = linear_shape(16, 4096, 4096);
+  expect_library_plan("h200", OpId::linear_fp8, s);
   EXPECT_EQ(op_bytes(OpId::linear_fp8, s, DType::bf16),
             16ull * 4096 + 4096ull * 4096 + 4 * (16 + 4096) + 2 * (16ull * 4096 + 4096));
+}
+
+// ---- linear_fp8 with block scales (linear_fp8_blockwise): 1 x 128 activation slices, 128 x 128 weight blocks.
+
+namespace {
+
+// e4m3 codes of exact values, [rows, cols] row major.
+std::vector<uint8_t> e4m3_codes(int64_t rows, int64_t cols,
+                                std::initializer_list<std::tuple<int64_t, int64_t, float>> v) {
+  std::vector<uint8_t> codes(static_cast<size_t>(rows * cols), 0);
+  for (const auto& [r, c, x] : v) codes[static_cast<size_t>(r * cols + c)] = float_to_e4m3_bits(x);
+  return codes;
+}
+
+}  // namespace
+
+// m 2, n 130 (two row blocks of the weight, the second partial), k 256 (two k blocks whose scales differ), by hand:
+// x_scales {0.5, 2} and {0.25, 8}, w_scales {2, 0.125} and {4, 0.5}, bias 1, -1, 0.5 on rows 0-2:
+//   out[0, 0] = 1.5 * 1 * 0.5 * 2 + 4 * 1 * 2 * 0.125 + 1 = 3.5
+//   out[0, 1] = (1.5 - 2) 0.25 * 0.5 * 2 - 1 = -1.125
+//   out[0, 2] = -2 * -1 * 0.5 * 2 + 0.5 = 2.5
+//   out[0, 129] = 1.5 * 0.5 * 4 = 3
+//   out[1, 0] = 0.5 * 1 * 0.25 * 2 + 1 = 1.25
+//   out[1, 1] = 0.5 * 0.25 * 0.25 * 2 - 3 * 2 * 8 * 0.125 - 1 = -6.9375
+//   out[1, 2] = 0.5
+//   out[1, 129] = 0.5 * 0.25 * 4 - 3 * 8 * 0.5 = -11.5
+// Scales taken from the wrong block, token or weight row give other values. Every layout the CPU backend takes:
+// x_scales row major and token-major (ld 2 and padded to 4), w_scales with rows 2 and 4 apart.
+TEST(Fp8BlockwiseLinear, TwoKBlocksByHandInEveryScaleLayout) {
+  const int64_t m = 2, n = 130, k = 256;
+  const std::vector<uint8_t> xq =
+      e4m3_codes(m, k, {{0, 0, 1.5f}, {0, 1, -2.0f}, {0, 128, 4.0f}, {1, 0, 0.5f}, {1, 200, -3.0f}});
+  std::vector<std::tuple<int64_t, int64_t, float>> wv = {{0, 0, 1.0f},   {0, 128, 1.0f}, {1, 200, 2.0f},  {2, 1, -1.0f},
+                                                         {2, 255, 8.0f}, {129, 0, 1.0f}, {129, 200, 1.0f}};
+  for (int64_t j = 0; j < 128; ++j) wv.emplace_back(1, j, 0.25f);
+  std::vector<uint8_t> w(static_cast<size_t>(n * k), 0);
+  for (const auto& [r, c, x] : wv) w[static_cast<size_t>(r * k + c)] = float_to_e4m3_bits(x);
+  const float sx[2][2] = {{0.5f, 2.0f}, {0.25f, 8.0f}}, sw[2][2] = {{2.0f, 0.125f}, {4.0f, 0.5f}};
+  kernelkit::testing::HostBuffer bias(DType::bf16, n);
+  for (int64_t r = 0; r < n; ++r) bias.set(r, r == 0 ? 1.0 : r == 1 ? -1.0 : r == 2 ? 0.5 : 0.0);
+  const std::pair<int64_t, int64_t> x_layouts[] = {{2, 1}, {1, 2}, {1, 4}};  // (token, block) strides
+  for (const auto [token, block] : x_layouts)
+    for (int64_t w_ld : {2, 4}) {
+      SCOPED_TRACE(::testing::Message() << "x_scales strides (" << token << ", " << block << "), w_scales ld " << w_ld);
+      std::vector<float> xs(8, -1.0f), ws(static_cast<size_t>(2 * w_ld), -1.0f);
+      for (int t = 0; t < 2; ++t)
+        for (int b = 0; b < 2; ++b) xs[static_cast<size_t>(t * token + b * block)] = sx[t][b];
+      for (int i = 0; i < 2; ++i)
+        for (int b = 0; b < 2; ++b) ws[static_cast<size_t>(i * w_ld + b)] = sw[i][b];
+      kernelkit::testing::HostBuffer o(DType::bf16, m * n);
+      ASSERT_TRUE(
+          linear_fp8(mat(o.data(), DType::bf16, m, n), mat(const_cast<uint8_t*>(xq.data()), DType::f8e4m3, m, k),
+                     TensorView::strided(xs.data(), DType::f32, {m, 2}, {token, block}),
+                     mat(w.data(), DType::f8e4m3, n, k), TensorView::strided(ws.data(), DType::f32, {2, 2}, {w_ld, 1}),
+                     TensorView::contiguous(bias.data(), DType::bf16, {n}))
+              .ok());
+      EXPECT_EQ(o.get(0), 3.5);
+      EXPECT_EQ(o.get(1), -1.125);
+      EXPECT_EQ(o.get(2), 2.5);
+      EXPECT_EQ(o.get(129), 3.0);
+      EXPECT_EQ(o.get(n + 0), 1.25);
+      EXPECT_EQ(o.get(n + 1), -6.9375);
+      EXPECT_EQ(o.get(n + 2), 0.5);
+      EXPECT_EQ(o.get(n + 129), -11.5);
+      EXPECT_EQ(o.get(n + 64), 0.0);  // a row of zeros and no bias
+    }
+}
+
+// Random activations and weights through the quantizers (quantize_per_token_group_fp8 with column-major scales,
+// quantize_blockwise_fp8 with padded scale rows: the layouts CUDA reads), then the CPU backend against a float64
+// dequantize-then-matmul written here: out = sum_j (q_x[t, j] s_x[t, j / 128]) (q_w[r, j] s_w[r / 128, j / 128]) +
+// bias, rounded once; n 300 leaves a partial last row block (44 rows). Both sides sum in fp64, so the table's bound.
+TEST(Fp8BlockwiseLinear, ReferenceMatchesDequantizeThenMatmul) {
+  const int64_t m = 5, n = 300, k = 384, kb = k / 128, nb = 3, w_ld = fp8_block_scales_ld(k);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto x = random_matrix(DType::bf16, m, k, 3.0, 17), w = random_matrix(DType::bf16, n, k, 0.1, 18);
+    std::vector<uint8_t> xq(static_cast<size_t>(m * k)), wq(static_cast<size_t>(n * k));
+    std::vector<float> xs(static_cast<size_t>(kb * 8), -1.0f), ws(static_cast<size_t>(nb * w_ld), -1.0f);
+    const TensorView xsv = TensorView::strided(xs.data(), DType::f32, {kb, m}, {8, 1});  // [k / 128, ld 8]
+    ASSERT_TRUE(quantize_per_token_group_fp8(mat(xq.data(), DType::f8e4m3, m, k), xsv,
+                                             mat(const_cast<void*>(x.data()), DType::bf16, m, k), 128, true)
+                    .ok());
+    const TensorView wsv = TensorView::strided(ws.data(), DType::f32, {nb, kb}, {w_ld, 1});
+    ASSERT_TRUE(quantize_blockwise_fp8(mat(wq.data(), DType::f8e4m3, n, k), wsv,
+                                       mat(const_cast<void*>(w.data()), DType::bf16, n, k))
+                    .ok());
+    EXPECT_EQ(ws[3], -1.0f);  // the padding of the scales' rows, untouched
+    const auto bias = random_matrix(dt, 1, n, 0.5, 19);
+    kernelkit::testing::HostBuffer o(dt, m * n);
+    ASSERT_TRUE(linear_fp8(mat(o.data(), dt, m, n), mat(xq.data(), DType::f8e4m3, m, k),
+                           TensorView::strided(xs.data(), DType::f32, {m, kb}, {1, 8}),
+                           mat(wq.data(), DType::f8e4m3, n, k), wsv,
+                           TensorView::contiguous(const_cast<void*>(bias.data()), dt, {n}))
+                    .ok());
+    const Tolerance tol = output_tolerance(dt);
+    const auto e4m3 = [](uint8_t code) { return static_cast<double>(e4m3_bits_to_float(code)); };
+    alignas(8) unsigned char rounded[8];
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t r = 0; r < n; ++r) {
+        double want = bias.get(r);
+        for (int64_t j = 0; j < k; ++j)
+          want += e4m3(xq[static_cast<size_t>(t * k + j)]) * xs[static_cast<size_t>(j / 128 * 8 + t)] *
+                  (e4m3(wq[static_cast<size_t>(r * k + j)]) * ws[static_cast<size_t>(r / 128 * w_ld + j / 128)]);
+        store_from_double(rounded, dt, 0, want);
+        want = load_as_double(rounded, dt, 0);
+        ASSERT_LE(std::fabs(o.get(t * n + r) - want), tol.atol + tol.rtol * std::fabs(want)) << t << ", " << r;
+      }
+  }
+}
+
+// The case harness (run_w8a8_case: its own dot products) on the CPU backend: every e4m3 code, one and two row blocks,
+// strided xq, both x_scales layouts and unpadded weight scales.
+TEST(Fp8BlockwiseLinear, HarnessOnTheCpuBackend) {
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 5})
+      for (int64_t n : {8, 136})
+        for (bool row_major : {false, true}) {
+          kernelkit::testing::W8A8Case c{dt, m, n, 256, m == 1, m == 1 ? 0 : 16, 5, OpId::linear_fp8_blockwise};
+          c.row_major_x_scales = row_major;
+          c.w_scales_ld = row_major ? 2 : 0;
+          const auto r = kernelkit::testing::run_w8a8_case(c, -1);
+          ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+          EXPECT_EQ(r.checked, m * n);
+          EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+        }
+}
+
+TEST(Fp8BlockwiseLinear, BadInputsAreRefusedWithTheirNames) {
+  std::vector<uint8_t> buf(1 << 16);
+  std::vector<float> f(64);
+  kernelkit::testing::HostBuffer o(DType::bf16, 512);
+  auto f8 = [&](std::initializer_list<int64_t> s, Device d = Device::cpu()) {
+    return TensorView::contiguous(buf.data(), DType::f8e4m3, s, d);
+  };
+  auto f32 = [&](std::initializer_list<int64_t> s, std::initializer_list<int64_t> st, Device d = Device::cpu()) {
+    return TensorView::strided(f.data(), DType::f32, s, st, d);
+  };
+  auto out = [&](int64_t m, int64_t n, Device d = Device::cpu(), DType dt = DType::bf16) {
+    return TensorView::contiguous(o.data(), dt, {m, n}, d);
+  };
+  auto says = [](const Status& s, const std::string& text) {
+    return s.code() == StatusCode::invalid_argument && s.message().find(text) != std::string::npos;
+  };
+  // m 2, n 8, k 256: x_scales [2, 2], w_scales [1, 2].
+  const auto xq = f8({2, 256}), qw = f8({8, 256}), sx = f32({2, 2}, {1, 2}), sw = f32({1, 2}, {4, 1});
+  EXPECT_TRUE(linear_fp8(out(2, 8), xq, sx, qw, sw).ok());
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), f8({2, 144}), f32({2, 2}, {2, 1}), f8({8, 144}), sw),
+                   "linear_fp8_blockwise: k = 144 must be a multiple of 128"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, f32({2, 3}, {3, 1}), qw, sw),
+                   "linear_fp8_blockwise: x_scales shape [2, 3] must be [2, 2]"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, TensorView::contiguous(f.data(), DType::f16, {2, 2}), qw, sw),
+                   "linear_fp8_blockwise: x_scales dtype f16 must be f32"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, f32({2, 2}, {4, 2}), qw, sw),
+                   "linear_fp8_blockwise: x_scales strides (4, 2) must be (2, 1) (row major) or (1, ld) with ld >= m "
+                   "= 2"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, sx, qw, f32({2, 2}, {2, 1})),
+                   "linear_fp8_blockwise: w_scales shape [2, 2] must be [1, 2]"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 130), xq, sx, f8({130, 256}), f32({2, 2}, {1, 1})),
+                   "linear_fp8_blockwise: w_scales rows overlap (row stride 1 < 2)"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, sx, qw, sw, std::nullopt, nullptr, true),
+                   "linear_fp8_blockwise: fast_accumulation is not available with block scales"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, sx, qw, f32({8}, {1})),
+                   "linear_fp8: x_scales and w_scales must be both [1] (per tensor), [m] and [n] = [2] and [8] (per "
+                   "token, per output channel), or both 2-D"));
+  EXPECT_TRUE(says(linear_fp8(out(2, 8), xq, f32({2, 2}, {1, 2}, Device::cuda(0)), qw, sw),
+                   "linear_fp8_blockwise: x_scales is on cuda:0 but the first tensor is on cpu"));
+
+  // CUDA tensors (refused before a device is needed): cuBLASLt's scale layouts, its Hopper-only modes, FP8 profiles.
+  // n 136: two row blocks, out's rows 16-byte aligned.
+  const Device d = Device::cuda(0);
+  const auto xq_d = f8({2, 256}, d), qw_d = f8({136, 256}, d);
+  const auto sx_d = f32({2, 2}, {1, 2}, d), sw_d = f32({2, 2}, {4, 1}, d);
+  setenv("KERNELKIT_PROFILE", "h200", 1);
+  {
+    Status st = linear_fp8(out(2, 136, d), xq_d, f32({2, 2}, {2, 1}, d), qw_d, sw_d);
+    EXPECT_TRUE(says(st, "linear_fp8_blockwise: on CUDA, x_scales must be token-major with strides (1, m) = (1, 2)"))
+        << st.to_string();
+    st = linear_fp8(out(2, 136, d), xq_d, f32({2, 2}, {1, 4}, d), qw_d, sw_d);  // token-major, rows padded to 4
+    EXPECT_TRUE(says(st, "got strides (1, 4)")) << st.to_string();
+    st = linear_fp8(out(2, 136, d), xq_d, sx_d, qw_d, f32({2, 2}, {2, 1}, d));
+    EXPECT_TRUE(says(st,
+                     "linear_fp8_blockwise: on CUDA, w_scales' rows must be fp8_block_scales_ld(k) = 4 floats "
+                     "apart"))
+        << st.to_string();
+    // One token and one row block have no stride to check; the layouts pass and only the missing GPU is left.
+    st = linear_fp8(out(1, 8, d), f8({1, 256}, d), f32({1, 2}, {2, 1}, d), f8({8, 256}, d), f32({1, 2}, {2, 1}, d));
+    EXPECT_NE(st.code(), StatusCode::invalid_argument) << st.to_string();
+    st = linear_fp8(out(2, 136, d), xq_d, sx_d, qw_d, sw_d);
+    EXPECT_NE(st.code(), StatusCode::invalid_argument) << st.to_string();
+  }
+  for (const char* prof : {"t4", "a100", "l4"}) {
+    setenv("KERNELKIT_PROFILE", prof, 1);
+    const Status st = linear_fp8(out(2, 136, d, DType::f16), xq_d, sx_d, qw_d, sw_d);
+    EXPECT_EQ(st.code(), StatusCode::unsupported) << prof << ": " << st.to_string();
+    EXPECT_TRUE(has(st, std::string(prof) == "l4"
+                            ? "runs on Hopper (sm_90) only, not on profile l4 (sm_89)"
+                            : "linear_fp8_blockwise: xq dtype f8e4m3 is not supported on profile"))
+        << st.message();
+    EXPECT_EQ(plan_linear(prof, OpId::linear_fp8_blockwise), StatusCode::unsupported);
+  }
+  unsetenv("KERNELKIT_PROFILE");
+  const OpShape s = linear_shape(16, 4096, 4160);
+  expect_library_plan("h100", OpId::linear_fp8_blockwise, s);
+  // xq, qweight, the scales (16 x 32 of x, 33 x 32 of w: unpadded), out and bias.
+  EXPECT_EQ(op_bytes(OpId::linear_fp8_blockwise, s, DType::bf16),
+            16ull * 4096 + 4160ull * 4096 + 4 * 32 * (16 + 33) + 2 * (16ull * 4160 + 4160));
+  EXPECT_DOUBLE_EQ(op_flops(OpId::linear_fp8_blockwise, s), 2.0 * 16 * 4160 * 4096);
 }
 
 TEST(QuantizeErrors, NonFiniteValuesAreRefusedNamingTheRow) {
@@ -938,6 +1161,8 @@ TEST(PerTokenGroupQuantize, ByHandInBothScaleLayouts) {
 
 // w [130, 129]: four blocks, three of them partial. Block (0, 0) max 56 (s = 2^-3: 1 -> 8), block (0, 1) (column
 // 128) max 14 (s = 2^-5: 2 -> 64), block (1, 0) (rows 128-129) all zero, block (1, 1) one column of -3.5 (s = 2^-7).
+// The scales contiguous, and in rows padded to fp8_block_scales_ld(129) = 4 (linear_fp8's block scales on CUDA), the
+// padding left as it was.
 TEST(BlockwiseQuantize, PartialEdgeBlocksByHand) {
   const int64_t n = 130, k = 129;
   std::vector<float> w(n * k, 0.0f);
@@ -947,6 +1172,13 @@ TEST(BlockwiseQuantize, PartialEdgeBlocksByHand) {
   }
   w[3 * k + 5] = 56, w[7 * k + 128] = 14, w[128 * k + 128] = w[129 * k + 128] = -3.5f;
   std::vector<uint8_t> q(n * k);
+  ASSERT_EQ(fp8_block_scales_ld(k), 4);
+  std::vector<float> padded(8, -1.0f);
+  ASSERT_TRUE(quantize_blockwise_fp8(mat(q.data(), DType::f8e4m3, n, k),
+                                     TensorView::strided(padded.data(), DType::f32, {2, 2}, {4, 1}),
+                                     mat(w.data(), DType::f32, n, k))
+                  .ok());
+  EXPECT_EQ(padded, (std::vector<float>{0.125f, 0.03125f, -1.0f, -1.0f, 0.0f, 0.0078125f, -1.0f, -1.0f}));
   std::vector<float> s(4, -1.0f);
   ASSERT_TRUE(quantize_blockwise_fp8(mat(q.data(), DType::f8e4m3, n, k), mat(s.data(), DType::f32, 2, 2),
                                      mat(w.data(), DType::f32, n, k))

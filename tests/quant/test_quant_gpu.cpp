@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -113,7 +115,8 @@ class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};
 
 // Every quantizer; group spans in groups of 64 and 128 (k a multiple), the per-token-group ones also with
 // column-major scales (ld = rows rounded up to 4, the padding left poisoned); per tensor dynamic and static (1.5 /
-// qmax: saturating); blocks with partial edges (k 777, rows 7 and 300).
+// qmax: saturating); blocks with partial edges (k 777, rows 7 and 300), also with the scales' rows padded as
+// linear_fp8's block scales need them (fp8_block_scales_ld(k), the padding left poisoned).
 TEST_P(QuantizeGrid, BitForBit) {
   const auto [op, dt, rows, k] = GetParam();
   const detail::ScaleSpan span = detail::scale_span(op);
@@ -127,6 +130,8 @@ TEST_P(QuantizeGrid, BitForBit) {
           c.static_scale = true;
         else if (variant == 1 && groups && op != OpId::quantize_int4_groupwise)
           c.scales_ld = (rows + 3) / 4 * 4;
+        else if (variant == 1 && span == detail::ScaleSpan::block)
+          c.scales_ld = fp8_block_scales_ld(k);
         else if (variant == 1)
           continue;
         kernelkit::testing::expect_case(kernelkit::testing::run_quantize_case_cuda(c, 0), op, dt, c.name());
@@ -373,6 +378,130 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
                                                               std::pair<int64_t, int64_t>{8, 80},
                                                               std::pair<int64_t, int64_t>{256, 528},
                                                               std::pair<int64_t, int64_t>{1032, 4096})));
+
+// linear_fp8 with block scales (linear_fp8_blockwise: cuBLASLt's VEC128_32F x BLK128x128_32F FP8 matmul) against the
+// dot products of each 128-wide k block: every finite e4m3 code as input, x_scales token-major [k / 128][m] and
+// w_scales in rows of fp8_block_scales_ld(k) (the layouts cuBLASLt reads), m 1 (decode), 16 and 129 (a partial tile),
+// n 256 and 4096 + 64 (a partial last 128-row block), k 128 (one block: weight-scale rows padded from 1 to 4) and 4096;
+// with a bias, and without one on a strided xq. Profiles without FP8 refuse it (skipped), and so do FP8 profiles other
+// than sm_90 (cuBLASLt has the block-scaled modes on Hopper only).
+using Fp8BlockParam = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
+class Fp8BlockwiseGrid : public ::testing::TestWithParam<Fp8BlockParam> {};
+
+TEST_P(Fp8BlockwiseGrid, MatchesTheBlockDotProducts) {
+  const auto [dt, m, nk] = GetParam();
+  for (bool bias : {true, false}) {
+    const kernelkit::testing::W8A8Case c{dt,
+                                         m,
+                                         nk.first,
+                                         nk.second,
+                                         bias,
+                                         bias ? 0 : 32,
+                                         static_cast<uint64_t>(m + nk.first),
+                                         OpId::linear_fp8_blockwise};
+    const kernelkit::testing::CaseResult r = kernelkit::testing::run_w8a8_case(c, 0);
+    const DeviceProfile& prof = kernelkit::testing::case_profile();
+    if (prof.supports(DType::f8e4m3) && prof.sm != 90) {
+      EXPECT_EQ(r.status.code(), StatusCode::unsupported) << c.name() << ": " << r.status.to_string();
+      GTEST_SKIP() << c.name() << ": profile " << prof.key << " is not an sm_90 one (refused: " << r.status.message()
+                   << ")";
+    }
+    kernelkit::testing::expect_case(r, OpId::linear_fp8_blockwise, dt, c.name());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Fp8BlockwiseGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 16, 129),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{256, 128},
+                                                              std::pair<int64_t, int64_t>{256, 4096},
+                                                              std::pair<int64_t, int64_t>{4160, 128},
+                                                              std::pair<int64_t, int64_t>{4160, 4096})));
+
+// The DeepSeek-V3 path on the GPU end to end: activations through quantize_per_token_group_fp8 (column-major scales,
+// ld = m) and weights through quantize_blockwise_fp8 (scale rows padded to fp8_block_scales_ld(k)) on the GPU, then
+// linear_fp8 with those block scales; the output against the CPU reference of linear_fp8 on the same codes and scales
+// (copied back), within the FP8 sums' bound per block (as run_w8a8_case applies it).
+TEST(Fp8BlockwiseLinear, QuantizersThenLinearOnTheGpu) {
+  const DeviceProfile& prof = kernelkit::testing::case_profile();
+  if (!prof.supports(DType::f8e4m3) || prof.sm != 90)
+    GTEST_SKIP() << "profile " << prof.key << " has no block-scaled FP8 matmul (sm_90 only)";
+  const int64_t m = 7, n = 4160, k = 1152, kb = k / 128, nb = (n + 127) / 128, w_ld = fp8_block_scales_ld(k);
+  kernelkit::testing::HostBuffer x(DType::bf16, m * k), w(DType::bf16, n * k), bias(DType::bf16, n);
+  std::mt19937_64 rng(101);
+  std::uniform_real_distribution<double> ux(-3.0, 3.0), uw(-0.05, 0.05), ub(-0.5, 0.5);
+  for (int64_t i = 0; i < x.size(); ++i) x.set(i, ux(rng));
+  for (int64_t i = 0; i < w.size(); ++i) w.set(i, uw(rng));
+  for (int64_t i = 0; i < n; ++i) bias.set(i, ub(rng));
+  kernelkit::testing::HostBuffer xq(DType::f8e4m3, m * k), wq(DType::f8e4m3, n * k), xs(DType::f32, kb * m),
+      ws(DType::f32, nb * w_ld), got(DType::bf16, m * n), want(DType::bf16, m * n);
+  const auto views = [&](const std::vector<void*>& p, Device d) {
+    struct V {
+      TensorView x, w, bias, xq, wq, xs, ws, out;
+    };
+    return V{TensorView::contiguous(p[0], DType::bf16, {m, k}, d),
+             TensorView::contiguous(p[1], DType::bf16, {n, k}, d),
+             TensorView::contiguous(p[2], DType::bf16, {n}, d),
+             TensorView::contiguous(p[3], DType::f8e4m3, {m, k}, d),
+             TensorView::contiguous(p[4], DType::f8e4m3, {n, k}, d),
+             TensorView::contiguous(p[5], DType::f32, {kb, m}, d),
+             TensorView::strided(p[6], DType::f32, {nb, kb}, {w_ld, 1}, d),
+             TensorView::contiguous(p[7], DType::bf16, {m, n}, d)};
+  };
+  using kernelkit::testing::Role;
+  // On the GPU: both quantizers, then the linear layer on their outputs (token-major x_scales: the transposed view).
+  ASSERT_TRUE(kernelkit::testing::run_under_test(
+                  {{&x, Role::in},
+                   {&w, Role::in},
+                   {&bias, Role::in},
+                   {&xq, Role::out},
+                   {&wq, Role::out},
+                   {&xs, Role::out},
+                   {&ws, Role::out},
+                   {&got, Role::out}},
+                  [&](const std::vector<void*>& p, Device d) -> Status {
+                    const auto v = views(p, d);
+                    KK_RETURN_IF_ERROR(quantize_per_token_group_fp8(v.xq, v.xs, v.x, 128, true));
+                    KK_RETURN_IF_ERROR(quantize_blockwise_fp8(v.wq, v.ws, v.w));
+                    const TensorView xs_t = TensorView::strided(p[5], DType::f32, {m, kb}, {1, m}, d);
+                    return linear_fp8(v.out, v.xq, xs_t, v.wq, v.ws, v.bias);
+                  },
+                  0)
+                  .ok());
+  // The CPU reference on the codes and scales the GPU wrote.
+  ASSERT_TRUE(linear_fp8(TensorView::contiguous(want.data(), DType::bf16, {m, n}),
+                         TensorView::contiguous(xq.data(), DType::f8e4m3, {m, k}),
+                         TensorView::strided(xs.data(), DType::f32, {m, kb}, {1, m}),
+                         TensorView::contiguous(wq.data(), DType::f8e4m3, {n, k}),
+                         TensorView::strided(ws.data(), DType::f32, {nb, kb}, {w_ld, 1}),
+                         TensorView::contiguous(bias.data(), DType::bf16, {n}))
+                  .ok());
+  const Tolerance tol = output_tolerance(DType::bf16);
+  const auto* xb = static_cast<const uint8_t*>(xq.data());
+  const auto* wb = static_cast<const uint8_t*>(wq.data());
+  int64_t bad = 0;
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t r = 0; r < n; ++r) {
+      double scaled_l1 = 0, scaled = 0;  // sum over blocks of s_b sum |products|, and of s_b sum products
+      for (int64_t b = 0; b < kb; ++b) {
+        double l1 = 0, dot = 0;
+        for (int64_t j = b * 128; j < (b + 1) * 128; ++j) {
+          const double p = static_cast<double>(e4m3_bits_to_float(xb[t * k + j])) * e4m3_bits_to_float(wb[r * k + j]);
+          l1 += std::fabs(p);
+          dot += p;
+        }
+        const double s = xs.get(b * m + t) * ws.get(r / 128 * w_ld + b);
+        scaled_l1 += l1 * s;
+        scaled += dot * s;
+      }
+      const double g = got.get(t * n + r), wv = want.get(t * n + r);
+      const double allowed = tol.atol + tol.rtol * std::fabs(wv) +
+                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(wv)) +
+                             (std::ldexp(1.0, -13) * 4 + k * std::ldexp(1.0, -24)) * scaled_l1;
+      if (!(std::fabs(g - wv) <= allowed) && bad++ < 5)
+        ADD_FAILURE() << "out[" << t << ", " << r << "] = " << g << ", want " << wv << " (allowed " << allowed << ")";
+    }
+  EXPECT_EQ(bad, 0);
+}
 
 // The GEMV's alternatives (KERNELKIT_TUNE): the register prefetch and 2- and 3-deep cp.async rings (a synchronous copy
 // on sm_75 code), whichever the planner picks for this shape on the profile (its chunks a thread depend on the SM

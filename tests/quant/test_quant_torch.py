@@ -239,6 +239,102 @@ def test_fp8_linear_refuses_bad_inputs(device):
     assert kernelkit.linear_fp8(xq, s4, wq, s8).abs().max().item() == 0  # zeros in, zeros out: the call itself works
 
 
+def _block_scaled_inputs(m, n, k, out_dtype, device, x_scales_layout):
+    """DeepSeek-V3's FP8 linear: activations through quantize_per_token_group (1 x 128) and weights through
+    quantize_blockwise (128 x 128), never zeros; x_scales token-major with ld m (cuBLASLt's layout), ld rounded up to 4
+    (the TMA form) or row major."""
+    x = rand(m, k, dtype=torch.bfloat16, device=device, lo=-3.0, hi=3.0)
+    w = rand(n, k, dtype=torch.bfloat16, device=device, lo=-0.1, hi=0.1)
+    column_major = x_scales_layout != "row_major"
+    xq, sx = kernelkit.quantize_per_token_group(x, 128, column_major_scales=column_major,
+                                                tma_aligned=x_scales_layout == "tma_aligned")
+    wq, sw = kernelkit.quantize_blockwise(w)
+    return xq, sx, wq, sw, rand(n, dtype=out_dtype, device=device)
+
+
+def _block_scaled_want(xq, sx, wq, sw, bias):
+    """The float64 dequantize-then-matmul, and the FP8 sums' bound of docs/tolerances.md applied per 128-wide block: the
+    per-block scaled sums of |products| (2^-13 at each of a block's 4 MMA steps, k 2^-24 for the fp32 sums)."""
+    k = xq.shape[1]
+    xd, wd = xq.cpu().double(), wq.cpu().double()
+    sxe = sx.cpu().double().repeat_interleave(128, 1)[:, :k]
+    swe = sw.cpu().double().repeat_interleave(128, 0)[:wq.shape[0]].repeat_interleave(128, 1)[:, :k]
+    scaled = (xd * sxe) @ (wd * swe).T
+    l1 = (xd.abs() * sxe) @ (wd.abs() * swe).T
+    return scaled + bias.cpu().double(), scaled, (2.0 ** -13 * 4 + k * 2.0 ** -24) * l1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 37])
+@pytest.mark.parametrize("x_scales_layout", ["token_major", "tma_aligned", "row_major"])
+def test_fp8_block_scaled_linear_matches_dequantized_matmul(device, out_dtype, m, x_scales_layout):
+    """linear_fp8 with block scales (DeepSeek-V3: x_scales [m, k / 128], w_scales [ceil(n / 128), k / 128]) against the
+    float64 product of the dequantized inputs, within the FP8 sums' bound per block; n 264 leaves a partial last
+    128-row block, k 384 pads the weight scales' rows (3 blocks -> 4). On CUDA only cuBLASLt's layouts run (token-major
+    x_scales with ld m; the others are refused, naming the layout) and only on sm_90."""
+    if not fp8_runs(device):
+        pytest.skip("no FP8 on this GPU (sm_89+)")
+    if device == "cuda" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("cuBLASLt's block-scaled FP8 matmul runs on sm_90 only")
+    xq, sx, wq, sw, bias = _block_scaled_inputs(m, 264, 384, out_dtype, device, x_scales_layout)
+    assert sx.shape == (m, 3) and sw.shape == (3, 3) and sw.stride() == (4, 1)
+    if x_scales_layout == "token_major":
+        assert sx.stride() == (1, m)
+    # cuBLASLt's layout: token-major with ld m (tma_aligned gives it when m % 4 == 0; row major when m == 1)
+    refused = device == "cuda" and ((x_scales_layout == "tma_aligned" and m % 4 != 0) or
+                                    (x_scales_layout == "row_major" and m > 1))
+    if refused:
+        with pytest.raises(ValueError, match="on CUDA, x_scales must be token-major with strides"):
+            kernelkit.linear_fp8(xq, sx, wq, sw, bias, out_dtype=out_dtype)
+        return
+    y = kernelkit.linear_fp8(xq, sx, wq, sw, bias, out_dtype=out_dtype)
+    assert y.dtype == out_dtype and y.shape == (m, 264)
+    want, scaled, sums = _block_scaled_want(xq, sx, wq, sw, bias)
+    ulp = 2.0 ** -10 if out_dtype == torch.float16 else 2.0 ** -7
+    allowed = ulp * want.abs() + 2.0 ** -22 * (scaled.abs() + want.abs()) + sums + 1e-5
+    assert ((y.cpu().double() - want).abs() <= allowed).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch._scaled_mm's block scales need a GPU")
+@pytest.mark.parametrize("m", [1, 16, 129])
+def test_fp8_block_scaled_linear_matches_scaled_mm_blockwise(m):
+    """Against torch._scaled_mm's DeepSeek-style mode (1 x 128 x 128 x 128 scales, cuBLASLt too) on the same codes and
+    scales: within both output roundings and both sums' bounds. k 512 (4 blocks: the weight scales' rows need no
+    padding, so torch's layout checks agree with either of its versions), n 272 (torch wants n % 16 == 0)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("cuBLASLt's block-scaled FP8 matmul runs on sm_90 only")
+    xq, sx, wq, sw, _ = _block_scaled_inputs(m, 272, 512, torch.bfloat16, "cuda", "token_major")
+    try:
+        ref = torch._scaled_mm(xq, wq.T, scale_a=sx, scale_b=sw.T, out_dtype=torch.bfloat16)
+    except (RuntimeError, NotImplementedError, ValueError) as e:
+        pytest.skip(f"torch._scaled_mm refuses block scales here: {e}")
+    y = kernelkit.linear_fp8(xq, sx, wq, sw, out_dtype=torch.bfloat16)
+    _, scaled, sums = _block_scaled_want(xq, sx, wq, sw, torch.zeros(272, dtype=torch.float64))
+    allowed = 2 * 2.0 ** -7 * ref.double().abs() + 2 * 2.0 ** -22 * scaled.abs().cuda() + 2 * sums.cuda() + 1e-5
+    assert ((y.double() - ref.double()).abs() <= allowed).all()
+
+
+def test_fp8_block_scaled_linear_refuses_bad_inputs():
+    xq = torch.zeros(4, 256, dtype=torch.float8_e4m3fn)
+    wq = torch.zeros(136, 256, dtype=torch.float8_e4m3fn)
+    sx, sw = torch.ones(4, 2), torch.ones(2, 2)
+    assert kernelkit.linear_fp8(xq, sx, wq, sw).abs().max().item() == 0  # zeros in, zeros out: the call itself works
+    with pytest.raises(ValueError, match=r"linear_fp8_blockwise: x_scales shape \[4, 3\] must be \[4, 2\]"):
+        kernelkit.linear_fp8(xq, torch.ones(4, 3), wq, sw)
+    with pytest.raises(ValueError, match=r"linear_fp8_blockwise: w_scales shape \[1, 2\] must be \[2, 2\]"):
+        kernelkit.linear_fp8(xq, sx, wq, torch.ones(1, 2))
+    with pytest.raises(ValueError, match="linear_fp8_blockwise: k = 144 must be a multiple of 128"):
+        kernelkit.linear_fp8(xq[:, :144].contiguous(), sx, wq[:, :144].contiguous(), sw)
+    with pytest.raises(ValueError, match="fast_accumulation is not available with block scales"):
+        kernelkit.linear_fp8(xq, sx, wq, sw, fast_accumulation=True)
+    with pytest.raises(ValueError, match=r"x_scales strides \(4, 2\) must be \(2, 1\) \(row major\)"):
+        kernelkit.linear_fp8(xq, torch.ones(4, 4)[:, ::2], wq, sw)
+    # row-wise [m, 1] x [1, n] scales stay row-wise; a single element each stays per tensor
+    assert kernelkit.linear_fp8(xq, torch.ones(4, 1), wq, torch.ones(1, 136)).shape == (4, 136)
+    assert kernelkit.linear_fp8(xq[:1], torch.ones(1, 1), wq[:8], torch.ones(1, 1)).shape == (1, 8)
+
+
 @pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),
                                                  ("Int4Linear", dict(bits=4, group=64), 0.95),
                                                  ("W8A8Linear", dict(bits=8, activations=True), 0.99),
@@ -309,3 +405,11 @@ def test_opcheck(device):
                                torch.randn(16, 128, device=device).to(torch.float8_e4m3fn),
                                torch.rand(16, device=device), None, False),
                               test_utils=("test_faketensor",))
+        if device == "cpu" or torch.cuda.get_device_capability() == (9, 0):  # block scales: sm_90 only
+            torch.library.opcheck(kernelkit.ops.linear_fp8.default,
+                                  (torch.empty(3, 16, dtype=torch.bfloat16, device=device),
+                                   torch.randn(3, 256, device=device).to(torch.float8_e4m3fn),
+                                   torch.rand(2, 3, device=device).T,
+                                   torch.randn(16, 256, device=device).to(torch.float8_e4m3fn),
+                                   torch.rand(1, 2, device=device), None, False),
+                                  test_utils=("test_faketensor",))

@@ -19,6 +19,12 @@ _OPS = ("quantize_weight", "linear_weight_only", "quantize_per_token", "quantize
 _BLOCK = 128
 
 
+def _block_scales_ld(k: int) -> int:
+    """The row stride of 128 x 128 weight scales as cuBLASLt reads them (fp8_block_scales_ld in
+    include/kernelkit/ops/quant.hpp): ceil(k / 128) rounded up to a multiple of 4."""
+    return (-(-k // _BLOCK) + 3) // 4 * 4
+
+
 def _code_dtype(name: str, dtype: torch.dtype) -> None:
     if dtype not in (torch.int8, torch.float8_e4m3fn):
         raise ValueError(f"{name}: dtype must be torch.float8_e4m3fn or torch.int8, got {dtype}")
@@ -103,15 +109,17 @@ def quantize_per_tensor(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3f
 
 
 def quantize_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dtype = torch.float8_e4m3fn,
-                             column_major_scales: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                             column_major_scales: bool = False,
+                             tma_aligned: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """One scale per 1 x group slice of each row of x [..., k] (DeepSeek-V3's activations, vLLM's
     per_token_group_quant_fp8); returns (q in x's shape, float32 scales [..., k / group]), s = max|x| / 448 (or 127)
     over the slice. group 64 or 128, k % group == 0; dtype torch.float8_e4m3fn or torch.int8 (rounded as
     quantize_per_tensor).
 
-    column_major_scales=True (x [m, k]): the scales are stored M-major, as DeepGEMM's and cuBLASLt's block-scaled FP8
-    GEMMs read them: a float32 [k / group, m'] buffer (m' = m rounded up to a multiple of 4: 16-byte rows for TMA),
-    returned as its [m, k / group] transposed view (strides (1, m')). On CUDA, x's rows must be 16-byte aligned.
+    column_major_scales=True (x [m, k]): the scales are stored M-major, a float32 [k / group, m'] buffer returned as its
+    [m, k / group] transposed view (strides (1, m')): m' = m rounded up to a multiple of 4 (tma_aligned: 16-byte rows
+    for TMA, as DeepGEMM reads them) or m' = m (tma_aligned=False: cuBLASLt's layout, which `linear_fp8` needs for
+    block scales on CUDA; the two agree when m % 4 == 0). On CUDA, x's rows must be 16-byte aligned.
     """
     _inference_only("quantize_per_token_group", x)
     _dims("quantize_per_token_group", "x", x, (2,) if column_major_scales else 1,
@@ -123,7 +131,7 @@ def quantize_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dty
     q = torch.empty(x.shape, dtype=dtype, device=x.device)
     if column_major_scales:
         m = x2.shape[0]
-        st = torch.empty(groups, (m + 3) // 4 * 4, dtype=torch.float32, device=x.device)[:, :m]
+        st = torch.empty(groups, (m + 3) // 4 * 4 if tma_aligned else m, dtype=torch.float32, device=x.device)[:, :m]
         ops.quantize_per_token_group(q.view(-1, k), st, x2, group, True)
         return q, st.T
     s = torch.empty(x.shape[:-1] + (groups,), dtype=torch.float32, device=x.device)
@@ -134,15 +142,18 @@ def quantize_per_token_group(x: torch.Tensor, group: int = 128, dtype: torch.dty
 def quantize_blockwise(w: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn) -> tuple[torch.Tensor, torch.Tensor]:
     """128 x 128 block quantization of a weight w [n, k] (DeepSeek-V3's FP8 weight format); returns (q [n, k], float32
     scales [ceil(n / 128), ceil(k / 128)]), s = max|w| / 448 (or 127) over each block (the edge blocks partial), w ~ q
-    * s[r // 128, j // 128]. dtype torch.float8_e4m3fn or torch.int8 (rounded as quantize_per_tensor). On CUDA the call
-    waits and raises for an inf or NaN in w, as the other weight quantizers do.
+    * s[r // 128, j // 128]. The scales are a view of a buffer whose rows are ceil(k / 128) rounded up to a multiple of
+    4 floats: the layout `linear_fp8` needs for block scales on CUDA. dtype torch.float8_e4m3fn or torch.int8 (rounded
+    as quantize_per_tensor). On CUDA the call waits and raises for an inf or NaN in w, as the other weight quantizers
+    do.
     """
     _inference_only("quantize_blockwise", w)
     _dims("quantize_blockwise", "w", w, (2,), "[n, k] (an nn.Linear weight)")
     _code_dtype("quantize_blockwise", dtype)
     n, k = w.shape
     q = torch.empty((n, k), dtype=dtype, device=w.device)
-    s = torch.empty(((n + _BLOCK - 1) // _BLOCK, (k + _BLOCK - 1) // _BLOCK), dtype=torch.float32, device=w.device)
+    s = torch.empty(((n + _BLOCK - 1) // _BLOCK, _block_scales_ld(k)), dtype=torch.float32,
+                    device=w.device)[:, :(k + _BLOCK - 1) // _BLOCK]
     ops.quantize_blockwise(q, s, _rows(w))
     return q, s
 
@@ -161,6 +172,15 @@ def linear_w8a8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor,
     return out
 
 
+def _block_scaled(m: int, n: int, x_scales: torch.Tensor, w_scales: torch.Tensor) -> bool:
+    """Whether linear_fp8's scales are block scales: both 2-D, but for the row-wise [m, 1] and [1, n] and a single
+    element each (per tensor; with m = 1, k = 128 and n <= 128 the block form would compute the same)."""
+    if x_scales.dim() != 2 or w_scales.dim() != 2:
+        return False
+    rowwise = tuple(x_scales.shape) == (m, 1) and tuple(w_scales.shape) == (1, n)
+    return not rowwise and not (x_scales.numel() == 1 and w_scales.numel() == 1)
+
+
 def linear_fp8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor, w_scales: torch.Tensor,
                bias: Optional[torch.Tensor] = None, out_dtype: torch.dtype = torch.bfloat16,
                fast_accumulation: bool = False) -> torch.Tensor:
@@ -168,12 +188,22 @@ def linear_fp8(xq: torch.Tensor, x_scales: torch.Tensor, qweight: torch.Tensor, 
 
     xq float8_e4m3fn [m, k] and qweight float8_e4m3fn [n, k] (e.g. both from `quantize_per_token(..., torch.float8_e4m3fn)`,
     which on a weight gives per-output-channel scales); k % 16 == 0, rows 16-byte aligned (n % 8 == 0 for a fresh
-    output). Scales float32: both per tensor (one element each, any shape: a 0-dim tensor as torch._scaled_mm takes) or
-    x_scales [m] and w_scales [n] ([m, 1] and [1, n] too). fast_accumulation: Hopper's FP8 sums without fp32 promotion
-    (torch._scaled_mm's use_fast_accum). CUDA: cuBLASLt on an FP8 GPU (sm_89+); CPU: the reference.
+    output). Scales float32, told apart by their shapes: both per tensor (one element each, any shape: a 0-dim tensor as
+    torch._scaled_mm takes), x_scales [m] and w_scales [n] ([m, 1] and [1, n] too), or block scales (DeepSeek-V3,
+    k % 128 == 0): x_scales [m, k / 128], one per 1 x 128 slice of a row (from the `quantize_per_token_group(x, 128)`
+    that gave xq), and w_scales [ceil(n / 128), k / 128], one per 128 x 128 block (`quantize_blockwise`);
+    y[t, r] = sum_b (xq[t, b] . qweight[r, b]) * x_scales[t, b] * w_scales[r // 128, b] (+ bias) over the 128-wide
+    blocks b of k. On CUDA block scales need an sm_90 GPU and cuBLASLt's layouts, refused otherwise: x_scales
+    token-major with strides (1, m) (`quantize_per_token_group(..., column_major_scales=True, tma_aligned=False)`) and
+    w_scales' rows ceil(k / 128) rounded up to 4 apart (as `quantize_blockwise` returns them). fast_accumulation:
+    Hopper's FP8 sums without fp32 promotion (torch._scaled_mm's use_fast_accum; not with block scales). CUDA: cuBLASLt
+    on an FP8 GPU (sm_89+); CPU: the reference.
     """
     _dims("linear_fp8", "xq", xq, (2,), "[m, k] (float8_e4m3fn)")
     _dims("linear_fp8", "qweight", qweight, (2,), "[n, k] (float8_e4m3fn)")
-    out = torch.empty((xq.shape[0], qweight.shape[0]), dtype=out_dtype, device=xq.device)
-    ops.linear_fp8(out, _rows(xq), x_scales.reshape(-1), qweight, w_scales.reshape(-1), bias, fast_accumulation)
+    m, n = xq.shape[0], qweight.shape[0]
+    if not _block_scaled(m, n, x_scales, w_scales):  # the core takes per-tensor and row-wise scales as vectors
+        x_scales, w_scales = x_scales.reshape(-1), w_scales.reshape(-1)
+    out = torch.empty((m, n), dtype=out_dtype, device=xq.device)
+    ops.linear_fp8(out, _rows(xq), x_scales, qweight, w_scales, bias, fast_accumulation)
     return out

@@ -65,10 +65,18 @@ Status quantize_per_token_group_int8(const TensorView& q, const TensorView& scal
                                      int group = 128, bool column_major_scales = false, Stream stream = nullptr);
 
 // 128 x 128 blocks of weights (DeepSeek-V3's FP8 weight format, vLLM's block-wise FP8 linear): w [n, k] -> qweight
-// [n, k], scales f32 [ceil(n / 128), ceil(k / 128)] (contiguous), s[i, j] = max|w| over rows 128 i .. 128 i + 127
-// and columns 128 j .. 128 j + 127 (the edge blocks partial: any n and k) / 448 (or 127). Weights are quantized off the
-// serving path: like the other weight quantizers the CUDA call waits and refuses an inf or NaN at the call.
+// [n, k], scales f32 [ceil(n / 128), ceil(k / 128)] with a contiguous last dim and any row stride >= ceil(k / 128),
+// s[i, j] = max|w| over rows 128 i .. 128 i + 127 and columns 128 j .. 128 j + 127 (the edge blocks partial: any n and
+// k) / 448 (or 127). A row stride of fp8_block_scales_ld(k) gives the layout linear_fp8's block scales need on CUDA;
+// the padding is left as it was. Weights are quantized off the serving path: like the other weight quantizers the
+// CUDA call waits and refuses an inf or NaN at the call.
 inline constexpr int kQuantBlockSize = 128;
+// The row stride of 128 x 128 weight scales as cuBLASLt's block-scaled FP8 matmul reads them (its scale pointer carries
+// no strides): ceil(k / 128) rounded up to a multiple of 4, so that every row of scales starts 16 bytes aligned.
+constexpr int64_t fp8_block_scales_ld(int64_t k) {
+  const int64_t k_blocks = (k + kQuantBlockSize - 1) / kQuantBlockSize;
+  return (k_blocks + 3) / 4 * 4;
+}
 Status quantize_blockwise_fp8(const TensorView& qweight, const TensorView& scales, const TensorView& w,
                               Stream stream = nullptr);
 Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scales, const TensorView& w,
@@ -120,12 +128,23 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
 // rounded once to out's dtype; cuBLASLt's FP8 matmul with its scale pointers, so the scaling costs no pass of its own.
 //   xq f8e4m3 [m, k] (contiguous last dim, row stride a multiple of 16 bytes) and qweight f8e4m3 [n, k] (contiguous):
 //   e.g. quantize_per_token_fp8 of the activations and of the weight rows (per output channel).
-//   Scales f32: both per tensor (x_scales [1], w_scales [1]) or both vectors (x_scales [m] per token, w_scales [n] per
-//   output channel: cuBLASLt's outer-vector scaling).
+//   Scales f32, told apart by their dims: both per tensor (x_scales [1], w_scales [1]), both vectors (x_scales [m] per
+//   token, w_scales [n] per output channel: cuBLASLt's outer-vector scaling), or both 2-D: block scales (DeepSeek-V3's
+//   block-scaled FP8; the registry's linear_fp8_blockwise), below.
 //   out [m, n] f16 or bf16 (row stride a multiple of 16 bytes); bias [n] out's dtype, or none; k % 16 == 0; pointers
 //   16-byte aligned.
+// Block scales: x_scales [m, k / 128], one per 1 x 128 slice of a row of xq (quantize_per_token_group_fp8, group 128),
+// and w_scales [ceil(n / 128), k / 128], one per 128 x 128 block of qweight (quantize_blockwise_fp8); k % 128 == 0, and
+//   out[t, r] = sum over k blocks b of (sum_{j in b} xq[t, j] qweight[r, j]) * x_scales[t, b] * w_scales[r / 128, b]
+//   (+ bias[r]), each block's sum scaled in fp32 as cuBLASLt promotes it.
+//   Layouts: x_scales row major (strides (k / 128, 1)) or token-major (strides (1, ld), ld >= m: the column-major
+//   scales of quantize_per_token_group_fp8); w_scales with a contiguous last dim and a row stride >= k / 128. On CUDA
+//   exactly the layouts cuBLASLt reads (its scale pointers carry no strides), else refused: x_scales token-major with
+//   ld == m (cuBLASLt's VEC128_32F scales of its B operand, xq), w_scales with row stride fp8_block_scales_ld(k)
+//   (BLK128x128_32F, of its A operand, qweight); profiles with sm_90 only (cuBLASLt has these modes on Hopper only).
 // fast_accumulation: Hopper's FP8 MMA sums are kept to about 14 bits unless promoted to fp32 every few k steps; off
-// (the default) cuBLASLt promotes them, on it skips that for speed (torch._scaled_mm's use_fast_accum).
+// (the default) cuBLASLt promotes them, on it skips that for speed (torch._scaled_mm's use_fast_accum). Block scales
+// refuse it: cuBLASLt promotes (and scales) every 128-wide block's sum.
 // CUDA: profiles with FP8 (sm_89+); the T4 / A100 profiles refuse it, naming what to use instead (linear_w8a8). The CPU
 // backend is the fp64 reference.
 Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,

@@ -29,10 +29,18 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
                       int32_t* y, int64_t m, int64_t n, int64_t k, void* workspace, size_t workspace_bytes,
                       Stream stream, bool* ran);
 
+// How cuBLASLt's FP8 matmul reads the scales sx (of x, its B operand) and sw (of w, its A operand):
+//   tensor: one fp32 scale each;
+//   outer_vector: sx [m], sw [n] (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+//   block: sx [k / 128][m], one per 1 x 128 slice of x, token index contiguous (VEC128_32F), and sw [ceil(n / 128)]
+//     [fp8_block_scales_ld(k)], one per 128 x 128 block of w, k block index contiguous (BLK128x128_32F); each 128-wide
+//     block's sums are scaled as they are promoted to fp32, so no fast accumulation. Hopper only, k % 128 == 0.
+enum class Fp8Scaling : uint8_t { tensor, outer_vector, block };
+
 // FP8 through cuBLASLt's FP8 matmul (the calling thread's default handle of `device`): out [m, n] = (x [m, k] . w [n,
-// k]^T, fp32 sums) * sx * sw (+ bias [n]), x and w e4m3 and contiguous along k; sx and sw device pointers to one fp32
-// scale each, or with vector_scales to sx [m] and sw [n] (outer-vector scaling). Row strides in elements. unsupported
-// (nothing launched) when cuBLASLt has no algorithm for the problem.
+// k]^T, fp32 sums) * sx * sw (+ bias [n]), x and w e4m3 and contiguous along k; sx and sw device pointers laid out as
+// `scaling` says. Row strides in elements. unsupported (nothing launched) when cuBLASLt has no algorithm for the
+// problem.
 struct Fp8GemmArgs {
   Device device{};
   DType out_dtype{};  // f16 or bf16, of out and bias
@@ -44,7 +52,7 @@ struct Fp8GemmArgs {
   const void* bias = nullptr;
   void* out = nullptr;
   int64_t x_stride = 0, w_stride = 0, out_stride = 0;
-  bool vector_scales = false;
+  Fp8Scaling scaling = Fp8Scaling::tensor;
   bool fast_accumulation = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM: the MMA's own sums, never promoted to fp32
 };
 Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream);

@@ -235,18 +235,21 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
   GemmHandle::Impl* h = nullptr;
   KK_RETURN_IF_ERROR(handle_for(nullptr, a.device, &h));
   // The column-major reading of linear (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes
-  // exactly this transposed-A, plain-B ("TN") form. A's scale is w's (one, or one a row of D = an output channel),
-  // B's is x's (one, or one a column of D = a token).
+  // exactly this transposed-A, plain-B ("TN") form. A's scales are w's (one, one a row of D = an output channel, or one
+  // a 128 x 128 block of w), B's are x's (one, one a column of D = a token, or one a 1 x 128 slice of a token's row).
   TnMatmul t;
   KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
                              {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
                              a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, &t));
   KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
   KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
-  if (a.vector_scales) {
-    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+  if (a.scaling != Fp8Scaling::tensor) {
+    const bool block = a.scaling == Fp8Scaling::block;
+    const int32_t a_mode =
+        block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
   }
   const int8_t fast = a.fast_accumulation ? 1 : 0;
   KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
@@ -261,7 +264,7 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
                     a.w_stride,
                     a.out_stride,
                     align,
-                    (a.bias ? 1 : 0) | (a.vector_scales ? 2 : 0) | (a.fast_accumulation ? 4 : 0),
+                    (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0),
                     false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
   KK_RETURN_IF_ERROR(
@@ -269,8 +272,10 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
   if (!algo)
     return unsupported("linear_fp8: cuBLASLt has no FP8 algorithm for m=" + std::to_string(a.m) +
                        " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k) + " with " +
-                       (a.vector_scales ? "per-token x per-channel" : "per-tensor") + " scales" +
-                       (a.bias ? " and a bias" : "") + " on this GPU");
+                       (a.scaling == Fp8Scaling::block          ? "1 x 128 and 128 x 128 block"
+                        : a.scaling == Fp8Scaling::outer_vector ? "per-token x per-channel"
+                                                                : "per-tensor") +
+                       " scales" + (a.bias ? " and a bias" : "") + " on this GPU");
   return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, 0.0f, a.out, t.d.h, *algo, stream);
 }
 

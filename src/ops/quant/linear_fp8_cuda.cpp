@@ -17,7 +17,8 @@ Status fp8_linear_cuda(const W8A8Args& a, Stream stream) {
                         {a.bias, "bias"},
                         {a.out, "out"}})
     if (p && !device_pointers_trusted())
-      KK_RETURN_IF_ERROR(check_device_pointer(p, a.device.index, (std::string("linear_fp8: ") + arg).c_str()));
+      KK_RETURN_IF_ERROR(
+          check_device_pointer(p, a.device.index, (std::string(op_info(a.op).name) + ": " + arg).c_str()));
   Fp8GemmArgs g;
   g.device = a.device;
   g.out_dtype = a.dtype;
@@ -33,7 +34,11 @@ Status fp8_linear_cuda(const W8A8Args& a, Stream stream) {
   g.x_stride = a.x_stride;
   g.w_stride = a.k;
   g.out_stride = a.out_stride;
-  g.vector_scales = !a.x_per_tensor;  // both or neither (build_scaled_linear)
+  // Per tensor: both or neither (build_scaled_linear). Block scales: build_scaled_linear and validate_w8a8 hold them to
+  // the layouts cuBLASLt reads, so the pointers go as they are.
+  g.scaling = a.op == OpId::linear_fp8_blockwise ? Fp8Scaling::block
+              : a.x_per_tensor                   ? Fp8Scaling::tensor
+                                                 : Fp8Scaling::outer_vector;
   g.fast_accumulation = a.fast_accumulation;
   return fp8_gemm_cuda(g, stream);
 }

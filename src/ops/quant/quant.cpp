@@ -31,8 +31,8 @@ class Checker {
     return invalid_argument(std::string(name_) + ": " + arg + " " + what);
   }
 
-  Status tensor(const TensorView& t, const char* arg, DType dtype, std::initializer_list<int64_t> shape,
-                bool row_strided = false) const {
+  // dtype, exact shape, device and a pointer, whatever the strides.
+  Status matches(const TensorView& t, const char* arg, DType dtype, std::initializer_list<int64_t> shape) const {
     if (t.dtype != dtype) return err(arg, "dtype " + dt(t.dtype) + " must be " + dt(dtype));
     bool same = t.ndim == static_cast<int>(shape.size());
     int d = 0;
@@ -41,6 +41,13 @@ class Checker {
     if (!(t.device == device_))
       return err(arg, "is on " + to_string(t.device) + " but the first tensor is on " + to_string(device_) +
                           " (all tensors of one call must be on one device)");
+    if (t.data == nullptr && t.numel() > 0) return err(arg, "is a null pointer");
+    return Status::Ok();
+  }
+
+  Status tensor(const TensorView& t, const char* arg, DType dtype, std::initializer_list<int64_t> shape,
+                bool row_strided = false) const {
+    KK_RETURN_IF_ERROR(matches(t, arg, dtype, shape));
     if (row_strided) {
       if (t.size(-1) > 1 && t.stride(-1) != 1)
         return err(arg, "must have a contiguous last dim (stride 1), got stride " + std::to_string(t.stride(-1)));
@@ -50,7 +57,6 @@ class Checker {
     } else if (!t.is_contiguous()) {
       return err(arg, "must be contiguous, got strides of " + t.shape_string());
     }
-    if (t.data == nullptr && t.numel() > 0) return err(arg, "is a null pointer");
     return Status::Ok();
   }
 
@@ -123,9 +129,10 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
     case ScaleSpan::tensor:
       KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32, {1}));
       break;
-    case ScaleSpan::block:
-      KK_RETURN_IF_ERROR(
-          c.tensor(scales, arg.scales, DType::f32, {(a->rows + block - 1) / block, (a->hidden + block - 1) / block}));
+    case ScaleSpan::block:  // any row stride >= ceil(k / B): fp8_block_scales_ld(k) for linear_fp8's block scales
+      KK_RETURN_IF_ERROR(c.tensor(scales, arg.scales, DType::f32,
+                                  {(a->rows + block - 1) / block, (a->hidden + block - 1) / block}, true));
+      a->scales_ld = row_stride(scales);
       break;
     case ScaleSpan::none:
       return Status(StatusCode::internal, name + ": not a quantizer");
@@ -201,15 +208,53 @@ Status validate_weight_only(const WeightOnlyArgs& a, const DeviceProfile* profil
   return Status::Ok();
 }
 
+namespace {
+
+// cuBLASLt reads block scales through bare pointers (no strides): x_scales as [k / B][m] (VEC128_32F, of its B
+// operand xq) and w_scales as rows of fp8_block_scales_ld(k) (BLK128x128_32F, of its A operand qweight).
+Status check_cublaslt_block_scales(const W8A8Args& a) {
+  const std::string name(op_info(a.op).name);
+  const int64_t k_blocks = a.k / kQuantBlockSize, n_blocks = (a.n + kQuantBlockSize - 1) / kQuantBlockSize;
+  const int64_t token = a.x_scales_strides[0], block = a.x_scales_strides[1];
+  if (!((a.rows <= 1 || token == 1) && (k_blocks <= 1 || block == a.rows)))
+    return invalid_argument(
+        name + ": on CUDA, x_scales must be token-major with strides (1, m) = (1, " + std::to_string(a.rows) +
+        "): cuBLASLt reads 1 x 128 scales as [k / 128][m] with no leading dimension; got strides (" +
+        std::to_string(token) + ", " + std::to_string(block) +
+        ") (quantize_per_token_group_fp8 writes it with column_major_scales and ld = m)");
+  const int64_t ld = fp8_block_scales_ld(a.k);
+  if (n_blocks > 1 && a.w_scales_ld != ld)
+    return invalid_argument(name + ": on CUDA, w_scales' rows must be fp8_block_scales_ld(k) = " + std::to_string(ld) +
+                            " floats apart: cuBLASLt reads 128 x 128 scales with k / 128 rounded up to a multiple " +
+                            "of 4 a row; got a row stride of " + std::to_string(a.w_scales_ld) +
+                            " (quantize_blockwise_fp8 writes into such a view)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status check_fp8_linear_profile(OpId op, const DeviceProfile& prof) {
+  KK_RETURN_IF_ERROR(check_profile_dtype(op, "xq", DType::f8e4m3, prof));
+  if (op == OpId::linear_fp8_blockwise && prof.sm != 90)
+    return unsupported(std::string(op_info(op).name) +
+                       ": cuBLASLt's block-scaled FP8 matmul (1 x 128 and 128 x 128 scales) runs on Hopper (sm_90) "
+                       "only, not on profile " +
+                       prof.key + " (sm_" + std::to_string(prof.sm) +
+                       "); use per-token x per-channel scales (x_scales [m], w_scales [n])");
+  return Status::Ok();
+}
+
 Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile) {
   if (profile && a.device.type == DeviceType::cuda) {
     const std::string name(op_info(a.op).name);
+    const bool fp8 = op_fp8_dtype(a.op).has_value();
     KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "out", a.dtype, *profile));
-    if (const auto fp8 = op_fp8_dtype(a.op)) KK_RETURN_IF_ERROR(check_profile_dtype(a.op, "xq", *fp8, *profile));
+    if (fp8) KK_RETURN_IF_ERROR(check_fp8_linear_profile(a.op, *profile));
     if (a.align_bytes < 16)  // 16-byte copies of xq and qweight rows (cp.async, or cuBLASLt's FP8 kernels)
       return invalid_argument(name + ": on CUDA, xq's pointer and row stride and qweight's pointer" +
-                              (a.op == OpId::linear_fp8 ? ", out's pointer and row stride" : "") +
-                              " must be 16-byte aligned, got " + std::to_string(a.align_bytes) + "-byte alignment");
+                              (fp8 ? ", out's pointer and row stride" : "") + " must be 16-byte aligned, got " +
+                              std::to_string(a.align_bytes) + "-byte alignment");
+    if (a.op == OpId::linear_fp8_blockwise) KK_RETURN_IF_ERROR(check_cublaslt_block_scales(a));
   }
   return Status::Ok();
 }
@@ -332,12 +377,35 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
 namespace detail {
 namespace {
 
-// linear_w8a8 and linear_fp8 take the same arguments: 1-byte xq and qweight (i8 or e4m3) with fp32 scales.
+// The scales of linear_fp8_blockwise (B = kQuantBlockSize; k % B == 0 checked): x_scales [m, k / B] row major or
+// token-major (kernelkit/ops/quant.hpp), w_scales [ceil(n / B), k / B] with rows w_scales_ld apart.
+Status build_block_scales(const Checker& c, const TensorView& x_scales, const TensorView& w_scales, W8A8Args* a) {
+  const int64_t m = a->rows, k_blocks = a->k / kQuantBlockSize;
+  KK_RETURN_IF_ERROR(c.matches(x_scales, "x_scales", DType::f32, {m, k_blocks}));
+  // A dim of one element has no stride to speak of: either layout takes it.
+  const int64_t token = x_scales.strides[0], block = x_scales.strides[1];
+  if ((m <= 1 || token == k_blocks) && (k_blocks <= 1 || block == 1)) {
+    a->x_scales_strides[0] = k_blocks, a->x_scales_strides[1] = 1;
+  } else if ((m <= 1 || token == 1) && (k_blocks <= 1 || block >= m)) {
+    a->x_scales_strides[0] = 1, a->x_scales_strides[1] = k_blocks > 1 ? block : m;
+  } else {
+    return c.err("x_scales", "strides (" + std::to_string(token) + ", " + std::to_string(block) + ") must be (" +
+                                 std::to_string(k_blocks) +
+                                 ", 1) (row major) or (1, ld) with ld >= m = " + std::to_string(m) +
+                                 " (token-major: quantize_per_token_group_fp8's column-major scales)");
+  }
+  KK_RETURN_IF_ERROR(
+      c.tensor(w_scales, "w_scales", DType::f32, {(a->n + kQuantBlockSize - 1) / kQuantBlockSize, k_blocks}, true));
+  a->w_scales_ld = row_stride(w_scales);
+  return Status::Ok();
+}
+
+// linear_w8a8 and linear_fp8* take the same arguments: 1-byte xq and qweight (i8 or e4m3) with fp32 scales.
 Status build_scaled_linear(OpId op, const TensorView& out, const TensorView& xq, const TensorView& x_scales,
                            const TensorView& qweight, const TensorView& w_scales, const std::optional<TensorView>& bias,
                            W8A8Args* a) {
   const std::string name(op_info(op).name);
-  const bool fp8 = op == OpId::linear_fp8;
+  const bool fp8 = op_fp8_dtype(op).has_value(), block = op == OpId::linear_fp8_blockwise;
   const DType value = fp8 ? DType::f8e4m3 : DType::i8;
   if (xq.ndim != 2) return invalid_argument(name + ": xq must be 2-D [m, k], got " + xq.shape_string());
   if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D [n, k], got " + qweight.shape_string());
@@ -353,20 +421,29 @@ Status build_scaled_linear(OpId op, const TensorView& out, const TensorView& xq,
     return invalid_argument(
         name + ": k = " + std::to_string(a->k) + " must be a positive multiple of 16 (16-byte " +
         (fp8 ? std::string("rows)") : "int8 copies) and at most " + std::to_string(kW8A8MaxK) + " (exact int32 sums)"));
+  if (block && a->k % kQuantBlockSize != 0)
+    return invalid_argument(name + ": k = " + std::to_string(a->k) + " must be a multiple of " +
+                            std::to_string(kQuantBlockSize) + " (whole 1 x 128 activation scale groups)");
   const Checker c(op, xq.device);
   KK_RETURN_IF_ERROR(c.tensor(xq, "xq", value, {a->rows, a->k}, true));
-  if (fp8 && !(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == a->rows && w_scales.shape[0] == a->n)) {
-    // Not the vectors: both per tensor, or an error naming both shapes.
-    if (!(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == 1 && w_scales.shape[0] == 1))
-      return invalid_argument(name + ": x_scales and w_scales must be both [1] (per tensor) or [m] and [n] = [" +
-                              std::to_string(a->rows) + "] and [" + std::to_string(a->n) +
-                              "] (per token, per output channel), got " + x_scales.shape_string() + " and " +
-                              w_scales.shape_string());
-    a->x_per_tensor = a->w_per_tensor = true;
+  if (block) {
+    KK_RETURN_IF_ERROR(build_block_scales(c, x_scales, w_scales, a));
+  } else {
+    if (fp8 &&
+        !(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == a->rows && w_scales.shape[0] == a->n)) {
+      // Not the vectors: both per tensor, or an error naming both shapes.
+      if (!(x_scales.ndim == 1 && w_scales.ndim == 1 && x_scales.shape[0] == 1 && w_scales.shape[0] == 1))
+        return invalid_argument(name + ": x_scales and w_scales must be both [1] (per tensor), [m] and [n] = [" +
+                                std::to_string(a->rows) + "] and [" + std::to_string(a->n) +
+                                "] (per token, per output channel), or both 2-D (block scales: [m, k / 128] and "
+                                "[ceil(n / 128), k / 128]), got " +
+                                x_scales.shape_string() + " and " + w_scales.shape_string());
+      a->x_per_tensor = a->w_per_tensor = true;
+    }
+    KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a->x_per_tensor ? 1 : a->rows}));
+    KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a->w_per_tensor ? 1 : a->n}));
   }
-  KK_RETURN_IF_ERROR(c.tensor(x_scales, "x_scales", DType::f32, {a->x_per_tensor ? 1 : a->rows}));
   KK_RETURN_IF_ERROR(c.tensor(qweight, "qweight", value, {a->n, a->k}));
-  KK_RETURN_IF_ERROR(c.tensor(w_scales, "w_scales", DType::f32, {a->w_per_tensor ? 1 : a->n}));
   if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", out.dtype, {a->n}));
   KK_RETURN_IF_ERROR(c.tensor(out, "out", out.dtype, {a->rows, a->n}, true));
   a->xq = static_cast<const int8_t*>(xq.data);
@@ -405,8 +482,14 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
 Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream,
                   bool fast_accumulation) {
+  // 2-D scales are block scales: a registry op of its own (its bytes, error bound and profiles differ).
+  const OpId op = x_scales.ndim == 2 && w_scales.ndim == 2 ? OpId::linear_fp8_blockwise : OpId::linear_fp8;
   detail::W8A8Args a;
-  KK_RETURN_IF_ERROR(detail::build_scaled_linear(OpId::linear_fp8, out, xq, x_scales, qweight, w_scales, bias, &a));
+  KK_RETURN_IF_ERROR(detail::build_scaled_linear(op, out, xq, x_scales, qweight, w_scales, bias, &a));
+  if (op == OpId::linear_fp8_blockwise && fast_accumulation)
+    return invalid_argument(
+        "linear_fp8_blockwise: fast_accumulation is not available with block scales (cuBLASLt promotes and scales "
+        "every 128-wide block's sums in fp32; it refuses fast accumulation for these scale modes)");
   a.fast_accumulation = fast_accumulation;
   return detail::run_row_op(a, stream, detail::validate_w8a8, detail::w8a8_reference, detail::fp8_linear_cuda);
 }

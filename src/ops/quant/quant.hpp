@@ -65,8 +65,8 @@ struct QuantizeArgs {
   int64_t w_stride = 0;
   void* q = nullptr;  // i8 or f8e4m3 [rows, k], or i4x2 [rows, k / 2] (kernel layout), contiguous
   // f32, by span: row [rows]; group [rows, k / group], or [k / group, scales_ld] when scales_ld > 0 (column major);
-  // tensor [1] (read when static_scale); block [ceil(rows / B), ceil(k / B)], B = kQuantBlockSize. Contiguous but
-  // for scales_ld.
+  // tensor [1] (read when static_scale); block [ceil(rows / B), ceil(k / B)], rows scales_ld (>= ceil(k / B)) apart,
+  // B = kQuantBlockSize. Contiguous but for scales_ld.
   float* scales = nullptr;
   int64_t scales_ld = 0;
   bool static_scale = false;
@@ -110,8 +110,9 @@ struct WeightOnlyArgs {
   }
 };
 
-// linear_w8a8 / linear_fp8: out [m, n] = (xq [m, k] . qweight [n, k]^T) * x_scales * w_scales + bias, 1-byte values
-// (i8, or e4m3 codes for linear_fp8).
+// linear_w8a8 / linear_fp8 / linear_fp8_blockwise: out [m, n] = (xq [m, k] . qweight [n, k]^T) * x_scales * w_scales
+// + bias, 1-byte values (i8, or e4m3 codes for linear_fp8*); linear_fp8_blockwise scales each 128-wide k block's sums
+// by its own scales (kernelkit/ops/quant.hpp).
 struct W8A8Args {
   OpId op = OpId::linear_w8a8;
   DType dtype{};  // of out and bias
@@ -120,15 +121,30 @@ struct W8A8Args {
   int64_t n = 0, k = 0;
   const int8_t* xq = nullptr;  // [m, k], row stride x_stride
   int64_t x_stride = 0;
-  const float* x_scales = nullptr;  // [m], or [1] when x_per_tensor
+  const float* x_scales = nullptr;  // [m], or [1] when x_per_tensor; blockwise [m, k / B] (strides below)
   const int8_t* qweight = nullptr;  // [n, k], contiguous
-  const float* w_scales = nullptr;  // [n], or [1] when w_per_tensor
+  const float* w_scales = nullptr;  // [n], or [1] when w_per_tensor; blockwise [ceil(n / B), k / B], row stride below
   const void* bias = nullptr;       // [n] or null
   void* out = nullptr;              // [m, n], row stride out_stride
   int64_t out_stride = 0;
   int align_bytes = 16;  // of xq's pointer and row stride and of qweight's pointer (linear_fp8: of out's too)
   bool x_per_tensor = false, w_per_tensor = false;  // linear_fp8: one scale for the whole tensor
   bool fast_accumulation = false;                   // linear_fp8: Hopper's FP8 sums without fp32 promotion
+  // linear_fp8_blockwise (B = kQuantBlockSize): token t's scale of k block b at x_scales[t * x_scales_strides[0] + b *
+  // x_scales_strides[1]], weight row r's at w_scales[(r / B) * w_scales_ld + b].
+  int64_t x_scales_strides[2] = {0, 0};
+  int64_t w_scales_ld = 0;
+
+  // The scales of token t and weight row r for the k values from j on (j / B the block of linear_fp8_blockwise).
+  float x_scale(int64_t t, int64_t j) const {
+    if (op == OpId::linear_fp8_blockwise)
+      return x_scales[t * x_scales_strides[0] + j / kQuantBlockSize * x_scales_strides[1]];
+    return x_scales[x_per_tensor ? 0 : t];
+  }
+  float w_scale(int64_t r, int64_t j) const {
+    if (op == OpId::linear_fp8_blockwise) return w_scales[r / kQuantBlockSize * w_scales_ld + j / kQuantBlockSize];
+    return w_scales[w_per_tensor ? 0 : r];
+  }
 
   OpShape shape() const {
     OpShape s{rows, k, 1, align_bytes};
@@ -163,6 +179,9 @@ Status weight_only_reference(const WeightOnlyArgs& a);
 Status weight_only_cuda(const WeightOnlyArgs& a, Stream stream);
 
 Status validate_w8a8(const W8A8Args& a, const DeviceProfile* profile);
+// Whether profile `prof` runs FP8 linear op `op` (linear_fp8*, through cuBLASLt): FP8 tensor cores (sm_89+), and for
+// linear_fp8_blockwise cuBLASLt's block-scaled modes (Hopper, sm_90, only); else unsupported, naming what to use.
+Status check_fp8_linear_profile(OpId op, const DeviceProfile& prof);
 Status w8a8_reference(const W8A8Args& a);
 Status w8a8_cuda(const W8A8Args& a, Stream stream);
 Status fp8_linear_cuda(const W8A8Args& a, Stream stream);  // through cuBLASLt (gemm_lt.cpp)

@@ -28,7 +28,9 @@ std::string QuantizeCase::name() const {
   if (group) os << " g" << group;
   if (pad) os << " pad " << pad;
   if (static_scale) os << " static scale";
-  if (scales_ld) os << " column-major scales ld " << scales_ld;
+  if (scales_ld)
+    os << (detail::scale_span(op) == detail::ScaleSpan::block ? " scales ld " : " column-major scales ld ")
+       << scales_ld;
   return os.str();
 }
 
@@ -124,18 +126,26 @@ std::string W8A8Case::name() const {
   if (x_pad) os << " x_pad " << x_pad;
   if (per_tensor) os << " per_tensor";
   if (fast_accumulation) os << " fast";
+  if (row_major_x_scales) os << " row-major x_scales";
+  if (w_scales_ld) os << " w_scales ld " << w_scales_ld;
   return os.str();
 }
 
 CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   CaseResult r;
   if (device >= 0 && !(r.status = need_device()).ok()) return r;
-  const bool fp8 = c.op == OpId::linear_fp8;
+  const bool fp8 = op_fp8_dtype(c.op).has_value(), block = c.op == OpId::linear_fp8_blockwise;
   const DType value = fp8 ? DType::f8e4m3 : DType::i8;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
   std::uniform_int_distribution<int> uq(-127, 127), ucode(0, 253);
   std::uniform_real_distribution<double> us(1e-3, 2e-2), ub(-0.5, 0.5);
-  const int64_t xs = c.k + c.x_pad, sxn = c.per_tensor ? 1 : c.m, swn = c.per_tensor ? 1 : c.n;
+  const int64_t xs = c.k + c.x_pad, B = kQuantBlockSize;
+  // The scales: per token and channel, per tensor, or blocks. sx[t, b] at t * sx_t + b * sx_b (token-major: ld m, or
+  // row major), sw[r / B, b] at (r / B) * sw_ld + b; b the k block (always 0 but for block scales).
+  const int64_t k_blocks = block ? c.k / B : 1, n_blocks = block ? (c.n + B - 1) / B : 1;
+  const int64_t sx_t = block ? (c.row_major_x_scales ? k_blocks : 1) : 1, sx_b = c.row_major_x_scales ? 1 : c.m;
+  const int64_t sw_ld = block ? (c.w_scales_ld > 0 ? c.w_scales_ld : fp8_block_scales_ld(c.k)) : 1;
+  const int64_t sxn = c.per_tensor ? 1 : c.m * k_blocks, swn = c.per_tensor ? 1 : block ? n_blocks * sw_ld : c.n;
   HostBuffer x(value, std::max<int64_t>(1, c.m * xs)), w(value, std::max<int64_t>(1, c.n * c.k));
   HostBuffer sx(DType::f32, std::max<int64_t>(1, sxn)), sw(DType::f32, std::max<int64_t>(1, swn));
   HostBuffer bias(c.dtype, std::max<int64_t>(1, c.n)), out(c.dtype, std::max<int64_t>(1, c.m * c.n));
@@ -149,18 +159,24 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
       const int code = ucode(rng);
       static_cast<uint8_t*>(b->data())[i] = static_cast<uint8_t>(code < 127 ? code : code + 1);
     }
-  for (HostBuffer* b : {&sx, &sw})
+  for (HostBuffer* b : {&sx, &sw})  // a block row's padding too: read by nothing, so any value
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, us(rng));
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
+  const auto sx_at = [&](int64_t t, int64_t b) { return sx.get(c.per_tensor ? 0 : block ? t * sx_t + b * sx_b : t); };
+  const auto sw_at = [&](int64_t row, int64_t b) {
+    return sw.get(c.per_tensor ? 0 : block ? row / B * sw_ld + b : row);
+  };
   const auto call = [&](const std::vector<void*>& p, Device d) {
     void *xp = p[0], *sxp = p[1], *wp = p[2], *swp = p[3], *bp = p[4], *op = p[5];
     std::optional<TensorView> bv;
     if (c.bias) bv = TensorView::contiguous(bp, c.dtype, {c.n}, d);
     const TensorView ov = TensorView::contiguous(op, c.dtype, {c.m, c.n}, d),
                      xv = TensorView::strided(xp, value, {c.m, c.k}, {xs, 1}, d),
-                     sxv = TensorView::contiguous(sxp, DType::f32, {sxn}, d),
+                     sxv = block ? TensorView::strided(sxp, DType::f32, {c.m, k_blocks}, {sx_t, sx_b}, d)
+                                 : TensorView::contiguous(sxp, DType::f32, {sxn}, d),
                      wv = TensorView::contiguous(wp, value, {c.n, c.k}, d),
-                     swv = TensorView::contiguous(swp, DType::f32, {swn}, d);
+                     swv = block ? TensorView::strided(swp, DType::f32, {n_blocks, k_blocks}, {sw_ld, 1}, d)
+                                 : TensorView::contiguous(swp, DType::f32, {swn}, d);
     return fp8 ? linear_fp8(ov, xv, sxv, wv, swv, bv, nullptr, c.fast_accumulation)
                : linear_w8a8(ov, xv, sxv, wv, swv, bv);
   };
@@ -170,8 +186,9 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
       device);
   if (!r.status.ok()) return r;
 
-  // Exact dot products here (int64; e4m3 products are exact in fp64 and their sums good to fp64 precision), scaled in
-  // fp64, rounded once to the output dtype.
+  // Exact dot products here (int64; e4m3 products are exact in fp64 and their sums good to fp64 precision), of each
+  // span of k sharing a pair of scales (all of k, or a 128-wide block), scaled in fp64, rounded once to the output
+  // dtype.
   const Tolerance tol = tolerance(c.dtype);
   const auto* xb = static_cast<const uint8_t*>(x.data());
   const auto* wb = static_cast<const uint8_t*>(w.data());
@@ -181,28 +198,34 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA adds its products at
   // about 14 bits relative to the largest of them (DeepSeek-V3 report, section 3.3.2), so 2^-13 of the sum of
   // |products| at every 32-value MMA step; cuBLASLt promotes the partial sums to fp32 every 4 such steps (128 values,
-  // the report's and CUTLASS's promotion interval), then the fp32 sums add k 2^-24 of it. Fast accumulation never
-  // promotes: the 2^-13 recurs at all k / 32 steps.
-  const double steps = std::max(1.0, (c.fast_accumulation ? c.k : std::min<int64_t>(c.k, 128)) / 32.0);
+  // the report's and CUTLASS's promotion interval; with block scales, each block's sum scaled as it is promoted), then
+  // the fp32 sums add k 2^-24 of it. Fast accumulation never promotes: the 2^-13 recurs at all k / 32 steps. The bound
+  // is on the scaled |products|: with block scales each block's at its own scales.
+  const double steps = std::max(1.0, (c.fast_accumulation ? c.k : std::min<int64_t>(c.k, B)) / 32.0);
   const double sum_error =
       !fp8 ? 0.0 : std::ldexp(1.0, -13) * steps + (c.fast_accumulation ? 0.0 : c.k * std::ldexp(1.0, -24));
+  const int64_t span = block ? B : c.k;
   alignas(8) unsigned char rounded[8];
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t row = 0; row < c.n; ++row) {
-      double dot = 0, l1 = 0;
-      for (int64_t j = 0; j < c.k; ++j) {
-        const double p = val(xb[t * xs + j]) * val(wb[row * c.k + j]);
-        dot += p;
-        l1 += std::fabs(p);
+      double scaled = 0, scaled_l1 = 0;
+      for (int64_t j0 = 0; j0 < c.k; j0 += span) {
+        double dot = 0, l1 = 0;
+        for (int64_t j = j0; j < std::min(c.k, j0 + span); ++j) {
+          const double p = val(xb[t * xs + j]) * val(wb[row * c.k + j]);
+          dot += p;
+          l1 += std::fabs(p);
+        }
+        const double s = sx_at(t, j0 / B) * sw_at(row, j0 / B);
+        scaled += dot * s;
+        scaled_l1 += l1 * s;
       }
-      const double s = sx.get(c.per_tensor ? 0 : t) * sw.get(c.per_tensor ? 0 : row);
-      const double scaled = dot * s;
       double want = scaled + (c.bias ? bias.get(row) : 0.0);
       store_from_double(rounded, c.dtype, 0, want);
       want = load_as_double(rounded, c.dtype, 0);
       // The kernel's fp32 epilogue: the sum's conversion or rounding, two products and the bias add (~2^-22 relative).
       const double allowed = tol.atol + tol.rtol * std::fabs(want) +
-                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * l1 * s;
+                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * scaled_l1;
       check_element(&r, "out", out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
@@ -253,7 +276,8 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   }
   const bool int4 = c.op == OpId::quantize_int4_groupwise, fp8 = op_fp8_dtype(c.op).has_value();
   const int64_t qcols = int4 ? c.k / 2 : c.k;
-  // The scales' shape: [rows], [rows, k / group] or [k / group, scales_ld] (column major), [1], or the blocks'.
+  // The scales' shape: [rows], [rows, k / group] or [k / group, scales_ld] (column major), [1], or the blocks' (rows
+  // scales_ld apart when given).
   int64_t s_rows = c.rows, s_cols = 1, s_ld = 1;
   if (span == detail::ScaleSpan::group && c.scales_ld > 0)
     s_rows = c.k / c.group, s_cols = c.rows, s_ld = c.scales_ld;
@@ -262,7 +286,7 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
   else if (span == detail::ScaleSpan::tensor)
     s_rows = 1;
   else if (span == detail::ScaleSpan::block)
-    s_rows = block_rows, s_cols = s_ld = block_cols;
+    s_rows = block_rows, s_cols = block_cols, s_ld = c.scales_ld > 0 ? c.scales_ld : block_cols;
   HostBuffer q(int4 ? DType::i4x2 : op_fp8_dtype(c.op).value_or(DType::i8), c.rows * qcols),
       s(DType::f32, std::max<int64_t>(1, (s_rows - 1) * s_ld + s_cols));
   if (c.static_scale) s.set(0, 1.5 / detail::code_max(fp8));
@@ -273,7 +297,8 @@ CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device) {
     const TensorView sv = span == detail::ScaleSpan::row || span == detail::ScaleSpan::tensor
                               ? TensorView::contiguous(sp, DType::f32, {s_rows}, d)
                               : TensorView::strided(sp, DType::f32, {s_rows, s_cols}, {s_ld, 1}, d);
-    return call_quantizer(c.op, qv, sv, wv, c.group, c.static_scale, c.scales_ld > 0);
+    return call_quantizer(c.op, qv, sv, wv, c.group, c.static_scale,
+                          span == detail::ScaleSpan::group && c.scales_ld > 0);
   };
   HostBuffer q_want = q, s_want = s, q_got = q, s_got = s;
   const Role s_role = c.static_scale ? Role::in : Role::out;
@@ -370,6 +395,15 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op, fp8 && m == 300};
         out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
       }
+  } else if (op == OpId::linear_fp8_blockwise) {
+    // Two k blocks and a partial last n block (136 = 128 + 8); a decoder-sized layer whose k / 128 pads its weight
+    // scales' rows (4160 = 32 blocks + 64, k 1152: 9 blocks, rows of 12).
+    for (int64_t m : {1, 17, 300})
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{136, 256}, {4160, 1152}}) {
+        if (small && (m == 300 || n > 136)) continue;
+        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op};
+        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
+      }
   } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
     const int bits = op_weight_bits(op);
     for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128})
@@ -381,7 +415,8 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         }
   } else {  // the quantizers, bit for bit
     // Per tensor: static at 7 rows; per-token-group: groups of 64 at 7 rows and column-major scales (ld rounded up
-    // to 4) at 83; blocks: k with a partial last block.
+    // to 4) at 83; blocks: k with a partial last block, at 83 rows with the scales' rows padded as linear_fp8 reads
+    // them.
     const detail::ScaleSpan span = detail::scale_span(op);
     for (int64_t rows : {int64_t{1}, int64_t{7}, int64_t{83}})
       for (int64_t k : {int64_t{256}, int64_t{4096}}) {
@@ -391,6 +426,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         if (span == detail::ScaleSpan::group && op != OpId::quantize_int4_groupwise && rows == 83) c.scales_ld = 84;
         if (span == detail::ScaleSpan::tensor) c.static_scale = rows == 7;
         if (span == detail::ScaleSpan::block) c.k = k + 44;
+        if (span == detail::ScaleSpan::block && rows == 83) c.scales_ld = fp8_block_scales_ld(c.k);
         out->push_back({c.name(), [c, device] { return run_quantize_case_cuda(c, device); }});
       }
   }

@@ -32,9 +32,11 @@ struct WeightOnlyCase {
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
 
-// linear_w8a8 / linear_fp8 cases: random xq [m, k] (row stride k + x_pad) and qweight [n, k] (int8 values, or every
-// finite e4m3 code), random positive scales (per token and channel, or per tensor), optional bias; the output
-// (poisoned first) is checked element by element against the exact dot products scaled in fp64.
+// linear_w8a8 / linear_fp8 / linear_fp8_blockwise cases: random xq [m, k] (row stride k + x_pad) and qweight [n, k]
+// (int8 values, or every finite e4m3 code), random positive scales (per token and channel, per tensor, or per 1 x 128
+// slice and 128 x 128 block), optional bias; the output (poisoned first) is checked element by element against the
+// exact dot products (of each 128-wide k block for block scales) scaled in fp64, within the FP8 sums' bound
+// (docs/tolerances.md) applied per block.
 struct W8A8Case {
   DType dtype = DType::f16;  // of out and bias
   int64_t m = 1, n = 7, k = 64;
@@ -44,7 +46,11 @@ struct W8A8Case {
   OpId op = OpId::linear_w8a8;
   bool per_tensor = false;         // linear_fp8: x_scales [1] and w_scales [1]
   bool fast_accumulation = false;  // linear_fp8
-  std::string name() const;        // "linear_fp8 bf16 m300 n255 k528 bias per_tensor"
+  // linear_fp8_blockwise: x_scales [m, k / 128] token-major with ld m (cuBLASLt's layout) or row major; w_scales'
+  // row stride (0: fp8_block_scales_ld(k), cuBLASLt's; the CPU backend takes any >= k / 128).
+  bool row_major_x_scales = false;
+  int64_t w_scales_ld = 0;
+  std::string name() const;  // "linear_fp8 bf16 m300 n255 k528 bias per_tensor"
 };
 // device < 0: the op under test is the CPU backend.
 CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);
@@ -62,7 +68,8 @@ struct QuantizeCase {
   int64_t pad = 0;
   uint64_t seed = 1;
   bool static_scale = false;  // quantize_per_tensor_*: the given scale 1.5 / qmax, so |w| past 1.5 saturates
-  int64_t scales_ld = 0;      // quantize_per_token_group_*: > 0 for column-major scales [k / group, scales_ld]
+  int64_t scales_ld = 0;      // quantize_per_token_group_*: > 0 for column-major scales [k / group, scales_ld];
+                              // quantize_blockwise_*: > 0 for the block scales' row stride
   std::string name() const;
 };
 CaseResult run_quantize_case_cuda(const QuantizeCase& c, int device = 0);  // device < 0: as for linear

@@ -25,7 +25,7 @@ namespace detail {
 //  - Group-wise (INT4, per-token-group): one thread per 8 values (one packed word), 256-thread blocks, one wave over
 //  all words.
 //  - 128 x 128 blocks: a 256-thread block a weight block (its max, then its codes), one wave over the blocks.
-//  - linear_fp8: cuBLASLt (library plans, FP8 profiles only).
+//  - linear_fp8: cuBLASLt (library plans, FP8 profiles only); linear_fp8_blockwise too, on sm_90 profiles only.
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
 //    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
 //    threads / 32 blocks on sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be
@@ -69,9 +69,9 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
     return one_wave(ceil_div(s.rows, kQuantBlockSize) * ceil_div(s.hidden, kQuantBlockSize));
   }
   if (dtype == DType::f32) return invalid_argument(name + ": x dtype f32 is not supported (expected f16 or bf16)");
-  if (op == OpId::linear_fp8) {  // cuBLASLt's FP8 matmul: its heuristic, not a launch configuration of ours
-    if (!prof.supports(DType::f8e4m3))
-      return unsupported(name + ": xq dtype f8e4m3 " + prof.dtype_refusal(DType::f8e4m3));
+  // cuBLASLt's FP8 matmul: its heuristic, not a launch configuration of ours.
+  if (op == OpId::linear_fp8 || op == OpId::linear_fp8_blockwise) {
+    KK_RETURN_IF_ERROR(check_fp8_linear_profile(op, prof));
     p->library = true;
     return Status::Ok();
   }

@@ -5,7 +5,8 @@
 //    q = round-half-even, clamped to [-qmax, qmax] (FP8: rounded to e4m3, nearest even, saturating at 448). So the
 //    CUDA quantizers must match these bit for bit.
 //  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
-//  - linear_w8a8 / linear_fp8: the exact dot product of the 1-byte values, scaled and rounded once.
+//  - linear_w8a8 / linear_fp8*: the exact dot product of the 1-byte values (per 128-wide k block for
+//    linear_fp8_blockwise), scaled, summed and rounded once.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -55,8 +56,7 @@ void for_each_span(const QuantizeArgs& a, F f) {
     case ScaleSpan::block:
       for (int64_t i = 0; i * b < a.rows; ++i)
         for (int64_t j = 0; j * b < k; ++j)
-          f(i * b, std::min(a.rows, (i + 1) * b), j * b, std::min(k, (j + 1) * b),
-            a.scales + i * ((k + b - 1) / b) + j);
+          f(i * b, std::min(a.rows, (i + 1) * b), j * b, std::min(k, (j + 1) * b), a.scales + i * a.scales_ld + j);
       break;
     case ScaleSpan::none:
       break;
@@ -149,10 +149,12 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
   return Status::Ok();
 }
 
-// The dot product in fp64 (exact for INT8; e4m3 products are exact, their sum good to fp64 precision), then the scales
-// and bias in fp64 and one rounding.
+// The dot product of each span of k sharing a pair of scales (all of k, or linear_fp8_blockwise's 128-wide blocks) in
+// fp64 (exact for INT8; e4m3 products are exact, their sum good to fp64 precision), scaled and summed in fp64, the bias
+// added and one rounding.
 Status w8a8_reference(const W8A8Args& a) {
-  const bool fp8 = a.op == OpId::linear_fp8;
+  const bool fp8 = op_fp8_dtype(a.op).has_value();
+  const int64_t span = a.op == OpId::linear_fp8_blockwise ? kQuantBlockSize : a.k;
   const auto value = [fp8](int8_t b) {
     return fp8 ? static_cast<double>(e4m3_bits_to_float(static_cast<uint8_t>(b))) : static_cast<double>(b);
   };
@@ -160,9 +162,12 @@ Status w8a8_reference(const W8A8Args& a) {
     for (int64_t r = 0; r < a.n; ++r) {
       const int8_t* x = a.xq + t * a.x_stride;
       const int8_t* w = a.qweight + r * a.k;
-      double dot = 0;
-      for (int64_t j = 0; j < a.k; ++j) dot += value(x[j]) * value(w[j]);
-      double y = dot * a.x_scales[a.x_per_tensor ? 0 : t] * a.w_scales[a.w_per_tensor ? 0 : r];
+      double y = 0;
+      for (int64_t j0 = 0; j0 < a.k; j0 += span) {
+        double dot = 0;
+        for (int64_t j = j0; j < std::min(a.k, j0 + span); ++j) dot += value(x[j]) * value(w[j]);
+        y += dot * a.x_scale(t, j0) * a.w_scale(r, j0);
+      }
       if (a.bias) y += load_as_double(a.bias, a.dtype, r);
       store_from_double(a.out, a.dtype, t * a.out_stride + r, y);
     }

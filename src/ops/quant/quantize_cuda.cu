@@ -42,7 +42,7 @@ struct QuantizeParams {
   float* scales;  // by span (detail::QuantizeArgs): [rows], [rows, k / group] or [k / group, scales_ld], [1], blocks
   int64_t rows, k, w_stride;
   int group;
-  int64_t scales_ld;  // groups: > 0 for column-major scales
+  int64_t scales_ld;  // groups: > 0 for column-major scales; blocks: the row stride
   bool static_scale;  // per tensor: scales[0] is given
   OpId op;
   detail::DeviceErrorRecord* err;  // where a row (group) holding inf or NaN, or a bad static scale, is recorded
@@ -191,8 +191,8 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
   }
 }
 
-// 128 x 128 blocks: block b (row major over the [ceil(rows / 128), ceil(k / 128)] scales) at a time. VEC divides k and
-// 128, so a vector lies wholly inside one block; the edge blocks have fewer rows or vectors.
+// 128 x 128 blocks: block b (row major over the [ceil(rows / 128), ceil(k / 128)] scales, rows scales_ld apart) at a
+// time. VEC divides k and 128, so a vector lies wholly inside one block; the edge blocks have fewer rows or vectors.
 template <typename T, int VEC, bool kFp8>
 __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
     quantize_blocks_kernel(const QuantizeParams<T> p) {
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
       }
       const float amax = block_reduce<MaxOp>(nonfinite_as_inf(amax_bits), scratch);
       const float s = amax / static_cast<float>(detail::code_max(kFp8));  // IEEE division: the reference's scale
-      if (threadIdx.x == 0) p.scales[b] = s;
+      if (threadIdx.x == 0) p.scales[b / block_cols * p.scales_ld + b % block_cols] = s;
       const SpanScale scale(s);
       for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
         const int64_t row = r0 + v / row_vecs, col = c0 + v % row_vecs * VEC;
