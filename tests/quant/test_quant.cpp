@@ -722,15 +722,29 @@ TEST(Fp8Linear, HandComputedAndHarness) {
                   .ok());
   EXPECT_EQ(o.get(0), 1.5 * 0.5 * 2.0 + 1.0);  // 2.5
   EXPECT_EQ(o.get(1), 113.0);                  // 112.875 rounded to bf16's 8 significant bits
+  // accumulate: out's value joins the sum before the one rounding: 112.875 - 100 = 12.875 (exact in bf16), where
+  // rounding first would give 113 - 100 = 13.
+  o.set(0, 0.25), o.set(1, -100.0);
+  ASSERT_TRUE(linear_fp8(TensorView::contiguous(o.data(), DType::bf16, {1, 2}),
+                         TensorView::contiguous(xq.data(), DType::f8e4m3, {1, 16}),
+                         TensorView::contiguous(sx.data(), DType::f32, {1}),
+                         TensorView::contiguous(w.data(), DType::f8e4m3, {2, 16}),
+                         TensorView::contiguous(sw.data(), DType::f32, {1}),
+                         TensorView::contiguous(bias.data(), DType::bf16, {2}), nullptr, false, /*accumulate=*/true)
+                  .ok());
+  EXPECT_EQ(o.get(0), 2.75);
+  EXPECT_EQ(o.get(1), 12.875);
   for (DType dt : {DType::f16, DType::bf16})
     for (int64_t m : {1, 5})
-      for (bool per_tensor : {false, true}) {
-        const kernelkit::testing::W8A8Case c{dt, m, 9, 80, m == 1, m == 1 ? 0 : 16, 3, OpId::linear_fp8, per_tensor};
-        const auto r = kernelkit::testing::run_w8a8_case(c, -1);
-        ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-        EXPECT_EQ(r.checked, m * 9);
-        EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
-      }
+      for (bool per_tensor : {false, true})
+        for (bool accumulate : {false, true}) {
+          kernelkit::testing::W8A8Case c{dt, m, 9, 80, m == 1, m == 1 ? 0 : 16, 3, OpId::linear_fp8, per_tensor};
+          c.accumulate = accumulate;
+          const auto r = kernelkit::testing::run_w8a8_case(c, -1);
+          ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+          EXPECT_EQ(r.checked, m * 9);
+          EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+        }
 }
 
 TEST(Fp8Linear, BadInputsAreRefusedWithTheirNames) {
@@ -893,7 +907,7 @@ TEST(Fp8BlockwiseLinear, ReferenceMatchesDequantizeThenMatmul) {
 }
 
 // The case harness (run_w8a8_case: its own dot products) on the CPU backend: every e4m3 code, one and two row blocks,
-// strided xq, both x_scales layouts and unpadded weight scales.
+// strided xq, both x_scales layouts and unpadded weight scales (with out += on the row-major ones).
 TEST(Fp8BlockwiseLinear, HarnessOnTheCpuBackend) {
   for (DType dt : {DType::f16, DType::bf16})
     for (int64_t m : {1, 5})
@@ -902,6 +916,7 @@ TEST(Fp8BlockwiseLinear, HarnessOnTheCpuBackend) {
           kernelkit::testing::W8A8Case c{dt, m, n, 256, m == 1, m == 1 ? 0 : 16, 5, OpId::linear_fp8_blockwise};
           c.row_major_x_scales = row_major;
           c.w_scales_ld = row_major ? 2 : 0;
+          c.accumulate = row_major;
           const auto r = kernelkit::testing::run_w8a8_case(c, -1);
           ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
           EXPECT_EQ(r.checked, m * n);

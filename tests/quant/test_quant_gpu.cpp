@@ -352,19 +352,25 @@ INSTANTIATE_TEST_SUITE_P(Shapes, W8A8Grid,
                                                               std::pair<int64_t, int64_t>{1031, 4096})));
 
 // linear_fp8 through cuBLASLt's FP8 matmul: every finite e4m3 code as input, per-token x per-channel and per-tensor
-// scales, with and without a bias, strided xq, one-row and decoder-sized layers; fast accumulation on one shape.
+// scales, with and without a bias, strided xq, one-row and decoder-sized layers; out += (beta = 1: the decoder layer's
+// residual add) with both scalings; fast accumulation on one shape.
 using Fp8Param = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
 class Fp8LinearGrid : public ::testing::TestWithParam<Fp8Param> {};
 
 TEST_P(Fp8LinearGrid, MatchesTheDotProducts) {
   const auto [dt, m, nk] = GetParam();
-  for (bool per_tensor : {false, true})
+  for (bool per_tensor : {false, true}) {
     for (bool bias : {true, false}) {
       const kernelkit::testing::W8A8Case c{
           dt,        m, nk.first, nk.second, bias, bias ? 0 : 32, static_cast<uint64_t>(m + nk.first), OpId::linear_fp8,
           per_tensor};
       kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt, c.name());
     }
+    kernelkit::testing::W8A8Case acc{
+        dt, m, nk.first, nk.second, !per_tensor, 0, static_cast<uint64_t>(m + 3), OpId::linear_fp8, per_tensor};
+    acc.accumulate = true;
+    kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(acc, 0), OpId::linear_fp8, dt, acc.name());
+  }
   if (m == 128 && nk.first == 256) {
     const kernelkit::testing::W8A8Case c{dt, m, nk.first, nk.second, true, 0, 11, OpId::linear_fp8, false, true};
     kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt, c.name());
@@ -383,22 +389,24 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
 // dot products of each 128-wide k block: every finite e4m3 code as input, x_scales token-major [k / 128][m] and
 // w_scales in rows of fp8_block_scales_ld(k) (the layouts cuBLASLt reads), m 1 (decode), 16 and 129 (a partial tile),
 // n 256 and 4096 + 64 (a partial last 128-row block), k 128 (one block: weight-scale rows padded from 1 to 4) and 4096;
-// with a bias, and without one on a strided xq. Profiles without FP8 refuse it (skipped), and so do FP8 profiles other
-// than sm_90 (cuBLASLt has the block-scaled modes on Hopper only).
+// with a bias, without one on a strided xq, and out += with a bias. Profiles without FP8 refuse it (skipped), and so do
+// FP8 profiles other than sm_90 (cuBLASLt has the block-scaled modes on Hopper only).
 using Fp8BlockParam = std::tuple<DType, int64_t, std::pair<int64_t, int64_t>>;
 class Fp8BlockwiseGrid : public ::testing::TestWithParam<Fp8BlockParam> {};
 
 TEST_P(Fp8BlockwiseGrid, MatchesTheBlockDotProducts) {
   const auto [dt, m, nk] = GetParam();
-  for (bool bias : {true, false}) {
-    const kernelkit::testing::W8A8Case c{dt,
-                                         m,
-                                         nk.first,
-                                         nk.second,
-                                         bias,
-                                         bias ? 0 : 32,
-                                         static_cast<uint64_t>(m + nk.first),
-                                         OpId::linear_fp8_blockwise};
+  for (int variant : {0, 1, 2}) {  // with a bias; without one on a strided xq; out += with a bias
+    const bool bias = variant != 1;
+    kernelkit::testing::W8A8Case c{dt,
+                                   m,
+                                   nk.first,
+                                   nk.second,
+                                   bias,
+                                   bias ? 0 : 32,
+                                   static_cast<uint64_t>(m + nk.first + variant / 2),
+                                   OpId::linear_fp8_blockwise};
+    c.accumulate = variant == 2;
     const kernelkit::testing::CaseResult r = kernelkit::testing::run_w8a8_case(c, 0);
     const DeviceProfile& prof = kernelkit::testing::case_profile();
     if (prof.supports(DType::f8e4m3) && prof.sm != 90) {

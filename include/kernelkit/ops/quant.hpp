@@ -145,10 +145,12 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
 // fast_accumulation: Hopper's FP8 MMA sums are kept to about 14 bits unless promoted to fp32 every few k steps; off
 // (the default) cuBLASLt promotes them, on it skips that for speed (torch._scaled_mm's use_fast_accum). Block scales
 // refuse it: cuBLASLt promotes (and scales) every 128-wide block's sum.
+// accumulate: out += ... (out is read first: cuBLASLt's beta = 1 with C = D; the decoder layer's residual add), any
+// scaling.
 // CUDA: profiles with FP8 (sm_89+); the T4 / A100 profiles refuse it, naming what to use instead (linear_w8a8). The CPU
 // backend is the fp64 reference.
 Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
                   const TensorView& w_scales, const std::optional<TensorView>& bias = std::nullopt,
-                  Stream stream = nullptr, bool fast_accumulation = false);
+                  Stream stream = nullptr, bool fast_accumulation = false, bool accumulate = false);
 
 }  // namespace kernelkit

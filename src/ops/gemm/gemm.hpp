@@ -37,9 +37,9 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
 //     block's sums are scaled as they are promoted to fp32, so no fast accumulation. Hopper only, k % 128 == 0.
 enum class Fp8Scaling : uint8_t { tensor, outer_vector, block };
 
-// FP8 through cuBLASLt's FP8 matmul (the calling thread's default handle of `device`): out [m, n] = (x [m, k] . w [n,
-// k]^T, fp32 sums) * sx * sw (+ bias [n]), x and w e4m3 and contiguous along k; sx and sw device pointers laid out as
-// `scaling` says. Row strides in elements. unsupported (nothing launched) when cuBLASLt has no algorithm for the
+// FP8 through cuBLASLt's FP8 matmul (the calling thread's default handle of `device`): out [m, n] (+)= (x [m, k] . w
+// [n, k]^T, fp32 sums) * sx * sw (+ bias [n]), x and w e4m3 and contiguous along k; sx and sw device pointers laid out
+// as `scaling` says. Row strides in elements. unsupported (nothing launched) when cuBLASLt has no algorithm for the
 // problem.
 struct Fp8GemmArgs {
   Device device{};
@@ -54,6 +54,7 @@ struct Fp8GemmArgs {
   int64_t x_stride = 0, w_stride = 0, out_stride = 0;
   Fp8Scaling scaling = Fp8Scaling::tensor;
   bool fast_accumulation = false;  // CUBLASLT_MATMUL_DESC_FAST_ACCUM: the MMA's own sums, never promoted to fp32
+  bool accumulate = false;         // out += ...: beta = 1 with C = D = out
 };
 Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream);
 

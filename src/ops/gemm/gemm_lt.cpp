@@ -256,16 +256,17 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
 
   const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
   // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
-  const AlgoKey key{a.m,
-                    a.n,
-                    a.k,
-                    256 + static_cast<int>(a.out_dtype),
-                    a.x_stride,
-                    a.w_stride,
-                    a.out_stride,
-                    align,
-                    (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0),
-                    false};
+  const AlgoKey key{
+      a.m,
+      a.n,
+      a.k,
+      256 + static_cast<int>(a.out_dtype),
+      a.x_stride,
+      a.w_stride,
+      a.out_stride,
+      align,
+      (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0) | (a.accumulate ? 16 : 0),
+      false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
   KK_RETURN_IF_ERROR(
       algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
@@ -275,8 +276,10 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
                        (a.scaling == Fp8Scaling::block          ? "1 x 128 and 128 x 128 block"
                         : a.scaling == Fp8Scaling::outer_vector ? "per-token x per-channel"
                                                                 : "per-tensor") +
-                       " scales" + (a.bias ? " and a bias" : "") + " on this GPU");
-  return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, 0.0f, a.out, t.d.h, *algo, stream);
+                       " scales" + (a.bias ? " and a bias" : "") + (a.accumulate ? " accumulating into out" : "") +
+                       " on this GPU");
+  // accumulate: D = (scaled sums) + beta C with C = D = out and beta 1 (a 16-bit C takes no scale of its own).
+  return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, a.accumulate ? 1.0f : 0.0f, a.out, t.d.h, *algo, stream);
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,

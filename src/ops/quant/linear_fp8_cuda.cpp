@@ -40,6 +40,7 @@ Status fp8_linear_cuda(const W8A8Args& a, Stream stream) {
               : a.x_per_tensor                   ? Fp8Scaling::tensor
                                                  : Fp8Scaling::outer_vector;
   g.fast_accumulation = a.fast_accumulation;
+  g.accumulate = a.accumulate;
   return fp8_gemm_cuda(g, stream);
 }
 

@@ -481,7 +481,7 @@ Status linear_w8a8(const TensorView& out, const TensorView& xq, const TensorView
 
 Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView& x_scales, const TensorView& qweight,
                   const TensorView& w_scales, const std::optional<TensorView>& bias, Stream stream,
-                  bool fast_accumulation) {
+                  bool fast_accumulation, bool accumulate) {
   // 2-D scales are block scales: a registry op of its own (its bytes, error bound and profiles differ).
   const OpId op = x_scales.ndim == 2 && w_scales.ndim == 2 ? OpId::linear_fp8_blockwise : OpId::linear_fp8;
   detail::W8A8Args a;
@@ -491,6 +491,7 @@ Status linear_fp8(const TensorView& out, const TensorView& xq, const TensorView&
         "linear_fp8_blockwise: fast_accumulation is not available with block scales (cuBLASLt promotes and scales "
         "every 128-wide block's sums in fp32; it refuses fast accumulation for these scale modes)");
   a.fast_accumulation = fast_accumulation;
+  a.accumulate = accumulate;
   return detail::run_row_op(a, stream, detail::validate_w8a8, detail::w8a8_reference, detail::fp8_linear_cuda);
 }
 

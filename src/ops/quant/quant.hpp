@@ -130,6 +130,7 @@ struct W8A8Args {
   int align_bytes = 16;  // of xq's pointer and row stride and of qweight's pointer (linear_fp8: of out's too)
   bool x_per_tensor = false, w_per_tensor = false;  // linear_fp8: one scale for the whole tensor
   bool fast_accumulation = false;                   // linear_fp8: Hopper's FP8 sums without fp32 promotion
+  bool accumulate = false;                          // linear_fp8*: out += ... (out read first)
   // linear_fp8_blockwise (B = kQuantBlockSize): token t's scale of k block b at x_scales[t * x_scales_strides[0] + b *
   // x_scales_strides[1]], weight row r's at w_scales[(r / B) * w_scales_ld + b].
   int64_t x_scales_strides[2] = {0, 0};

@@ -128,6 +128,7 @@ std::string W8A8Case::name() const {
   if (fast_accumulation) os << " fast";
   if (row_major_x_scales) os << " row-major x_scales";
   if (w_scales_ld) os << " w_scales ld " << w_scales_ld;
+  if (accumulate) os << " accumulate";
   return os.str();
 }
 
@@ -162,6 +163,9 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   for (HostBuffer* b : {&sx, &sw})  // a block row's padding too: read by nothing, so any value
     for (int64_t i = 0; i < b->size(); ++i) b->set(i, us(rng));
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
+  if (c.accumulate)  // out starts random and is added to
+    for (int64_t i = 0; i < out.size(); ++i) out.set(i, ub(rng));
+  const HostBuffer y0 = out;
   const auto sx_at = [&](int64_t t, int64_t b) { return sx.get(c.per_tensor ? 0 : block ? t * sx_t + b * sx_b : t); };
   const auto sw_at = [&](int64_t row, int64_t b) {
     return sw.get(c.per_tensor ? 0 : block ? row / B * sw_ld + b : row);
@@ -177,13 +181,17 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
                      wv = TensorView::contiguous(wp, value, {c.n, c.k}, d),
                      swv = block ? TensorView::strided(swp, DType::f32, {n_blocks, k_blocks}, {sw_ld, 1}, d)
                                  : TensorView::contiguous(swp, DType::f32, {swn}, d);
-    return fp8 ? linear_fp8(ov, xv, sxv, wv, swv, bv, nullptr, c.fast_accumulation)
+    return fp8 ? linear_fp8(ov, xv, sxv, wv, swv, bv, nullptr, c.fast_accumulation, c.accumulate)
                : linear_w8a8(ov, xv, sxv, wv, swv, bv);
   };
   // The op under test only: the reference is the dot products below, computed independently of the library.
-  r.status = run_under_test(
-      {{&x, Role::in}, {&sx, Role::in}, {&w, Role::in}, {&sw, Role::in}, {&bias, Role::in}, {&out, Role::out}}, call,
-      device);
+  r.status = run_under_test({{&x, Role::in},
+                             {&sx, Role::in},
+                             {&w, Role::in},
+                             {&sw, Role::in},
+                             {&bias, Role::in},
+                             {&out, c.accumulate ? Role::inout : Role::out}},
+                            call, device);
   if (!r.status.ok()) return r;
 
   // Exact dot products here (int64; e4m3 products are exact in fp64 and their sums good to fp64 precision), of each
@@ -220,12 +228,17 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
         scaled += dot * s;
         scaled_l1 += l1 * s;
       }
-      double want = scaled + (c.bias ? bias.get(row) : 0.0);
+      // accumulate: out's starting value y joins the sum. cuBLASLt's epilogue with beta = 1 may round the partial sum
+      // (scaled sums + y) to the output type before it adds the bias (as measured for linear's y +=): one more
+      // rounding, rtol (|scaled| + |y|).
+      const double y = c.accumulate ? y0.get(t * c.n + row) : 0.0;
+      double want = scaled + y + (c.bias ? bias.get(row) : 0.0);
       store_from_double(rounded, c.dtype, 0, want);
       want = load_as_double(rounded, c.dtype, 0);
       // The kernel's fp32 epilogue: the sum's conversion or rounding, two products and the bias add (~2^-22 relative).
       const double allowed = tol.atol + tol.rtol * std::fabs(want) +
-                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * scaled_l1;
+                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * scaled_l1 +
+                             (c.accumulate ? tol.rtol * (std::fabs(scaled) + std::fabs(y)) : 0.0);
       check_element(&r, "out", out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
@@ -387,21 +400,23 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
   const int device = grid.cuda ? grid.device : -1;
   const bool small = grid.quick || !grid.cuda;
   if (op == OpId::linear_w8a8 || op == OpId::linear_fp8) {
-    // FP8: n a multiple of 8 (cuBLASLt wants out's rows 16-byte aligned), per-tensor scales at m 300.
+    // FP8: n a multiple of 8 (cuBLASLt wants out's rows 16-byte aligned), per-tensor scales at m 300, out += at m 17.
     const bool fp8 = op == OpId::linear_fp8;
     for (int64_t m : {1, 17, 300})
       for (auto [n, k] : {std::pair<int64_t, int64_t>{fp8 ? 8 : 7, 80}, {fp8 ? 1032 : 1031, 2048}}) {
         if (small && (m == 300 || n > 8)) continue;
-        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op, fp8 && m == 300};
+        W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op, fp8 && m == 300};
+        c.accumulate = fp8 && m == 17;
         out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
       }
   } else if (op == OpId::linear_fp8_blockwise) {
     // Two k blocks and a partial last n block (136 = 128 + 8); a decoder-sized layer whose k / 128 pads its weight
-    // scales' rows (4160 = 32 blocks + 64, k 1152: 9 blocks, rows of 12).
+    // scales' rows (4160 = 32 blocks + 64, k 1152: 9 blocks, rows of 12); out += at m 17.
     for (int64_t m : {1, 17, 300})
       for (auto [n, k] : {std::pair<int64_t, int64_t>{136, 256}, {4160, 1152}}) {
         if (small && (m == 300 || n > 136)) continue;
-        const W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op};
+        W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op};
+        c.accumulate = m == 17;
         out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
       }
   } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {

@@ -34,9 +34,9 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
 
 // linear_w8a8 / linear_fp8 / linear_fp8_blockwise cases: random xq [m, k] (row stride k + x_pad) and qweight [n, k]
 // (int8 values, or every finite e4m3 code), random positive scales (per token and channel, per tensor, or per 1 x 128
-// slice and 128 x 128 block), optional bias; the output (poisoned first) is checked element by element against the
-// exact dot products (of each 128-wide k block for block scales) scaled in fp64, within the FP8 sums' bound
-// (docs/tolerances.md) applied per block.
+// slice and 128 x 128 block), optional bias; the output (poisoned first, or random and added to with accumulate) is
+// checked element by element against the exact dot products (of each 128-wide k block for block scales) scaled in
+// fp64, within the FP8 sums' bound (docs/tolerances.md) applied per block.
 struct W8A8Case {
   DType dtype = DType::f16;  // of out and bias
   int64_t m = 1, n = 7, k = 64;
@@ -50,6 +50,7 @@ struct W8A8Case {
   // row stride (0: fp8_block_scales_ld(k), cuBLASLt's; the CPU backend takes any >= k / 128).
   bool row_major_x_scales = false;
   int64_t w_scales_ld = 0;
+  bool accumulate = false;   // linear_fp8*: out starts random, out += ...
   std::string name() const;  // "linear_fp8 bf16 m300 n255 k528 bias per_tensor"
 };
 // device < 0: the op under test is the CPU backend.

@@ -151,7 +151,7 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
 
 // The dot product of each span of k sharing a pair of scales (all of k, or linear_fp8_blockwise's 128-wide blocks) in
 // fp64 (exact for INT8; e4m3 products are exact, their sum good to fp64 precision), scaled and summed in fp64, the bias
-// added and one rounding.
+// (and with accumulate out's value) added and one rounding.
 Status w8a8_reference(const W8A8Args& a) {
   const bool fp8 = op_fp8_dtype(a.op).has_value();
   const int64_t span = a.op == OpId::linear_fp8_blockwise ? kQuantBlockSize : a.k;
@@ -169,6 +169,7 @@ Status w8a8_reference(const W8A8Args& a) {
         y += dot * a.x_scale(t, j0) * a.w_scale(r, j0);
       }
       if (a.bias) y += load_as_double(a.bias, a.dtype, r);
+      if (a.accumulate) y += load_as_double(a.out, a.dtype, t * a.out_stride + r);
       store_from_double(a.out, a.dtype, t * a.out_stride + r, y);
     }
   return Status::Ok();
