@@ -20,22 +20,44 @@ struct LlamaLayerConfig {
   int64_t max_position = 4096;  // rows of the cos/sin table (neox rotation of the whole head)
 };
 
-// One projection's weight, nn.Linear layout [out, in]: dense (the activation dtype, through cuBLASLt), or weight-only
-// quantized (bits 8: i8 [out, in] + f32 scales [out]; bits 4: i4x2 [out, in / 2] in kernelkit's INT4 layout + f32
-// scales [out, in / group], from quantize_int8_per_channel / quantize_int4_groupwise; through linear_weight_only: the
-// GEMV for decode, tensor cores for prefill).
+// How a projection's weight is stored, and so which GEMM runs it.
+enum class LinearForm : uint8_t {
+  dense,        // w in the activation dtype, through cuBLASLt (linear)
+  weight_only,  // qweight + scales, bits 8 or 4: W8A16 / W4A16 (linear_weight_only)
+  fp8,          // qweight e4m3 + per-output-channel scales, activations quantized to e4m3 per token (linear_fp8)
+};
+
+// One projection's weight, nn.Linear layout [out, in], in one of three forms (`form`):
+//   dense: w [out, in] in the activation dtype;
+//   weight_only (LayerLinear::quantized): bits 8: qweight i8 [out, in] + f32 scales [out]; bits 4: i4x2 [out, in / 2]
+//     in kernelkit's INT4 layout + f32 scales [out, in / group]; from quantize_int8_per_channel /
+//     quantize_int4_groupwise. Through linear_weight_only: the GEMV for decode, tensor cores for prefill;
+//   fp8 (LayerLinear::fp8): qweight f8e4m3 [out, in] + f32 scales [out], one per output channel (w ~ q * s; e.g.
+//     quantize_per_token_fp8 of the weight rows, as kernelkit.nn.Fp8Linear makes them). The layer quantizes the
+//     activations per token on the fly (fused into the norms and SwiGLU where it can) and runs linear_fp8.
+// Dense and weight-only projections may be mixed in a layer; FP8 takes all four or none (the norms and SwiGLU then
+// write e4m3 codes instead of activations). FP8 needs a profile with FP8 (sm_89+): init refuses it elsewhere.
 struct LayerLinear {
-  TensorView w;               // dense weight (bits == 0)
-  TensorView qweight, scales;  // quantized weight (bits 8 or 4)
-  int bits = 0, group = 0;
+  TensorView w;                // dense weight
+  TensorView qweight, scales;  // weight_only and fp8
+  LinearForm form = LinearForm::dense;
+  int bits = 0, group = 0;  // weight_only only (0 otherwise)
   LayerLinear() = default;
   LayerLinear(const TensorView& dense) : w(dense) {}  // NOLINT: dense weights convert implicitly
   static LayerLinear quantized(const TensorView& qweight, const TensorView& scales, int bits, int group = 0) {
     LayerLinear l;
     l.qweight = qweight;
     l.scales = scales;
+    l.form = LinearForm::weight_only;
     l.bits = bits;
     l.group = group;
+    return l;
+  }
+  static LayerLinear fp8(const TensorView& qweight, const TensorView& scales) {
+    LayerLinear l;
+    l.qweight = qweight;
+    l.scales = scales;
+    l.form = LinearForm::fp8;
     return l;
   }
 };
@@ -73,6 +95,7 @@ class LlamaLayer {
                  const TensorView& v_cache, int64_t position, Stream stream);
   Status check_cache(const TensorView& cache, const char* arg, int64_t batch, int64_t needed) const;
   Status check_linear(const LayerLinear& l, const char* arg, int64_t out, int64_t in) const;
+  Status check_fp8(const LlamaLayerWeights& w) const;
   // y [T, out] (+)= x [T, in] @ W^T through cuBLASLt or the weight-only GEMV.
   Status project(const TensorView& y, const TensorView& x, const LayerLinear& l, bool accumulate, Stream stream);
 
@@ -81,8 +104,10 @@ class LlamaLayer {
   DType dtype_{};
   Device device_{};
   int64_t max_tokens_ = 0;
+  bool fp8_ = false;  // the projections are FP8
   GemmHandle gemm_;
   Buffer cos_sin_, positions_, host_positions_, norm_, qkv_, attn_, proj_, gate_up_, act_;
+  Buffer codes_, code_scales_;  // FP8: e4m3 codes [T, max(hidden, heads head_dim, intermediate)], f32 scales [T]
 };
 
 }  // namespace kernelkit

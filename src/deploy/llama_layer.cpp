@@ -4,14 +4,21 @@
 //   attn  [T, h d]             attention output
 //   proj  [T, hidden]          o_proj output, turned into norm(h) by fused_add_rms_norm (x becomes h in place)
 //   gate_up [T, 2 inter], act [T, inter]; down_proj accumulates into x: out = h + mlp.
+// FP8 projections read e4m3 codes with one f32 scale per token instead of norm and act (neither is allocated):
+//   codes [T, k], scales [T]   the input of the next projection (k = hidden, h d or inter), one buffer reused:
+//                              rms_norm_quant(x) -> qkv; quantize_per_token_fp8(attn) -> o_proj;
+//                              fused_add_rms_norm_quant(o, x) (x becomes h) -> gate_up; silu_and_mul_quant -> down,
+//                              which accumulates into x (linear_fp8's out +=).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernelkit/llama.hpp"
 #include "kernelkit/ops.hpp"
+#include "kernelkit/profile.hpp"
 
 namespace kernelkit {
 namespace {
@@ -55,13 +62,25 @@ Status LlamaLayer::init(const LlamaLayerConfig& c, const LlamaLayerWeights& w, D
   KK_RETURN_IF_ERROR(check_linear(w.o, "weights.o", c.hidden, c.heads * c.head_dim));
   KK_RETURN_IF_ERROR(check_linear(w.gate_up, "weights.gate_up", 2 * c.intermediate, c.hidden));
   KK_RETURN_IF_ERROR(check_linear(w.down, "weights.down", c.hidden, c.intermediate));
+  KK_RETURN_IF_ERROR(check_fp8(w));
+  fp8_ = w.qkv.form == LinearForm::fp8;
   max_tokens_ = max_tokens;
   if (device.type == DeviceType::cuda) KK_RETURN_IF_ERROR(gemm_.init(device.index));
 
   const size_t e = dtype_size(dtype), T = static_cast<size_t>(max_tokens);
-  for (auto [buf, elems] : {std::pair{&norm_, T * c.hidden}, {&qkv_, T * qkv_rows}, {&attn_, T * c.heads * c.head_dim},
-                            {&proj_, T * c.hidden}, {&gate_up_, T * 2 * c.intermediate}, {&act_, T * c.intermediate}})
+  for (auto [buf, elems] : {std::pair{&qkv_, T * qkv_rows},
+                            {&attn_, T * c.heads * c.head_dim},
+                            {&proj_, T * c.hidden},
+                            {&gate_up_, T * 2 * c.intermediate}})
     KK_RETURN_IF_ERROR(buf->alloc(device, elems * e));
+  if (fp8_) {
+    const size_t widest = static_cast<size_t>(std::max({c.hidden, c.heads * c.head_dim, c.intermediate}));
+    KK_RETURN_IF_ERROR(codes_.alloc(device, T * widest));  // one byte a code
+    KK_RETURN_IF_ERROR(code_scales_.alloc(device, T * sizeof(float)));
+  } else {
+    KK_RETURN_IF_ERROR(norm_.alloc(device, T * c.hidden * e));
+    KK_RETURN_IF_ERROR(act_.alloc(device, T * c.intermediate * e));
+  }
   KK_RETURN_IF_ERROR(positions_.alloc(device, T * sizeof(int64_t)));
   KK_RETURN_IF_ERROR(host_positions_.alloc(Device::cpu(), T * sizeof(int64_t)));
 
@@ -88,20 +107,75 @@ Status LlamaLayer::check_cache(const TensorView& cache, const char* arg, int64_t
   return Status::Ok();
 }
 
+namespace {
+const char* form_name(LinearForm f) {
+  switch (f) {
+    case LinearForm::dense:
+      return "dense";
+    case LinearForm::weight_only:
+      return "weight-only";
+    case LinearForm::fp8:
+      return "FP8";
+  }
+  return "?";
+}
+}  // namespace
+
 Status LlamaLayer::check_linear(const LayerLinear& l, const char* arg, int64_t out, int64_t in) const {
-  if (l.bits == 0) return expect_shape(l.w, arg, {out, in}, dtype_, device_);
-  if (l.bits != 8 && l.bits != 4) return err(std::string(arg) + ".bits must be 0, 8 or 4, got " + std::to_string(l.bits));
+  const std::string a(arg);
+  if (l.form == LinearForm::dense) {
+    if (l.bits != 0)
+      return err(a + ".bits is " + std::to_string(l.bits) +
+                 " but its form is dense: make weight-only weights with LayerLinear::quantized");
+    return expect_shape(l.w, arg, {out, in}, dtype_, device_);
+  }
+  if (l.form == LinearForm::fp8) {  // linear_fp8 checks the rest (contiguity, alignment on CUDA)
+    KK_RETURN_IF_ERROR(expect_shape(l.qweight, (a + ".qweight").c_str(), {out, in}, DType::f8e4m3, device_));
+    return expect_shape(l.scales, (a + ".scales").c_str(), {out}, DType::f32, device_);
+  }
+  if (l.form != LinearForm::weight_only)
+    return err(a + ".form " + std::to_string(static_cast<int>(l.form)) + " is not dense, weight_only or fp8");
+  if (l.bits != 8 && l.bits != 4) return err(a + ".bits must be 8 or 4, got " + std::to_string(l.bits));
   // The quantized layout, dtypes and scales are checked by linear_weight_only itself; here the shape of the layer.
   const int64_t cols = l.bits == 8 ? in : in / 2;
   if (l.qweight.ndim != 2 || l.qweight.shape[0] != out || l.qweight.shape[1] != cols || !(l.qweight.device == device_))
-    return err(std::string(arg) + ".qweight must be [" + std::to_string(out) + ", " + std::to_string(cols) + "] on " +
+    return err(a + ".qweight must be [" + std::to_string(out) + ", " + std::to_string(cols) + "] on " +
                to_string(device_) + ", got " + l.qweight.shape_string());
+  return Status::Ok();
+}
+
+// FP8 takes all four projections or none; its GEMM's k (hidden, heads head_dim, intermediate) a multiple of 16; and on
+// CUDA a profile with FP8 (the one the ops will launch under: KERNELKIT_PROFILE, else the device's).
+Status LlamaLayer::check_fp8(const LlamaLayerWeights& w) const {
+  const bool fp8 = w.qkv.form == LinearForm::fp8;
+  for (auto [l, arg] : {std::pair{&w.o, "weights.o"}, {&w.gate_up, "weights.gate_up"}, {&w.down, "weights.down"}})
+    if ((l->form == LinearForm::fp8) != fp8)
+      return err(std::string(arg) + " is " + form_name(l->form) + " but weights.qkv is " + form_name(w.qkv.form) +
+                 ": FP8 takes all four projections or none (the norms and SwiGLU then write e4m3 codes for them)");
+  if (!fp8) return Status::Ok();
+  const LlamaLayerConfig& c = cfg_;
+  for (auto [k, what] :
+       {std::pair{c.hidden, "hidden"}, {c.heads * c.head_dim, "heads * head_dim"}, {c.intermediate, "intermediate"}})
+    if (k % 16 != 0)
+      return err(std::string("FP8 projections need config.") + what + " to be a multiple of 16 (linear_fp8's k), got " +
+                 std::to_string(k));
+  if (device_.type != DeviceType::cuda) return Status::Ok();
+  std::optional<DeviceProfile> forced;
+  KK_RETURN_IF_ERROR(profile_override(&forced));
+  DeviceProfile prof;
+  if (forced)
+    prof = *forced;
+  else
+    KK_RETURN_IF_ERROR(active_profile(device_.index, &prof));
+  if (!prof.supports(DType::f8e4m3))
+    return unsupported("LlamaLayer: weights.qkv.qweight dtype f8e4m3 " + prof.dtype_refusal(DType::f8e4m3) +
+                       " (here: LayerLinear::quantized, bits 8 or 4)");
   return Status::Ok();
 }
 
 Status LlamaLayer::project(const TensorView& y, const TensorView& x, const LayerLinear& l, bool accumulate,
                            Stream stream) {
-  if (l.bits == 0) {
+  if (l.form == LinearForm::dense) {
     LinearOptions opt;
     opt.accumulate = accumulate;
     return linear(y, x, l.w, nullptr, opt, gemm_.impl() ? &gemm_ : nullptr, stream);
@@ -150,10 +224,23 @@ Status LlamaLayer::forward(const TensorView& x, int64_t b, int64_t s, const Tens
   else KK_RETURN_IF_ERROR(copy_rows(pos, 0, hp, 0, T * sizeof(int64_t), 1, device_, stream, true));
 
   // 1. q | k | v = qkv_proj(rms_norm(x)); RoPE on q and k in place.
-  const TensorView norm = rows_of(norm_, dtype_, T, H, H);
+  // FP8: the codes [T, k] and scales [T] of the next projection's input (one buffer, reused by each step), and that
+  // projection: y [T, out] (+)= dequant(codes) @ dequant(W)^T.
+  auto codes = [&](int64_t k) { return rows_of(codes_, DType::f8e4m3, T, k, k); };
+  const TensorView scales = fp8_ ? TensorView::contiguous(code_scales_.data(), DType::f32, {T}, device_) : TensorView();
+  auto project_fp8 = [&](const TensorView& y, int64_t k, const LayerLinear& l, bool accumulate) {
+    return linear_fp8(y, codes(k), scales, l.qweight, l.scales, std::nullopt, stream, /*fast_accumulation=*/false,
+                      accumulate);
+  };
   const TensorView qkv = rows_of(qkv_, dtype_, T, qkv_w, qkv_w);
-  KK_RETURN_IF_ERROR(rms_norm(norm, x2, w_.input_norm, c.eps, 0.0f, stream));
-  KK_RETURN_IF_ERROR(project(qkv, norm, w_.qkv, false, stream));
+  if (fp8_) {
+    KK_RETURN_IF_ERROR(rms_norm_quant(codes(H), scales, x2, w_.input_norm, c.eps, false, 0.0f, stream));
+    KK_RETURN_IF_ERROR(project_fp8(qkv, H, w_.qkv, false));
+  } else {
+    const TensorView norm = rows_of(norm_, dtype_, T, H, H);
+    KK_RETURN_IF_ERROR(rms_norm(norm, x2, w_.input_norm, c.eps, 0.0f, stream));
+    KK_RETURN_IF_ERROR(project(qkv, norm, w_.qkv, false, stream));
+  }
   char* base = static_cast<char*>(qkv_.data());
   // `heads` heads starting `offset` elements into each fused row: [T, heads, D], or [b, s, heads, D] for attention.
   auto fused = [&](int64_t offset, int64_t heads, bool by_sequence) {
@@ -193,12 +280,21 @@ Status LlamaLayer::forward(const TensorView& x, int64_t b, int64_t s, const Tens
   }
 
   // 4. h = x + o_proj(attn) with norm(h) for the MLP: fused_add_rms_norm(x=o, residual=x) leaves h in x.
-  const TensorView proj = rows_of(proj_, dtype_, T, H, H);
-  KK_RETURN_IF_ERROR(project(proj, rows_of(attn_, dtype_, T, c.heads * D, c.heads * D), w_.o, false, stream));
+  const TensorView proj = rows_of(proj_, dtype_, T, H, H), attn2 = rows_of(attn_, dtype_, T, c.heads * D, c.heads * D);
+  const TensorView gu = rows_of(gate_up_, dtype_, T, 2 * c.intermediate, 2 * c.intermediate);
+  if (fp8_) {
+    // 4 and 5 with FP8 projections: attn, norm(h) and silu(gate) * up leave as codes; down's out += adds h.
+    KK_RETURN_IF_ERROR(quantize_per_token_fp8(codes(c.heads * D), scales, attn2, stream));
+    KK_RETURN_IF_ERROR(project_fp8(proj, c.heads * D, w_.o, false));
+    KK_RETURN_IF_ERROR(fused_add_rms_norm_quant(codes(H), scales, proj, x2, w_.post_norm, c.eps, false, 0.0f, stream));
+    KK_RETURN_IF_ERROR(project_fp8(gu, H, w_.gate_up, false));
+    KK_RETURN_IF_ERROR(silu_and_mul_quant(codes(c.intermediate), scales, gu, false, stream));
+    return project_fp8(x2, c.intermediate, w_.down, true);
+  }
+  KK_RETURN_IF_ERROR(project(proj, attn2, w_.o, false, stream));
   KK_RETURN_IF_ERROR(fused_add_rms_norm(proj, x2, w_.post_norm, c.eps, 0.0f, stream));
 
   // 5. out = h + down(silu(gate) * up): the residual add is the down projection's accumulate.
-  const TensorView gu = rows_of(gate_up_, dtype_, T, 2 * c.intermediate, 2 * c.intermediate);
   const TensorView act = rows_of(act_, dtype_, T, c.intermediate, c.intermediate);
   KK_RETURN_IF_ERROR(project(gu, proj, w_.gate_up, false, stream));
   KK_RETURN_IF_ERROR(gated_activation(Activation::silu, act, gu, stream));
