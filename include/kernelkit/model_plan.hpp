@@ -15,11 +15,16 @@
 
 namespace kernelkit {
 
-enum class Precision : uint8_t { fp32, fp16, bf16, int8, int4 };
+// fp8: e4m3 weights with one f32 scale per output row (LlamaLayer's LayerLinear::fp8, kernelkit.nn.Fp8Linear), on GPUs
+// with FP8 tensor cores (sm_89+).
+enum class Precision : uint8_t { fp32, fp16, bf16, int8, int4, fp8 };
 std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view name);
-// Storage bytes per parameter; int4 counts its group scales (one fp16 scale per `int4_group` weights) when > 0.
+// Storage bytes per parameter; int4 counts its group scales (one fp16 scale per `int4_group` weights) when > 0. fp8's
+// per-row scales depend on the rows, not on the parameter count: plan_memory adds them.
 double bytes_per_param(Precision p, int int4_group = 0);
+// Whether GPU g runs precision p: bf16 needs bf16 (sm_80+), fp8 FP8 tensor cores (sm_89+).
+bool precision_supported(Precision p, const DeviceProfile& g);
 
 enum class ModelKind : uint8_t { decoder_llm, diffusion };
 
@@ -54,7 +59,7 @@ struct Workload {
 
 // Bytes the deployment needs on the GPU.
 struct MemoryPlan {
-  uint64_t weights = 0;      // parameters at the precision (int4 includes its group-128 scales)
+  uint64_t weights = 0;      // parameters at the precision (int4 includes its group-128 scales, fp8 its row scales)
   uint64_t kv_cache = 0;     // context x batch tokens (fp16 cache; GQA-aware)
   uint64_t activations = 0;  // the largest live set of one layer for a prefill chunk, plus the logits
   uint64_t runtime = 0;      // CUDA context and library workspaces
@@ -82,8 +87,8 @@ struct SpeedBound {
   double bytes_per_step = 0;     // weights + KV read per decode step (all sequences of the batch)
   double decode_tokens_s = 0;    // batch x achievable bandwidth / bytes_per_step
   double prefill_tokens_s = 0;   // achievable tensor peak / (2 x params) FLOP per token
-  double tensor_tflops = 0;      // the peak used (fp16/bf16/int8 tensor cores; fp32 CUDA cores)
-  bool supported = true;         // the precision runs on this GPU (no bf16 on sm_75)
+  double tensor_tflops = 0;      // the peak used (fp16/bf16/int8/fp8 tensor cores; fp32 CUDA cores)
+  bool supported = true;         // the precision runs on this GPU (precision_supported)
 };
 SpeedBound speed_bound(const ModelSpec& m, Precision p, const DeviceProfile& g, const Workload& w);
 

@@ -73,6 +73,8 @@ std::string_view precision_name(Precision p) {
     case Precision::bf16: return "BF16";
     case Precision::int8: return "INT8";
     case Precision::int4: return "INT4";
+    case Precision::fp8:
+      return "FP8";
   }
   return "?";
 }
@@ -84,6 +86,7 @@ std::optional<Precision> parse_precision(std::string_view name) {
   if (n == "bf16") return Precision::bf16;
   if (n == "int8" || n == "i8") return Precision::int8;
   if (n == "int4" || n == "i4") return Precision::int4;
+  if (n == "fp8" || n == "f8" || n == "e4m3" || n == "f8e4m3") return Precision::fp8;
   return std::nullopt;
 }
 
@@ -92,10 +95,16 @@ double bytes_per_param(Precision p, int int4_group) {
     case Precision::fp32: return 4;
     case Precision::fp16:
     case Precision::bf16: return 2;
-    case Precision::int8: return 1;
+    case Precision::int8:
+    case Precision::fp8:
+      return 1;
     case Precision::int4: return 0.5 + (int4_group > 0 ? 2.0 / int4_group : 0.0);  // + one fp16 scale per group
   }
   return 0;
+}
+
+bool precision_supported(Precision p, const DeviceProfile& g) {
+  return (p != Precision::bf16 || g.bf16) && (p != Precision::fp8 || g.fp8);
 }
 
 std::span<const ModelSpec> model_presets() { return presets(); }
@@ -122,6 +131,17 @@ double replicated_params(const ModelSpec& m) {
   const double embeddings = static_cast<double>(m.vocab) * h * (m.tied_embeddings ? 1 : 2);
   return embeddings + static_cast<double>(2 * m.layers + 1) * h;  // + input / post-attention norms, final norm
 }
+// The output rows of the same two parts' matrices (fp8 stores an f32 scale per row): q, k, v, o, gate, up and down of
+// every layer; the embeddings and LM head (a row per token). Norms and biases count as bytes only.
+double projection_rows(const ModelSpec& m) {
+  return static_cast<double>(m.layers) *
+         static_cast<double>(m.heads * m.head_dim + 2 * m.kv_heads * m.head_dim + 2 * m.hidden + 2 * m.intermediate);
+}
+double replicated_rows(const ModelSpec& m) { return static_cast<double>(m.vocab) * (m.tied_embeddings ? 1 : 2); }
+// Bytes of `params` parameters in matrices of `rows` output rows at precision p (int4 with its group-128 scales).
+double weight_bytes(Precision p, double params, double rows) {
+  return params * bytes_per_param(p, 128) + (p == Precision::fp8 ? 4 * rows : 0);
+}
 }  // namespace
 
 double parameter_count(const ModelSpec& m) {
@@ -137,7 +157,10 @@ uint64_t kv_bytes_per_token(const ModelSpec& m, Precision kv) {
 MemoryPlan plan_memory(const ModelSpec& m, Precision p, const Workload& w) {
   MemoryPlan mp;
   const double params = parameter_count(m);
-  mp.weights = static_cast<uint64_t>(params * bytes_per_param(p, 128));
+  // Diffusion models are planned by parameter count alone: fp8's row scales (about 4 / in_features bytes a parameter,
+  // under 1%) are left out there.
+  const double rows = m.kind == ModelKind::decoder_llm ? projection_rows(m) + replicated_rows(m) : 0;
+  mp.weights = static_cast<uint64_t>(weight_bytes(p, params, rows));
   mp.runtime = kRuntimeOverheadBytes;
   if (m.kind == ModelKind::decoder_llm) {
     mp.kv_cache = kv_bytes_per_token(m) * static_cast<uint64_t>(w.context * w.batch);
@@ -157,7 +180,8 @@ MemoryPlan plan_memory(const ModelSpec& m, Precision p, const Workload& w) {
 MemoryPlan plan_memory_tp(const ModelSpec& m, Precision p, const Workload& w, int tp) {
   MemoryPlan mp = plan_memory(m, p, w);
   if (tp <= 1 || m.kind != ModelKind::decoder_llm) return mp;
-  mp.weights = static_cast<uint64_t>((replicated_params(m) + projection_params(m) / tp) * bytes_per_param(p, 128));
+  mp.weights = static_cast<uint64_t>(weight_bytes(p, replicated_params(m), replicated_rows(m)) +
+                                     weight_bytes(p, projection_params(m) / tp, projection_rows(m) / tp));
   mp.kv_cache /= static_cast<uint64_t>(tp);
   return mp;
 }
@@ -173,12 +197,16 @@ int tensor_parallel_degree(const ModelSpec& m, Precision p, const Workload& w, u
 
 SpeedBound speed_bound(const ModelSpec& m, Precision p, const DeviceProfile& g, const Workload& w) {
   SpeedBound s;
-  s.supported = p != Precision::bf16 || g.bf16;
+  s.supported = precision_supported(p, g);
   const MemoryPlan mp = plan_memory(m, p, w);
   const double bw = g.hbm_gbps * 1e9 * kAchievableBandwidth;
   switch (p) {
     case Precision::fp32: s.tensor_tflops = g.fp32_tflops; break;  // CUDA cores (TF32 off, as for validation)
     case Precision::int8: s.tensor_tflops = g.int8_tc_tops; break;  // W8A8 on int8 tensor cores
+    // FP8 (W8A8 e4m3): the dense FP8 peak equals the INT8 one on every FP8 GPU of the table (L4 242, H100 / H200 1979).
+    case Precision::fp8:
+      s.tensor_tflops = g.int8_tc_tops;
+      break;
     default: s.tensor_tflops = g.fp16_tc_tflops; break;             // fp16/bf16, and int4 weight-only (fp16 MMA)
   }
   if (m.kind != ModelKind::decoder_llm) return s;
@@ -213,7 +241,8 @@ std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile
     r.push_back(std::string(precision_name(half)) + " does not fit (" +
                 gb(static_cast<double>(plan_memory(m, half, w).total())) + " > " + gb(mem) +
                 "): quantize weights to INT8 (" + gb(static_cast<double>(plan_memory(m, Precision::int8, w).total())) +
-                ").");
+                ")" + (g.fp8 ? ", or FP8 on this GPU's FP8 tensor cores (the same bytes and per-row scales)" : "") +
+                ".");
   } else if (fits(Precision::int4)) {
     r.push_back("Only INT4 weights fit (" + gb(static_cast<double>(plan_memory(m, Precision::int4, w).total())) +
                 " of " + gb(mem) + "): use group-128 INT4 weight-only quantization.");
@@ -239,9 +268,13 @@ std::vector<std::string> recommendations(const ModelSpec& m, const DeviceProfile
                   "context.");
     r.push_back("Decode is bound by bytes per token: INT8 weights roughly halve and INT4 roughly quarter the weight "
                 "bytes of fp16.");
-    r.push_back("kernelkit ops for this model: rms_norm and fused_add_rms_norm (2 per layer), silu_and_mul (the gated "
-                "MLP), rotary_embedding, attention (prefill) and decode_attention (KV cache), and for INT8 / INT4 "
-                "weights linear_weight_only (W8A16 / W4A16) or linear_w8a8.");
+    r.push_back(std::string("kernelkit ops for this model: rms_norm and fused_add_rms_norm (2 per layer), "
+                            "silu_and_mul (the gated MLP), rotary_embedding, attention (prefill) and decode_attention "
+                            "(KV cache), and for INT8 / INT4 weights linear_weight_only (W8A16 / W4A16) or "
+                            "linear_w8a8") +
+                (g.fp8 ? "; for FP8 weights linear_fp8, fed by rms_norm_quant, fused_add_rms_norm_quant and "
+                         "silu_and_mul_quant (LlamaLayer's LayerLinear::fp8)."
+                       : "."));
   } else {
     if (!fits(half) || g.memory_bytes <= 16e9)
       r.push_back("Diffusion on " + gb(mem) + ": enable model CPU offload if the pipeline (text encoders + VAE + " +

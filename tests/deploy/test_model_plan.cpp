@@ -171,3 +171,36 @@ TEST(Plan, Qwen2ConfigImpliesQkvBias) {
   EXPECT_TRUE(m.qkv_bias);
   EXPECT_DOUBLE_EQ(parameter_count(m), parameter_count(preset("qwen2.5-7b")));
 }
+
+TEST(Plan, Fp8WeightsCountTheirRowScalesAndNeedFp8TensorCores) {
+  EXPECT_EQ(parse_precision("fp8"), Precision::fp8);
+  EXPECT_EQ(parse_precision("E4M3"), Precision::fp8);
+  EXPECT_EQ(precision_name(Precision::fp8), "FP8");
+  EXPECT_DOUBLE_EQ(bytes_per_param(Precision::fp8), 1.0);
+  // LLaMA-7B: a byte a parameter plus an f32 scale per output row: 32 layers x (q, k, v 3 x 4096 + o 4096 + gate, up
+  // 2 x 11008 + down 4096) rows, and the embeddings' and LM head's 2 x 32000.
+  const ModelSpec m = preset("llama-7b");
+  const Workload w{2048, 1, 512};
+  const double rows = 32.0 * (3 * 4096 + 4096 + 2 * 11008 + 4096) + 2 * 32000;
+  EXPECT_EQ(plan_memory(m, Precision::fp8, w).weights, static_cast<uint64_t>(6738415616.0 + 4 * rows));
+  // Tensor parallelism splits the projections' bytes and scales, not the embeddings'.
+  const double replicated = 2.0 * 32000 * 4096 + 65 * 4096 + 4 * 64000;
+  EXPECT_NEAR(static_cast<double>(plan_memory_tp(m, Precision::fp8, w, 2).weights),
+              replicated + (6738415616.0 + 4 * rows - replicated) / 2, 2);
+  for (const char* key : {"t4", "a10g", "a100-40gb", "a100-80gb"}) {
+    EXPECT_FALSE(precision_supported(Precision::fp8, *find_profile(key))) << key;
+    EXPECT_FALSE(speed_bound(m, Precision::fp8, *find_profile(key), w).supported) << key;
+  }
+  for (const char* key : {"l4", "h100-sxm", "h200"}) {
+    const DeviceProfile g = *find_profile(key);
+    const SpeedBound s = speed_bound(m, Precision::fp8, g, w);
+    EXPECT_TRUE(s.supported) << key;
+    EXPECT_EQ(s.tensor_tflops, g.int8_tc_tops) << key;  // the dense FP8 peak: 242 (L4), 1979 (H100, H200)
+  }
+  auto mentions_fp8 = [](const std::vector<std::string>& r) {
+    return std::any_of(r.begin(), r.end(), [](const std::string& s) { return s.find("FP8") != std::string::npos; });
+  };
+  // LLaMA-13B on a 24 GB GPU: bf16 does not fit, INT8 does; the L4 can run FP8 instead, the A10G cannot.
+  EXPECT_TRUE(mentions_fp8(recommendations(preset("llama-13b"), *find_profile("l4"), w)));
+  EXPECT_FALSE(mentions_fp8(recommendations(preset("llama-13b"), *find_profile("a10g"), w)));
+}

@@ -78,10 +78,11 @@ int run_plan(const PlanOptions& o) {
     return 2;
   }
   std::vector<Precision> precisions;
-  if (o.precision == "all") precisions = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8, Precision::int4};
+  if (o.precision == "all")
+    precisions = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp8, Precision::int8, Precision::int4};
   else if (auto p = parse_precision(o.precision)) precisions = {*p};
   else {
-    std::cerr << "error: --precision '" << o.precision << "' must be all, fp32, fp16, bf16, int8 or int4\n";
+    std::cerr << "error: --precision '" << o.precision << "' must be all, fp32, fp16, bf16, fp8, int8 or int4\n";
     return 2;
   }
 
@@ -120,9 +121,9 @@ int run_plan(const PlanOptions& o) {
       << w.batch << " = " << gib(kv * w.context * w.batch) << "\n";
     j["kv_bytes_per_token"] = kv;
   }
-  t << "\nMemory = weights (int4 with group-128 fp16 scales) + KV cache + activation workspace ("
-    << (llm ? "prefill chunk " + std::to_string(w.prefill) + " tokens" : "estimate: ~fp16 weight size") << ") + "
-    << gib(static_cast<double>(kRuntimeOverheadBytes)) << " CUDA runtime.\n"
+  t << "\nMemory = weights (int4 with group-128 fp16 scales, fp8 with an f32 scale per row) + KV cache + activation "
+    << "workspace (" << (llm ? "prefill chunk " + std::to_string(w.prefill) + " tokens" : "estimate: ~fp16 weight size")
+    << ") + " << gib(static_cast<double>(kRuntimeOverheadBytes)) << " CUDA runtime.\n"
     << "Speeds are roofline BOUNDS: decode = " << num(kAchievableBandwidth * 100) << "% of datasheet bandwidth / "
     << "bytes per step; prefill = " << num(kAchievableTensor * 100) << "% of dense tensor peak / 2 FLOP per "
     << "parameter.\n";
@@ -148,7 +149,7 @@ int run_plan(const PlanOptions& o) {
         << std::setw(11) << gb(static_cast<double>(mp.activations), 2) << std::setw(11)
         << gb(static_cast<double>(mp.total()), 1);
       if (!sb.supported) {
-        t << "   n/a: " << g.name << " has no bf16\n";
+        t << "   n/a: " << g.name << (p == Precision::fp8 ? " has no FP8 tensor cores\n" : " has no bf16\n");
         gj["rows"].push_back({{"precision", precision_name(p)}, {"supported", false}});
         continue;
       }
@@ -178,7 +179,7 @@ int run_plan(const PlanOptions& o) {
     double best_tok = 0, best_usd = 0;
     for (const Instance& inst : instance_table()) {
       auto g = find_profile(inst.gpu);
-      if (!g || (p == Precision::bf16 && !g->bf16)) continue;
+      if (!g || !precision_supported(p, *g)) continue;
       // Weights, KV and activations split over the GPUs; every GPU carries its own runtime overhead.
       const double need = static_cast<double>(mp.total() - mp.runtime) / inst.gpus + static_cast<double>(mp.runtime);
       if (need > static_cast<double>(g->memory_bytes)) continue;
@@ -218,7 +219,7 @@ std::function<int()> add_plan(CLI::App& app) {
   auto* config = cmd->add_option("--config", o->config, "A Hugging Face config.json of a decoder LLM");
   model->excludes(config);
   cmd->add_option("--gpu", o->gpu, "Profile key or all (default)");
-  cmd->add_option("--precision", o->precision, "all (default), fp32, fp16, bf16, int8, int4");
+  cmd->add_option("--precision", o->precision, "all (default), fp32, fp16, bf16, fp8, int8, int4");
   cmd->add_option("--context", o->w.context, "Tokens of KV cache per sequence")->check(at_least(1));
   cmd->add_option("--batch", o->w.batch, "Sequences decoded together")->check(at_least(1));
   cmd->add_option("--prefill", o->w.prefill, "Prefill chunk in tokens (activation workspace)")
