@@ -1,7 +1,8 @@
 // A Llama-style decoder layer in plain C++ on kernelkit ops and cuBLASLt, for deployment without Python:
 //   h = x + o_proj(attention(rope(q), rope(k), v));  out = h + down(silu(gate(norm(h))) * up(norm(h)))
-// with q, k, v = qkv_proj(rms_norm(x)). One code path for CUDA tensors and CPU tensors (the CPU runs every op's
-// reference, which is how the layer itself is tested without a GPU).
+// with q, k, v = qkv_proj(rms_norm(x)); the projections dense, weight-only INT8 / INT4 or FP8 (LayerLinear). One code
+// path for CUDA tensors and CPU tensors (the CPU runs every op's reference, which is how the layer itself is tested
+// without a GPU).
 #pragma once
 
 #include <cstdint>

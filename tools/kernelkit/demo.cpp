@@ -1,7 +1,7 @@
 // `kernelkit demo`: one LLaMA-7B-shaped decoder layer (hidden 4096, intermediate 11008, 32 heads of 128) in plain C++
-// on kernelkit + cuBLASLt, random weights: prefill time and decode tokens/s on this GPU (dense weights, and their
-// weight-only INT8 / INT4 copies), each next to its roofline bound for the same GPU (bytes over the copy bandwidth
-// measured in the same run; FLOPs over the tensor-core peak).
+// on kernelkit + cuBLASLt, random weights: prefill time and decode tokens/s on this GPU (dense weights, their
+// weight-only INT8 / INT4 copies, and where the GPU has FP8 their FP8 copies), each next to its roofline bound for the
+// same GPU (bytes over the copy bandwidth measured in the same run; FLOPs over the tensor-core peak).
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -178,17 +178,21 @@ int run_demo(const DemoOptions& o) {
               << " TFLOP/s; roofline bound " << std::setprecision(3) << bound_ms << " ms (" << std::setprecision(0)
               << 100 * bound_ms / ms << "% of it)\n";
   }
-  // Weight-only INT8 (per channel) and INT4 (group 128) copies of the four projections, quantized on the GPU.
+  // Weight-only INT8 (per channel) and INT4 (group 128) copies of the four projections, and where the GPU has FP8
+  // e4m3 copies with a scale per output channel (activations quantized per token in the layer), quantized on the GPU.
   struct Quant {
     Buffer q, s;
     LayerLinear linear;
   };
-  std::vector<Quant> quant(8);
-  LlamaLayer layers[3];
-  uint64_t format_bytes[3] = {weight_bytes, 0, 0};
-  const char* format_name[3] = {dtype_name(dt).data(), "int8", "int4"};
-  for (int f = 1; f < 3; ++f) {
-    const int bits = f == 1 ? 8 : 4, group = bits == 4 ? 128 : 0;
+  const int formats = prof->supports(DType::f8e4m3) ? 4 : 3;
+  std::vector<Quant> quant(12);
+  LlamaLayer layers[4];
+  uint64_t format_bytes[4] = {weight_bytes, 0, 0, 0};
+  const char* format_name[4] = {dtype_name(dt).data(), "int8", "int4", "fp8"};
+  for (int f = 1; f < formats; ++f) {
+    const bool fp8 = f == 3;
+    const int bits = f == 2 ? 4 : 8, group = bits == 4 ? 128 : 0;
+    const DType code = fp8 ? DType::f8e4m3 : bits == 8 ? DType::i8 : DType::i4x2;
     LlamaLayerWeights qw = lw;
     LayerLinear* slots[4] = {&qw.qkv, &qw.o, &qw.gate_up, &qw.down};
     const int src[4] = {1, 2, 4, 5};
@@ -199,12 +203,14 @@ int run_demo(const DemoOptions& o) {
       const int64_t cols = bits == 8 ? m.cols : m.cols / 2, groups = bits == 8 ? 1 : m.cols / group;
       for (Status s : {qt.q.alloc(dev, static_cast<size_t>(m.rows * cols)), qt.s.alloc(dev, static_cast<size_t>(m.rows * groups) * 4)})
         if (!s.ok()) return fail("quantized weights", s);
-      const TensorView qv = TensorView::contiguous(qt.q.data(), bits == 8 ? DType::i8 : DType::i4x2, {m.rows, cols}, dev);
+      const TensorView qv = TensorView::contiguous(qt.q.data(), code, {m.rows, cols}, dev);
       const TensorView sv = bits == 8 ? TensorView::contiguous(qt.s.data(), DType::f32, {m.rows}, dev)
                                       : TensorView::contiguous(qt.s.data(), DType::f32, {m.rows, groups}, dev);
-      const Status s = bits == 8 ? quantize_int8_per_channel(qv, sv, mat(m)) : quantize_int4_groupwise(qv, sv, mat(m), group);
+      const Status s = fp8         ? quantize_per_token_fp8(qv, sv, mat(m))
+                       : bits == 8 ? quantize_int8_per_channel(qv, sv, mat(m))
+                                   : quantize_int4_groupwise(qv, sv, mat(m), group);
       if (!s.ok()) return fail("quantize", s);
-      qt.linear = LayerLinear::quantized(qv, sv, bits, group);
+      qt.linear = fp8 ? LayerLinear::fp8(qv, sv) : LayerLinear::quantized(qv, sv, bits, group);
       *slots[i] = qt.linear;
       format_bytes[f] += static_cast<uint64_t>(m.rows * cols) + static_cast<uint64_t>(m.rows * groups) * 4;
     }
@@ -212,7 +218,7 @@ int run_demo(const DemoOptions& o) {
   }
 
   // Decode: batch b, one token each at position `context` (the caches hold `context` earlier tokens), for the dense
-  // weights and their INT8 / INT4 copies.
+  // weights and their INT8 / INT4 (and FP8) copies.
   for (int64_t b : o.batches) {
     const int64_t cap = o.context + 1;
     Buffer x, k, v;
@@ -227,7 +233,7 @@ int run_demo(const DemoOptions& o) {
     const TensorView K = TensorView::contiguous(k.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
     const TensorView V = TensorView::contiguous(v.data(), dt, {b, cap, c.kv_heads, c.head_dim}, dev);
     double dense_ms = 0;
-    for (int f = 0; f < 3; ++f) {
+    for (int f = 0; f < formats; ++f) {
       LlamaLayer& l = f == 0 ? layer : layers[f];
       StepTime t;
       const Status s = time_step(
