@@ -42,7 +42,7 @@ struct LayerLinear {
   TensorView w;                // dense weight
   TensorView qweight, scales;  // weight_only and fp8
   LinearForm form = LinearForm::dense;
-  int bits = 0, group = 0;  // weight_only only (0 otherwise)
+  int bits = 0, group = 0;  // weight_only's (8 or 4, and INT4's group); a dense weight with bits != 0 is refused
   LayerLinear() = default;
   LayerLinear(const TensorView& dense) : w(dense) {}  // NOLINT: dense weights convert implicitly
   static LayerLinear quantized(const TensorView& qweight, const TensorView& scales, int bits, int group = 0) {
