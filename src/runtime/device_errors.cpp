@@ -50,13 +50,19 @@ std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j,
              (j >= 0 ? " (scale group " + std::to_string(j) + ")" : std::string()) +
              " holds inf or NaN; quantization needs finite values";
       break;
-    case DeviceCheck::static_scale: {
+    case DeviceCheck::static_scale:
+    case DeviceCheck::k_scale:
+    case DeviceCheck::v_scale: {
       float v;
       const auto bits = static_cast<uint32_t>(value);
       std::memcpy(&v, &bits, sizeof v);
       std::ostringstream os;
       os << std::setprecision(9) << v;
-      what = "scale = " + os.str() + " must be finite and > 0 (a static scale)";
+      if (arg == DeviceCheck::static_scale)
+        what = "scale = " + os.str() + " must be finite and > 0 (a static scale)";
+      else
+        what = std::string(arg == DeviceCheck::k_scale ? "k_scale" : "v_scale") + "[" + std::to_string(i) +
+               "] = " + os.str() + " must be finite and > 0 (the e4m3 cache's scale: stored code * scale = value)";
       break;
     }
     case DeviceCheck::cu_seqlens_q:

@@ -17,7 +17,8 @@ namespace kernelkit::detail {
 // [0, capacity], positions rows of the cos / sin cache in [0, max_position); finite_w / finite_x: row i (group j, or
 // -1 for a whole row) of a quantizer's input w / x holds inf or NaN (no value or bound); cu_seqlens_q / k: entry i
 // breaks the rise from 0 to the packed token count `bound`; max_seqlen_q / k: sequence i's `value` tokens exceed the
-// max_seqlen `bound` given; static_scale: a quantizer's given scale (`value`: its fp32 bits) is not finite and > 0.
+// max_seqlen `bound` given; static_scale: a quantizer's given scale (`value`: its fp32 bits) is not finite and > 0;
+// k_scale / v_scale: entry i of an e4m3 KV cache's scale (`value`: its fp32 bits) is not finite and > 0.
 enum class DeviceCheck : int32_t {
   block_table = 1,
   seqlens_k = 2,
@@ -29,7 +30,9 @@ enum class DeviceCheck : int32_t {
   max_seqlen_q = 8,
   max_seqlen_k = 9,
   slot_mapping = 10,
-  static_scale = 11
+  static_scale = 11,
+  k_scale = 12,
+  v_scale = 13
 };
 
 struct DeviceErrorRecord {

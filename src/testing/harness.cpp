@@ -20,6 +20,8 @@ void note_mismatch(CaseResult* r, const std::string& what) {
   if (r->mismatches <= 4) r->detail += "  " + what + "\n";
 }
 
+double e4m3_spacing(double v) { return std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3); }
+
 void check_element(CaseResult* r, const char* label, double got, double want, double allowed, int64_t i, int64_t j) {
   const double err = std::fabs(got - want);
   ++r->checked;

@@ -125,6 +125,8 @@ double fp32_terms_magnitude(double want, double terms, DType dtype);
 void check_element(CaseResult* r, const char* label, double got, double want, double allowed, int64_t i, int64_t j);
 // A mismatch that is not one element against a bound (an invariant): counted, the first few described.
 void note_mismatch(CaseResult* r, const std::string& what);
+// The distance from e4m3 value v to its neighbours: 2^(floor(log2 |v|) - 3), 2^-9 below 2^-6 (the subnormals).
+double e4m3_spacing(double v);
 
 // Setup and teardown steps of a GPU case: the first failure (every step is evaluated, in order).
 Status first_error(std::initializer_list<Status> steps);

@@ -742,3 +742,173 @@ TEST(DecodeReference, LongPagedCacheRunsInBoundedMemory) {
   for (int64_t i = 0; i < D; ++i) EXPECT_NEAR(out.get(i), want.get(i), rtol * (std::fabs(want.get(i)) + 1e-3)) << i;
   EXPECT_NEAR(lse, want_lse + std::log(static_cast<double>(KEYS / (PAGES * PAGE))), 1e-5 * (std::fabs(lse) + 1));
 }
+
+// ---- e4m3 caches: codes dequantized exactly (code * scale), then the decode of the dequantized cache
+
+TEST(DecodeAttentionFp8, ReferenceByHand) {
+  // One sequence of 3 keys, 2 query heads on 2 KV heads of 16 dims, scale 1: q = e_0, so head h's scores are
+  // k_scale[h] times the keys' first codes. Head 0 (k_scale 0.5, v_scale 0.25): codes 2, 1, 0 give scores 1, 0.5, 0;
+  // v's first codes 1, -2 and 448 (the largest), second codes 2^-9 (the smallest subnormal), 0, 0. Head 1 (k_scale 2,
+  // v_scale 1): codes -0.5, 0.5, 0 give scores -1, 1, 0.
+  const int64_t HK = 2, D = 16, S = 3;
+  std::vector<uint8_t> k(S * HK * D, 0x00), v(S * HK * D, 0x00);
+  auto at = [&](int64_t j, int64_t h, int64_t i) { return static_cast<size_t>((j * HK + h) * D + i); };
+  const uint8_t k0[S] = {0x40, 0x38, 0x00}, k1[S] = {0xb0, 0x30, 0x00}, v0[S] = {0x38, 0xc0, 0x7e};
+  for (int64_t j = 0; j < S; ++j) {
+    k[at(j, 0, 0)] = k0[j], k[at(j, 1, 0)] = k1[j];
+    v[at(j, 0, 0)] = v0[j], v[at(j, 1, 0)] = v0[j];
+  }
+  v[at(0, 0, 1)] = 0x01;
+  v[at(2, 1, 5)] = 0x01;
+  HostBuffer q(DType::f16, HK * D), out(DType::f16, HK * D);
+  for (int64_t h = 0; h < HK; ++h) q.set(h * D, 1.0);
+  std::vector<float> k_scale = {0.5f, 2.0f}, v_scale = {0.25f, 1.0f}, lse(HK);
+  KvCache cache{TensorView::contiguous(k.data(), DType::f8e4m3, {1, S, HK, D}),
+                TensorView::contiguous(v.data(), DType::f8e4m3, {1, S, HK, D})};
+  cache.k_scale = TensorView::contiguous(k_scale.data(), DType::f32, {HK});
+  cache.v_scale = TensorView::contiguous(v_scale.data(), DType::f32, {HK});
+  AttentionOptions o;
+  o.scale = 1.0f;
+  const Status s = decode_attention(TensorView::contiguous(out.data(), DType::f16, {1, 1, HK, D}),
+                                    TensorView::contiguous(lse.data(), DType::f32, {1, HK, 1}),
+                                    TensorView::contiguous(q.data(), DType::f16, {1, 1, HK, D}), cache, o);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const double e = std::exp(1.0), r = std::exp(0.5);
+  std::vector<double> want(HK * D, 0.0);
+  want[0] = (e * 0.25 + r * -0.5 + 448 * 0.25) / (e + r + 1);  // head 0
+  want[1] = e * 0x1p-9 * 0.25 / (e + r + 1);
+  want[D] = (1 / e * 1 + e * -2 + 448) / (1 / e + e + 1);  // head 1
+  want[D + 5] = 0x1p-9 / (1 / e + e + 1);
+  for (int64_t i = 0; i < HK * D; ++i)
+    EXPECT_NEAR(out.get(i), want[static_cast<size_t>(i)], std::ldexp(std::fabs(want[static_cast<size_t>(i)]), -11))
+        << i;
+  EXPECT_NEAR(lse[0], std::log(e + r + 1), 1e-6);
+  EXPECT_NEAR(lse[1], std::log(1 / e + e + 1), 1e-6);
+}
+
+TEST(DecodeAttentionFp8, EqualsDecodeOfTheDequantizedCache) {
+  // Random codes (every 13th the largest, every 17th a subnormal one) at scales whose products with every code are
+  // exact in bf16 / f16: the e4m3 cache and the cache holding code * scale give the same output bits, contiguous and
+  // paged (pages of 8, shuffled), GQA 4, two causal queries, with a window, a soft-cap and ALiBi; scales per tensor
+  // and per KV head.
+  const int64_t B = 2, SQ = 2, H = 8, HK = 2, D = 64, CAP = 40, PAGE = 8, MP = CAP / PAGE;
+  std::vector<int32_t> lens = {37, 20}, table(B * MP);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(9));
+  uint64_t seed = 301;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (bool per_head : {false, true})
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(::testing::Message() << dt << (per_head ? " per head" : "") << " variant " << variant);
+        std::vector<float> k_scale = {0x1p-4f * 0.75f, 0x1p-3f}, v_scale = {0x1p-5f, 0x1p-6f * 1.5f};
+        if (!per_head) k_scale.resize(1), v_scale.resize(1);
+        HostBuffer k = random_host(DType::f8e4m3, B * CAP * HK * D, seed++),
+                   v = random_host(DType::f8e4m3, B * CAP * HK * D, seed++);
+        for (int64_t i = 0; i < k.size(); ++i) {
+          if (i % 13 == 0) k.set(i, i % 2 ? -kE4m3Max : kE4m3Max), v.set(i, kE4m3Max);
+          if (i % 17 == 0) k.set(i, 0x1p-9 * (1 + i % 7)), v.set(i, -0x1p-9 * (1 + i % 5));
+        }
+        HostBuffer kd(dt, k.size()), vd(dt, v.size());
+        for (int64_t i = 0; i < k.size(); ++i) {
+          const auto h = static_cast<size_t>(per_head ? (i / D) % HK : 0);
+          kd.set(i, k.get(i) * k_scale[h]), vd.set(i, v.get(i) * v_scale[h]);
+          ASSERT_EQ(kd.get(i), k.get(i) * k_scale[h]) << "not exact in " << dt;
+          ASSERT_EQ(vd.get(i), v.get(i) * v_scale[h]) << "not exact in " << dt;
+        }
+        HostBuffer q = random_host(dt, B * SQ * H * D, seed++, 2.0), o8(dt, q.size()), od(dt, q.size());
+        std::vector<float> lse8(B * H * SQ), lsed(B * H * SQ), slopes(H, 0.125f);
+        AttentionOptions o;
+        o.causal = true;
+        if (variant == 1) o.window_left = 9, o.softcap = 5.0f;
+        if (variant == 2) o.alibi_slopes = TensorView::contiguous(slopes.data(), DType::f32, {H});
+        for (bool paged : {false, true}) {
+          const auto cache_view = [&](HostBuffer& t) {
+            return paged ? TensorView::contiguous(t.data(), t.dtype(), {B * MP, PAGE, HK, D})
+                         : TensorView::contiguous(t.data(), t.dtype(), {B, CAP, HK, D});
+          };
+          const std::optional<TensorView> bt =
+              paged ? std::optional(TensorView::contiguous(table.data(), DType::i32, {B, MP})) : std::nullopt;
+          const auto seqlens = TensorView::contiguous(lens.data(), DType::i32, {B});
+          KvCache fp8{cache_view(k), cache_view(v), bt, seqlens};
+          fp8.k_scale = TensorView::contiguous(k_scale.data(), DType::f32, {static_cast<int64_t>(k_scale.size())});
+          fp8.v_scale = TensorView::contiguous(v_scale.data(), DType::f32, {static_cast<int64_t>(v_scale.size())});
+          const auto qv = TensorView::contiguous(q.data(), dt, {B, SQ, H, D});
+          Status s = decode_attention(TensorView::contiguous(o8.data(), dt, {B, SQ, H, D}),
+                                      TensorView::contiguous(lse8.data(), DType::f32, {B, H, SQ}), qv, fp8, o);
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          s = decode_attention(TensorView::contiguous(od.data(), dt, {B, SQ, H, D}),
+                               TensorView::contiguous(lsed.data(), DType::f32, {B, H, SQ}), qv,
+                               KvCache{cache_view(kd), cache_view(vd), bt, seqlens}, o);
+          ASSERT_TRUE(s.ok()) << s.to_string();
+          EXPECT_EQ(std::memcmp(o8.data(), od.data(), o8.bytes()), 0) << (paged ? "paged" : "contiguous");
+          EXPECT_EQ(lse8, lsed) << (paged ? "paged" : "contiguous");
+        }
+      }
+}
+
+TEST(DecodeAttentionFp8, CaseGridKeepsOutputsWithinTheValues) {
+  // The harness's e4m3 cases (extreme and subnormal codes, NaN codes past every sequence's length) on the CPU backend:
+  // every output within [min v, max v] of the dequantized values, lse finite or -inf.
+  uint64_t seed = 401;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (bool paged : {false, true})
+      for (bool per_head : {false, true}) {
+        kernelkit::testing::AttentionCase c{OpId::decode_attention, dt, 3, 2, 300, 8, 2, 128, true};
+        c.paged = paged, c.fp8 = true, c.scale_per_head = per_head, c.seed = seed++;
+        const auto r = kernelkit::testing::check_attention_properties(c);
+        EXPECT_TRUE(r.passed()) << c.name() << ": " << r.status.to_string() << "\n" << r.detail;
+      }
+}
+
+TEST(DecodeAttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
+  const int64_t B = 1, H = 4, HK = 2, D = 64, CAP = 8;
+  HostBuffer q = random_host(DType::bf16, B * H * D, 1), out(DType::bf16, q.size());
+  HostBuffer k(DType::f8e4m3, B * CAP * HK * D), v(DType::f8e4m3, k.size()), k16(DType::bf16, k.size());
+  std::vector<float> ks = {0.5f, 0.25f, 1.0f}, vs = {0.125f};
+  const auto qv = TensorView::contiguous(q.data(), DType::bf16, {B, 1, H, D});
+  const auto ov = TensorView::contiguous(out.data(), DType::bf16, {B, 1, H, D});
+  const auto cv = [](HostBuffer& t, DType dt) { return TensorView::contiguous(t.data(), dt, {B, CAP, HK, D}); };
+  const auto scale = [](std::vector<float>& s, std::initializer_list<int64_t> shape, DType dt = DType::f32) {
+    return std::optional(TensorView::contiguous(s.data(), dt, shape));
+  };
+  auto run = [&](const TensorView& kc, const TensorView& vc, std::optional<TensorView> k_scale,
+                 std::optional<TensorView> v_scale) {
+    KvCache cache{kc, vc};
+    cache.k_scale = k_scale, cache.v_scale = v_scale;
+    return decode_attention(ov, std::nullopt, qv, cache);
+  };
+  const auto k8 = cv(k, DType::f8e4m3), v8 = cv(v, DType::f8e4m3);
+  ASSERT_TRUE(run(k8, v8, scale(ks, {HK}), scale(vs, {1})).ok());
+  auto expect = [](const Status& s, StatusCode code, const std::string& want) {
+    EXPECT_EQ(s.code(), code) << s.to_string();
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
+  };
+  expect(run(k8, v8, std::nullopt, scale(vs, {1})), StatusCode::invalid_argument,
+         "decode_attention: cache.k_scale is required with an f8e4m3 cache (stored code * scale = value)");
+  expect(run(k8, v8, scale(ks, {1}), std::nullopt), StatusCode::invalid_argument,
+         "decode_attention: cache.v_scale is required with an f8e4m3 cache");
+  expect(run(cv(k16, DType::bf16), cv(k16, DType::bf16), scale(ks, {HK}), std::nullopt), StatusCode::invalid_argument,
+         "decode_attention: cache.k_scale is for f8e4m3 caches only (cache.k is not e4m3)");
+  expect(run(k8, v8, scale(ks, {3}), scale(vs, {1})), StatusCode::invalid_argument,
+         "decode_attention: cache.k_scale shape [3] must be [1] (per tensor) or [kv_heads=2] (per KV head)");
+  expect(run(k8, v8, scale(ks, {HK}), scale(vs, {1}, DType::f16)), StatusCode::invalid_argument,
+         "decode_attention: cache.v_scale dtype f16 must be f32");
+  expect(run(k8, cv(k16, DType::bf16), scale(ks, {HK}), scale(vs, {1})), StatusCode::invalid_argument,
+         "decode_attention: cache.v dtype bf16 must be f8e4m3");
+  expect(run(cv(k16, DType::bf16), v8, std::nullopt, std::nullopt), StatusCode::invalid_argument,
+         "decode_attention: cache.v dtype f8e4m3 does not match q dtype bf16");
+  expect(run(cv(k, DType::f8e5m2), cv(v, DType::f8e5m2), scale(ks, {HK}), scale(vs, {1})), StatusCode::unsupported,
+         "decode_attention: cache.k dtype f8e5m2 is not supported (an FP8 cache is f8e4m3");
+  // q and out stay f16 / bf16.
+  HostBuffer q8(DType::f8e4m3, q.size()), o8(DType::f8e4m3, q.size());
+  expect(decode_attention(TensorView::contiguous(o8.data(), DType::f8e4m3, {B, 1, H, D}), std::nullopt,
+                          TensorView::contiguous(q8.data(), DType::f8e4m3, {B, 1, H, D}),
+                          KvCache{k8, v8, std::nullopt, std::nullopt, scale(ks, {HK}), scale(vs, {1})}),
+         StatusCode::invalid_argument, "decode_attention: q dtype f8e4m3 is not supported (expected f16 or bf16)");
+  // The prefill takes no e4m3 cache.
+  expect(attention(ov, std::nullopt, qv, TensorView::contiguous(k.data(), DType::f8e4m3, {B, CAP, HK, D}),
+                   TensorView::contiguous(v.data(), DType::f8e4m3, {B, CAP, HK, D})),
+         StatusCode::unsupported,
+         "attention: k dtype f8e4m3 is not supported: the prefill reads f16 / bf16 k and v (an e4m3 KV cache is read "
+         "by decode_attention");
+}

@@ -61,7 +61,7 @@ void write_kv_cache(at::Tensor& k_cache, at::Tensor& v_cache, const at::Tensor& 
                        neox ? RopeStyle::neox : RopeStyle::gptj};
   }
   c.check(kernelkit::write_kv_cache(c(k_cache, "k_cache"), c(v_cache, "v_cache"), c(k, "k"), c(v, "v"),
-                                    c(slot_mapping, "slot_mapping"), rope, c.stream()));
+                                    c(slot_mapping, "slot_mapping"), rope, std::nullopt, std::nullopt, c.stream()));
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ struct AttentionOptions {
 //   dense:  q, out [b, s_q, h, d]; k, v [b, s_k, h_kv, d]; lse [b, h, s_q] f32 or none.
 //   varlen: q, out [total_q, h, d]; k, v [total_k, h_kv, d]; lse [h, total_q] f32 or none.
 // Any strides with stride(-1) == 1 (so [b, h, s, d] storage passes as a permuted view); on CUDA the pointers must be
-// 16-byte aligned and the other strides multiples of 8 elements (whole 16-byte rows for cp.async).
+// 16-byte aligned and the other strides multiples of 8 elements (whole 16-byte rows for cp.async). k and v are q's
+// dtype: an FP8 (e4m3) KV cache is read by decode_attention only (refused here as unsupported).
 Status attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q, const TensorView& k,
                  const TensorView& v, const AttentionOptions& options = {}, Stream stream = nullptr);
 
@@ -59,11 +60,17 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
 // vLLM, ...: read from the shape), and block_table i32 [b, max_pages] naming the pages of each sequence in order
 // (entries past a sequence's length are never read). seqlens_k i32 [b]: the valid keys of each sequence (<= capacity,
 // or <= max_pages * page_size); none means every sequence fills a contiguous cache (a paged cache requires it).
+// FP8 cache: k and v f8e4m3 (e4m3 codes, the same layouts; q and out stay f16 / bf16) with f32 dequantization scales
+// k_scale and v_scale, each [1] (per tensor) or [h_kv] (per KV head), on q's device: stored code * scale = value
+// (vLLM's and FlashInfer's k_scale / v_scale). Required with an e4m3 cache, refused with an f16 / bf16 one; used as
+// given (write_kv_cache checks them). On CUDA an e4m3 cache needs a profile with FP8 (sm_89+), head_dim a multiple of
+// 16 and 16-byte rows (strides multiples of 16 elements).
 struct KvCache {
   static constexpr int64_t kMaxPageSize = 256;
   TensorView k, v;
   std::optional<TensorView> block_table;  // set: paged
   std::optional<TensorView> seqlens_k;
+  std::optional<TensorView> k_scale = std::nullopt, v_scale = std::nullopt;  // e4m3 caches only
 };
 
 // Decode: a few query tokens per sequence (q, out [b, s_q, h, d]; the last s_q positions of each sequence when causal)
@@ -82,6 +89,10 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
 //   (padding). A slot outside [-1, rows of the cache) is never written: the CPU backend refuses the call, CUDA records
 //   it for check_errors (kernelkit/runtime.hpp; at the call in debug mode). Two tokens with one slot: one of them wins.
 //   Values are copied exactly (no rounding) unless rotated.
+//   e4m3 caches (k_cache, v_cache f8e4m3, as KvCache holds them; k and v stay f16 / bf16): k_scale and v_scale, f32 [1]
+//   or [h_kv] (KvCache's), are required, and each value (k rotated first and rounded to k's dtype with RoPE) is stored
+//   as e4m3(value / scale): the fp32 quotient rounded to nearest even, saturating at +-448 (the quantizers' rounding).
+//   A scale must be finite and > 0: the CPU backend refuses another, CUDA records it for check_errors.
 struct KvWriteRope {
   // As rotary_embedding's cache overload (kernelkit/ops/rope.hpp): q [tokens, h, d] rotated into q_out (q itself for
   // in place), k rotated on its way into k_cache; positions i32 / i64 [tokens]; cos_sin_cache [max_position, rot_dim].
@@ -92,6 +103,7 @@ struct KvWriteRope {
 };
 Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
                       const TensorView& slot_mapping, const std::optional<KvWriteRope>& rope = std::nullopt,
-                      Stream stream = nullptr);
+                      const std::optional<TensorView>& k_scale = std::nullopt,
+                      const std::optional<TensorView>& v_scale = std::nullopt, Stream stream = nullptr);
 
 }  // namespace kernelkit

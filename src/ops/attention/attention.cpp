@@ -3,6 +3,7 @@
 #include "ops/attention/attention.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -169,26 +170,75 @@ Status read_i32(const TensorView& t, Stream stream, std::vector<int32_t>* out) {
   return copy_to_host(out->data(), t.data, out->size() * sizeof(int32_t), t.device.index, stream);
 }
 
+// A head tensor of a call, for the row checks: its pointer, strides and element size (an e4m3 cache's: 1 byte).
+struct RowTensor {
+  const char* arg;
+  const void* ptr;
+  HeadStrides st;
+  int64_t elem = 2;
+};
+
 // The checks prefill, decode and write_kv_cache share: dtypes the kernels have (named by the first tensor, which fixes
 // the call's dtype), the profile's dtypes, and (CUDA) 16-byte rows.
 Status check_common(const std::string& name, DType dtype, Device device, const DeviceProfile* profile,
-                    std::initializer_list<std::pair<const char*, std::pair<const void*, HeadStrides>>> tensors) {
-  const std::string first = tensors.size() ? tensors.begin()->first : "q";
+                    std::initializer_list<RowTensor> tensors) {
+  const std::string first = tensors.size() ? tensors.begin()->arg : "q";
   if (dtype != DType::f16 && dtype != DType::bf16)
     return invalid_argument(name + ": " + first + " dtype " + dt(dtype) + " is not supported (expected f16 or bf16)");
   if (profile && device.type == DeviceType::cuda && !profile->supports(dtype))
     return unsupported(name + ": " + first + " dtype " + dt(dtype) + " " + profile->dtype_refusal(dtype));
   if (device.type == DeviceType::cuda)
-    for (const auto& [arg, t] : tensors) {
-      const auto& [ptr, st] = t;
-      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
-        return unsupported(name + ": " + arg + " must be 16-byte aligned on CUDA (the kernels copy 16-byte rows)");
-      for (int64_t s : {st.batch, st.token, st.head})
-        if (s % 8 != 0)
-          return unsupported(name + ": " + arg +
-                             " strides must be multiples of 8 elements on CUDA (16-byte rows), got " +
-                             std::to_string(s));
+    for (const RowTensor& t : tensors) {
+      if (reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0)
+        return unsupported(name + ": " + t.arg + " must be 16-byte aligned on CUDA (the kernels copy 16-byte rows)");
+      for (int64_t s : {t.st.batch, t.st.token, t.st.head})
+        if (s * t.elem % 16 != 0)
+          return unsupported(name + ": " + t.arg + " strides must be multiples of " + std::to_string(16 / t.elem) +
+                             " elements on CUDA (16-byte rows), got " + std::to_string(s));
     }
+  return Status::Ok();
+}
+
+// An e4m3 cache (`arg`: the first cache tensor) on CUDA needs a profile with FP8: the dtype refusal of the others.
+Status check_fp8_profile(const std::string& name, const char* arg, Device device, const DeviceProfile* profile) {
+  if (profile && device.type == DeviceType::cuda && !profile->supports(DType::f8e4m3))
+    return unsupported(name + ": " + arg + " dtype f8e4m3 " + profile->dtype_refusal(DType::f8e4m3));
+  return Status::Ok();
+}
+
+// The cache dtype of a call whose activations are `dtype`: the same, or f8e4m3 (e5m2 is refused as unsupported).
+Status cache_dtype(const std::string& name, const char* arg, DType cache, DType dtype, DType* out) {
+  if (is_fp8(cache) && cache != DType::f8e4m3)
+    return unsupported(name + ": " + arg + " dtype " + dt(cache) +
+                       " is not supported (an FP8 cache is f8e4m3, with its k_scale / v_scale)");
+  *out = cache == DType::f8e4m3 ? cache : dtype;
+  return Status::Ok();
+}
+
+// An e4m3 cache's scales (f32 [1] or [kv_heads] on the call's device) into *s and their counts into *nk, *nv; with
+// an f16 / bf16 cache (`fp8` false) they must be absent. `prefix`: "cache." for decode's KvCache fields.
+Status resolve_cache_scales(const Checker& c, const std::string& prefix, bool fp8, const char* cache_arg,
+                            const std::optional<TensorView>& k_scale, const std::optional<TensorView>& v_scale,
+                            int64_t kv_heads, CacheScales* s, int64_t* nk, int64_t* nv) {
+  for (const auto& [t, which, ptr, stride, count] : {std::tuple{&k_scale, "k_scale", &s->k, &s->k_stride, nk},
+                                                     std::tuple{&v_scale, "v_scale", &s->v, &s->v_stride, nv}}) {
+    const std::string arg = prefix + which;
+    if (!fp8) {
+      if (t->has_value())
+        return c.err(arg.c_str(), std::string("is for f8e4m3 caches only (") + cache_arg + " is not e4m3)");
+      continue;
+    }
+    if (!t->has_value())
+      return c.err(arg.c_str(), std::string("is required with an f8e4m3 cache (stored code * scale = value)"));
+    const TensorView& v = **t;
+    if (v.ndim != 1 || (v.size(0) != 1 && v.size(0) != kv_heads))
+      return c.err(arg.c_str(), "shape " + v.shape_string() + " must be [1] (per tensor) or [kv_heads=" +
+                                    std::to_string(kv_heads) + "] (per KV head)");
+    KK_RETURN_IF_ERROR(c.tensor(v, arg.c_str(), {{v.size(0) == 1 ? "1" : "kv_heads", v.size(0)}}, DType::f32));
+    *ptr = static_cast<const float*>(v.data);
+    *stride = v.size(0) == 1 ? 0 : v.strides[0];
+    *count = v.size(0);
+  }
   return Status::Ok();
 }
 
@@ -198,26 +248,36 @@ Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile) 
   const std::string name(op_info(a.op).name);
   KK_RETURN_IF_ERROR(
       check_common(name, a.dtype, a.device, profile,
-                   {{"q", {a.q, a.q_st}}, {"k", {a.k, a.k_st}}, {"v", {a.v, a.v_st}}, {"out", {a.out, a.o_st}}}));
+                   {{"q", a.q, a.q_st}, {"k", a.k, a.k_st}, {"v", a.v, a.v_st}, {"out", a.out, a.o_st}}));
   KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
   return check_heads(name, a.heads, a.kv_heads);
 }
 
 Status validate_kv_write(const KvWriteArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
-  return check_common(name, a.dtype, a.device, profile,
-                      {{"k", {a.k, a.k_st}},
-                       {"v", {a.v, a.v_st}},
-                       {"k_cache", {a.k_cache, a.kc_st}},
-                       {"v_cache", {a.v_cache, a.vc_st}}});
+  const auto ce = static_cast<int64_t>(dtype_size(a.cache_dtype));
+  KK_RETURN_IF_ERROR(check_common(name, a.dtype, a.device, profile,
+                                  {{"k", a.k, a.k_st},
+                                   {"v", a.v, a.v_st},
+                                   {"k_cache", a.k_cache, a.kc_st, ce},
+                                   {"v_cache", a.v_cache, a.vc_st, ce}}));
+  return a.cache_dtype != a.dtype ? check_fp8_profile(name, "k_cache", a.device, profile) : Status::Ok();
 }
 
 Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
+  const auto ce = static_cast<int64_t>(dtype_size(a.kv_dtype));
   KK_RETURN_IF_ERROR(check_common(
       name, a.dtype, a.device, profile,
-      {{"q", {a.q, a.q_st}}, {"cache.k", {a.k, a.k_st}}, {"cache.v", {a.v, a.v_st}}, {"out", {a.out, a.o_st}}}));
+      {{"q", a.q, a.q_st}, {"cache.k", a.k, a.k_st, ce}, {"cache.v", a.v, a.v_st, ce}, {"out", a.out, a.o_st}}));
   KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
+  if (a.kv_dtype != a.dtype) {
+    KK_RETURN_IF_ERROR(check_fp8_profile(name, "cache.k", a.device, profile));
+    if (a.device.type == DeviceType::cuda && a.head_dim % 16 != 0)  // the kernels copy 16 codes at a time
+      return unsupported(name +
+                         ": an e4m3 cache needs head_dim a multiple of 16 on CUDA (rows of 16-byte chunks), got " +
+                         std::to_string(a.head_dim));
+  }
   return check_heads(name, a.heads, a.kv_heads);
 }
 
@@ -231,6 +291,11 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   detail::Checker c(OpId::attention, q);
   a.dtype = q.dtype;
   a.device = q.device;
+  for (const auto& [t, arg] : {std::pair{&k, "k"}, std::pair{&v, "v"}})
+    if (is_fp8(t->dtype))
+      return unsupported(name + ": " + arg + " dtype " + detail::dt(t->dtype) +
+                         " is not supported: the prefill reads f16 / bf16 k and v (an e4m3 KV cache is read by "
+                         "decode_attention, with its k_scale / v_scale)");
   a.varlen = o.cu_seqlens_q.has_value() || o.cu_seqlens_k.has_value();
   if (o.cu_seqlens_q.has_value() != o.cu_seqlens_k.has_value())
     return c.err(o.cu_seqlens_q ? "options.cu_seqlens_k" : "options.cu_seqlens_q",
@@ -379,6 +444,9 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
       d{"head_dim", a.head_dim};
   KK_RETURN_IF_ERROR(c.tensor(q, "q", {b, sq, h, d}));
   KK_RETURN_IF_ERROR(c.tensor(out, "out", {b, sq, h, d}));
+  KK_RETURN_IF_ERROR(detail::cache_dtype(name, "cache.k", k.dtype, q.dtype, &a.kv_dtype));
+  const bool fp8 = a.kv_dtype == DType::f8e4m3;
+  const std::optional<DType> kv_dtype = fp8 ? std::optional(a.kv_dtype) : std::nullopt;  // else q's, the default
   a.paged = cache.block_table.has_value();
   if (a.paged) {
     const TensorView& bt = *cache.block_table;
@@ -394,14 +462,17 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
     a.block_table_stride = bt.strides[0];
     a.capacity = a.max_pages * a.page_size;
     const Dim np{"num_pages", a.num_pages}, ps{"page_size", a.page_size};
-    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {np, ps, hk, d}));
-    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {np, ps, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {np, ps, hk, d}, kv_dtype));
+    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {np, ps, hk, d}, kv_dtype));
   } else {
     a.capacity = k.size(1);
     const Dim cap{"capacity", a.capacity};
-    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {b, cap, hk, d}));
-    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {b, cap, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {b, cap, hk, d}, kv_dtype));
+    KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {b, cap, hk, d}, kv_dtype));
   }
+  int64_t k_scales = 0, v_scales = 0;
+  KK_RETURN_IF_ERROR(detail::resolve_cache_scales(c, "cache.", fp8, "cache.k", cache.k_scale, cache.v_scale, a.kv_heads,
+                                                  &a.scales, &k_scales, &v_scales));
   if (cache.seqlens_k) {
     KK_RETURN_IF_ERROR(c.tensor(*cache.seqlens_k, "cache.seqlens_k", {b}, DType::i32));
     KK_RETURN_IF_ERROR(c.contiguous(*cache.seqlens_k, "cache.seqlens_k"));
@@ -447,16 +518,22 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
-                                              {{&q, "q"}, {&cache.k, "cache.k"}, {&cache.v, "cache.v"},
+                                              {{&q, "q"},
+                                               {&cache.k, "cache.k"},
+                                               {&cache.v, "cache.v"},
                                                {opt(cache.block_table), "cache.block_table"},
                                                {opt(cache.seqlens_k), "cache.seqlens_k"},
-                                               {opt(o.alibi_slopes), "options.alibi_slopes"}}));
+                                               {opt(o.alibi_slopes), "options.alibi_slopes"},
+                                               {opt(cache.k_scale), "cache.k_scale"},
+                                               {opt(cache.v_scale), "cache.v_scale"}}));
   return detail::run_row_op(a, stream, detail::validate_decode, detail::decode_reference,
                             detail::decode_attention_cuda);
 }
 
 Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
-                      const TensorView& slot_mapping, const std::optional<KvWriteRope>& rope, Stream stream) {
+                      const TensorView& slot_mapping, const std::optional<KvWriteRope>& rope,
+                      const std::optional<TensorView>& k_scale, const std::optional<TensorView>& v_scale,
+                      Stream stream) {
   using detail::Dim;
   detail::KvWriteArgs a;
   const std::string name = "write_kv_cache";
@@ -477,8 +554,13 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
       n1{"dim 1", k_cache.size(1)};
   KK_RETURN_IF_ERROR(c.tensor(k, "k", {t, hk, d}));
   KK_RETURN_IF_ERROR(c.tensor(v, "v", {t, hk, d}));
-  KK_RETURN_IF_ERROR(c.tensor(k_cache, "k_cache", {n0, n1, hk, d}));
-  KK_RETURN_IF_ERROR(c.tensor(v_cache, "v_cache", {n0, n1, hk, d}));
+  KK_RETURN_IF_ERROR(detail::cache_dtype(name, "k_cache", k_cache.dtype, k.dtype, &a.cache_dtype));
+  const bool fp8 = a.cache_dtype == DType::f8e4m3;
+  const std::optional<DType> cache_dtype = fp8 ? std::optional(a.cache_dtype) : std::nullopt;  // else k's
+  KK_RETURN_IF_ERROR(c.tensor(k_cache, "k_cache", {n0, n1, hk, d}, cache_dtype));
+  KK_RETURN_IF_ERROR(c.tensor(v_cache, "v_cache", {n0, n1, hk, d}, cache_dtype));
+  KK_RETURN_IF_ERROR(detail::resolve_cache_scales(c, "", fp8, "k_cache", k_scale, v_scale, a.kv_heads, &a.scales,
+                                                  &a.k_scales, &a.v_scales));
   if (slot_mapping.dtype != DType::i32 && slot_mapping.dtype != DType::i64)
     return c.err("slot_mapping", "dtype " + detail::dt(slot_mapping.dtype) + " must be i32 or i64");
   KK_RETURN_IF_ERROR(c.tensor(slot_mapping, "slot_mapping", {t}, slot_mapping.dtype));
@@ -506,13 +588,21 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
   }
   // The CPU backend checks every slot here (before writing anything); the CUDA kernel checks them on the device and
   // records a bad one for check_errors.
-  if (a.device.type == DeviceType::cpu)
+  if (a.device.type == DeviceType::cpu) {
     for (int64_t i = 0; i < a.tokens; ++i) {
       const int64_t slot = detail::host_slot(a, i);
       if (slot < -1 || slot >= a.slots)
         return detail::device_check_error(OpId::write_kv_cache, detail::DeviceCheck::slot_mapping, i, -1, slot,
                                           a.slots);
     }
+    // The e4m3 caches' scales divide every value: finite and > 0 (CUDA records a bad one).
+    for (const auto& [scales, n, stride, check] :
+         {std::tuple{a.scales.k, a.k_scales, a.scales.k_stride, detail::DeviceCheck::k_scale},
+          std::tuple{a.scales.v, a.v_scales, a.scales.v_stride, detail::DeviceCheck::v_scale}})
+      for (int64_t i = 0; i < n; ++i)
+        if (const float s = scales[i * stride]; !(std::isfinite(s) && s > 0.0f))
+          return detail::device_check_error(OpId::write_kv_cache, check, i, -1, std::bit_cast<uint32_t>(s), 0);
+  }
   KK_RETURN_IF_ERROR(detail::check_no_overlap(
       name, {{&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {rope ? &rope->q_out : nullptr, "q_out"}},
       {{&k, "k"},
@@ -520,7 +610,9 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
        {&slot_mapping, "slot_mapping"},
        {rope ? &rope->q : nullptr, "q"},
        {rope ? &rope->positions : nullptr, "positions"},
-       {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"}},
+       {rope ? &rope->cos_sin_cache : nullptr, "cos_sin_cache"},
+       {k_scale ? &*k_scale : nullptr, "k_scale"},
+       {v_scale ? &*v_scale : nullptr, "v_scale"}},
       {{"q_out", "q"}}));
   return detail::run_op(name, a, detail::kv_write_rows(a), stream, detail::validate_kv_write,
                         detail::kv_write_reference, detail::write_kv_cache_cuda);

@@ -17,6 +17,15 @@ struct HeadStrides {
   int64_t batch = 0, token = 0, head = 0;
 };
 
+// An e4m3 KV cache's f32 scales (stored code * scale = value): KV head h's at k[h * k_stride] and v[h * v_stride]
+// (stride 0: one per tensor); null for an f16 / bf16 cache.
+struct CacheScales {
+  const float *k = nullptr, *v = nullptr;
+  int64_t k_stride = 0, v_stride = 0;
+  double k_at(int64_t h) const { return k ? static_cast<double>(k[h * k_stride]) : 1.0; }  // host memory only
+  double v_at(int64_t h) const { return v ? static_cast<double>(v[h * v_stride]) : 1.0; }
+};
+
 struct AttentionArgs {
   OpId op = OpId::attention;
   DType dtype{};
@@ -64,6 +73,10 @@ struct DecodeArgs {
   float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
   const float* alibi = nullptr;  // ALiBi slopes: head h of sequence b at alibi[b * alibi_batch + h] (none: null)
   int64_t alibi_batch = 0;
+  // The cache's element type: `dtype` (q's), or f8e4m3 with the f32 dequantization scales of KV head h at
+  // k_scale[h * k_scale_stride], v_scale[h * v_scale_stride] (stride 0: one per tensor).
+  DType kv_dtype{};
+  CacheScales scales;
 };
 
 // The first key any query of a sequence sees when its s_q queries are the last positions of its len keys: the first
@@ -102,6 +115,10 @@ struct KvWriteArgs {
   DType slot_dtype = DType::i64;
   bool rope = false;
   RopeArgs r;  // rope: q -> q_out and k rotated (r.k_out unused: k goes to the cache); r.op is this op
+  // The caches' element type: `dtype` (a copy), or f8e4m3 (quantized by `scales`, kv_heads of each when per head).
+  DType cache_dtype{};
+  CacheScales scales;
+  int64_t k_scales = 0, v_scales = 0;  // e4m3: the number of k / v scales (1 or kv_heads), each checked
 };
 
 // The (token, head) rows the op walks: with RoPE q's heads, then k's and v's (0 without heads: a no-op).

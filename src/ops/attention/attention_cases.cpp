@@ -35,6 +35,7 @@ std::string AttentionCase::name() const {
   if (window_left >= 0) os << " window " << window_left;
   if (softcap > 0) os << " softcap " << softcap;
   if (alibi) os << (alibi == 2 ? " alibi [b, h]" : " alibi");
+  if (fp8) os << (scale_per_head ? " e4m3 cache (scales per head)" : " e4m3 cache");
   return os.str();
 }
 
@@ -46,18 +47,30 @@ struct AttnData {
   HostBuffer q, k, v, out, lse;
   HostBuffer cu_q, cu_k, lens, table;  // i32
   HostBuffer alibi;                    // f32 slopes
+  HostBuffer k_scale, v_scale;         // f32: an e4m3 cache's, [1] or [h_kv]
 };
 
 struct Ptrs {
-  void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table, *alibi;
+  void *q, *k, *v, *out, *lse, *cu_q, *cu_k, *lens, *table, *alibi, *k_scale, *v_scale;
 };
 
 // The buffers of a case in Ptrs order (out and lse written, the rest read).
 std::vector<CaseBuffer> buffers(AttnData& d) {
-  return {{&d.q, Role::in},    {&d.k, Role::in},    {&d.v, Role::in},    {&d.out, Role::out},  {&d.lse, Role::out},
-          {&d.cu_q, Role::in}, {&d.cu_k, Role::in}, {&d.lens, Role::in}, {&d.table, Role::in}, {&d.alibi, Role::in}};
+  return {{&d.q, Role::in},     {&d.k, Role::in},     {&d.v, Role::in},       {&d.out, Role::out},
+          {&d.lse, Role::out},  {&d.cu_q, Role::in},  {&d.cu_k, Role::in},    {&d.lens, Role::in},
+          {&d.table, Role::in}, {&d.alibi, Role::in}, {&d.k_scale, Role::in}, {&d.v_scale, Role::in}};
 }
-Ptrs ptrs(const std::vector<void*>& p) { return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]}; }
+Ptrs ptrs(const std::vector<void*>& p) {
+  return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[10], p[11]};
+}
+
+// An e4m3 case's scale of KV head h (AttentionCase::fp8, KvWriteCase::fp8): base (1 + h / 4) per head, else base.
+double case_scale(double base, bool per_head, int64_t h) { return per_head ? base * (1.0 + h / 4.0) : base; }
+HostBuffer case_scales(double base, bool per_head, int64_t kv_heads) {
+  HostBuffer b(DType::f32, per_head ? kv_heads : 1);
+  for (int64_t h = 0; h < b.size(); ++h) b.set(h, case_scale(base, per_head, h));
+  return b;
+}
 
 HostBuffer i32_buffer(const std::vector<int64_t>& values) {
   HostBuffer b(DType::i32, static_cast<int64_t>(values.size()));
@@ -104,9 +117,42 @@ AttnData make_attention_inputs(const AttentionCase& c) {
     for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
   };
   fill(d.q, d.total_q * h * dim);
-  fill(d.k, k_rows * hk * dim);
-  fill(d.v, k_rows * hk * dim);
-  if (c.magnitude > 1)  // large logits, ordinary values: only q and k are scaled up
+  if (c.fp8 && c.op == OpId::decode_attention) {
+    // e4m3 codes of k / s and v / s, every 61st the largest and every 67th a subnormal one (AttentionCase::fp8).
+    d.k_scale = case_scales(0x1p-6 * 1.25, c.scale_per_head, hk);
+    d.v_scale = case_scales(0x1p-6 * 0.75, c.scale_per_head, hk);
+    auto codes = [&](HostBuffer& b, const HostBuffer& scales, double magnitude) {
+      b = HostBuffer(DType::f8e4m3, k_rows * hk * dim);
+      for (int64_t i = 0; i < b.size(); ++i) {
+        const double sign = (i / 61) % 2 ? -1.0 : 1.0;
+        if (i % 61 == 60)
+          b.set(i, sign * kE4m3Max);
+        else if (i % 67 == 66)
+          b.set(i, sign * std::ldexp(static_cast<double>(1 + i % 7), -9));
+        else
+          b.set(i, u(rng) / c.magnitude * magnitude / scales.get(scales.size() > 1 ? (i / dim) % hk : 0));
+      }
+    };
+    codes(d.k, d.k_scale, c.magnitude);
+    codes(d.v, d.v_scale, 1.0);
+    // The rows past each sequence's length: NaN codes, never to be read.
+    const std::vector<int64_t> table = [&] {
+      std::vector<int64_t> t(static_cast<size_t>(d.table.size()));
+      for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>(d.table.get(static_cast<int64_t>(i)));
+      return t;
+    }();
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (auto j = static_cast<int64_t>(d.lens.get(b)); j < d.capacity; ++j) {
+        const int64_t row =
+            c.paged ? table[static_cast<size_t>(b * d.max_pages + j / c.page_size)] * c.page_size + j % c.page_size
+                    : b * d.capacity + j;
+        for (int64_t i = row * hk * dim; i < (row + 1) * hk * dim; ++i) d.k.set(i, NAN), d.v.set(i, NAN);
+      }
+  } else {
+    fill(d.k, k_rows * hk * dim);
+    fill(d.v, k_rows * hk * dim);
+  }
+  if (c.magnitude > 1 && !c.fp8)  // large logits, ordinary values: only q and k are scaled up
     for (int64_t i = 0; i < d.v.size(); ++i) d.v.set(i, d.v.get(i) / c.magnitude);
   if (c.kv_pad > 0)  // the padding rows of every sequence: never part of the op's view
     for (int64_t b = 0; b < c.batch; ++b)
@@ -140,13 +186,18 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
   if (c.op == OpId::decode_attention) {
     KvCache cache;
     const int64_t S = c.s_q;
+    const DType ct = c.fp8 ? DType::f8e4m3 : t;
     if (c.paged) {
-      cache.k = TensorView::contiguous(p.k, t, {B * d.max_pages, c.page_size, hk, D}, dev);
-      cache.v = TensorView::contiguous(p.v, t, {B * d.max_pages, c.page_size, hk, D}, dev);
+      cache.k = TensorView::contiguous(p.k, ct, {B * d.max_pages, c.page_size, hk, D}, dev);
+      cache.v = TensorView::contiguous(p.v, ct, {B * d.max_pages, c.page_size, hk, D}, dev);
       cache.block_table = TensorView::contiguous(p.table, DType::i32, {B, d.max_pages}, dev);
     } else {
-      cache.k = TensorView::contiguous(p.k, t, {B, d.capacity, hk, D}, dev);
-      cache.v = TensorView::contiguous(p.v, t, {B, d.capacity, hk, D}, dev);
+      cache.k = TensorView::contiguous(p.k, ct, {B, d.capacity, hk, D}, dev);
+      cache.v = TensorView::contiguous(p.v, ct, {B, d.capacity, hk, D}, dev);
+    }
+    if (c.fp8) {
+      cache.k_scale = TensorView::contiguous(p.k_scale, DType::f32, {d.k_scale.size()}, dev);
+      cache.v_scale = TensorView::contiguous(p.v_scale, DType::f32, {d.v_scale.size()}, dev);
     }
     cache.seqlens_k = TensorView::contiguous(p.lens, DType::i32, {B}, dev);
     return decode_attention(TensorView::contiguous(p.out, t, {B, S, h, D}, dev),
@@ -216,8 +267,12 @@ CaseResult check_attention_properties(const AttentionCase& c) {
   AttnData d = make_attention_inputs(c);
   r.status = call_attention(c, d, ptrs(buffer_data(buffers(d))), Device::cpu());
   if (!r.status.ok()) return r;
-  double vmin = INFINITY, vmax = -INFINITY;
-  for (int64_t i = 0; i < d.v.size(); ++i) vmin = std::min(vmin, d.v.get(i)), vmax = std::max(vmax, d.v.get(i));
+  double vmin = INFINITY, vmax = -INFINITY;  // over every value (an e4m3 cache's dequantized; its NaN rows skipped)
+  for (int64_t i = 0; i < d.v.size(); ++i) {
+    const double x =
+        c.fp8 ? d.v.get(i) * d.v_scale.get(d.v_scale.size() > 1 ? (i / c.head_dim) % c.kv_heads : 0) : d.v.get(i);
+    if (!std::isnan(x)) vmin = std::min(vmin, x), vmax = std::max(vmax, x);
+  }
   const double slack = tolerance(c.dtype).rtol * std::max(std::fabs(vmin), std::fabs(vmax));
   const int64_t rows = d.total_q * c.heads;
   for (int64_t row = 0; row < rows; ++row) {
@@ -247,6 +302,7 @@ std::string KvWriteCase::name() const {
   if (!slots_i64) os << " i32 slots";
   if (rope)
     os << " rope " << (rope == 1 ? "neox " : "gptj ") << (rot_dim ? rot_dim : head_dim) << (q_in_place ? "" : " q_out");
+  if (fp8) os << (scale_per_head ? " e4m3 (scales per head)" : " e4m3");
   return os.str();
 }
 
@@ -255,13 +311,14 @@ namespace {
 constexpr int64_t kKvCaseMaxPosition = 4096;
 
 struct KvData {
-  HostBuffer k, v, k_cache, v_cache, slots, q, q_out, positions, table;
+  HostBuffer k, v, k_cache, v_cache, slots, q, q_out, positions, table, k_scale, v_scale;
 };
 
 std::vector<CaseBuffer> kv_buffers(KvData& d, bool q_in_place) {
   return {{&d.k, Role::in},          {&d.v, Role::in},         {&d.k_cache, Role::inout},
           {&d.v_cache, Role::inout}, {&d.slots, Role::in},     {&d.q, q_in_place ? Role::inout : Role::in},
-          {&d.q_out, Role::out},     {&d.positions, Role::in}, {&d.table, Role::in}};
+          {&d.q_out, Role::out},     {&d.positions, Role::in}, {&d.table, Role::in},
+          {&d.k_scale, Role::in},    {&d.v_scale, Role::in}};
 }
 
 KvData make_kv_inputs(const KvWriteCase& c) {
@@ -277,6 +334,18 @@ KvData make_kv_inputs(const KvWriteCase& c) {
   fill(d.v, c.tokens * row);
   fill(d.k_cache, c.blocks * c.block * row);
   fill(d.v_cache, c.blocks * c.block * row);
+  if (c.fp8) {  // magnitudes 2^-20 .. 2, either sign; e4m3 caches of codes in [-1, 1] (KvWriteCase::fp8)
+    std::uniform_real_distribution<double> e(-20.0, 1.0);
+    for (HostBuffer* b : {&d.k, &d.v})
+      for (int64_t i = 0; i < b->size(); ++i) b->set(i, std::copysign(std::exp2(e(rng)), u(rng)));
+    for (HostBuffer* b : {&d.k_cache, &d.v_cache}) {
+      HostBuffer codes(DType::f8e4m3, b->size());
+      for (int64_t i = 0; i < b->size(); ++i) codes.set(i, b->get(i));
+      *b = codes;
+    }
+    d.k_scale = case_scales(0x1p-8 * 1.25, c.scale_per_head, c.kv_heads);
+    d.v_scale = case_scales(0x1p-8 * 0.75, c.scale_per_head, c.kv_heads);
+  }
   std::vector<int64_t> perm(static_cast<size_t>(c.blocks * c.block));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
@@ -308,18 +377,28 @@ Status call_kv_write(const KvWriteCase& c, const std::vector<void*>& p, Device d
                        TensorView::contiguous(p[8], DType::f32, {kKvCaseMaxPosition, c.rot_dim ? c.rot_dim : D}, dev),
                        c.rope == 1 ? RopeStyle::neox : RopeStyle::gptj};
   }
-  return write_kv_cache(TensorView::contiguous(p[2], t, {c.blocks, c.block, hk, D}, dev),
-                        TensorView::contiguous(p[3], t, {c.blocks, c.block, hk, D}, dev),
-                        TensorView::contiguous(p[0], t, {T, hk, D}, dev),
-                        TensorView::contiguous(p[1], t, {T, hk, D}, dev),
-                        TensorView::contiguous(p[4], c.slots_i64 ? DType::i64 : DType::i32, {T}, dev), rope);
+  const DType ct = c.fp8 ? DType::f8e4m3 : t;
+  std::optional<TensorView> k_scale, v_scale;
+  if (c.fp8) {
+    const int64_t n = c.scale_per_head ? hk : 1;
+    k_scale = TensorView::contiguous(p[9], DType::f32, {n}, dev);
+    v_scale = TensorView::contiguous(p[10], DType::f32, {n}, dev);
+  }
+  return write_kv_cache(
+      TensorView::contiguous(p[2], ct, {c.blocks, c.block, hk, D}, dev),
+      TensorView::contiguous(p[3], ct, {c.blocks, c.block, hk, D}, dev),
+      TensorView::contiguous(p[0], t, {T, hk, D}, dev), TensorView::contiguous(p[1], t, {T, hk, D}, dev),
+      TensorView::contiguous(p[4], c.slots_i64 ? DType::i64 : DType::i32, {T}, dev), rope, k_scale, v_scale);
 }
 
-// Every element of got against want, bit for bit (copies).
+// Every element of got against want, bit for bit (copies; 1-byte codes compared as bytes, so +0 and -0 differ).
 void compare_exact(const char* label, const HostBuffer& got, const HostBuffer& want, CaseResult* r) {
+  const bool bytes = dtype_size(want.dtype()) == 1;
   for (int64_t i = 0; i < want.size(); ++i) {
     ++r->checked;
-    if (got.get(i) == want.get(i)) continue;
+    if (bytes ? static_cast<const uint8_t*>(got.data())[i] == static_cast<const uint8_t*>(want.data())[i]
+              : got.get(i) == want.get(i))
+      continue;
     ++r->mismatches;
     if (r->detail.size() < 400)
       r->detail += std::string("  ") + label + "[" + std::to_string(i) + "] = " + std::to_string(got.get(i)) +
@@ -335,7 +414,12 @@ CaseResult run_kv_write_case_cuda(const KvWriteCase& c, int device) {
       [&](const KvData&, const std::vector<void*>& p, Device dev) { return call_kv_write(c, p, dev); },
       [&](const KvData& got, const KvData& want, CaseResult* r) {
         const int64_t row = c.kv_heads * c.head_dim;
-        if (c.rope) {  // rotated: fp32 math against fp64, one rounding
+        if (c.rope && c.fp8) {  // rotated k one T ulp apart at most: its code one e4m3 step
+          for (int64_t i = 0; i < want.k_cache.size(); ++i) {
+            const double g = got.k_cache.get(i), w = want.k_cache.get(i);
+            check_element(r, "k_cache", g, w, e4m3_spacing(std::max(std::fabs(g), std::fabs(w))), i / row, i % row);
+          }
+        } else if (c.rope) {  // rotated: fp32 math against fp64, one rounding
           compare_outputs("k_cache", got.k_cache, want.k_cache, c.blocks * c.block, row, row, r);
           const HostBuffer& gq = c.q_in_place ? got.q : got.q_out;
           compare_outputs("q_out", gq, c.q_in_place ? want.q : want.q_out, c.tokens, c.heads * c.head_dim,
@@ -372,11 +456,18 @@ CaseResult check_kv_write_properties(const KvWriteCase& c) {
   }
   const int64_t row = c.kv_heads * c.head_dim;
   HostBuffer k_cache_want = old.k_cache, v_cache_want = old.v_cache;
+  // The value x of element i of a row as the cache holds it: x, or its e4m3 code at its head's scale (by the
+  // format's definition: fp32(x / s) to nearest even, saturating).
+  auto code = [&](double x, const HostBuffer& scales, int64_t i) {
+    if (!c.fp8) return x;
+    const double s = scales.get(scales.size() > 1 ? i / c.head_dim : 0);
+    return static_cast<double>(e4m3_bits_to_float(float_to_e4m3_bits(static_cast<float>(x / s), true)));
+  };
   for (int64_t t = 0; t < c.tokens; ++t) {
     const auto slot = static_cast<int64_t>(d.slots.get(t));
     for (int64_t i = 0; slot >= 0 && i < row; ++i) {
-      k_cache_want.set(slot * row + i, k_want.get(t * row + i));
-      v_cache_want.set(slot * row + i, old.v.get(t * row + i));
+      k_cache_want.set(slot * row + i, code(k_want.get(t * row + i), old.k_scale, i));
+      v_cache_want.set(slot * row + i, code(old.v.get(t * row + i), old.v_scale, i));
     }
   }
   compare_exact("k_cache", d.k_cache, k_cache_want, &r);

@@ -16,7 +16,8 @@ namespace kernelkit::testing {
 //   attention: dense [b, s, h, d] (bhsd: stored [b, h, s, d] and passed through strides), or varlen: `batch` packed
 //     sequences, the odd ones shorter (s_q / 2 queries, s_k / 2 + 1 keys: an empty query sequence when s_q = 1).
 //   decode_attention: q [b, s_q, h, d] against a cache of capacity s_k rounded up to a page (+ one page); sequence i
-//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of page_size.
+//     holds s_k * (b - i) / b keys; paged: the same rows in shuffled pages of page_size. fp8: an e4m3 cache (see
+//     fp8 below).
 struct AttentionCase {
   OpId op = OpId::attention;
   DType dtype = DType::f16;
@@ -37,6 +38,12 @@ struct AttentionCase {
   // options.alibi_slopes: 0 none; 1 [heads], head h's slope 2^(-8 (h + 1) / heads) (BLOOM's); 2 [batch, heads], that
   // times (1 + b) for sequence b
   int alibi = 0;
+  // decode_attention: an e4m3 cache. Codes of v / s uniform in [-1, 1] (q and k scaled by magnitude), with every 61st
+  // code the largest (+-448) and every 67th a subnormal one (+-1..7 x 2^-9); scales k_scale = 2^-6 x 1.25,
+  // v_scale = 2^-6 x 0.75 per tensor, or per KV head h those times (1 + h / 4) (scale_per_head); the rows past each
+  // sequence's length hold NaN codes (0x7f), which no kernel may let reach an output.
+  bool fp8 = false;
+  bool scale_per_head = false;
   std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16 alibi"
 };
 // On CUDA device `device` vs the fp64 CPU reference from the same inputs: every element of out and lse.
@@ -57,12 +64,18 @@ struct KvWriteCase {
   bool slots_i64 = true;
   bool q_in_place = true;
   uint64_t seed = 1;
-  std::string name() const;  // "write_kv_cache f16 tokens 7 h 8/2 d 128 cache [4, 16] rope neox 64 q_out"
+  // e4m3 caches: k and v of magnitudes 2^-20 to 2 (log-uniform, either sign) at scales 2^-8 x 1.25 (k) and 2^-8 x
+  // 0.75 (v), or per KV head those times (1 + h / 4): codes saturating at 448, normal and subnormal ones, and zeros.
+  bool fp8 = false;
+  bool scale_per_head = false;
+  std::string name() const;  // "write_kv_cache f16 tokens 7 h 8/2 d 128 cache [4, 16] rope neox 64 q_out e4m3"
 };
-// On CUDA vs the CPU backend on the same inputs: every element of both caches (bit-exact without RoPE) and of q_out.
+// On CUDA vs the CPU backend on the same inputs: every element of both caches (bit-exact without RoPE: e4m3 codes
+// byte for byte) and of q_out. With RoPE the rotated k rows take the table's bound, or, quantized, one e4m3 step.
 CaseResult run_kv_write_case_cuda(const KvWriteCase& c, int device = 0);
-// CPU backend self-check: each slot holds its token's v bits and k bits (RoPE: rotary_embedding's k on the CPU),
-// every other cache row its old bits, and q_out rotary_embedding's q.
+// CPU backend self-check: each slot holds its token's v bits and k bits (RoPE: rotary_embedding's k on the CPU; e4m3:
+// their codes e4m3(fp32(x / scale)), nearest even, saturating), every other cache row its old bits, and q_out
+// rotary_embedding's q.
 CaseResult check_kv_write_properties(const KvWriteCase& c);
 
 // The family's verify cases (testing/cases.hpp): one token, GQA 4 and 8, s_q < s_k and s_q > s_k, head_dim 64 and

@@ -66,6 +66,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
+  if (a.kv_dtype != a.dtype) return unsupported("decode_attention: e4m3 caches have no CUDA kernels yet");
   KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
   if (a.batch * a.kv_heads > 65535)
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +

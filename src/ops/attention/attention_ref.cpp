@@ -1,8 +1,10 @@
 // CPU reference of attention and decode_attention: fp64 throughout, exact max subtraction, one rounding per output.
 // Per (sequence, KV head) the visible K and V rows are converted to double once and shared by the query heads of the
 // group (the reference is also the oracle for 4097-token GPU cases, so it must not be needlessly slow); a head too
-// long for that (a paged cache of 2^31 keys) is walked in chunks, in bounded memory, to the same bits.
-// write_kv_cache's: RoPE by the rope family's reference, exact row copies into the slots.
+// long for that (a paged cache of 2^31 keys) is walked in chunks, in bounded memory, to the same bits. An e4m3 cache
+// is dequantized exactly on the way: code * scale in double (a 4-bit significand times a 24-bit one).
+// write_kv_cache's: RoPE by the rope family's reference, exact row copies into the slots, or into e4m3 caches the
+// quantizers' codes (quantize_byte: e4m3 of the fp32 quotient value / scale).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "ops/attention/attention.hpp"
+#include "ops/quant/quant.hpp"
 
 namespace kernelkit::detail {
 namespace {
@@ -75,12 +78,14 @@ KeySpan visible_keys(bool causal, int64_t window, int64_t i, int64_t s_q, int64_
 // Query rows of one (sequence, KV head): every query head of the group and every query token; writes out and lse.
 // The group's K and V as doubles when they fit in `max_kv_bytes`; else chunks of keys in two passes (every row's max
 // first, then the sums), which computes the same values in the same order, bit for bit, in bounded memory.
+// K and V hold kv_dtype (dtype, or f8e4m3 codes), dequantized as value * k_scale / v_scale (1 unless e4m3: exact).
 template <typename KeyOffset>
 void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, const HeadStrides& os, float* lse,
-                  int64_t lse_batch, int64_t lse_head, const void* k, const HeadStrides& ks, const void* v,
-                  const HeadStrides& vs, KeyOffset key_row, int64_t b, int64_t q_start, int64_t s_q, int64_t s_k,
-                  int64_t kvh, int64_t group, int64_t d, double scale, bool causal, int64_t window, double softcap,
-                  const float* alibi, int64_t alibi_batch, size_t max_kv_bytes) {
+                  int64_t lse_batch, int64_t lse_head, DType kv_dtype, const void* k, const HeadStrides& ks,
+                  const void* v, const HeadStrides& vs, double k_scale, double v_scale, KeyOffset key_row, int64_t b,
+                  int64_t q_start, int64_t s_q, int64_t s_k, int64_t kvh, int64_t group, int64_t d, double scale,
+                  bool causal, int64_t window, double softcap, const float* alibi, int64_t alibi_batch,
+                  size_t max_kv_bytes) {
   // Query head g of the group, token t: its scoring (the ALiBi slope of its head and sequence).
   auto row_score = [&](int64_t g, int64_t t) {
     const double slope = alibi ? static_cast<double>(alibi[b * alibi_batch + kvh * group + g]) : 0.0;
@@ -96,8 +101,8 @@ void attend_group(DType dtype, const void* q, const HeadStrides& qs, void* out, 
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t i = 0; i < d; ++i) {
         const auto at = static_cast<size_t>((j - j0) * d + i);
-        kv->k[at] = load_as_double(k, dtype, key_row(ks, j) + kvh * ks.head + i);
-        if (with_v) kv->v[at] = load_as_double(v, dtype, key_row(vs, j) + kvh * vs.head + i);
+        kv->k[at] = load_as_double(k, kv_dtype, key_row(ks, j) + kvh * ks.head + i) * k_scale;
+        if (with_v) kv->v[at] = load_as_double(v, kv_dtype, key_row(vs, j) + kvh * vs.head + i) * v_scale;
       }
   };
   auto query = [&](int64_t g, int64_t t, double* qr) {
@@ -200,9 +205,9 @@ Status attention_reference(const AttentionArgs& a) {
     const int64_t s_q = a.varlen ? a.cu_q[b + 1] - q0 : a.s_q, s_k = a.varlen ? a.cu_k[b + 1] - k0 : a.s_k;
     auto key_row = [&](const HeadStrides& st, int64_t j) { return b * st.batch + (k0 + j) * st.token; };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
-      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
-                   a.alibi, a.alibi_batch, max_kv_bytes);
+      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.dtype, a.k, a.k_st, a.v,
+                   a.v_st, 1.0, 1.0, key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left,
+                   a.softcap, a.alibi, a.alibi_batch, max_kv_bytes);
   }
   return Status::Ok();
 }
@@ -219,15 +224,16 @@ Status decode_reference(const DecodeArgs& a) {
       return page * st.batch + (j % a.page_size) * st.token;
     };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
-      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.k, a.k_st, a.v, a.v_st,
-                   key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left, a.softcap,
-                   a.alibi, a.alibi_batch, max_kv_bytes);
+      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.heads * a.s_q, a.s_q, a.kv_dtype, a.k, a.k_st, a.v,
+                   a.v_st, a.scales.k_at(kvh), a.scales.v_at(kvh), key_row, b, 0, a.s_q, s_k, kvh, group, a.head_dim,
+                   a.scale, a.causal, a.window_left, a.softcap, a.alibi, a.alibi_batch, max_kv_bytes);
   }
   return Status::Ok();
 }
 
 Status kv_write_reference(const KvWriteArgs& a) {
-  // k rotated first (rope: into a contiguous copy, by the rope family's reference), then k and v rows copied exactly.
+  // k rotated first (rope: into a contiguous copy, by the rope family's reference, rounded to k's dtype), then k and v
+  // rows copied exactly, or each value quantized into an e4m3 cache by its head's scale.
   const size_t e = dtype_size(a.dtype), row = static_cast<size_t>(a.head_dim) * e;
   const void* k = a.k;
   HeadStrides k_st = a.k_st;
@@ -242,17 +248,27 @@ Status kv_write_reference(const KvWriteArgs& a) {
     k = rotated.data();
     k_st = {0, r.ko_tok, r.ko_head};
   }
-  auto src = [e](const void* base, int64_t elem) { return static_cast<const unsigned char*>(base) + elem * e; };
-  auto dst = [e](void* base, int64_t elem) { return static_cast<unsigned char*>(base) + elem * e; };
+  const bool fp8 = a.cache_dtype != a.dtype;
+  // Row (token t, head h) of k or v into `cache` at element offset `at`: copied, or as e4m3 codes at `scale`.
+  auto put = [&](void* cache, int64_t at, const void* x, int64_t from, double scale) {
+    if (!fp8) {
+      std::memcpy(static_cast<unsigned char*>(cache) + at * static_cast<int64_t>(e),
+                  static_cast<const unsigned char*>(x) + from * static_cast<int64_t>(e), row);
+      return;
+    }
+    auto* codes = static_cast<uint8_t*>(cache) + at;
+    for (int64_t i = 0; i < a.head_dim; ++i)
+      codes[i] = quantize_byte(load_as_double(x, a.dtype, from + i), static_cast<float>(scale), true);
+  };
   for (int64_t t = 0; t < a.tokens; ++t) {
     const int64_t slot = host_slot(a, t);  // in [-1, slots): checked by write_kv_cache
     if (slot < 0) continue;
     const int64_t blk = slot / a.block, in = slot % a.block;
     for (int64_t h = 0; h < a.kv_heads; ++h) {
-      std::memcpy(dst(a.k_cache, blk * a.kc_st.batch + in * a.kc_st.token + h * a.kc_st.head),
-                  src(k, t * k_st.token + h * k_st.head), row);
-      std::memcpy(dst(a.v_cache, blk * a.vc_st.batch + in * a.vc_st.token + h * a.vc_st.head),
-                  src(a.v, t * a.v_st.token + h * a.v_st.head), row);
+      put(a.k_cache, blk * a.kc_st.batch + in * a.kc_st.token + h * a.kc_st.head, k, t * k_st.token + h * k_st.head,
+          a.scales.k_at(h));
+      put(a.v_cache, blk * a.vc_st.batch + in * a.vc_st.token + h * a.vc_st.head, a.v,
+          t * a.v_st.token + h * a.v_st.head, a.scales.v_at(h));
     }
   }
   return Status::Ok();

@@ -145,6 +145,7 @@ Status launch_kv_write(const detail::KvWriteArgs& a, detail::DeviceErrorRecord* 
 namespace kernelkit::detail {
 
 Status write_kv_cache_cuda(const KvWriteArgs& a, Stream stream) {
+  if (a.cache_dtype != a.dtype) return unsupported("write_kv_cache: e4m3 caches have no CUDA kernel yet");
   const int64_t rows = detail::kv_write_rows(a);
   if (rows >= (int64_t{1} << 31))  // the kernel indexes (token, head) rows in 32 bits
     return unsupported("write_kv_cache: tokens x (heads + 2 kv_heads) = " + std::to_string(rows) +

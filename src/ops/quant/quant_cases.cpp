@@ -352,9 +352,7 @@ void compare_quantized(const HostBuffer& q_got, const HostBuffer& s_got, const H
   const bool fp8 = q_want.dtype() == DType::f8e4m3;
   const double qmax = detail::code_max(fp8);
   // The distance from code value v to its neighbours: 1 (int8), or e4m3's spacing at |v| (2^-9 below 2^-6).
-  auto step = [&](double v) {
-    return fp8 ? std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(v), 1e-30)), -6) - 3) : 1.0;
-  };
+  auto step = [&](double v) { return fp8 ? e4m3_spacing(v) : 1.0; };
   for (int64_t row = 0; row < rows; ++row) {
     const double sg = s_got.get(static_scale ? 0 : row), sw = s_want.get(static_scale ? 0 : row);
     if (!static_scale) {
