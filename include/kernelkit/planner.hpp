@@ -103,9 +103,12 @@ struct DecodePlan {
 };
 // `rows` = query rows per KV head (heads / kv_heads x s_q), `rows_all` = every output row (batch x s_q x heads, sizes
 // the workspace), `capacity` = the most keys a sequence can hold. `resident_blocks` > 0: the blocks per SM the
-// compiled kernel really gets (the occupancy API; its registers), which caps shared memory's estimate.
+// compiled kernel really gets (the occupancy API; its registers), which caps shared memory's estimate. `cache_dtype`:
+// the K/V cache's element type, f16 / bf16 or f8e4m3 (an e4m3 cache: tiles of the same bytes, so the tensor-core
+// kernel's hold twice the keys; the CUDA-core kernel's keep their keys at half the bytes, in 4 stages instead of 2).
 Status plan_decode(const DeviceProfile& profile, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
-                   int64_t rows_all, int64_t capacity, DecodePlan* out, int resident_blocks = 0);
+                   int64_t rows_all, int64_t capacity, DecodePlan* out, int resident_blocks = 0,
+                   DType cache_dtype = DType::f16);
 
 // Blocks of `threads` threads using `smem` bytes and `regs` registers per thread that fit on one SM of the profile.
 int blocks_per_sm(const DeviceProfile& profile, int threads, int64_t smem, int regs);

@@ -232,6 +232,10 @@ Status check_dtype_code(DType dtype, int device, std::string_view op) {
     return unsupported(std::string(op) + ": bf16 is not supported: the kernels running on cuda:" +
                        std::to_string(device) + " were built for sm_" + std::to_string(arch) +
                        " (no bf16 code); use f16");
+  if (is_fp8(dtype) && arch > 0 && arch < 89)
+    return unsupported(std::string(op) + ": " + std::string(dtype_name(dtype)) +
+                       " is not supported: the kernels running on cuda:" + std::to_string(device) +
+                       " were built for sm_" + std::to_string(arch) + " (no FP8 code)");
   return Status::Ok();
 }
 

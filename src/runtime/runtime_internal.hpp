@@ -66,6 +66,7 @@ Status prepare_launch(OpId op, DType dtype, int device, const OpShape& shape,
                       DeviceProfile* profile, LaunchPlan* plan);
 
 // bf16 needs code compiled for sm_80+; a binary whose code for this device is sm_75 has none (KK_DEVICE_HAS_BF16).
+// FP8 storage read by kernels that trap below sm_89 (an e4m3 KV cache: KK_DEVICE_HAS_FP8) needs code for sm_89+.
 Status check_dtype_code(DType dtype, int device, std::string_view op);
 
 // The element types a family's kernels are compiled for.

@@ -31,6 +31,13 @@ void expect_attention(const AttentionCase& c) {
   kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(c, 0), c.dtype, c.name());
 }
 
+// Whether the active profile runs e4m3 caches; where it does not, a case must come back unsupported (the dtype
+// refusal), which is checked here, and the caller skips.
+bool fp8_cache_runs(const kernelkit::testing::CaseResult& r, const std::string& name) {
+  if (kernelkit::testing::case_profile().supports(DType::f8e4m3)) return true;
+  EXPECT_EQ(r.status.code(), StatusCode::unsupported) << name << ": " << r.status.to_string();
+  return false;
+}
 
 // Lengths 1, 7, 127, 1000, 4097 with GQA 1, 4, 8, s_q < s_k and s_q > s_k, for one (dtype, head_dim, mask).
 void expect_grid(DType dt, int d, bool causal) {
@@ -184,6 +191,69 @@ TEST_P(DecodeGrid, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
+                                            ::testing::Bool()));
+
+// e4m3 caches (KvCache k_scale / v_scale, per tensor and per KV head in turn) through both decode kernels, paged and
+// contiguous, with the planner's alternatives (stages, split counts) and a window, soft-cap and ALiBi; the reference
+// decodes the dequantized cache in fp64. Profiles without FP8 (a100, t4) must refuse every case, and skip.
+class DecodeGridFp8 : public ::testing::TestWithParam<DecodeParam> {};
+
+TEST_P(DecodeGridFp8, MatchesReference) {
+  const auto [dt, paged, tc] = GetParam();
+  struct Fp8Shape {
+    int64_t batch, s_q, s_k, heads, kv_heads, d;
+    bool causal;
+    const char* tune;  // appended to decode_tc
+  };
+  const std::vector<Fp8Shape> shapes = {
+      {2, 1, 1, 8, 8, 128, false, ""},
+      {3, 1, 7, 8, 2, 128, false, ""},
+      {2, 1, 127, 8, 1, 64, false, ""},
+      {2, 4, 1000, 8, 1, 128, true, ""},
+      {1, 1, 4097, 32, 1, 128, false, ""},
+      {3, 1, 4097, 4, 4, 256, false, ""},
+      {2, 3, 300, 8, 2, 128, true, ""},
+      {2, 1, 300, 6, 2, 64, false, ""},
+      {2, 1, 4097, 32, 8, 128, false, ",decode_splits=1"},
+      {3, 2, 1000, 8, 2, 64, true, ",decode_splits=7"},
+      {2, 1, 1000, 8, 2, 128, false, ",decode_stages=2"},
+  };
+  uint64_t seed = 501;
+  bool per_head = false;
+  for (const Fp8Shape& s : shapes) {
+    if (tc && s.d > 128) continue;
+    const std::string tune = std::string(tc ? "decode_tc=1" : "decode_tc=0") + s.tune;
+    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune.c_str());
+    AttentionCase c{OpId::decode_attention,
+                    dt,
+                    s.batch,
+                    s.s_q,
+                    s.s_k,
+                    s.heads,
+                    s.kv_heads,
+                    s.d,
+                    s.causal,
+                    false,
+                    false,
+                    paged,
+                    1.0,
+                    seed++};
+    c.fp8 = true;
+    c.scale_per_head = per_head = !per_head;
+    const auto r = kernelkit::testing::run_attention_case_cuda(c, 0);
+    if (!fp8_cache_runs(r, c.name()))
+      GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
+    kernelkit::testing::expect_case(r, dt, c.name() + " " + tune);
+  }
+  // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi.
+  AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
+  m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;
+  const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
+  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(m, 0), dt, m.name());
+}
+
+INSTANTIATE_TEST_SUITE_P(Caches, DecodeGridFp8,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
                                             ::testing::Bool()));
 
@@ -517,3 +587,35 @@ TEST_P(WriteKvCacheGpu, MatchesTheCpuBackend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, WriteKvCacheGpu, ::testing::Values(DType::f16, DType::bf16));
+
+// ---- e4m3 KV caches (KvCache k_scale / v_scale): skipped on profiles without FP8, where they must be refused
+
+// write_kv_cache into e4m3 caches: codes byte for byte against the CPU backend (the quantizers' rounding: saturating,
+// subnormal and zero codes), with RoPE neox / gptj (partial), scales per tensor and per head, i32 / i64 slots,
+// pages of 1 and 16, many tokens and one; with RoPE the rotated k may round one T ulp apart (its code one e4m3
+// step).
+TEST_P(WriteKvCacheGpu, E4m3CachesMatchTheCpuBackend) {
+  using kernelkit::testing::KvWriteCase;
+  const DType dt = GetParam();
+  uint64_t seed = 151;
+  const KvWriteCase cases[] = {
+      {dt, 1000, 8, 2, 128, 64, 16, 0, 0, true, true, seed++},
+      {dt, 300, 8, 8, 64, 3, 128, 0, 0, false, true, seed++},
+      {dt, 70, 4, 4, 256, 100, 1, 0, 0, true, true, seed++},
+      {dt, 1000, 32, 8, 128, 64, 16, 1, 0, true, true, seed++},
+      {dt, 129, 8, 2, 128, 16, 16, 2, 64, true, false, seed++},
+      {dt, 65, 16, 2, 80, 8, 16, 1, 32, true, true, seed++},
+      {dt, 33, 4, 1, 96, 4, 16, 2, 8, false, true, seed++},
+      {dt, 1, 32, 8, 128, 1, 16, 1, 0, true, true, seed++},
+  };
+  bool per_head = false;
+  for (KvWriteCase c : cases) {
+    c.fp8 = true;
+    c.scale_per_head = per_head = !per_head;
+    SCOPED_TRACE(c.name());
+    const auto r = kernelkit::testing::run_kv_write_case_cuda(c);
+    if (!fp8_cache_runs(r, c.name()))
+      GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
+    kernelkit::testing::expect_case(r, dt, c.name());
+  }
+}

@@ -1,5 +1,6 @@
 // Host entries of attention and decode_attention on CUDA: device checks, the tile / decode plan of the active profile,
-// dtype dispatch (f16 and bf16; the kernels for each dtype are compiled in their own files).
+// dtype dispatch (f16 and bf16, and for decode f16 / bf16 or e4m3 caches; the kernels for each are compiled in their
+// own files).
 #include <limits>
 #include <string>
 
@@ -14,6 +15,9 @@ extern template Status launch_flash_prefill<__half>(const detail::AttentionArgs&
 extern template Status launch_flash_prefill<__nv_bfloat16>(const detail::AttentionArgs&, const TilePlan&, cudaStream_t);
 extern template Status launch_decode<__half>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
 extern template Status launch_decode<__nv_bfloat16>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+extern template Status launch_decode<__half, true>(const detail::DecodeArgs&, const DeviceProfile&, cudaStream_t);
+extern template Status launch_decode<__nv_bfloat16, true>(const detail::DecodeArgs&, const DeviceProfile&,
+                                                          cudaStream_t);
 
 namespace {
 // The kernels index tokens and grid dimensions in 32 bits.
@@ -66,7 +70,6 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
-  if (a.kv_dtype != a.dtype) return unsupported("decode_attention: e4m3 caches have no CUDA kernels yet");
   KK_RETURN_IF_ERROR(cuda::check_limits("decode_attention", {{"capacity", a.capacity}, {"s_q", a.s_q}}));
   if (a.batch * a.kv_heads > 65535)
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
@@ -81,8 +84,15 @@ Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {
                                            {a.lse, "lse"},
                                            {a.block_table, "cache.block_table"},
                                            {a.seqlens, "cache.seqlens_k"},
-                                           {a.alibi, "options.alibi_slopes"}},
+                                           {a.alibi, "options.alibi_slopes"},
+                                           {a.scales.k, "cache.k_scale"},
+                                           {a.scales.v, "cache.v_scale"}},
                                           &guard, &prof));
+  if (a.kv_dtype != a.dtype) {  // an e4m3 cache: its kernels trap below sm_89
+    KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.kv_dtype, a.device.index, "decode_attention"));
+    return cuda::dispatch_half("decode_attention", a.dtype,
+                               [&](auto tag) { return cuda::launch_decode<decltype(tag), true>(a, prof, stream); });
+  }
   return cuda::dispatch_half("decode_attention", a.dtype,
                              [&](auto tag) { return cuda::launch_decode<decltype(tag)>(a, prof, stream); });
 }

@@ -130,10 +130,15 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
 }
 
 Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64_t kv_heads, int64_t rows,
-                   int64_t rows_all, int64_t capacity, DecodePlan* p, int resident_blocks) {
+                   int64_t rows_all, int64_t capacity, DecodePlan* p, int resident_blocks, DType cache_dtype) {
   *p = DecodePlan{};
   if (head_dim != 64 && head_dim != 128 && head_dim != 256)
     return invalid_argument("decode plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+  if (cache_dtype != DType::f16 && cache_dtype != DType::bf16 && cache_dtype != DType::f8e4m3)
+    return invalid_argument("decode plan: the cache dtype must be f16, bf16 or f8e4m3, got " +
+                            std::string(dtype_name(cache_dtype)));
+  const bool fp8 = cache_dtype == DType::f8e4m3;
+  const int64_t kv_bytes = static_cast<int64_t>(dtype_size(cache_dtype));
   // Tensor cores wherever the variant has a kernel (head_dim 64 and 128): see kDecodeTcTileKeys for the measurement.
   int tc = head_dim <= 128 ? 1 : 0;
   KK_RETURN_IF_ERROR(tune_value("decode_tc", 0, 1, &tc));
@@ -141,19 +146,25 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
     return unsupported("decode plan: the tensor-core variant (decode_tc=1) has head_dim 64 and 128 only, got " +
                        std::to_string(head_dim));
   p->tensor_cores = tc == 1;
-  const int warp_tile_keys = p->tensor_cores ? kDecodeTcTileKeys : kDecodeWarpTileElems / head_dim;
+  // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys.
+  const int warp_tile_keys =
+      p->tensor_cores ? (fp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
   p->block_n = warp_tile_keys * (kDecodeThreads / 32);
   const int64_t r = std::max<int64_t>(rows, 1);
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
   p->row_groups = ceil_div(r, p->rows_per_block);
-  // Shared memory: `stages` K and V tiles per warp (2-byte elements), reused after the loop for the warps' merge
-  // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages).
+  // Shared memory: `stages` K and V tiles per warp (kv_bytes elements), reused after the loop for the warps' merge
+  // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages); the
+  // CUDA-core kernel's e4m3 tiles (half the bytes) take kDecodeMaxStages, the same shared memory and bytes in flight.
   const int64_t warps = kDecodeThreads / 32;
   const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
-  auto smem_for = [&](int stages) { return std::max(warps * stages * 2 * warp_tile_keys * head_dim * 2, merge); };
-  if (blocks_per_sm(prof, kDecodeThreads, smem_for(2), 0) == 0)
+  auto smem_for = [&](int stages) {
+    return std::max(warps * stages * 2 * warp_tile_keys * head_dim * kv_bytes, merge);
+  };
+  const int default_stages = fp8 && !p->tensor_cores ? kDecodeMaxStages : 2;
+  if (blocks_per_sm(prof, kDecodeThreads, smem_for(default_stages), 0) == 0)
     return unsupported("decode plan: a decode block does not fit profile " + prof.key);
-  p->stages = 2;
+  p->stages = default_stages;
   KK_RETURN_IF_ERROR(tune_value("decode_stages", 2, kDecodeMaxStages, &p->stages));
   if (smem_for(p->stages) > prof.smem_per_block_optin)
     return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " needs " +

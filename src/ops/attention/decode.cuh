@@ -13,9 +13,13 @@
 //   lse = log sum_s exp(lse_s), o = sum_s exp(lse_s - lse) o_s.
 //   decode_tc_kernel, the planner's choice at head_dim 64 and 128, does a warp's tile on tensor cores instead (see
 //   there); the CUDA-core decode_kernel described above is then the head_dim-256 path and decode_tc=0's.
-// Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split; FLOPs: 4 d per (query row, key).
+//   e4m3 caches (kFp8, sm_89+: the variants trap below it): both kernels copy the codes as they are and convert them
+//   in registers, exactly (every e4m3 value is an f16 and a bf16); the scales are folded (see DecodeParams::k_scale).
+// Bytes: E (2 b s_k h_kv d [k, v] + 2 b s_q h d [q, o]) + partials when split (e4m3 caches: 1 byte a K/V element);
+// FLOPs: 4 d per (query row, key).
 #pragma once
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,21 +62,68 @@ struct DecodeParams {
   int chunks;       // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                     // attention_kernel_head_dim: the others are zeros in q and the K/V tiles and never stored)
   AlibiSlopes alibi;
+  // e4m3 caches (the kFp8 kernels; k and v above point at 1-byte codes): KV head h's f32 scales (stored code * scale
+  // = value) at k_scale[h * ks_stride] and v_scale[h * vs_stride]. Both are folded rather than multiplied into each
+  // code: q k = (q . code) k_scale, so K's scale joins the softmax scale (score.scale_in) once a block, and
+  // sum_j p_j v_j = v_scale sum_j p_j code_j, so V's scales the output (and a split's partial O) once a row. That
+  // costs no instruction a code, and the tensor cores then multiply the codes themselves, exact in f16 / bf16, where
+  // code * scale would be rounded to T: the kernels' rounding points stay those of an f16 / bf16 cache.
+  const float *k_scale, *v_scale;
+  int64_t ks_stride, vs_stride;
 };
 
-// Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes.
-template <typename T, int D, int R>
+// The element type of a cache: T, or the 1-byte e4m3 codes.
+template <typename T, bool kFp8>
+using CacheElem = std::conditional_t<kFp8, uint8_t, T>;
+
+// The block's warps' states at the end of a split (store_block_rows).
+template <int D, int R>
+struct DecodeMerge {
+  static constexpr int kWarps = kDecodeThreads / 32;
+  float o[kWarps][R][D];
+  float m[kWarps][R], l[kWarps][R];
+};
+
+// Dynamic shared memory: Stage[kWarps][stages] during the K/V loop, then one Merge over the same bytes. e4m3 tiles
+// hold as many keys as 16-bit ones (the scores of a tile are registers a key and row), at half the bytes.
+template <typename T, int D, int R, bool kFp8 = false>
 struct DecodeSmem {
   static constexpr int kWarps = kDecodeThreads / 32, TK = kDecodeWarpTileElems / D;
+  using KV = CacheElem<T, kFp8>;
   struct Stage {
-    T k[TK][D];
-    T v[TK][D];
+    KV k[TK][D];
+    KV v[TK][D];
   };
-  struct Merge {
-    float o[kWarps][R][D];
-    float m[kWarps][R], l[kWarps][R];
-  };
+  using Merge = DecodeMerge<D, R>;
 };
+
+// ---- e4m3 codes in registers (sm_89+: cvt.rn.f16x2.e4m3x2, one instruction a pair; exact)
+
+// Two codes (the low byte first) as the T pair of an MMA operand: f16 directly, bf16 through fp32 (exact).
+template <typename T>
+__device__ __forceinline__ unsigned e4m3x2_as(uint32_t codes) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3);
+  if constexpr (std::is_same_v<T, __half>) {
+    return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
+  } else {
+    const float2 f = __half22float2(__half2(h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const unsigned*>(&b);
+  }
+}
+
+// Eight codes (little-endian) as floats.
+__device__ __forceinline__ void e4m3x8_to_floats(uint2 w, float (&f)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = i < 2 ? w.x : w.y;
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(i % 2 ? word >> 16 : word & 0xffffu), __NV_E4M3);
+    const float2 v = __half22float2(__half2(h));
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
 
 // Element offset of `key` of sequence b in a K or V cache (head 0): contiguous [b, capacity, h_kv, d], or page
 // key / page_size of the block table ([pages, page_size, h_kv, d]; a power of two: shifts, not divisions).
@@ -144,12 +195,11 @@ struct WarpTiles {
 // The end of a split block: its warps' states in `merge` (O unnormalized and the running max in the log2 domain, the
 // sum) merged as M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L, and stored: the output and
 // lse with one split, else the split's fp32 partials for decode_merge_kernel. Row r of the block is query token
-// (r0 + r) / group of head kvh * group + (r0 + r) % group.
-template <typename T, int D, int R>
-__device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
-                                                 const typename DecodeSmem<T, D, R>::Merge& merge, int b, int kvh,
-                                                 int r0, int split) {
-  constexpr int kWarps = DecodeSmem<T, D, R>::kWarps;
+// (r0 + r) / group of head kvh * group + (r0 + r) % group. kFp8: O times v_scale (O / L v_scale: V's folded scale).
+template <typename T, int D, int R, bool kFp8 = false>
+__device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p, const DecodeMerge<D, R>& merge, int b,
+                                                 int kvh, int r0, int split, float v_scale = 1.0f) {
+  constexpr int kWarps = DecodeMerge<D, R>::kWarps;
   const int rows_total = p.group * p.s_q, tid = threadIdx.x;
   auto row_token = [&](int r) { return (r0 + r) / p.group; };
   auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
@@ -168,7 +218,7 @@ __device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
 #pragma unroll
         for (int e = 0; e < 8; ++e) y[e] = fmaf(merge.o[w][r][ch * 8 + e], f, y[e]);
       }
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float inv = l > 0.0f ? (kFp8 ? v_scale / l : 1.0f / l) : 0.0f;
     const float lse = l > 0.0f ? mx * kLn2 + logf(l) : -INFINITY;
 #pragma unroll
     for (int e = 0; e < 8; ++e) y[e] *= inv;
@@ -189,16 +239,18 @@ __device__ __forceinline__ void store_block_rows(const DecodeParams<T>& p,
   }
 }
 
-template <typename T, int D, int R, bool kPaged>
+template <typename T, int D, int R, bool kPaged, bool kFp8 = false>
 __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodeParams<T> p) {
-  if constexpr (!kDeviceHasType<T>) {
-    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, e4m3 caches below sm_89
   } else {
-    using Smem = DecodeSmem<T, D, R>;
+    using Smem = DecodeSmem<T, D, R, kFp8>;
+    using KV = typename Smem::KV;
     constexpr int TK = Smem::TK;
     constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
-    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
-    static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * 8 == TK * D, "decode warp tile");
+    constexpr int kChunk = 16 / sizeof(KV);        // elements a 16-byte copy (8, or 16 codes)
+    constexpr int kCopies = TK * D / kChunk / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * kChunk == TK * D, "decode warp tile");
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
@@ -214,6 +266,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
+    // e4m3: K's scale joins the softmax scale (DecodeParams::k_scale).
+    float scale_in = p.score.scale_in;
+    if constexpr (kFp8) scale_in *= p.k_scale[kvh * p.ks_stride];
     float q[R][8];  // this lane's 8 dims of each row, times score.scale_in (then only the soft-cap is left to apply)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -222,9 +277,12 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
         qv = Vec<T, 8>::load(p.t.q + b * p.t.qs.batch + row_token(r) * p.t.qs.token + row_head(r) * p.t.qs.head +
                              c * 8);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * p.score.scale_in : 0.0f;
+      for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * scale_in : 0.0f;
     }
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    const KV* const kc = reinterpret_cast<const KV*>(p.t.k);
+    const KV* const vc = reinterpret_cast<const KV*>(p.t.v);
+    const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
@@ -233,13 +291,13 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       const int key0 = tile_key0(i);
 #pragma unroll
       for (int cp = 0; cp < kCopies; ++cp) {
-        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
-        if (key < kend && ch < p.chunks) {
-          copy_async<16>(&st.k[j][ch * 8], p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
-          copy_async<16>(&st.v[j][ch * 8], p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+        const int idx = lane + 32 * cp, j = idx / (D / kChunk), ch = idx % (D / kChunk), key = key0 + j;
+        if (key < kend && ch < kv_chunks) {
+          copy_async<16>(&st.k[j][ch * kChunk], kc + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * kChunk);
+          copy_async<16>(&st.v[j][ch * kChunk], vc + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * kChunk);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
-          *reinterpret_cast<uint4*>(&st.k[j][ch * 8]) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(&st.v[j][ch * 8]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&st.k[j][ch * kChunk]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&st.v[j][ch * kChunk]) = make_uint4(0, 0, 0, 0);
         }
       }
     };
@@ -279,10 +337,14 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
       for (int stp = 0; stp < kSteps; ++stp) {
         const int j = stp * kKeysPerStep + slot, key = key0 + j;
-        const Vec<T, 8> kv = Vec<T, 8>::load(&st.k[j][c * 8]);
         float kf[8];
+        if constexpr (kFp8) {
+          e4m3x8_to_floats(*reinterpret_cast<const uint2*>(&st.k[j][c * 8]), kf);
+        } else {
+          const Vec<T, 8> kv = Vec<T, 8>::load(&st.k[j][c * 8]);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) kf[e] = to_float(kv.v[e]);
+          for (int e = 0; e < 8; ++e) kf[e] = to_float(kv.v[e]);
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           float dot = 0.0f;
@@ -320,12 +382,21 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       }
 #pragma unroll
       for (int stp = 0; stp < kSteps; ++stp) {
-        const Vec<T, 8> vv = Vec<T, 8>::load(&st.v[stp * kKeysPerStep + slot][c * 8]);
+        if constexpr (kFp8) {
+          float vf[8];
+          e4m3x8_to_floats(*reinterpret_cast<const uint2*>(&st.v[stp * kKeysPerStep + slot][c * 8]), vf);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const float ve = to_float(vv.v[e]);
+          for (int e = 0; e < 8; ++e)
 #pragma unroll
-          for (int r = 0; r < R; ++r) acc[r][e] = fmaf(sc[stp][r], ve, acc[r][e]);
+            for (int r = 0; r < R; ++r) acc[r][e] = fmaf(sc[stp][r], vf[e], acc[r][e]);
+        } else {
+          const Vec<T, 8> vv = Vec<T, 8>::load(&st.v[stp * kKeysPerStep + slot][c * 8]);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const float ve = to_float(vv.v[e]);
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r][e] = fmaf(sc[stp][r], ve, acc[r][e]);
+          }
         }
       }
       __syncwarp();  // every lane done reading this buffer before the next iteration refills it
@@ -354,7 +425,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       }
     __syncthreads();
 
-    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+    if constexpr (kFp8)
+      store_block_rows<T, D, R, true>(p, merge, b, kvh, r0, split, p.v_scale[kvh * p.vs_stride]);
+    else
+      store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
   }
 }
 
@@ -366,36 +440,55 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 // lanes) in its non-lean form (see online_softmax_step: the lean one measured slower here). Rows 8-15
 // of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (to be tried: at b32
 // it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
-template <typename T, int D>
+// e4m3 caches (kFp8): tiles of 2 kDecodeTcTileKeys = 32 keys, the bytes of a 16-bit tile (one softmax step over 32
+// keys, two P V k-steps). ldmatrix moves 16-bit elements, so each lane reads its fragments' codes itself, from 16-byte
+// chunks swizzled by row (swz_codes: every read below is free of bank conflicts at head_dim 128, 2-way at 64), and
+// converts them (e4m3x2_as). The reads stay 16-byte ones through two permutations that the MMAs cannot see:
+//   S: the sum over dims runs in another order. Logical k = 2t + {0, 1, 8, 9} of k-step kk (the dims lane t holds in
+//      A and in B) is physical dim t D / 4 + 4 kk + {0, 1, 2, 3}, in Q's A fragments and K's B fragments alike, so a
+//      lane's B fragments of key g are the D / 4 contiguous codes of its row from t D / 4.
+//   O: column n of n-block nb is physical dim n D / 8 + nb, so the lane of column g reads D / 8 contiguous codes of
+//      each of its 4 keys (2t, 2t + 1, 2t + 8, 2t + 9: the k-step's B rows) and pairs their bytes with a permute;
+//      its C fragments c[0..1] = columns 2t, 2t + 1 are dims 2t D / 8 + nb, (2t + 1) D / 8 + nb: contiguous in nb,
+//      stored to the merge area as float4s.
+template <typename KV, int D, int TK>
 struct DecodeTcStage {
-  T k[kDecodeTcTileKeys * D];  // [16][D], 16-byte chunks swizzled by row (swz<D>)
-  T v[kDecodeTcTileKeys * D];
+  KV k[TK * D];  // [TK][D], 16-byte chunks swizzled by row (swz<D>, swz_codes<D>)
+  KV v[TK * D];
 };
 
-template <typename T, int D, int R, bool kPaged>
+// Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][D] tile of e4m3 codes: chunks XOR row % (D / 16).
+template <int D>
+__device__ __forceinline__ int swz_codes(int row, int chunk) {
+  return row * D + ((chunk ^ (row & (D / 16 - 1))) << 4);
+}
+
+template <typename T, int D, int R, bool kPaged, bool kFp8 = false>
 __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeParams<T> p) {
-  if constexpr (!kDeviceHasType<T>) {
-    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, e4m3 caches below sm_89
   } else {
     static_assert(R <= 8 && D % 16 == 0, "decode_tc: the block's rows are rows 0..R-1 of the 16-row tile");
-    using Stage = DecodeTcStage<T, D>;
-    constexpr int TK = kDecodeTcTileKeys;
-    constexpr int kCopies = TK * D / 8 / 32;  // 16-byte copies per lane per tile, for K and for V each
-    static_assert(kCopies * 32 * 8 == TK * D, "decode_tc warp tile");
+    using KV = CacheElem<T, kFp8>;
+    constexpr int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys, NB = TK / 8;  // keys a tile; its n-blocks of S
+    using Stage = DecodeTcStage<KV, D, TK>;
+    constexpr int kChunk = 16 / sizeof(KV);        // elements a 16-byte copy (8, or 16 codes)
+    constexpr int kCopies = TK * D / kChunk / 32;  // 16-byte copies per lane per tile, for K and for V each
+    static_assert(kCopies * 32 * kChunk == TK * D, "decode_tc warp tile");
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
     const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
-    auto& merge = *reinterpret_cast<typename DecodeSmem<T, D, R>::Merge*>(smem_raw);
+    auto& merge = *reinterpret_cast<DecodeMerge<D, R>*>(smem_raw);
     const KeyRange keys = checked_key_range<kPaged>(p, b, split);
     const int len = keys.len, kbeg = keys.kbeg, kend = keys.kend;
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
     // Q as A fragments (a[0] = row g, dims 2t..; a[1] = row g + 8; a[2], a[3]: dims + 8), zeros for tile rows the
-    // block does not own. This lane's rows: g and g + 8 (rr = 0, 1).
+    // block does not own. This lane's rows: g and g + 8 (rr = 0, 1). e4m3: the permuted dims (see above).
     unsigned qa[D / 16][4];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
@@ -408,12 +501,20 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          qa[kk][2 * half + rr] = own && 2 * kk + half < p.chunks
-                                      ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t)
-                                      : 0u;
+          if constexpr (kFp8) {
+            const int dim = t * (D / 4) + 4 * kk + 2 * half;  // (head_dim % 16 == 0: a pair is all in or all out)
+            qa[kk][2 * half + rr] = own && dim / 8 < p.chunks ? *reinterpret_cast<const unsigned*>(qrow + dim) : 0u;
+          } else {
+            qa[kk][2 * half + rr] = own && 2 * kk + half < p.chunks
+                                        ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t)
+                                        : 0u;
+          }
     }
 
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
+    const KV* const kc = reinterpret_cast<const KV*>(p.t.k);
+    const KV* const vc = reinterpret_cast<const KV*>(p.t.v);
+    const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
     auto tile_key0 = [&](int i) { return tiles.key0(i); };
@@ -421,12 +522,12 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       const int key0 = tile_key0(i);
 #pragma unroll
       for (int cp = 0; cp < kCopies; ++cp) {
-        const int idx = lane + 32 * cp, j = idx / (D / 8), ch = idx % (D / 8), key = key0 + j;
-        T* const dk = st.k + swz<D>(j, ch * 8);
-        T* const dv = st.v + swz<D>(j, ch * 8);
-        if (key < kend && ch < p.chunks) {
-          copy_async<16>(dk, p.t.k + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * 8);
-          copy_async<16>(dv, p.t.v + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * 8);
+        const int idx = lane + 32 * cp, j = idx / (D / kChunk), ch = idx % (D / kChunk), key = key0 + j;
+        KV* const dk = kFp8 ? st.k + swz_codes<D>(j, ch) : st.k + swz<D>(j, ch * 8);
+        KV* const dv = kFp8 ? st.v + swz_codes<D>(j, ch) : st.v + swz<D>(j, ch * 8);
+        if (key < kend && ch < kv_chunks) {
+          copy_async<16>(dk, kc + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * kChunk);
+          copy_async<16>(dv, vc + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * kChunk);
         } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
           *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
           *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
@@ -440,6 +541,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
     const int pos[2] = {len - p.s_q + row_token(g), len - p.s_q + row_token(g + 8)};  // (decode_key_hidden)
     const float slope[2] = {p.alibi.log2_slope(b, row_head(g)), p.alibi.log2_slope(b, row_head(g + 8))};  // ALiBi
+    // e4m3: K's scale joins the softmax scale (DecodeParams::k_scale).
+    ScoreTransform score_fp8 = p.score;
+    if constexpr (kFp8) score_fp8.scale_in *= p.k_scale[kvh * p.ks_stride];
 
     // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
     for (int i = 0; i < p.stages - 1; ++i) {
@@ -454,24 +558,42 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
 
-      // S = Q K^T: keys 0..7 of the tile in s[0], 8..15 in s[1].
-      float s[2][4] = {};
-      const int q8 = lane >> 3;
+      // S = Q K^T: keys 8 nb .. 8 nb + 7 of the tile in s[nb].
+      float s[NB][4] = {};
+      if constexpr (kFp8) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        unsigned bk[4];
-        ldmatrix_x4<false>(bk, st.k + swz<D>((lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
-        mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
-        mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
+        for (int nb = 0; nb < NB; ++nb) {
+          uint32_t w[D / 16];  // key 8 nb + g's codes from dim t D / 4: word kk holds k-step kk's 4
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c) {
+            const uint4 x = *reinterpret_cast<const uint4*>(st.k + swz_codes<D>(nb * 8 + g, t * (D / 64) + c));
+            w[4 * c] = x.x, w[4 * c + 1] = x.y, w[4 * c + 2] = x.z, w[4 * c + 3] = x.w;
+          }
+#pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk)
+            mma_16x8x16<T>(s[nb], qa[kk], e4m3x2_as<T>(w[kk] & 0xffffu), e4m3x2_as<T>(w[kk] >> 16));
+        }
+      } else {
+        const int q8 = lane >> 3;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          unsigned bk[4];
+          ldmatrix_x4<false>(bk, st.k + swz<D>((lane & 7) + (q8 >> 1) * 8, kk * 16 + (q8 & 1) * 8));
+          mma_16x8x16<T>(s[0], qa[kk], bk[0], bk[1]);
+          mma_16x8x16<T>(s[1], qa[kk], bk[2], bk[3]);
+        }
       }
       // Into the log2 domain (with ALiBi's bias) and masked: keys past this split or sequence, causal and the window
       // (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
       // Then the online softmax of the prefill.
       const int key0 = tile_key0(i);
-      p.score.apply(s);
+      if constexpr (kFp8)
+        score_fp8.apply(s);
+      else
+        p.score.apply(s);
       float tile_max[2] = {m_run[0], m_run[1]};
 #pragma unroll
-      for (int nb = 0; nb < 2; ++nb)
+      for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = key0 + nb * 8 + 2 * t + (e & 1);
@@ -480,15 +602,51 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
           tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
         }
       online_softmax_step<false>(s, tile_max, m_run, l_run, acc);
-      // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
-      unsigned pa[4];
-      p_fragment<T>(s, 0, pa);
+      if constexpr (kFp8) {
+        // O += P V, one k-step a 16 keys: rows 2t, 2t + 1, 2t + 8, 2t + 9 of the step, this lane's D / 8 codes from
+        // dim g D / 8; byte j of a row is n-block (column block) 4 w + j of word w.
 #pragma unroll
-      for (int db = 0; db < D / 16; ++db) {
-        unsigned bv[4];  // keys 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
-        ldmatrix_x4<true>(bv, st.v + swz<D>((lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
-        mma_16x8x16<T>(acc[2 * db], pa, bv[0], bv[1]);
-        mma_16x8x16<T>(acc[2 * db + 1], pa, bv[2], bv[3]);
+        for (int ks = 0; ks < TK / 16; ++ks) {
+          unsigned pa[4];
+          p_fragment<T>(s, ks, pa);
+          uint32_t rows[4][D / 32];
+#pragma unroll
+          for (int k4 = 0; k4 < 4; ++k4) {
+            const int row = ks * 16 + 2 * t + (k4 & 1) + 8 * (k4 >> 1);
+            if constexpr (D == 128) {
+              const uint4 x = *reinterpret_cast<const uint4*>(st.v + swz_codes<D>(row, g));
+              rows[k4][0] = x.x, rows[k4][1] = x.y, rows[k4][2] = x.z, rows[k4][3] = x.w;
+            } else {
+              static_assert(D == 64, "decode_tc e4m3: head_dim 64 or 128");
+              const uint2 x = *reinterpret_cast<const uint2*>(st.v + swz_codes<D>(row, g / 2) + 8 * (g % 2));
+              rows[k4][0] = x.x, rows[k4][1] = x.y;
+            }
+          }
+#pragma unroll
+          for (int w = 0; w < D / 32; ++w) {
+            // Bytes of the key pairs (2t, 2t + 1) and (2t + 8, 2t + 9) side by side: pair j of n-block 4 w + j.
+            const uint32_t lo = __byte_perm(rows[0][w], rows[1][w], 0x5140),
+                           hi = __byte_perm(rows[0][w], rows[1][w], 0x7362);
+            const uint32_t lo8 = __byte_perm(rows[2][w], rows[3][w], 0x5140),
+                           hi8 = __byte_perm(rows[2][w], rows[3][w], 0x7362);
+            mma_16x8x16<T>(acc[4 * w], pa, e4m3x2_as<T>(lo & 0xffffu), e4m3x2_as<T>(lo8 & 0xffffu));
+            mma_16x8x16<T>(acc[4 * w + 1], pa, e4m3x2_as<T>(lo >> 16), e4m3x2_as<T>(lo8 >> 16));
+            mma_16x8x16<T>(acc[4 * w + 2], pa, e4m3x2_as<T>(hi & 0xffffu), e4m3x2_as<T>(hi8 & 0xffffu));
+            mma_16x8x16<T>(acc[4 * w + 3], pa, e4m3x2_as<T>(hi >> 16), e4m3x2_as<T>(hi8 >> 16));
+          }
+        }
+      } else {
+        // O += P V: P's C fragments of the 16 keys are the A fragment of one k-step.
+        const int q8 = lane >> 3;
+        unsigned pa[4];
+        p_fragment<T>(s, 0, pa);
+#pragma unroll
+        for (int db = 0; db < D / 16; ++db) {
+          unsigned bv[4];  // keys 0..7 / 8..15 (rows), dims db*16 + 0..7 / 8..15, transposed
+          ldmatrix_x4<true>(bv, st.v + swz<D>((lane & 7) + (q8 & 1) * 8, db * 16 + (q8 >> 1) * 8));
+          mma_16x8x16<T>(acc[2 * db], pa, bv[0], bv[1]);
+          mma_16x8x16<T>(acc[2 * db + 1], pa, bv[2], bv[3]);
+        }
       }
       __syncwarp();  // every lane done reading this buffer before the next iteration refills it
     }
@@ -506,14 +664,26 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
     for (int rr = 0; rr < 2; ++rr) {
       const int r = g + 8 * rr;
       if (r >= R) continue;
+      if constexpr (kFp8) {  // columns 2t + e are dims (2t + e) D / 8 + nb: contiguous in nb
 #pragma unroll
-      for (int d8 = 0; d8 < D / 8; ++d8)
-        *reinterpret_cast<float2*>(&merge.o[warp][r][d8 * 8 + 2 * t]) =
-            make_float2(acc[d8][2 * rr], acc[d8][2 * rr + 1]);
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int nb = 0; nb < D / 8; nb += 4)
+            *reinterpret_cast<float4*>(&merge.o[warp][r][(2 * t + e) * (D / 8) + nb]) = make_float4(
+                acc[nb][2 * rr + e], acc[nb + 1][2 * rr + e], acc[nb + 2][2 * rr + e], acc[nb + 3][2 * rr + e]);
+      } else {
+#pragma unroll
+        for (int d8 = 0; d8 < D / 8; ++d8)
+          *reinterpret_cast<float2*>(&merge.o[warp][r][d8 * 8 + 2 * t]) =
+              make_float2(acc[d8][2 * rr], acc[d8][2 * rr + 1]);
+      }
       if (t == 0) merge.m[warp][r] = m_run[rr], merge.l[warp][r] = l_run[rr];
     }
     __syncthreads();
-    store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+    if constexpr (kFp8)
+      store_block_rows<T, D, R, true>(p, merge, b, kvh, r0, split, p.v_scale[kvh * p.vs_stride]);
+    else
+      store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
   }
 }
 
@@ -583,16 +753,17 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
   }
 }
 
-// The instantiated kernel of (head_dim, rows per block, paged, tensor cores); null for a head_dim without one.
-template <typename T>
+// The instantiated kernel of (head_dim, rows per block, paged, tensor cores) for a T or e4m3 (kFp8) cache; null for a
+// head_dim without one.
+template <typename T, bool kFp8 = false>
 void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores))(DecodeParams<T>) {
   auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
     constexpr int D = decltype(d)::value;
     auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
       constexpr int R = decltype(r)::value;
       if constexpr (D <= 128)
-        if (tensor_cores) return paged ? decode_tc_kernel<T, D, R, true> : decode_tc_kernel<T, D, R, false>;
-      return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true> : decode_kernel<T, D, R, false>;
+        if (tensor_cores) return paged ? decode_tc_kernel<T, D, R, true, kFp8> : decode_tc_kernel<T, D, R, false, kFp8>;
+      return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true, kFp8> : decode_kernel<T, D, R, false, kFp8>;
     };
     switch (rows) {
       case 1: return pick(std::integral_constant<int, 1>{});
@@ -610,8 +781,9 @@ void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cor
 
 // Plans (plan_decode, with the residency the occupancy API reports for the chosen kernel: its registers, up to 233 a
 // thread at 8 rows, can hold fewer blocks per SM than shared memory alone would, and splits sized for more would
-// leave a second, partial wave), then launches the split kernel and, with several splits, the merge.
-template <typename T>
+// leave a second, partial wave), then launches the split kernel and, with several splits, the merge. kFp8: an e4m3
+// cache (a.kv_dtype).
+template <typename T, bool kFp8 = false>
 Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cudaStream_t stream) {
   const int64_t rows = a.heads / a.kv_heads * a.s_q, rows_all = a.batch * a.s_q * a.heads;
   // A window: the splits cover the s_q + window keys any query of a sequence sees, not the whole cache.
@@ -620,8 +792,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   // The kernel's head_dim (a head_dim between its sizes runs on the next one up): the plan, the partials' rows.
   const int D = attention_kernel_head_dim(a.head_dim);
   DecodePlan plan;
-  KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan));
-  const auto kernel = decode_kernel_for<T>(D, plan.rows_per_block, a.paged, plan.tensor_cores);
+  KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, 0, a.kv_dtype));
+  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -629,7 +801,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   int resident = 0;
   KK_RETURN_IF_ERROR(resident_blocks(kernel, kDecodeThreads, static_cast<size_t>(plan.smem_bytes), &resident));
   if (resident > 0 && resident < plan.blocks_per_sm)  // (the same stages: they depend on the profile alone)
-    KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, resident));
+    KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, resident, a.kv_dtype));
   if (plan.row_groups > 65535) return unsupported("decode_attention: too many query rows per KV head");
   if (a.batch * a.kv_heads > 65535)  // grid.y
     return unsupported("decode_attention: batch x kv_heads = " + std::to_string(a.batch * a.kv_heads) +
@@ -662,7 +834,11 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     nullptr,
                     plan.stages,
                     static_cast<int>(a.head_dim / 8),
-                    {a.alibi, a.alibi_batch}};
+                    {a.alibi, a.alibi_batch},
+                    a.scales.k,
+                    a.scales.v,
+                    a.scales.k_stride,
+                    a.scales.v_stride};
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "ops/rope/rope.hpp"
 #include "kernels/common/check.cuh"
 #include "kernels/common/device_check.cuh"
@@ -41,10 +43,11 @@ __device__ __forceinline__ float load_cs(const RopeParams<T>& p, const void* bas
 template <int VEC, bool kNeox>
 constexpr int kRopeItemElems = kNeox ? VEC : (VEC < 2 ? 2 : VEC);
 
-// One work item: the rotated pairs of elements i0 .. of one head, src to dst (which may be src), with cos/sin of the
-// table row at element offset cs. VEC: elements per access (gptj with VEC = 1: two scalar accesses).
-template <typename T, int VEC, bool kNeox>
-__device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, T* dst, int64_t cs, int64_t i0) {
+// One work item: the rotated pairs of elements i0 .. of one head of src, with cos/sin of the table row at element
+// offset cs, handed to out(i, y) in fp32: y[0 .. N) are elements i .. i + N - 1 (N = kRopeItemElems, twice for neox:
+// each half's). VEC: elements per access (gptj with VEC = 1: two scalar accesses).
+template <typename T, int VEC, bool kNeox, typename Out>
+__device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, int64_t cs, int64_t i0, Out&& out) {
   using V = Vec<T, VEC>;
   constexpr int kElems = kRopeItemElems<VEC, kNeox>;
   if constexpr (kNeox) {
@@ -59,8 +62,8 @@ __device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, 
       y0[j] = a * c - b * s;
       y1[j] = b * c + a * s;
     }
-    store_rounded<T, VEC>(dst + i0, y0);
-    store_rounded<T, VEC>(dst + i0 + half, y1);
+    out(i0, y0);
+    out(i0 + half, y1);
   } else {
     float x[kElems], y[kElems];
     if constexpr (VEC >= 2) {
@@ -78,13 +81,21 @@ __device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, 
       y[2 * j] = x[2 * j] * c - x[2 * j + 1] * s;
       y[2 * j + 1] = x[2 * j + 1] * c + x[2 * j] * s;
     }
-    if constexpr (VEC >= 2) {
-      store_rounded<T, VEC>(dst + i0, y);
-    } else {
-      dst[i0] = from_float<T>(y[0]);
-      dst[i0 + 1] = from_float<T>(y[1]);
-    }
+    out(i0, y);
   }
+}
+
+// The same rounded to T into dst (which may be src): one access of VEC elements, or two scalar ones (gptj, VEC = 1).
+template <typename T, int VEC, bool kNeox>
+__device__ __forceinline__ void rope_item(const RopeParams<T>& p, const T* src, T* dst, int64_t cs, int64_t i0) {
+  rope_item<T, VEC, kNeox>(p, src, cs, i0, [dst](int64_t i, const auto& y) {
+    if constexpr (std::extent_v<std::remove_cvref_t<decltype(y)>> == VEC) {
+      store_rounded<T, VEC>(dst + i, y);
+    } else {
+      dst[i] = from_float<T>(y[0]);
+      dst[i + 1] = from_float<T>(y[1]);
+    }
+  });
 }
 
 // The cos/sin table row of token t: positions[t] with a cache (one outside [0, max_position) is recorded for `op`,
