@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -93,6 +94,7 @@ struct GemmHandle::Impl {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
+  std::set<AlgoKey> no_algo;  // problems cuBLASLt's heuristic has no algorithm for: asked once
   ~Impl() {
     if (workspace) cudaFree(workspace);
     if (lt) cublasLtDestroy(lt);
@@ -154,6 +156,10 @@ Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc
                      const cublasLtMatmulAlgo_t** out) {
   auto it = h->algos.find(key);
   if (it == h->algos.end()) {
+    if (h->no_algo.count(key)) {
+      *out = nullptr;
+      return Status::Ok();
+    }
     Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
     KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
     KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -165,6 +171,7 @@ Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc
     int found = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
+      h->no_algo.insert(key);
       *out = nullptr;
       return Status::Ok();
     }
@@ -188,6 +195,72 @@ Status run_matmul(GemmHandle::Impl* h, cublasLtMatmulDesc_t op, float alpha, con
   return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
     KK_LT_RETURN(cublasLtMatmul(h->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &algo,
                                 scratch ? scratch : h->workspace, h->workspace_bytes, s));
+    return Status::Ok();
+  });
+}
+
+// The descriptors of an FP8 problem and cuBLASLt's algorithm for it (null: none). The column-major reading of linear
+// (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes exactly this transposed-A, plain-B ("TN")
+// form. A's scales are w's (one, one a row of D = an output channel, or one a 128 x 128 block of w), B's are x's (one,
+// one a column of D = a token, or one a 1 x 128 slice of a token's row).
+Status fp8_matmul_for(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, TnMatmul* t,
+                      const cublasLtMatmulAlgo_t** algo) {
+  KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
+                             {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
+                             a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, t));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
+  if (a.scaling != detail::Fp8Scaling::tensor) {
+    const bool block = a.scaling == detail::Fp8Scaling::block;
+    const int32_t a_mode =
+        block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+  }
+  const int8_t fast = a.fast_accumulation ? 1 : 0;
+  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+
+  const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
+  // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
+  const AlgoKey key{
+      a.m,
+      a.n,
+      a.k,
+      256 + static_cast<int>(a.out_dtype),
+      a.x_stride,
+      a.w_stride,
+      a.out_stride,
+      align,
+      (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0) | (a.accumulate ? 16 : 0),
+      false};
+  return algorithm_for(h, key, t->op.h, t->a.h, t->b.h, t->d.h, static_cast<uint32_t>(align), h->workspace_bytes, algo);
+}
+
+// Problem a run as the padded problem p (fp8_gemm_cuda: p.m > a.m rows, x, its scales and D in scratch): x's rows
+// and its [k / 128][m] scales copied into zeroed [p.m, k] and [k / 128][p.m] buffers, out's rows into D when
+// accumulating, the matmul, and D's first a.m rows back to out.
+Status fp8_gemm_padded(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, const detail::Fp8GemmArgs& p,
+                       const TnMatmul& t, const cublasLtMatmulAlgo_t& algo, Stream stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const size_t es = dtype_size(a.out_dtype), kb = static_cast<size_t>(a.k / 128);
+  auto up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t x_bytes = up(p.m * a.k), sx_bytes = up(kb * p.m * 4), d_bytes = up(p.m * p.out_stride * es);
+  return cuda::with_stream_scratch(x_bytes + sx_bytes + d_bytes, s, [&](void* scratch) -> Status {
+    auto* const x = static_cast<unsigned char*>(scratch);
+    auto* const sx = reinterpret_cast<float*>(x + x_bytes);
+    void* const d = x + x_bytes + sx_bytes;
+    KK_CUDA_RETURN(cudaMemsetAsync(scratch, 0, x_bytes + sx_bytes, s));
+    KK_CUDA_RETURN(cudaMemcpy2DAsync(x, a.k, a.x, a.x_stride, a.k, a.m, cudaMemcpyDeviceToDevice, s));
+    KK_CUDA_RETURN(cudaMemcpy2DAsync(sx, p.m * 4, a.sx, a.m * 4, a.m * 4, kb, cudaMemcpyDeviceToDevice, s));
+    if (a.accumulate)
+      KK_CUDA_RETURN(cudaMemcpy2DAsync(d, p.out_stride * es, a.out, a.out_stride * es, a.n * es, a.m,
+                                       cudaMemcpyDeviceToDevice, s));
+    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
+    KK_RETURN_IF_ERROR(
+        run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, x, t.b.h, a.accumulate ? 1.0f : 0.0f, d, t.d.h, algo, stream));
+    KK_CUDA_RETURN(
+        cudaMemcpy2DAsync(a.out, a.out_stride * es, d, p.out_stride * es, a.n * es, a.m, cudaMemcpyDeviceToDevice, s));
     return Status::Ok();
   });
 }
@@ -234,52 +307,34 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
   KK_RETURN_IF_ERROR(guard.set(a.device.index));
   GemmHandle::Impl* h = nullptr;
   KK_RETURN_IF_ERROR(handle_for(nullptr, a.device, &h));
-  // The column-major reading of linear (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes
-  // exactly this transposed-A, plain-B ("TN") form. A's scales are w's (one, one a row of D = an output channel, or one
-  // a 128 x 128 block of w), B's are x's (one, one a column of D = a token, or one a 1 x 128 slice of a token's row).
   TnMatmul t;
-  KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
-                             {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
-                             a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, &t));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
-  if (a.scaling != Fp8Scaling::tensor) {
-    const bool block = a.scaling == Fp8Scaling::block;
-    const int32_t a_mode =
-        block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
-  }
-  const int8_t fast = a.fast_accumulation ? 1 : 0;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-
-  const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
-  // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
-  const AlgoKey key{
-      a.m,
-      a.n,
-      a.k,
-      256 + static_cast<int>(a.out_dtype),
-      a.x_stride,
-      a.w_stride,
-      a.out_stride,
-      align,
-      (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0) | (a.accumulate ? 16 : 0),
-      false};
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  KK_RETURN_IF_ERROR(
-      algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
-  if (!algo)
-    return unsupported("linear_fp8: cuBLASLt has no FP8 algorithm for m=" + std::to_string(a.m) +
-                       " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k) + " with " +
-                       (a.scaling == Fp8Scaling::block          ? "1 x 128 and 128 x 128 block"
-                        : a.scaling == Fp8Scaling::outer_vector ? "per-token x per-channel"
-                                                                : "per-tensor") +
-                       " scales" + (a.bias ? " and a bias" : "") + (a.accumulate ? " accumulating into out" : "") +
-                       " on this GPU");
-  // accumulate: D = (scaled sums) + beta C with C = D = out and beta 1 (a 16-bit C takes no scale of its own).
-  return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, a.accumulate ? 1.0f : 0.0f, a.out, t.d.h, *algo, stream);
+  KK_RETURN_IF_ERROR(fp8_matmul_for(h, a, &t, &algo));
+  const float beta = a.accumulate ? 1.0f : 0.0f;  // accumulate: D = (scaled sums) + C with C = D = out
+  if (algo) return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, beta, a.out, t.d.h, *algo, stream);
+  if (a.scaling == Fp8Scaling::block) {
+    // cuBLASLt's block-scaled kernels on the H100 / H200 take only some token counts (m 64, 128, 256 have an
+    // algorithm, m 1 and 129 none): the others run as the next count that has one, through a copy of x and its scales
+    // with zero rows appended and a D of that many rows, whose first m rows are copied out.
+    for (const int64_t multiple : {4, 16, 64}) {
+      Fp8GemmArgs p = a;
+      p.m = (a.m + multiple - 1) / multiple * multiple;
+      p.x_stride = a.k;
+      p.out_stride = (a.n + 7) / 8 * 8;       // 16-byte rows
+      p.x = p.sx = nullptr, p.out = nullptr;  // the scratch's, 256-byte aligned as nullptr reads
+      if (p.m == a.m) continue;
+      TnMatmul tp;
+      KK_RETURN_IF_ERROR(fp8_matmul_for(h, p, &tp, &algo));
+      if (algo) return fp8_gemm_padded(h, a, p, tp, *algo, stream);
+    }
+  }
+  return unsupported("linear_fp8: cuBLASLt has no FP8 algorithm for m=" + std::to_string(a.m) +
+                     " n=" + std::to_string(a.n) + " k=" + std::to_string(a.k) + " with " +
+                     (a.scaling == Fp8Scaling::block          ? "1 x 128 and 128 x 128 block"
+                      : a.scaling == Fp8Scaling::outer_vector ? "per-token x per-channel"
+                                                              : "per-tensor") +
+                     " scales" + (a.bias ? " and a bias" : "") + (a.accumulate ? " accumulating into out" : "") +
+                     " on this GPU");
 }
 
 Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, const int8_t* w, int64_t w_stride,
