@@ -8,6 +8,8 @@
               a mask or bias
   headdims    prefill at each head_dim from 32 to 256 (b2 h16 s4096 causal) vs SDPA cuDNN and flash
   decode      kernelkit.decode_attention vs SDPA (one query token against a KV cache; TB/s of K and V read)
+  decodefp8   decode_attention over an e4m3 KV cache (per-head scales) vs the same cache in bf16 / fp16 and SDPA
+              cuDNN; TB/s of the bytes each reads, the time ratio, the e4m3 output's distance from the 16-bit one
   pages       paged decode with pages of 16, 1 and 64 keys and the contiguous cache (268 MB of K/V: past L2 as is)
   kvwrite     write_kv_cache (with and without RoPE) vs index_copy_ into the cache (and RoPE first)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
@@ -25,12 +27,14 @@
   actquant    silu_and_mul_quant (SwiGLU + per-token FP8 or INT8, one pass) vs kernelkit's silu_and_mul then
               quantize_per_token, the same formula in PyTorch eager and torch.compile; GB/s and % of the copy ceiling
   accuracy    a random-init transformers Llama (fp16) quantized W8A16 / W4A16 / W8A8: logits' cosine and max diff
+  fp8model    a LLaMA-7B-shaped transformers model (4 layers, bf16) vs its kernelkit.quantize(model, "fp8") copy:
+              logits' relative error and cosine, eager forward time of a 512-token prefill and of decode steps
 
 Every kernelkit output is checked against a float32 PyTorch evaluation before it is timed. GPU time: the calls captured
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
-  python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,
-                                        w8a8,fp8,normquant,actquant,accuracy,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
+  python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,decodefp8,pages,kvwrite,linear,checkpoints,
+                                        w8a8,fp8,normquant,actquant,accuracy,fp8model,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -391,6 +395,45 @@ def run_decode(dtype, runs, device):
     return rows
 
 
+def run_decode_fp8(dtype, runs, device):
+    """decode_attention over an e4m3 KV cache (scales per KV head, amax / 448, as write_kv_cache fills it) against the
+    same cache in dtype, both kernelkit, and SDPA cuDNN over the dtype cache: TB/s of the bytes each reads, the
+    16-bit / e4m3 time ratio, and how far the e4m3 output is from the 16-bit one (max |difference|)."""
+    cases = [(16, 32, 8, 8192, 128), (1, 32, 8, 8192, 128), (64, 32, 8, 2048, 128)]
+    if not args.quick:
+        cases += [(b, 32, 8, ctx, 128) for b in (4, 32) for ctx in (2048, 32768)] + [(128, 32, 8, 2048, 128),
+                                                                                     (16, 28, 4, 2000, 128)]
+    rows = []
+    for b, h, hk, s, d in cases:
+        q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
+        kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
+        ks, vs = (c.float().abs().amax(dim=(0, 1, 3)) / 448 for c in (kc, vc))
+        k8 = (kc.float() / ks[:, None]).to(torch.float8_e4m3fn)
+        v8 = (vc.float() / vs[:, None]).to(torch.float8_e4m3fn)
+        n = min(b, 2)
+        want = sdpa(q[:n].float(), k8[:n].float() * ks[:, None], v8[:n].float() * vs[:, None], False)
+        fp8_bytes, bf_bytes = 2 * k8.numel(), 2 * kc.numel() * kc.element_size()
+        got8 = kernelkit.decode_attention(q, k8, v8, k_scale=ks, v_scale=vs)
+        row = {"op": "decode_attention e4m3 cache", "shape": f"b{b} h{h}/{hk} s{s} d{d}", "kv_MB": fp8_bytes / 1e6,
+               "max_err": check("decode e4m3", got8[:n], want, 2e-2),
+               "max_diff_vs_16bit_cache": (got8.float() - kernelkit.decode_attention(q, kc, vc).float()).abs().max().item()}
+        sets8, cold = cold_sets((k8, v8, ks, vs), fp8_bytes)
+        sets16, _ = cold_sets((kc, vc), bf_bytes)
+        row["l2"] = "cold" if cold else "warm"
+        impls = {"kernelkit e4m3": [lambda c=c: kernelkit.decode_attention(q, c[0], c[1], k_scale=c[2], v_scale=c[3])
+                                    for c in sets8],
+                 "kernelkit 16-bit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in sets16],
+                 "sdpa cudnn 16-bit": [lambda c=c: sdpa(q, c[0], c[1], False, "CUDNN_ATTENTION") for c in sets16]}
+        row.update(time_all(impls, runs, None, "TB/s (KV)"))
+        for name, r in row["impls"].items():
+            if "gpu_us" in r:
+                r["TB/s (KV)"] = (fp8_bytes if "e4m3" in name else bf_bytes) / r["gpu_us"] / 1e6
+        rows.append(row)
+        del q, kc, vc, k8, v8, sets8, sets16, impls
+        torch.cuda.empty_cache()
+    return rows
+
+
 def paged(cache, page, perm):
     """cache [b, s, h_kv, d] as pages of `page` keys, the pool's pages in the order perm (the block table's)."""
     b, s = cache.shape[:2]
@@ -644,6 +687,59 @@ def run_quant_accuracy(device):
                             "max_abs_diff": (got - want).abs().max().item(), "max_abs_logit": want.abs().max().item(),
                             "bytes_before": report["bytes_before"], "bytes_after": report["bytes_after"]})
     return out
+
+
+def run_fp8_model(device):
+    """A LLaMA-7B-shaped transformers model (4 decoder layers, random init, bf16) against its copy with every Linear
+    but lm_head replaced by kernelkit.quantize(model, "fp8") (e4m3 weights per channel, activations per token): logits'
+    relative L2 error and cosine, and the time of a forward pass (eager: what a user's un-compiled model pays, host
+    included; median of 20 after warm-up) for a 512-token prefill and one-token steps at batch 1 and 16."""
+    import copy
+
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=4, num_attention_heads=32,
+                                   num_key_value_heads=32, vocab_size=32000, max_position_embeddings=1024)
+    model = transformers.LlamaForCausalLM(cfg).to(device=device, dtype=torch.bfloat16).eval()
+    fp8 = copy.deepcopy(model)
+    report = kernelkit.quantize(fp8, "fp8")
+    rows, acc = [], []
+
+    def forward_ms(m, ids):
+        with torch.no_grad():
+            for _ in range(3):
+                m(ids, use_cache=False)
+            times = []
+            for _ in range(20):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                m(ids, use_cache=False)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        return sorted(times)[len(times) // 2]
+
+    for name, b, t in (("prefill", 1, 512), ("decode step", 1, 1), ("decode step", 16, 1)):
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device=device)
+        with torch.no_grad():
+            want, got = model(ids, use_cache=False).logits.double(), fp8(ids, use_cache=False).logits.double()
+        acc.append({"model": f"Llama-7B shape x4 layers bf16, {name} b{b} s{t}", "weights": "fp8 (e4m3, per channel "
+                    "x per token)", "cosine": F.cosine_similarity(got.flatten(), want.flatten(), dim=0).item(),
+                    "rel_err": ((got - want).norm() / want.norm()).item(),
+                    "max_abs_diff": (got - want).abs().max().item(), "max_abs_logit": want.abs().max().item(),
+                    "bytes_before": report["bytes_before"], "bytes_after": report["bytes_after"]})
+        impls = {}
+        for label, m in (("kernelkit fp8", fp8), ("bf16 (PyTorch)", model)):
+            ms = forward_ms(m, ids)
+            impls[label] = {"gpu_us": ms * 1e3, "tok/s": b * t / ms * 1e3}
+        for r in impls.values():
+            r["time_over_kernelkit"] = r["gpu_us"] / impls["kernelkit fp8"]["gpu_us"]
+        rows.append({"op": "Llama-7B shape x4 layers, eager forward", "shape": f"{name} b{b} s{t}", "l2": "cold",
+                     "impls": impls, "unit": "tok/s"})
+    del model, fp8
+    torch.cuda.empty_cache()
+    return rows, acc
 
 
 def run_host_latency(dtype, runs, device):
@@ -944,10 +1040,11 @@ def markdown(results):
                          f"{r.get('time_over_kernelkit', float('nan')):.2f} |")
     acc = results.get("accuracy") or []
     if acc:
-        lines += ["", "Quantized Llama logits vs fp16 (random init):", "",
-                  "| model | weights | cosine | max abs diff | max abs logit | bytes before -> after |",
-                  "|---|---|---:|---:|---:|---|"]
-        lines += [f"| {a['model']} | {a['weights']} | {a['cosine']:.5f} | {a['max_abs_diff']:.4f} | "
+        lines += ["", "Quantized Llama logits vs the unquantized model (random init):", "",
+                  "| model | weights | cosine | rel. L2 error | max abs diff | max abs logit | bytes before -> after |",
+                  "|---|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {a['model']} | {a['weights']} | {a['cosine']:.5f} | {a.get('rel_err', float('nan')):.4f} | "
+                  f"{a['max_abs_diff']:.4f} | "
                   f"{a['max_abs_logit']:.3f} | {a['bytes_before'] / 1e6:.1f} MB -> {a['bytes_after'] / 1e6:.1f} MB |"
                   for a in acc]
     return "\n".join(lines) + "\n"
@@ -1025,8 +1122,8 @@ def main(argv=None):
     global args
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only",
-                   default="attention,varlen,masks,headdims,decode,pages,kvwrite,linear,checkpoints,w8a8,fp8,normquant,"
-                           "actquant,accuracy,host")
+                   default="attention,varlen,masks,headdims,decode,decodefp8,pages,kvwrite,linear,checkpoints,w8a8,fp8,normquant,"
+                           "actquant,accuracy,fp8model,host")
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     p.add_argument("--runs", type=int, default=50)
     p.add_argument("--quick", action="store_true")
@@ -1056,6 +1153,8 @@ def main(argv=None):
         rows += run_head_dims(dtype, args.runs, "cuda")
     if "decode" in only:
         rows += run_decode(dtype, args.runs, "cuda")
+    if "decodefp8" in only:
+        rows += run_decode_fp8(dtype, args.runs, "cuda")
     if "pages" in only:
         rows += run_decode_pages(dtype, args.runs, "cuda")
     if "kvwrite" in only:
@@ -1076,6 +1175,10 @@ def main(argv=None):
     if "host" in only:
         rows += run_host_latency(dtype, args.runs, "cuda")
     accuracy = run_quant_accuracy("cuda") if "accuracy" in only else []
+    if "fp8model" in only:
+        model_rows, model_acc = run_fp8_model("cuda")
+        rows += model_rows
+        accuracy += model_acc
     results = {"meta": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
                         "dtype": args.dtype, "copy_gbps": peak,
                         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},

@@ -124,6 +124,59 @@ def test_decode_attention_contiguous_and_paged(device):
         torch.testing.assert_close(paged, out)
 
 
+def fp8_supported(device):
+    """Whether kernels for e4m3 caches run here: the CPU backend always, CUDA from sm_89."""
+    return device == "cpu" or torch.cuda.get_device_capability(device) >= (8, 9)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("per_head", [False, True])
+def test_fp8_kv_cache(device, dtype, per_head):
+    """write_kv_cache into float8_e4m3fn pages (scales per tensor or per KV head): every code within e4m3's rounding
+    of value / scale; decode_attention over that cache against float64 attention over the dequantized cache (code *
+    scale, exact); missing scales name the argument. Refused with the FP8 message on a GPU without FP8."""
+    b, h, hk, d, page, pages = 2, 8, 2, 128, 16, 10
+    lens = [70, 33]
+    k, v = rand(sum(lens), hk, d, dtype=dtype, device=device), rand(sum(lens), hk, d, dtype=dtype, device=device)
+    def scale_of(x):  # amax / 448 per KV head or per tensor
+        a = x.float().abs().amax(dim=(0, 2)) if per_head else x.float().abs().amax().reshape(1)
+        return (a / 448).contiguous()
+    ks, vs = scale_of(k), scale_of(v)
+    kc = torch.zeros(pages, page, hk, d, dtype=torch.float8_e4m3fn, device=device)
+    vc = torch.zeros_like(kc)
+    perm = torch.randperm(pages)
+    table = perm.reshape(b, pages // b).to(torch.int32).to(device)
+    slots = torch.cat([table[i].long().repeat_interleave(page)[:n] * page + torch.arange(n, device=device) % page
+                       for i, n in enumerate(lens)])
+    if not fp8_supported(device):
+        with pytest.raises(Exception, match="f8e4m3 is not supported"):
+            kernelkit.write_kv_cache(kc, vc, k, v, slots, k_scale=ks, v_scale=vs)
+        return
+    kernelkit.write_kv_cache(kc, vc, k, v, slots, k_scale=ks, v_scale=vs)
+    def rows_of(cache, rows):  # the cache rows at slots `rows`, as float32 codes (indexed as bytes)
+        return cache.view(torch.uint8).reshape(-1, hk, d)[rows].view(torch.float8_e4m3fn).float()
+    for cache, x, sc in ((kc, k, ks), (vc, v, vs)):
+        got = rows_of(cache, slots) * sc.reshape(1, -1, 1)  # dequantized, exact in float32
+        bound = x.float().abs() * 2.0 ** -4 + 2.0 ** -10 * sc.reshape(1, -1, 1)  # half an e4m3 step (subnormal: 2^-10)
+        assert ((got - x.float()).abs() <= bound).all()
+    q = rand(b, 1, h, d, dtype=dtype, device=device)
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=device)
+    out = kernelkit.decode_attention(q, kc, vc, block_table=table, seqlens_k=seqlens, k_scale=ks, v_scale=vs)
+    start = 0
+    for i, n in enumerate(lens):
+        rows = slots[start:start + n]
+        kd = (rows_of(kc, rows).double() * ks.double().reshape(1, -1, 1)).cpu()
+        vd = (rows_of(vc, rows).double() * vs.double().reshape(1, -1, 1)).cpu()
+        want = attention_ref(q[i:i + 1].cpu(), kd[None], vd[None], False)
+        assert (out[i:i + 1].cpu().double() - want).abs().max().item() < (2e-2 if dtype == torch.bfloat16 else 3e-3)
+        start += n
+    with pytest.raises(ValueError, match="v_scale is required"):
+        kernelkit.decode_attention(q, kc, vc, block_table=table, seqlens_k=seqlens, k_scale=ks)
+    with pytest.raises(ValueError, match="k_scale"):
+        kernelkit.write_kv_cache(kc, vc, k, v, slots, v_scale=vs)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     h = torch.float16
@@ -150,6 +203,20 @@ def test_opcheck(device):
                                                 torch.randn(32, 64, device=device), True)),
     ]:
         torch.library.opcheck(op, args)
+    if fp8_supported(device):  # e4m3 caches with their scales (per KV head, per tensor): the fake tensors and
+        # AOT dispatch; test_schema compares mutated inputs by arithmetic torch has no float8 kernels for
+        fp8_tests = ("test_faketensor", "test_aot_dispatch_dynamic")
+        k8 = (k / 4).to(torch.float8_e4m3fn)
+        ks, vs = torch.full((2,), 0.25, device=device), torch.full((1,), 0.25, device=device)
+        torch.library.opcheck(kernelkit.ops.decode_attention.default,
+                              (torch.empty(1, 1, 4, 64, device=device, dtype=h), None,
+                               torch.randn(1, 1, 4, 64, device=device, dtype=h), k8, k8.clone(), None, None, 0.0, False,
+                               -1, 0.0, None, ks, vs), test_utils=fp8_tests)
+        torch.library.opcheck(kernelkit.ops.write_kv_cache.default,
+                              (torch.zeros(4, 16, 2, 64, device=device, dtype=torch.float8_e4m3fn),
+                               torch.zeros(4, 16, 2, 64, device=device, dtype=torch.float8_e4m3fn), k[0], k[0].clone(),
+                               torch.randperm(64, device=device)[:9], None, None, None, None, True, ks, vs),
+                              test_utils=fp8_tests)
 
 
 def rope_ref(x, positions, cos_sin_cache, neox):

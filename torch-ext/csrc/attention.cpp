@@ -1,4 +1,5 @@
-// PyTorch ops of attention (src/ops/attention/): f16 / bf16; scale 0 means 1 / sqrt(head_dim).
+// PyTorch ops of attention (src/ops/attention/): f16 / bf16 (KV caches also float8_e4m3fn with k_scale / v_scale);
+// scale 0 means 1 / sqrt(head_dim).
 #include "binding.hpp"
 #include "kernelkit/ops/attention.hpp"
 
@@ -28,7 +29,8 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
 void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::Tensor& q,
                       const at::Tensor& k_cache, const at::Tensor& v_cache, const std::optional<at::Tensor>& block_table,
                       const std::optional<at::Tensor>& seqlens_k, double scale, bool causal, int64_t window_left,
-                      double softcap, const std::optional<at::Tensor>& alibi_slopes) {
+                      double softcap, const std::optional<at::Tensor>& alibi_slopes,
+                      const std::optional<at::Tensor>& k_scale, const std::optional<at::Tensor>& v_scale) {
   const Call c("decode_attention", q);
   const TensorView qv = c(q, "q");
   KvCache cache;
@@ -36,6 +38,8 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
   cache.v = c(v_cache, "v_cache");
   cache.block_table = c(block_table, "block_table");
   cache.seqlens_k = c(seqlens_k, "seqlens_k");
+  cache.k_scale = c(k_scale, "k_scale");
+  cache.v_scale = c(v_scale, "v_scale");
   const TensorView outv = c(out, "out");
   AttentionOptions o;
   o.scale = c.f32(scale, "scale");
@@ -51,7 +55,8 @@ void decode_attention(at::Tensor& out, const std::optional<at::Tensor>& lse, con
 void write_kv_cache(at::Tensor& k_cache, at::Tensor& v_cache, const at::Tensor& k, const at::Tensor& v,
                     const at::Tensor& slot_mapping, const std::optional<at::Tensor>& q_out,
                     const std::optional<at::Tensor>& q, const std::optional<at::Tensor>& positions,
-                    const std::optional<at::Tensor>& cos_sin_cache, bool neox) {
+                    const std::optional<at::Tensor>& cos_sin_cache, bool neox, const std::optional<at::Tensor>& k_scale,
+                    const std::optional<at::Tensor>& v_scale) {
   const Call c("write_kv_cache", k);
   std::optional<KvWriteRope> rope;
   if (q || q_out || positions || cos_sin_cache) {
@@ -61,7 +66,8 @@ void write_kv_cache(at::Tensor& k_cache, at::Tensor& v_cache, const at::Tensor& 
                        neox ? RopeStyle::neox : RopeStyle::gptj};
   }
   c.check(kernelkit::write_kv_cache(c(k_cache, "k_cache"), c(v_cache, "v_cache"), c(k, "k"), c(v, "v"),
-                                    c(slot_mapping, "slot_mapping"), rope, std::nullopt, std::nullopt, c.stream()));
+                                    c(slot_mapping, "slot_mapping"), rope, c(k_scale, "k_scale"), c(v_scale, "v_scale"),
+                                    c.stream()));
 }
 
 }  // namespace
@@ -75,11 +81,11 @@ KK_TORCH_OPS(m) {
          &attention);
   def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
             "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal, int window_left=-1, "
-            "float softcap=0.0, Tensor? alibi_slopes=None) -> ()",
+            "float softcap=0.0, Tensor? alibi_slopes=None, Tensor? k_scale=None, Tensor? v_scale=None) -> ()",
          &decode_attention);
   def_op(m,
          "write_kv_cache(Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor k, Tensor v, Tensor slot_mapping, "
          "Tensor(c!)? q_out=None, Tensor? q=None, Tensor? positions=None, Tensor? cos_sin_cache=None, "
-         "bool neox=True) -> ()",
+         "bool neox=True, Tensor? k_scale=None, Tensor? v_scale=None) -> ()",
          &write_kv_cache);
 }

@@ -53,7 +53,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      block_table: Optional[torch.Tensor] = None, seqlens_k: Optional[torch.Tensor] = None,
                      causal: bool = False, scale: Optional[float] = None, return_lse: bool = False,
-                     window_left: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
+                     window_left: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+                     k_scale: Optional[torch.Tensor] = None, v_scale: Optional[torch.Tensor] = None):
     """Decode attention: q [b, s_q, h, d] (a few new tokens per sequence) against a KV cache, split across blocks.
 
     Contiguous cache: k_cache, v_cache [b, capacity, h_kv, d]. Paged: [num_pages, page_size, h_kv, d] (page_size a
@@ -61,20 +62,25 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     sequence (required when paged; default: the whole capacity). causal: the s_q queries are the last s_q positions
     of their sequence. window_left / softcap / alibi_slopes as in `attention`. Returns out, or (out, lse) with lse
     float32 [b, h, s_q].
+    FP8 cache (vLLM's / FlashInfer's kv_cache_dtype "fp8_e4m3"): k_cache and v_cache torch.float8_e4m3fn (q stays
+    float16 / bfloat16) with float32 k_scale and v_scale, each [1] (per tensor) or [h_kv] (per KV head): stored code *
+    scale = value. Half the bytes of a 16-bit cache; on CUDA it needs FP8 hardware (sm_89+: H100 / H200) and head_dim a
+    multiple of 16. write_kv_cache fills such a cache.
     """
     _inference_only("decode_attention", q, k_cache, v_cache)
     _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
     ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
-                         causal, window_left, softcap, alibi_slopes)
+                         causal, window_left, softcap, alibi_slopes, k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 
 def write_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                    slot_mapping: torch.Tensor, q: Optional[torch.Tensor] = None,
                    positions: Optional[torch.Tensor] = None, cos_sin_cache: Optional[torch.Tensor] = None,
-                   style: str = "neox", q_out: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
+                   style: str = "neox", q_out: Optional[torch.Tensor] = None, k_scale: Optional[torch.Tensor] = None,
+                   v_scale: Optional[torch.Tensor] = None) -> Optional[torch.Tensor]:
     """Writes the new tokens' keys and values into their KV cache slots (vLLM's reshape_and_cache), in place.
 
     k, v [tokens, h_kv, d] (strided views of a fused qkv projection are fine); k_cache, v_cache as decode_attention
@@ -85,6 +91,9 @@ def write_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor
     With q, positions and cos_sin_cache (as rotary_embedding takes them; style "neox" or "gptj") RoPE is fused: one
     kernel rotates q (in place, or into q_out) and k (on its way into the cache; k itself is left as it is). Returns
     the rotated q, or None without RoPE.
+    FP8 caches (torch.float8_e4m3fn, as decode_attention takes them): k and v are quantized on the way in, code =
+    e4m3(value / scale) saturated to +-448, with float32 k_scale and v_scale ([1] or [h_kv], finite and > 0; on CUDA a
+    bad one is raised by kernelkit.check_errors()).
     """
     if style not in ("neox", "gptj"):
         raise ValueError(f"write_kv_cache: style must be 'neox' or 'gptj', got {style!r}")
@@ -95,5 +104,6 @@ def write_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor
         raise ValueError("write_kv_cache: RoPE needs q, positions and cos_sin_cache together")
     if q is not None and q_out is None:
         q_out = q
-    ops.write_kv_cache(k_cache, v_cache, k, v, slot_mapping, q_out, q, positions, cos_sin_cache, style == "neox")
+    ops.write_kv_cache(k_cache, v_cache, k, v, slot_mapping, q_out, q, positions, cos_sin_cache, style == "neox",
+                       k_scale, v_scale)
     return q_out
