@@ -321,7 +321,9 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
       p.m = (a.m + multiple - 1) / multiple * multiple;
       p.x_stride = a.k;
       p.out_stride = (a.n + 7) / 8 * 8;       // 16-byte rows
-      p.x = p.sx = nullptr, p.out = nullptr;  // the scratch's, 256-byte aligned as nullptr reads
+      // The scratch's x and D, 256-byte aligned as nullptr reads; the heuristic refuses a null scale pointer
+      // (CUBLAS_STATUS_INVALID_VALUE) with block scales, so it sees x's own until the run sets the padded copy's.
+      p.x = nullptr, p.out = nullptr;
       if (p.m == a.m) continue;
       TnMatmul tp;
       KK_RETURN_IF_ERROR(fp8_matmul_for(h, p, &tp, &algo));
