@@ -47,6 +47,7 @@ Status softmax_cuda(const SoftmaxArgs&, Stream) { return no_cuda(); }
 Status linear_cuda(const LinearArgs&, GemmHandle*, Stream) { return no_cuda(); }
 Status attention_cuda(const AttentionArgs&, Stream) { return no_cuda(); }
 Status decode_attention_cuda(const DecodeArgs&, Stream) { return no_cuda(); }
+Status write_kv_cache_cuda(const KvWriteArgs&, Stream) { return no_cuda(); }
 Status quantize_cuda(const QuantizeArgs&, Stream) { return no_cuda(); }
 Status weight_only_cuda(const WeightOnlyArgs&, Stream) { return no_cuda(); }
 Status w8a8_cuda(const W8A8Args&, Stream) { return no_cuda(); }

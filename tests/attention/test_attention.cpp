@@ -905,10 +905,187 @@ TEST(DecodeAttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
                           TensorView::contiguous(q8.data(), DType::f8e4m3, {B, 1, H, D}),
                           KvCache{k8, v8, std::nullopt, std::nullopt, scale(ks, {HK}), scale(vs, {1})}),
          StatusCode::invalid_argument, "decode_attention: q dtype f8e4m3 is not supported (expected f16 or bf16)");
-  // The prefill takes no e4m3 cache.
-  expect(attention(ov, std::nullopt, qv, TensorView::contiguous(k.data(), DType::f8e4m3, {B, CAP, HK, D}),
-                   TensorView::contiguous(v.data(), DType::f8e4m3, {B, CAP, HK, D})),
-         StatusCode::unsupported,
-         "attention: k dtype f8e4m3 is not supported: the prefill reads f16 / bf16 k and v (an e4m3 KV cache is read "
-         "by decode_attention");
+  // attention's scales (options) are not decode's.
+  AttentionOptions with_scales;
+  with_scales.k_scale = scale(ks, {HK});
+  expect(decode_attention(ov, std::nullopt, qv,
+                          KvCache{k8, v8, std::nullopt, std::nullopt, scale(ks, {HK}), scale(vs, {1})}, with_scales),
+         StatusCode::invalid_argument,
+         "decode_attention: options.k_scale is for attention's e4m3 k / v; decode's e4m3 cache takes its scales in "
+         "cache.k_scale / v_scale");
+}
+
+// ---- attention (the prefill) over e4m3 k / v: dequantized exactly (code * scale), then the 16-bit prefill's
+//      reference
+
+TEST(AttentionFp8, EqualsAttentionOfTheDequantizedKv) {
+  // Random codes (every 13th the largest, every 17th a subnormal one) at scales whose products with every code are
+  // exact in bf16 / f16: e4m3 k / v and k / v holding code * scale give the same output and lse bits, dense (k / v
+  // seen through a padded batch stride) and varlen, causal or not, GQA 4, plain, with a window and a soft-cap, and
+  // with ALiBi; scales per tensor and per KV head.
+  const int64_t B = 2, SQ = 9, SK = 23, PAD = 3, H = 8, HK = 2, D = 32;
+  std::vector<int32_t> cu_q = {0, 9, 13}, cu_k = {0, 23, 30};  // varlen: 9 / 4 queries over 23 / 7 keys
+  const int64_t ROWS = B * (SK + PAD);                         // k / v rows stored (varlen uses the first 30)
+  uint64_t seed = 601;
+  for (DType dt : {DType::bf16, DType::f16})
+    for (bool per_head : {false, true})
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(::testing::Message() << dt << (per_head ? " per head" : "") << " variant " << variant);
+        std::vector<float> k_scale = {0x1p-4f * 0.75f, 0x1p-3f}, v_scale = {0x1p-5f, 0x1p-6f * 1.5f};
+        if (!per_head) k_scale.resize(1), v_scale.resize(1);
+        HostBuffer k = random_host(DType::f8e4m3, ROWS * HK * D, seed++),
+                   v = random_host(DType::f8e4m3, ROWS * HK * D, seed++);
+        for (int64_t i = 0; i < k.size(); ++i) {
+          if (i % 13 == 0) k.set(i, i % 2 ? -kE4m3Max : kE4m3Max), v.set(i, kE4m3Max);
+          if (i % 17 == 0) k.set(i, 0x1p-9 * (1 + i % 7)), v.set(i, -0x1p-9 * (1 + i % 5));
+        }
+        HostBuffer kd(dt, k.size()), vd(dt, v.size());
+        for (int64_t i = 0; i < k.size(); ++i) {
+          const auto h = static_cast<size_t>(per_head ? (i / D) % HK : 0);
+          kd.set(i, k.get(i) * k_scale[h]), vd.set(i, v.get(i) * v_scale[h]);
+          ASSERT_EQ(kd.get(i), k.get(i) * k_scale[h]) << "not exact in " << dt;
+          ASSERT_EQ(vd.get(i), v.get(i) * v_scale[h]) << "not exact in " << dt;
+        }
+        HostBuffer q = random_host(dt, B * SQ * H * D, seed++, 2.0), o8(dt, q.size()), od(dt, q.size());
+        std::vector<float> lse8(B * H * SQ), lsed(B * H * SQ), slopes(H, 0.125f);
+        for (bool varlen : {false, true})
+          for (bool causal : {false, true}) {
+            AttentionOptions o;
+            o.causal = causal;
+            if (variant == 1) o.window_left = 5, o.softcap = 5.0f;
+            if (variant == 2) o.alibi_slopes = TensorView::contiguous(slopes.data(), DType::f32, {H});
+            if (varlen) {
+              o.cu_seqlens_q = TensorView::contiguous(cu_q.data(), DType::i32, {B + 1});
+              o.cu_seqlens_k = TensorView::contiguous(cu_k.data(), DType::i32, {B + 1});
+            }
+            const int64_t TQ = cu_q.back(), TK = cu_k.back();
+            const auto heads = [&](HostBuffer& t, int64_t s, int64_t n, int64_t total) {
+              return varlen ? TensorView::contiguous(t.data(), t.dtype(), {total, n, D})
+                            : TensorView::contiguous(t.data(), t.dtype(), {B, s, n, D});
+            };
+            const auto kv = [&](HostBuffer& t) {
+              return varlen ? TensorView::contiguous(t.data(), t.dtype(), {TK, HK, D})
+                            : TensorView::strided(t.data(), t.dtype(), {B, SK, HK, D},
+                                                  {(SK + PAD) * HK * D, HK * D, D, 1});
+            };
+            const auto lse = [&](std::vector<float>& l) {
+              return varlen ? TensorView::contiguous(l.data(), DType::f32, {H, TQ})
+                            : TensorView::contiguous(l.data(), DType::f32, {B, H, SQ});
+            };
+            AttentionOptions o8opt = o;
+            o8opt.k_scale = TensorView::contiguous(k_scale.data(), DType::f32, {static_cast<int64_t>(k_scale.size())});
+            o8opt.v_scale = TensorView::contiguous(v_scale.data(), DType::f32, {static_cast<int64_t>(v_scale.size())});
+            o8.poison(), od.poison();
+            std::fill(lse8.begin(), lse8.end(), 1.0f), std::fill(lsed.begin(), lsed.end(), 2.0f);
+            Status s = attention(heads(o8, SQ, H, TQ), lse(lse8), heads(q, SQ, H, TQ), kv(k), kv(v), o8opt);
+            ASSERT_TRUE(s.ok()) << s.to_string();
+            s = attention(heads(od, SQ, H, TQ), lse(lsed), heads(q, SQ, H, TQ), kv(kd), kv(vd), o);
+            ASSERT_TRUE(s.ok()) << s.to_string();
+            const size_t n = static_cast<size_t>(varlen ? TQ * H : B * SQ * H);
+            EXPECT_EQ(std::memcmp(o8.data(), od.data(), n * D * dtype_size(dt)), 0)
+                << (varlen ? "varlen" : "dense") << (causal ? " causal" : "");
+            int64_t unwritten = 0;  // both poisoned alike: every element must have been written
+            for (int64_t i = 0; i < static_cast<int64_t>(n) * D; ++i) unwritten += std::isnan(o8.get(i)) ? 1 : 0;
+            EXPECT_EQ(unwritten, 0);
+            EXPECT_TRUE(std::equal(lse8.begin(), lse8.begin() + static_cast<std::ptrdiff_t>(n), lsed.begin()))
+                << (varlen ? "varlen" : "dense") << (causal ? " causal" : "");
+          }
+      }
+}
+
+TEST(AttentionFp8, CaseGridKeepsOutputsWithinTheValues) {
+  // The harness's e4m3 cases for attention (extreme and subnormal codes, NaN codes in the padding rows of the dense
+  // views) on the CPU backend: every output within [min v, max v] of the dequantized values, lse finite or -inf.
+  uint64_t seed = 701;
+  for (DType dt : {DType::f16, DType::bf16})
+    for (bool varlen : {false, true})
+      for (bool per_head : {false, true}) {
+        kernelkit::testing::AttentionCase c{OpId::attention, dt, 3, 37, 70, 8, 2, 128, true};
+        c.varlen = varlen, c.kv_pad = varlen ? 0 : 5, c.fp8 = true, c.scale_per_head = per_head, c.seed = seed++;
+        const auto r = kernelkit::testing::check_attention_properties(c);
+        EXPECT_TRUE(r.passed()) << c.name() << ": " << r.status.to_string() << "\n" << r.detail;
+        EXPECT_GT(r.checked, 0) << c.name();
+      }
+}
+
+TEST(AttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
+  const int64_t B = 1, S = 8, H = 4, HK = 2, D = 64;
+  HostBuffer q = random_host(DType::bf16, B * S * H * D, 1), out(DType::bf16, q.size());
+  HostBuffer k(DType::f8e4m3, B * S * HK * D), v(DType::f8e4m3, k.size()), k16(DType::bf16, k.size());
+  std::vector<float> ks = {0.5f, 0.25f, 1.0f}, vs = {0.125f};
+  const auto qv = TensorView::contiguous(q.data(), DType::bf16, {B, S, H, D});
+  const auto ov = TensorView::contiguous(out.data(), DType::bf16, {B, S, H, D});
+  const auto kvv = [](HostBuffer& t, DType dt) { return TensorView::contiguous(t.data(), dt, {B, S, HK, D}); };
+  const auto scale = [](std::vector<float>& s, std::initializer_list<int64_t> shape, DType dt = DType::f32,
+                        Device dev = Device::cpu()) {
+    return std::optional(TensorView::contiguous(s.data(), dt, shape, dev));
+  };
+  auto run = [&](const TensorView& kt, const TensorView& vt, std::optional<TensorView> k_scale,
+                 std::optional<TensorView> v_scale) {
+    AttentionOptions o;
+    o.k_scale = k_scale, o.v_scale = v_scale;
+    return attention(ov, std::nullopt, qv, kt, vt, o);
+  };
+  const auto k8 = kvv(k, DType::f8e4m3), v8 = kvv(v, DType::f8e4m3), kb = kvv(k16, DType::bf16);
+  ASSERT_TRUE(run(k8, v8, scale(ks, {HK}), scale(vs, {1})).ok());
+  auto expect = [](const Status& s, StatusCode code, const std::string& want) {
+    EXPECT_EQ(s.code(), code) << s.to_string();
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
+  };
+  expect(run(k8, v8, std::nullopt, scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: options.k_scale is required with an f8e4m3 cache (stored code * scale = value)");
+  expect(run(k8, v8, scale(ks, {1}), std::nullopt), StatusCode::invalid_argument,
+         "attention: options.v_scale is required with an f8e4m3 cache");
+  expect(run(kb, kb, scale(ks, {HK}), std::nullopt), StatusCode::invalid_argument,
+         "attention: options.k_scale is for f8e4m3 caches only (k is not e4m3)");
+  expect(run(kb, kb, std::nullopt, scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: options.v_scale is for f8e4m3 caches only (k is not e4m3)");
+  expect(run(k8, v8, scale(ks, {3}), scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: options.k_scale shape [3] must be [1] (per tensor) or [kv_heads=2] (per KV head)");
+  expect(run(k8, v8, scale(ks, {1, 1}), scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: options.k_scale shape [1, 1] must be [1] (per tensor) or [kv_heads=2] (per KV head)");
+  expect(run(k8, v8, scale(ks, {HK}), scale(vs, {1}, DType::f16)), StatusCode::invalid_argument,
+         "attention: options.v_scale dtype f16 must be f32");
+  expect(run(k8, v8, scale(ks, {HK}, DType::f32, Device::cuda(0)), scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: options.k_scale is on cuda:0 but q is on cpu");
+  expect(run(k8, kb, scale(ks, {HK}), scale(vs, {1})), StatusCode::invalid_argument,
+         "attention: v dtype bf16 must be f8e4m3");
+  expect(run(kb, v8, std::nullopt, std::nullopt), StatusCode::invalid_argument,
+         "attention: v dtype f8e4m3 does not match q dtype bf16");
+  expect(run(kvv(k, DType::f8e5m2), kvv(v, DType::f8e5m2), scale(ks, {HK}), scale(vs, {1})), StatusCode::unsupported,
+         "attention: k dtype f8e5m2 is not supported (an FP8 cache is f8e4m3");
+  // q and out stay f16 / bf16.
+  HostBuffer q8(DType::f8e4m3, q.size()), o8(DType::f8e4m3, q.size());
+  AttentionOptions o;
+  o.k_scale = scale(ks, {HK}), o.v_scale = scale(vs, {1});
+  expect(attention(TensorView::contiguous(o8.data(), DType::f8e4m3, {B, S, H, D}), std::nullopt,
+                   TensorView::contiguous(q8.data(), DType::f8e4m3, {B, S, H, D}), k8, v8, o),
+         StatusCode::invalid_argument, "attention: q dtype f8e4m3 is not supported (expected f16 or bf16)");
+
+  // The CUDA checks, on a CUDA call's arguments as the op builds them (validation needs no device): head_dim a
+  // multiple of 16, 16-byte rows of codes, and a profile with FP8 (the a100 and t4 ones refuse it as for any FP8
+  // tensor).
+  detail::AttentionArgs a;
+  a.dtype = DType::bf16, a.kv_dtype = DType::f8e4m3, a.device = Device::cuda(0);
+  a.rows = B * S, a.batch = B, a.heads = H, a.kv_heads = HK, a.head_dim = 72, a.s_q = S, a.s_k = S;
+  alignas(16) static unsigned char storage[16];
+  a.q = a.k = a.v = a.out = storage;
+  a.q_st = a.o_st = {S * H * 72, H * 72, 72};
+  a.k_st = a.v_st = {S * HK * 80, HK * 80, 80};  // 16-byte rows of codes, padded: the head_dim itself is refused
+  const DeviceProfile h100 = *find_profile("h100"), a100 = *find_profile("a100"), t4 = *find_profile("t4");
+  expect(detail::validate_attention(a, &h100), StatusCode::unsupported,
+         "attention: an e4m3 cache needs head_dim a multiple of 16 on CUDA (rows of 16-byte chunks), got 72");
+  a.head_dim = 64;
+  a.q_st = a.o_st = {S * H * 64, H * 64, 64};
+  a.k_st = a.v_st = {S * HK * 64, HK * 64, 64};
+  EXPECT_TRUE(detail::validate_attention(a, &h100).ok());
+  a.v_st.head = 72;  // a multiple of 8 (16-bit rows) but not of 16 codes
+  expect(detail::validate_attention(a, &h100), StatusCode::unsupported,
+         "attention: v strides must be multiples of 16 elements on CUDA (16-byte rows), got 72");
+  a.v_st.head = 64;
+  expect(detail::validate_attention(a, &a100), StatusCode::unsupported,
+         "attention: k dtype f8e4m3 is not supported on profile a100-80gb (sm_80 has no FP8 tensor cores); use bf16");
+  a.dtype = DType::f16;
+  expect(detail::validate_attention(a, &t4), StatusCode::unsupported,
+         "attention: k dtype f8e4m3 is not supported on profile t4 (sm_75 has no FP8 tensor cores); use f16");
 }

@@ -2,7 +2,7 @@
 // poisoned first. Run natively (sm_90) and on the PTX paths (KERNELKIT_PROFILE=a100 / t4 with compute_80 / compute_75
 // code): lengths 1, 7, 127, 1000, 4097; s_q < s_k and s_q > s_k (fully masked causal rows); GQA ratios 1, 4, 8 and
 // MQA; head_dim 64, 128, 256; [b, h, s, d] strides; varlen; large fp16 logits; paged and contiguous caches; sliding
-// windows and soft-caps; bad inputs.
+// windows and soft-caps; e4m3 K/V (prefill and decode); bad inputs.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -257,6 +257,61 @@ INSTANTIATE_TEST_SUITE_P(Caches, DecodeGridFp8,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool(),
                                             ::testing::Bool()));
 
+// attention over e4m3 k / v (options.k_scale / v_scale, per tensor and per KV head in turn): dense and varlen (with and
+// without max_seqlen), causal or not, GQA 1 to 8, s_q < s_k and s_q > s_k, one token, k / v seen through a padded
+// batch stride (NaN codes in the padding), a window with a soft-cap and ALiBi, and the mma.sync prefill where wgmma
+// is the default. The reference attends over the exactly dequantized values in fp64; the bound adds one rounding of
+// each K / V value to T (attention_cases.cpp). Profiles without FP8 (a100, t4) must refuse every case, and skip.
+using Fp8PrefillParam = std::tuple<DType, int64_t>;  // dtype, head_dim
+class AttentionFp8 : public ::testing::TestWithParam<Fp8PrefillParam> {};
+
+TEST_P(AttentionFp8, MatchesReference) {
+  const auto [dt, d] = GetParam();
+  struct Fp8Case {
+    Shape s;
+    bool causal, varlen;
+    int64_t kv_pad = 0;
+    bool max_seqlen = false;
+  };
+  const std::vector<Fp8Case> cases = {
+      {{2, 1, 1, 8, 8}, false, false},             // one token
+      {{2, 7, 127, 8, 2}, false, false},           // GQA 4, s_q < s_k
+      {{1, 127, 127, 8, 1}, true, false},          // GQA 8
+      {{2, 127, 1000, 4, 2}, true, false},         // a KV prefix over many tiles, bottom-right causal
+      {{1, 300, 127, 2, 1}, true, false},          // s_q > s_k: rows that see nothing
+      {{2, 70, 130, 8, 2}, true, false, 3},        // padded k / v views (NaN codes never read)
+      {{3, 127, 300, 8, 2}, false, true},          // varlen, the grid from cu_seqlens read back
+      {{3, 300, 300, 4, 1}, true, true, 0, true},  // varlen with max_seqlen: nothing read back
+      {{1, 1000, 1000, 4, 2}, true, false},        // many tiles both ways
+  };
+  uint64_t seed = 801;
+  bool per_head = false;
+  for (const Fp8Case& f : cases) {
+    if (d == 256 && f.s.s_q * f.s.s_k > 300 * 300) continue;  // keep the fp64 reference's time in check
+    AttentionCase c{OpId::attention, dt, f.s.batch, f.s.s_q, f.s.s_k, f.s.heads, f.s.kv_heads, d, f.causal};
+    c.varlen = f.varlen, c.kv_pad = f.kv_pad, c.max_seqlen = f.max_seqlen, c.seed = seed++;
+    c.fp8 = true;
+    c.scale_per_head = per_head = !per_head;
+    const auto r = kernelkit::testing::run_attention_case_cuda(c, 0);
+    if (!fp8_cache_runs(r, c.name()))
+      GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
+    kernelkit::testing::expect_case(r, dt, c.name());
+  }
+  // A window, a soft-cap on large logits and ALiBi over e4m3 k / v.
+  AttentionCase m{OpId::attention, dt, 2, 300, 300, 4, 2, d, true};
+  m.fp8 = true, m.window_left = 64, m.softcap = 30.0f, m.magnitude = 4.0, m.alibi = 1, m.seed = seed++;
+  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(m, 0), dt, m.name());
+  // The mma.sync prefill (the default below sm_90a) on the dequantized temporary too.
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_wgmma=0");
+  AttentionCase n{OpId::attention, dt, 2, 127, 300, 8, 2, d, true};
+  n.fp8 = true, n.scale_per_head = true, n.varlen = true, n.seed = seed++;
+  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(n, 0), dt, n.name() + " attn_wgmma=0");
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionFp8,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(int64_t{64}, int64_t{128}, int64_t{256})));
+
 // Sliding window, soft-cap and ALiBi, alone and together, with causal and not, GQA, s_q < s_k and s_q > s_k, varlen, the
 // head dims; on sm_90a every prefill kernel (the TMA-fed wgmma default, cp.async-fed wgmma, mma.sync; head_dim 256
 // has the mma.sync one only) and both
@@ -501,6 +556,18 @@ TEST(AttentionGpu, BadInputsAreRefusedWithTheirNames) {
   EXPECT_NE(s.message().find("k dtype bf16 does not match q dtype f16"), std::string::npos) << s.message();
   s = attention(out({1, 4, 4, 100}), std::nullopt, t({1, 4, 4, 100}), t({1, 4, 4, 100}), t({1, 4, 4, 100}));
   EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  // e4m3 k / v with head_dim 72 (rows of codes padded to 80 bytes): refused for the head_dim where the profile has
+  // FP8, else as FP8.
+  AttentionOptions f8;
+  f8.k_scale = f8.v_scale = TensorView::contiguous(buf.data(), DType::f32, {1}, dev);
+  const auto kv8 = TensorView::strided(buf.data(), DType::f8e4m3, {1, 4, 4, 72}, {4 * 4 * 80, 4 * 80, 80, 1}, dev);
+  s = attention(out({1, 4, 4, 72}), std::nullopt, t({1, 4, 4, 72}), kv8, kv8, f8);
+  EXPECT_EQ(s.code(), StatusCode::unsupported) << s.to_string();
+  EXPECT_NE(s.message().find(kernelkit::testing::case_profile().supports(DType::f8e4m3)
+                                 ? "attention: an e4m3 cache needs head_dim a multiple of 16 on CUDA"
+                                 : "attention: k dtype f8e4m3 is not supported on profile"),
+            std::string::npos)
+      << s.message();
   // A host pointer passed as device memory.
   std::vector<uint16_t> host(4 * 64);
   s = attention(out({1, 1, 4, 64}), std::nullopt, TensorView::contiguous(host.data(), DType::f16, {1, 1, 4, 64}, dev),

@@ -44,6 +44,12 @@ struct AttentionOptions {
   // position p and key j gets -slope |p - j| added (after the soft-cap), slope the head's (and sequence's). On CUDA
   // the bias is added to every visible score in fp32 (exact while |p - j| < 2^24).
   std::optional<TensorView> alibi_slopes;
+  // attention with f8e4m3 k and v (an e4m3 KV cache read by the prefill; q and out stay f16 / bf16): their f32
+  // dequantization scales, each [1] (per tensor) or [kv_heads] (per KV head), as KvCache's k_scale / v_scale (stored
+  // code * scale = value). Required with e4m3 k / v, refused otherwise; decode_attention takes them in its KvCache.
+  // Options rather than arguments: like the varlen fields, they qualify how k and v are read, and the other callers'
+  // signatures stay as they are.
+  std::optional<TensorView> k_scale, v_scale;
 };
 
 // Prefill / full attention: out = softmax(scale q k^T, masked) v, lse = log(sum_j exp(scale q k_j)) (natural log).
@@ -51,7 +57,12 @@ struct AttentionOptions {
 //   varlen: q, out [total_q, h, d]; k, v [total_k, h_kv, d]; lse [h, total_q] f32 or none.
 // Any strides with stride(-1) == 1 (so [b, h, s, d] storage passes as a permuted view); on CUDA the pointers must be
 // 16-byte aligned and the other strides multiples of 8 elements (whole 16-byte rows for cp.async). k and v are q's
-// dtype: an FP8 (e4m3) KV cache is read by decode_attention only (refused here as unsupported).
+// dtype, or both f8e4m3 with options.k_scale / v_scale (KvCache's conventions; on CUDA a profile with FP8, head_dim a
+// multiple of 16 and strides multiples of 16 elements). The CPU backend dequantizes exactly. CUDA first dequantizes
+// the k and v rows of the view into a stream-ordered temporary of q's dtype (cudaMallocAsync, 2 b s_k h_kv d
+// elements), code * scale rounded to it once (the one difference from the CPU backend; exact where the product fits
+// the dtype), then runs the 16-bit prefill on it: an extra pass over K/V (3 bytes an element), so the e4m3 cache
+// saves memory, not prefill time. A product past the dtype's range (f16: 65504) becomes inf there.
 Status attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q, const TensorView& k,
                  const TensorView& v, const AttentionOptions& options = {}, Stream stream = nullptr);
 

@@ -242,14 +242,26 @@ Status resolve_cache_scales(const Checker& c, const std::string& prefix, bool fp
   return Status::Ok();
 }
 
+// An e4m3 cache on CUDA: a profile with FP8, and head_dim a multiple of 16 (the kernels convert 16 codes at a time).
+Status check_fp8_cache(const std::string& name, const char* arg, Device device, const DeviceProfile* profile,
+                       int64_t head_dim) {
+  KK_RETURN_IF_ERROR(check_fp8_profile(name, arg, device, profile));
+  if (device.type == DeviceType::cuda && head_dim % 16 != 0)
+    return unsupported(name + ": an e4m3 cache needs head_dim a multiple of 16 on CUDA (rows of 16-byte chunks), got " +
+                       std::to_string(head_dim));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile) {
   const std::string name(op_info(a.op).name);
+  const auto ce = static_cast<int64_t>(dtype_size(a.kv_dtype));
   KK_RETURN_IF_ERROR(
       check_common(name, a.dtype, a.device, profile,
-                   {{"q", a.q, a.q_st}, {"k", a.k, a.k_st}, {"v", a.v, a.v_st}, {"out", a.out, a.o_st}}));
+                   {{"q", a.q, a.q_st}, {"k", a.k, a.k_st, ce}, {"v", a.v, a.v_st, ce}, {"out", a.out, a.o_st}}));
   KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
+  if (a.kv_dtype != a.dtype) KK_RETURN_IF_ERROR(check_fp8_cache(name, "k", a.device, profile, a.head_dim));
   return check_heads(name, a.heads, a.kv_heads);
 }
 
@@ -271,13 +283,7 @@ Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile) {
       name, a.dtype, a.device, profile,
       {{"q", a.q, a.q_st}, {"cache.k", a.k, a.k_st, ce}, {"cache.v", a.v, a.v_st, ce}, {"out", a.out, a.o_st}}));
   KK_RETURN_IF_ERROR(check_head_dim(name, a.head_dim));
-  if (a.kv_dtype != a.dtype) {
-    KK_RETURN_IF_ERROR(check_fp8_profile(name, "cache.k", a.device, profile));
-    if (a.device.type == DeviceType::cuda && a.head_dim % 16 != 0)  // the kernels copy 16 codes at a time
-      return unsupported(name +
-                         ": an e4m3 cache needs head_dim a multiple of 16 on CUDA (rows of 16-byte chunks), got " +
-                         std::to_string(a.head_dim));
-  }
+  if (a.kv_dtype != a.dtype) KK_RETURN_IF_ERROR(check_fp8_cache(name, "cache.k", a.device, profile, a.head_dim));
   return check_heads(name, a.heads, a.kv_heads);
 }
 
@@ -291,11 +297,9 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   detail::Checker c(OpId::attention, q);
   a.dtype = q.dtype;
   a.device = q.device;
-  for (const auto& [t, arg] : {std::pair{&k, "k"}, std::pair{&v, "v"}})
-    if (is_fp8(t->dtype))
-      return unsupported(name + ": " + arg + " dtype " + detail::dt(t->dtype) +
-                         " is not supported: the prefill reads f16 / bf16 k and v (an e4m3 KV cache is read by "
-                         "decode_attention, with its k_scale / v_scale)");
+  KK_RETURN_IF_ERROR(detail::cache_dtype(name, "k", k.dtype, q.dtype, &a.kv_dtype));
+  const bool fp8 = a.kv_dtype == DType::f8e4m3;
+  const std::optional<DType> kv_dtype = fp8 ? std::optional(a.kv_dtype) : std::nullopt;  // else q's, the default
   a.varlen = o.cu_seqlens_q.has_value() || o.cu_seqlens_k.has_value();
   if (o.cu_seqlens_q.has_value() != o.cu_seqlens_k.has_value())
     return c.err(o.cu_seqlens_q ? "options.cu_seqlens_k" : "options.cu_seqlens_q",
@@ -327,8 +331,8 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
     a.batch = cq.size(0) - 1;
     const Dim b1{"batch + 1", a.batch + 1};
     KK_RETURN_IF_ERROR(c.tensor(q, "q", {{"total_q", total_q}, h, d}));
-    KK_RETURN_IF_ERROR(c.tensor(k, "k", {{"total_k", total_k}, hk, d}));
-    KK_RETURN_IF_ERROR(c.tensor(v, "v", {{"total_k", total_k}, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "k", {{"total_k", total_k}, hk, d}, kv_dtype));
+    KK_RETURN_IF_ERROR(c.tensor(v, "v", {{"total_k", total_k}, hk, d}, kv_dtype));
     KK_RETURN_IF_ERROR(c.tensor(out, "out", {{"total_q", total_q}, h, d}));
     KK_RETURN_IF_ERROR(c.tensor(cq, "options.cu_seqlens_q", {b1}, DType::i32));
     KK_RETURN_IF_ERROR(c.tensor(ck, "options.cu_seqlens_k", {b1}, DType::i32));
@@ -381,8 +385,8 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
     a.s_k = k.size(1);
     const Dim b{"batch", a.batch}, sq{"s_q", a.s_q}, sk{"s_k", a.s_k};
     KK_RETURN_IF_ERROR(c.tensor(q, "q", {b, sq, h, d}));
-    KK_RETURN_IF_ERROR(c.tensor(k, "k", {b, sk, hk, d}));
-    KK_RETURN_IF_ERROR(c.tensor(v, "v", {b, sk, hk, d}));
+    KK_RETURN_IF_ERROR(c.tensor(k, "k", {b, sk, hk, d}, kv_dtype));
+    KK_RETURN_IF_ERROR(c.tensor(v, "v", {b, sk, hk, d}, kv_dtype));
     KK_RETURN_IF_ERROR(c.tensor(out, "out", {b, sq, h, d}));
     if (lse) {
       KK_RETURN_IF_ERROR(c.tensor(*lse, "lse", {b, h, sq}, DType::f32));
@@ -402,15 +406,22 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.v_st = detail::head_strides(v);
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
+  int64_t k_scales = 0, v_scales = 0;
+  KK_RETURN_IF_ERROR(detail::resolve_cache_scales(c, "options.", fp8, "k", o.k_scale, o.v_scale, a.kv_heads, &a.scales,
+                                                  &k_scales, &v_scales));
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
   KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, a.scale, &a.window_left, &a.softcap));
   KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
   const auto opt = [](const std::optional<TensorView>& t) { return t ? &*t : nullptr; };
   KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}, {opt(lse), "lse"}},
-                                              {{&q, "q"}, {&k, "k"}, {&v, "v"},
+                                              {{&q, "q"},
+                                               {&k, "k"},
+                                               {&v, "v"},
                                                {opt(o.cu_seqlens_q), "options.cu_seqlens_q"},
                                                {opt(o.cu_seqlens_k), "options.cu_seqlens_k"},
-                                               {opt(o.alibi_slopes), "options.alibi_slopes"}}));
+                                               {opt(o.alibi_slopes), "options.alibi_slopes"},
+                                               {opt(o.k_scale), "options.k_scale"},
+                                               {opt(o.v_scale), "options.v_scale"}}));
   return detail::run_row_op(a, stream, detail::validate_attention, detail::attention_reference,
                             detail::attention_cuda);
 }
@@ -424,6 +435,9 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   if (o.cu_seqlens_q || o.cu_seqlens_k || o.max_seqlen_q || o.max_seqlen_k)
     return c.err(o.cu_seqlens_q || o.cu_seqlens_k ? "options.cu_seqlens_q/k" : "options.max_seqlen_q/k",
                  "are not used by decode; give each sequence's length in cache.seqlens_k");
+  if (o.k_scale || o.v_scale)
+    return c.err(o.k_scale ? "options.k_scale" : "options.v_scale",
+                 "is for attention's e4m3 k / v; decode's e4m3 cache takes its scales in cache.k_scale / v_scale");
   if (q.ndim != 4) return c.err("q", "must have 4 dims [batch, s_q, heads, head_dim], got " + q.shape_string());
   const TensorView& k = cache.k;
   if (k.ndim != 4)

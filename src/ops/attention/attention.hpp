@@ -48,6 +48,10 @@ struct AttentionArgs {
   float softcap = 0.0f;      // scores soft-capped as softcap tanh(s / softcap) (0: none)
   const float* alibi = nullptr;  // ALiBi slopes: head h of sequence b at alibi[b * alibi_batch + h] (none: null)
   int64_t alibi_batch = 0;
+  // k and v's element type: `dtype` (q's), or f8e4m3 codes with their scales (CUDA dequantizes them into a temporary
+  // of `dtype` and runs the prefill on a copy of these args pointing there).
+  DType kv_dtype{};
+  CacheScales scales;
 };
 
 struct DecodeArgs {
@@ -93,6 +97,9 @@ Status attention_reference(const AttentionArgs& a);
 size_t reference_kv_bytes();
 void set_reference_kv_bytes(size_t bytes);
 Status attention_cuda(const AttentionArgs& a, Stream stream);
+// CUDA, e4m3 k / v (a.kv_dtype): the rows of a's views as `dtype` values round(code * scale) into k_out and v_out,
+// contiguous [rows of k, kv_heads, head_dim] (dense: b * s_k rows, varlen: total_k), on `stream`.
+Status dequantize_kv_cuda(const AttentionArgs& a, const DeviceProfile& prof, void* k_out, void* v_out, Stream stream);
 
 Status validate_decode(const DecodeArgs& a, const DeviceProfile* profile);
 Status decode_reference(const DecodeArgs& a);

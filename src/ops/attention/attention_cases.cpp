@@ -8,6 +8,11 @@
 // which is the table's bound atol + rtol * max(|want|, magnitude) with magnitude = |want| + m / 2.
 // lse (f32): rtol 1e-5 of |lse| + log(s_k) + 1, the size of its two terms max and log(sum) (the sum of up to s_k fp32
 // exponentials carries a relative error of a few ulp times its length).
+// attention with e4m3 k / v on CUDA adds one rounding of each dequantized value x = code * scale to T: |error| <=
+// u |x| + eta (eta: half T's smallest subnormal). V's moves out by at most sum_j p_j (u |v_j| + eta) / l = u m + eta.
+// K's moves score j by at most E_j = scale sum_i |q_i| (u |k_ji| + eta) (a soft-cap only shrinks it), so every
+// weight p_j / l by a factor within exp(+-2 E), E the row's largest over its visible keys, and out by at most
+// expm1(2 E) m (sum_j |p'_j - p_j| |v_j| / l), lse by at most E. To first order in u, as above.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -117,10 +122,11 @@ AttnData make_attention_inputs(const AttentionCase& c) {
     for (int64_t i = 0; i < n; ++i) b.set(i, u(rng));
   };
   fill(d.q, d.total_q * h * dim);
-  if (c.fp8 && c.op == OpId::decode_attention) {
+  if (c.fp8) {
     // e4m3 codes of k / s and v / s, every 61st the largest and every 67th a subnormal one (AttentionCase::fp8).
-    d.k_scale = case_scales(0x1p-6 * 1.25, c.scale_per_head, hk);
-    d.v_scale = case_scales(0x1p-6 * 0.75, c.scale_per_head, hk);
+    const bool decode = c.op == OpId::decode_attention;
+    d.k_scale = case_scales(0x1p-6 * (decode ? 1.25 : 1.2345), c.scale_per_head, hk);
+    d.v_scale = case_scales(0x1p-6 * (decode ? 0.75 : 0.7654), c.scale_per_head, hk);
     auto codes = [&](HostBuffer& b, const HostBuffer& scales, double magnitude) {
       b = HostBuffer(DType::f8e4m3, k_rows * hk * dim);
       for (int64_t i = 0; i < b.size(); ++i) {
@@ -135,13 +141,13 @@ AttnData make_attention_inputs(const AttentionCase& c) {
     };
     codes(d.k, d.k_scale, c.magnitude);
     codes(d.v, d.v_scale, 1.0);
-    // The rows past each sequence's length: NaN codes, never to be read.
+    // decode: the rows past each sequence's length: NaN codes, never to be read.
     const std::vector<int64_t> table = [&] {
       std::vector<int64_t> t(static_cast<size_t>(d.table.size()));
       for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>(d.table.get(static_cast<int64_t>(i)));
       return t;
     }();
-    for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t b = 0; b < c.batch && decode; ++b)
       for (auto j = static_cast<int64_t>(d.lens.get(b)); j < d.capacity; ++j) {
         const int64_t row =
             c.paged ? table[static_cast<size_t>(b * d.max_pages + j / c.page_size)] * c.page_size + j % c.page_size
@@ -204,6 +210,11 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
                             TensorView::contiguous(p.lse, DType::f32, {B, h, S}, dev),
                             TensorView::contiguous(p.q, t, {B, S, h, D}, dev), cache, o);
   }
+  const DType kt = c.fp8 ? DType::f8e4m3 : t;  // k and v
+  if (c.fp8) {
+    o.k_scale = TensorView::contiguous(p.k_scale, DType::f32, {d.k_scale.size()}, dev);
+    o.v_scale = TensorView::contiguous(p.v_scale, DType::f32, {d.v_scale.size()}, dev);
+  }
   if (c.varlen) {
     o.cu_seqlens_q = TensorView::contiguous(p.cu_q, DType::i32, {B + 1}, dev);
     o.cu_seqlens_k = TensorView::contiguous(p.cu_k, DType::i32, {B + 1}, dev);
@@ -214,18 +225,69 @@ Status call_attention(const AttentionCase& c, const AttnData& d, const Ptrs& p, 
     return attention(TensorView::contiguous(p.out, t, {d.total_q, h, D}, dev),
                      TensorView::contiguous(p.lse, DType::f32, {h, d.total_q}, dev),
                      TensorView::contiguous(p.q, t, {d.total_q, h, D}, dev),
-                     TensorView::contiguous(p.k, t, {d.total_k, hk, D}, dev),
-                     TensorView::contiguous(p.v, t, {d.total_k, hk, D}, dev), o);
+                     TensorView::contiguous(p.k, kt, {d.total_k, hk, D}, dev),
+                     TensorView::contiguous(p.v, kt, {d.total_k, hk, D}, dev), o);
   }
   // [b, s, heads, d], or stored [b, heads, s, d] and seen through strides; k / v stored with `pad` rows more a
   // sequence (kv_pad) are seen through their batch stride.
-  auto view = [&](void* ptr, int64_t s, int64_t heads, int64_t pad = 0) {
-    if (c.bhsd) return TensorView::strided(ptr, t, {B, s, heads, D}, {heads * s * D, D, s * D, 1}, dev);
-    if (pad) return TensorView::strided(ptr, t, {B, s, heads, D}, {(s + pad) * heads * D, heads * D, D, 1}, dev);
-    return TensorView::contiguous(ptr, t, {B, s, heads, D}, dev);
+  auto view = [&](void* ptr, DType dt, int64_t s, int64_t heads, int64_t pad = 0) {
+    if (c.bhsd) return TensorView::strided(ptr, dt, {B, s, heads, D}, {heads * s * D, D, s * D, 1}, dev);
+    if (pad) return TensorView::strided(ptr, dt, {B, s, heads, D}, {(s + pad) * heads * D, heads * D, D, 1}, dev);
+    return TensorView::contiguous(ptr, dt, {B, s, heads, D}, dev);
   };
-  return attention(view(p.out, c.s_q, h), TensorView::contiguous(p.lse, DType::f32, {B, h, c.s_q}, dev),
-                   view(p.q, c.s_q, h), view(p.k, c.s_k, hk, c.kv_pad), view(p.v, c.s_k, hk, c.kv_pad), o);
+  return attention(view(p.out, t, c.s_q, h), TensorView::contiguous(p.lse, DType::f32, {B, h, c.s_q}, dev),
+                   view(p.q, t, c.s_q, h), view(p.k, kt, c.s_k, hk, c.kv_pad), view(p.v, kt, c.s_k, hk, c.kv_pad), o);
+}
+
+// attention over e4m3 k / v: E of each query row (the top of the file), in out's row order and in lse's.
+struct ScoreError {
+  std::vector<double> out_rows, lse;
+};
+ScoreError kv_score_error(const AttentionCase& c, const AttnData& d) {
+  const int64_t H = c.heads, HK = c.kv_heads, D = c.head_dim, group = H / HK;
+  const double u = tolerance(c.dtype).rtol / 2, eta = c.dtype == DType::f16 ? 0x1p-25 : 0x1p-134;
+  const double scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));  // the op's default
+  ScoreError e{std::vector<double>(static_cast<size_t>(d.total_q * H)),
+               std::vector<double>(static_cast<size_t>(d.total_q * H))};
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t q0 = c.varlen ? static_cast<int64_t>(d.cu_q.get(b)) : 0;
+    const int64_t k0 = c.varlen ? static_cast<int64_t>(d.cu_k.get(b)) : 0;
+    const int64_t s_q = c.varlen ? static_cast<int64_t>(d.cu_q.get(b + 1)) - q0 : c.s_q;
+    const int64_t s_k = c.varlen ? static_cast<int64_t>(d.cu_k.get(b + 1)) - k0 : c.s_k;
+    // Element offsets of (token t, head h) of q / out and of k (as call_attention lays them out).
+    auto q_at = [&](int64_t t, int64_t hh) {
+      if (c.varlen) return ((q0 + t) * H + hh) * D;
+      return c.bhsd ? ((b * H + hh) * s_q + t) * D : ((b * s_q + t) * H + hh) * D;
+    };
+    auto k_at = [&](int64_t j, int64_t kh) {
+      if (c.varlen) return ((k0 + j) * HK + kh) * D;
+      return c.bhsd ? ((b * HK + kh) * s_k + j) * D : ((b * (s_k + c.kv_pad) + j) * HK + kh) * D;
+    };
+    for (int64_t kh = 0; kh < HK; ++kh) {
+      const double ks = d.k_scale.get(d.k_scale.size() > 1 ? kh : 0);
+      // Each key's rounding bound u |k_ji| + eta, then each query row's largest score error over its visible keys.
+      std::vector<double> kb(static_cast<size_t>(s_k * D));
+      for (int64_t j = 0; j < s_k; ++j)
+        for (int64_t i = 0; i < D; ++i)
+          kb[static_cast<size_t>(j * D + i)] = u * std::fabs(d.k.get(k_at(j, kh) + i) * ks) + eta;
+      for (int64_t g = 0; g < group; ++g)
+        for (int64_t t = 0; t < s_q; ++t) {
+          const int64_t hh = kh * group + g, p = t + s_k - s_q;
+          const int64_t hi = c.causal ? std::min(p + 1, s_k) : s_k;
+          const int64_t lo = c.window_left >= 0 ? std::max<int64_t>(0, p - c.window_left) : 0;
+          double worst = 0;
+          for (int64_t j = lo; j < hi; ++j) {
+            double sum = 0;
+            for (int64_t i = 0; i < D; ++i)
+              sum += std::fabs(d.q.get(q_at(t, hh) + i)) * kb[static_cast<size_t>(j * D + i)];
+            worst = std::max(worst, scale * sum);
+          }
+          e.out_rows[static_cast<size_t>(q_at(t, hh) / D)] = worst;
+          e.lse[static_cast<size_t>(c.varlen ? hh * d.total_q + q0 + t : (b * H + hh) * s_q + t)] = worst;
+        }
+    }
+  }
+  return e;
 }
 
 }  // namespace
@@ -244,17 +306,25 @@ CaseResult run_attention_case_cuda(const AttentionCase& c, int device) {
             !r->status.ok())
           return;
         const int64_t rows = got.total_q * c.heads;
+        // attention over e4m3 k / v: its rounding to T (see the top of the file), in units of the tables' rtol.
+        const bool rounded_kv = c.fp8 && c.op == OpId::attention;
+        const double rtol = tolerance(c.dtype).rtol, rtol_lse = tolerance(DType::f32).rtol;
+        const double eta = c.dtype == DType::f16 ? 0x1p-25 : 0x1p-134;
+        const ScoreError err = rounded_kv ? kv_score_error(c, want) : ScoreError{};
         std::vector<double> mag(static_cast<size_t>(rows * c.head_dim));
         for (size_t i = 0; i < mag.size(); ++i) {
           const auto k2 = static_cast<int64_t>(i);
-          mag[i] = std::fabs(want.out.get(k2)) + abs_v.out.get(k2) / 2;
+          const double m = abs_v.out.get(k2);
+          mag[i] = std::fabs(want.out.get(k2)) + m / 2;
+          if (rounded_kv)
+            mag[i] += m / 2 + eta / rtol + std::expm1(2 * err.out_rows[i / static_cast<size_t>(c.head_dim)]) * m / rtol;
         }
         compare_outputs("out", got.out, want.out, rows, c.head_dim, c.head_dim, mag, r);
         std::vector<double> lse_mag(static_cast<size_t>(rows));
         const double log_sk = std::log(static_cast<double>(std::max<int64_t>(c.s_k, 1)));
         for (size_t i = 0; i < lse_mag.size(); ++i) {
           const double w = want.lse.get(static_cast<int64_t>(i));
-          lse_mag[i] = (std::isfinite(w) ? std::fabs(w) : 0.0) + log_sk + 1;
+          lse_mag[i] = (std::isfinite(w) ? std::fabs(w) : 0.0) + log_sk + 1 + (rounded_kv ? err.lse[i] / rtol_lse : 0);
         }
         compare_outputs("lse", got.lse, want.lse, 1, rows, rows, lse_mag, r);
       });

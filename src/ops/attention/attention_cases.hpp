@@ -38,10 +38,12 @@ struct AttentionCase {
   // options.alibi_slopes: 0 none; 1 [heads], head h's slope 2^(-8 (h + 1) / heads) (BLOOM's); 2 [batch, heads], that
   // times (1 + b) for sequence b
   int alibi = 0;
-  // decode_attention: an e4m3 cache. Codes of v / s uniform in [-1, 1] (q and k scaled by magnitude), with every 61st
-  // code the largest (+-448) and every 67th a subnormal one (+-1..7 x 2^-9); scales k_scale = 2^-6 x 1.25,
-  // v_scale = 2^-6 x 0.75 per tensor, or per KV head h those times (1 + h / 4) (scale_per_head); the rows past each
-  // sequence's length hold NaN codes (0x7f), which no kernel may let reach an output.
+  // An e4m3 cache (decode_attention's KvCache; attention's k / v with options.k_scale / v_scale). Codes of v / s
+  // uniform in [-1, 1] (q and k scaled by magnitude), with every 61st code the largest (+-448) and every 67th a
+  // subnormal one (+-1..7 x 2^-9); scales k_scale = 2^-6 x 1.25, v_scale = 2^-6 x 0.75 (attention: 2^-6 x 1.2345 and
+  // 2^-6 x 0.7654, full fp32 significands, so that CUDA's code * scale rounds in f16 as in bf16) per tensor, or per KV
+  // head h those times (1 + h / 4) (scale_per_head). decode: the rows past each sequence's length hold NaN codes
+  // (0x7f), which no kernel may let reach an output. bhsd is not combined with it.
   bool fp8 = false;
   bool scale_per_head = false;
   std::string name() const;  // "attention f16 b2 s_q 7 s_k 127 h 8/2 d 64 causal varlen window 16 alibi"

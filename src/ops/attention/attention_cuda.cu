@@ -1,13 +1,15 @@
 // Host entries of attention and decode_attention on CUDA: device checks, the tile / decode plan of the active profile,
 // dtype dispatch (f16 and bf16, and for decode f16 / bf16 or e4m3 caches; the kernels for each are compiled in their
-// own files).
+// own files); the prefill over e4m3 k / v through a dequantized temporary (kv_dequant_cuda.cu).
+#include <algorithm>
 #include <limits>
 #include <string>
 
+#include "kernels/common/scratch.hpp"
 #include "ops/attention/decode.cuh"
 #include "ops/attention/flash_prefill.cuh"
-#include "runtime/runtime_internal.hpp"
 #include "ops/attention/flash_prefill_sm90a.hpp"
+#include "runtime/runtime_internal.hpp"
 #include "runtime/sm90a.hpp"
 
 namespace kernelkit::cuda {
@@ -58,15 +60,36 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                            {a.lse, "lse"},
                                            {a.cu_q, "options.cu_seqlens_q"},
                                            {a.cu_k, "options.cu_seqlens_k"},
-                                           {a.alibi, "options.alibi_slopes"}},
+                                           {a.alibi, "options.alibi_slopes"},
+                                           {a.scales.k, "options.k_scale"},
+                                           {a.scales.v, "options.v_scale"}},
                                           &guard, &prof));
   TilePlan tile;
   // Tiles for the kernel's head_dim (a head_dim between its sizes runs on the next one up).
   KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_kernel_head_dim(a.head_dim), &tile,
                                cuda::sm90a_available(a.device.index)));
-  if (tile.wgmma) return cuda::flash_prefill_wgmma(a, tile, stream);
-  return cuda::dispatch_half("attention", a.dtype,
-                             [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(a, tile, stream); });
+  auto prefill = [&](const AttentionArgs& x) -> Status {
+    if (tile.wgmma) return cuda::flash_prefill_wgmma(x, tile, stream);
+    return cuda::dispatch_half("attention", x.dtype,
+                               [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(x, tile, stream); });
+  };
+  if (a.kv_dtype == a.dtype) return prefill(a);
+  // e4m3 k / v (its kernel traps below sm_89): dequantized into a temporary of q's dtype, contiguous [rows, h_kv, d]
+  // for k then v, which the 16-bit prefill reads as it reads any k / v.
+  KK_RETURN_IF_ERROR(cuda::check_dtype_code(a.kv_dtype, a.device.index, "attention"));
+  const int64_t rows = a.varlen ? a.total_k : a.batch * a.s_k, row = a.kv_heads * a.head_dim;
+  const size_t bytes = static_cast<size_t>(rows * row) * dtype_size(a.dtype);
+  // At least 16 bytes: the prefill's pointers stay valid ones when there are no keys.
+  return cuda::with_stream_scratch(std::max<size_t>(2 * bytes, 16), stream, [&](void* scratch) -> Status {
+    AttentionArgs d = a;
+    d.k = scratch;
+    d.v = static_cast<unsigned char*>(scratch) + bytes;
+    d.k_st = d.v_st = {a.varlen ? 0 : a.s_k * row, row, a.head_dim};
+    d.kv_dtype = a.dtype;
+    d.scales = {};
+    KK_RETURN_IF_ERROR(dequantize_kv_cuda(a, prof, scratch, const_cast<void*>(d.v), stream));
+    return prefill(d);
+  });
 }
 
 Status decode_attention_cuda(const DecodeArgs& a, Stream stream) {

@@ -2,7 +2,8 @@
 // Per (sequence, KV head) the visible K and V rows are converted to double once and shared by the query heads of the
 // group (the reference is also the oracle for 4097-token GPU cases, so it must not be needlessly slow); a head too
 // long for that (a paged cache of 2^31 keys) is walked in chunks, in bounded memory, to the same bits. An e4m3 cache
-// is dequantized exactly on the way: code * scale in double (a 4-bit significand times a 24-bit one).
+// (decode's, or attention's e4m3 k / v) is dequantized exactly on the way: code * scale in double (a 4-bit
+// significand times a 24-bit one).
 // write_kv_cache's: RoPE by the rope family's reference, exact row copies into the slots, or into e4m3 caches the
 // quantizers' codes (quantize_byte: e4m3 of the fp32 quotient value / scale).
 #include <algorithm>
@@ -205,9 +206,9 @@ Status attention_reference(const AttentionArgs& a) {
     const int64_t s_q = a.varlen ? a.cu_q[b + 1] - q0 : a.s_q, s_k = a.varlen ? a.cu_k[b + 1] - k0 : a.s_k;
     auto key_row = [&](const HeadStrides& st, int64_t j) { return b * st.batch + (k0 + j) * st.token; };
     for (int64_t kvh = 0; kvh < a.kv_heads; ++kvh)
-      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.dtype, a.k, a.k_st, a.v,
-                   a.v_st, 1.0, 1.0, key_row, b, q0, s_q, s_k, kvh, group, a.head_dim, a.scale, a.causal, a.window_left,
-                   a.softcap, a.alibi, a.alibi_batch, max_kv_bytes);
+      attend_group(a.dtype, a.q, a.q_st, a.out, a.o_st, a.lse, a.lse_batch, a.lse_head, a.kv_dtype, a.k, a.k_st, a.v,
+                   a.v_st, a.scales.k_at(kvh), a.scales.v_at(kvh), key_row, b, q0, s_q, s_k, kvh, group, a.head_dim,
+                   a.scale, a.causal, a.window_left, a.softcap, a.alibi, a.alibi_batch, max_kv_bytes);
   }
   return Status::Ok();
 }

@@ -3,6 +3,6 @@
 kk_family(attention
   CORE attention.cpp attention_plan.cpp attention_ref.cpp
   CUDA attention_cuda.cu flash_prefill_f16.cu flash_prefill_bf16.cu decode_f16.cu decode_bf16.cu
-    decode_fp8_f16.cu decode_fp8_bf16.cu kv_write_cuda.cu
+    decode_fp8_f16.cu decode_fp8_bf16.cu kv_write_cuda.cu kv_dequant_cuda.cu
   SM90A flash_prefill_sm90a.cu
   TESTING attention_cases.cpp)
