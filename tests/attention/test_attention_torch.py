@@ -178,6 +178,35 @@ def test_fp8_kv_cache(device, dtype, per_head):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_prefill(device, dtype, causal):
+    """attention with float8_e4m3fn K / V (scales per KV head) against float64 attention over code * scale; with
+    CUDA's one rounding of each dequantized value to q's dtype inside the output tolerance. Varlen too."""
+    q = rand(2, 37, 8, 128, dtype=dtype, device=device)
+    k8 = (rand(2, 70, 2, 128, dtype=torch.float32, device=device) * 200).to(torch.float8_e4m3fn)
+    v8 = (rand(2, 70, 2, 128, dtype=torch.float32, device=device) * 200).to(torch.float8_e4m3fn)
+    ks = torch.tensor([0.004, 0.003], device=device)
+    vs = torch.tensor([0.005], device=device)
+    if not fp8_supported(device):
+        with pytest.raises(Exception, match="f8e4m3 is not supported"):
+            kernelkit.attention(q, k8, v8, causal=causal, k_scale=ks, v_scale=vs)
+        return
+    out = kernelkit.attention(q, k8, v8, causal=causal, k_scale=ks, v_scale=vs)
+    kd = k8.cpu().double() * ks.cpu().double()[:, None]
+    vd = v8.cpu().double() * vs.cpu().double()
+    want = attention_ref(q.cpu(), kd, vd, causal)
+    assert (out.cpu().double() - want).abs().max().item() < (2e-2 if dtype == torch.bfloat16 else 3e-3)
+    cu = torch.tensor([0, 37, 74], dtype=torch.int32, device=device)
+    cuk = torch.tensor([0, 70, 140], dtype=torch.int32, device=device)
+    packed = kernelkit.attention(q.reshape(74, 8, 128), k8.reshape(140, 2, 128), v8.reshape(140, 2, 128),
+                                 causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cuk, k_scale=ks, v_scale=vs)
+    torch.testing.assert_close(packed, out.reshape(74, 8, 128))
+    with pytest.raises(ValueError, match="k_scale is required"):
+        kernelkit.attention(q, k8, v8, v_scale=vs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_opcheck(device):
     h = torch.float16
     q, k = torch.randn(1, 5, 4, 64, device=device, dtype=h), torch.randn(1, 9, 2, 64, device=device, dtype=h)

@@ -10,7 +10,8 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
                const at::Tensor& v, double scale, bool causal, const std::optional<at::Tensor>& cu_seqlens_q,
                const std::optional<at::Tensor>& cu_seqlens_k, std::optional<int64_t> max_seqlen_q,
                std::optional<int64_t> max_seqlen_k, int64_t window_left, double softcap,
-               const std::optional<at::Tensor>& alibi_slopes) {
+               const std::optional<at::Tensor>& alibi_slopes, const std::optional<at::Tensor>& k_scale,
+               const std::optional<at::Tensor>& v_scale) {
   const Call c("attention", q);
   const TensorView qv = c(q, "q"), kv = c(k, "k"), vv = c(v, "v"), outv = c(out, "out");
   AttentionOptions o;
@@ -23,6 +24,8 @@ void attention(at::Tensor& out, const std::optional<at::Tensor>& lse, const at::
   o.window_left = window_left;
   o.softcap = c.f32(softcap, "softcap");
   o.alibi_slopes = c(alibi_slopes, "alibi_slopes");
+  o.k_scale = c(k_scale, "k_scale");
+  o.v_scale = c(v_scale, "v_scale");
   c.check(kernelkit::attention(outv, c(lse, "lse"), qv, kv, vv, o, c.stream()));
 }
 
@@ -77,7 +80,8 @@ KK_TORCH_OPS(m) {
   using namespace kernelkit::torch_ext;
   def_op(m, "attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k, Tensor v, float scale, bool causal, "
             "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int? max_seqlen_q=None, int? max_seqlen_k=None, "
-            "int window_left=-1, float softcap=0.0, Tensor? alibi_slopes=None) -> ()",
+            "int window_left=-1, float softcap=0.0, Tensor? alibi_slopes=None, Tensor? k_scale=None, "
+            "Tensor? v_scale=None) -> ()",
          &attention);
   def_op(m, "decode_attention(Tensor(a!) out, Tensor(b!)? lse, Tensor q, Tensor k_cache, Tensor v_cache, "
             "Tensor? block_table, Tensor? seqlens_k, float scale, bool causal, int window_left=-1, "

@@ -17,7 +17,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: Optional[float] = None, cu_seqlens_q: Optional[torch.Tensor] = None,
               cu_seqlens_k: Optional[torch.Tensor] = None, return_lse: bool = False,
               max_seqlen_q: Optional[int] = None, max_seqlen_k: Optional[int] = None, window_left: int = -1,
-              softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None):
+              softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+              k_scale: Optional[torch.Tensor] = None, v_scale: Optional[torch.Tensor] = None):
     """out = softmax(scale q k^T [causal]) v, FlashAttention-style (float16 / bfloat16; head_dim a multiple of 8 up to
     256).
 
@@ -32,6 +33,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     score s becomes softcap tanh(s / softcap) (Gemma 2); alibi_slopes (float32 [h] or [b, h], BLOOM / MPT): the
     score of the query at position p and key j gets -slope |p - j| (after the soft-cap); all compose with causal,
     GQA and varlen.
+    FP8 K / V (an e4m3 KV cache read by the prefill): k and v torch.float8_e4m3fn with float32 k_scale and v_scale,
+    [1] or [h_kv] (stored code * scale = value), as decode_attention takes them. On CUDA (sm_89+; head_dim a multiple
+    of 16) they are dequantized into a temporary of q's dtype first (one extra pass over K / V, each value rounded
+    once to q's dtype), then the prefill runs as usual.
     Returns out, or (out, lse) with lse float32 [b, h, s_q] ([h, total_q] when packed), the natural-log sum of exp
     of each query's scaled scores (-inf where it sees no key).
     """
@@ -46,7 +51,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
     ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k,
-                  max_seqlen_q, max_seqlen_k, window_left, softcap, alibi_slopes)
+                  max_seqlen_q, max_seqlen_k, window_left, softcap, alibi_slopes, k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 
