@@ -786,6 +786,37 @@ TEST(DecodeAttentionFp8, ReferenceByHand) {
   EXPECT_NEAR(lse[1], std::log(1 / e + e + 1), 1e-6);
 }
 
+namespace {
+// e4m3 K / V of `elems` codes ([.., HK, D] rows), random with every 13th the largest and every 17th a subnormal, at
+// scales (per tensor, or per KV head) whose products with every code are exact in bf16 / f16; kd / vd hold those
+// products in dt (checked exact).
+struct ExactFp8Kv {
+  std::vector<float> k_scale, v_scale;
+  HostBuffer k, v, kd, vd;
+};
+ExactFp8Kv exact_fp8_kv(DType dt, bool per_head, int64_t elems, int64_t HK, int64_t D, uint64_t& seed) {
+  ExactFp8Kv r{{0x1p-4f * 0.75f, 0x1p-3f},
+               {0x1p-5f, 0x1p-6f * 1.5f},
+               random_host(DType::f8e4m3, elems, seed),
+               random_host(DType::f8e4m3, elems, seed + 1),
+               HostBuffer(dt, elems),
+               HostBuffer(dt, elems)};
+  seed += 2;
+  if (!per_head) r.k_scale.resize(1), r.v_scale.resize(1);
+  for (int64_t i = 0; i < elems; ++i) {
+    if (i % 13 == 0) r.k.set(i, i % 2 ? -kE4m3Max : kE4m3Max), r.v.set(i, kE4m3Max);
+    if (i % 17 == 0) r.k.set(i, 0x1p-9 * (1 + i % 7)), r.v.set(i, -0x1p-9 * (1 + i % 5));
+  }
+  for (int64_t i = 0; i < elems; ++i) {
+    const auto h = static_cast<size_t>(per_head ? (i / D) % HK : 0);
+    r.kd.set(i, r.k.get(i) * r.k_scale[h]), r.vd.set(i, r.v.get(i) * r.v_scale[h]);
+    EXPECT_EQ(r.kd.get(i), r.k.get(i) * r.k_scale[h]) << "not exact in " << dt;
+    EXPECT_EQ(r.vd.get(i), r.v.get(i) * r.v_scale[h]) << "not exact in " << dt;
+  }
+  return r;
+}
+}  // namespace
+
 TEST(DecodeAttentionFp8, EqualsDecodeOfTheDequantizedCache) {
   // Random codes (every 13th the largest, every 17th a subnormal one) at scales whose products with every code are
   // exact in bf16 / f16: the e4m3 cache and the cache holding code * scale give the same output bits, contiguous and
@@ -800,21 +831,7 @@ TEST(DecodeAttentionFp8, EqualsDecodeOfTheDequantizedCache) {
     for (bool per_head : {false, true})
       for (int variant = 0; variant < 3; ++variant) {
         SCOPED_TRACE(::testing::Message() << dt << (per_head ? " per head" : "") << " variant " << variant);
-        std::vector<float> k_scale = {0x1p-4f * 0.75f, 0x1p-3f}, v_scale = {0x1p-5f, 0x1p-6f * 1.5f};
-        if (!per_head) k_scale.resize(1), v_scale.resize(1);
-        HostBuffer k = random_host(DType::f8e4m3, B * CAP * HK * D, seed++),
-                   v = random_host(DType::f8e4m3, B * CAP * HK * D, seed++);
-        for (int64_t i = 0; i < k.size(); ++i) {
-          if (i % 13 == 0) k.set(i, i % 2 ? -kE4m3Max : kE4m3Max), v.set(i, kE4m3Max);
-          if (i % 17 == 0) k.set(i, 0x1p-9 * (1 + i % 7)), v.set(i, -0x1p-9 * (1 + i % 5));
-        }
-        HostBuffer kd(dt, k.size()), vd(dt, v.size());
-        for (int64_t i = 0; i < k.size(); ++i) {
-          const auto h = static_cast<size_t>(per_head ? (i / D) % HK : 0);
-          kd.set(i, k.get(i) * k_scale[h]), vd.set(i, v.get(i) * v_scale[h]);
-          ASSERT_EQ(kd.get(i), k.get(i) * k_scale[h]) << "not exact in " << dt;
-          ASSERT_EQ(vd.get(i), v.get(i) * v_scale[h]) << "not exact in " << dt;
-        }
+        auto [k_scale, v_scale, k, v, kd, vd] = exact_fp8_kv(dt, per_head, B * CAP * HK * D, HK, D, seed);
         HostBuffer q = random_host(dt, B * SQ * H * D, seed++, 2.0), o8(dt, q.size()), od(dt, q.size());
         std::vector<float> lse8(B * H * SQ), lsed(B * H * SQ), slopes(H, 0.125f);
         AttentionOptions o;
@@ -931,21 +948,7 @@ TEST(AttentionFp8, EqualsAttentionOfTheDequantizedKv) {
     for (bool per_head : {false, true})
       for (int variant = 0; variant < 3; ++variant) {
         SCOPED_TRACE(::testing::Message() << dt << (per_head ? " per head" : "") << " variant " << variant);
-        std::vector<float> k_scale = {0x1p-4f * 0.75f, 0x1p-3f}, v_scale = {0x1p-5f, 0x1p-6f * 1.5f};
-        if (!per_head) k_scale.resize(1), v_scale.resize(1);
-        HostBuffer k = random_host(DType::f8e4m3, ROWS * HK * D, seed++),
-                   v = random_host(DType::f8e4m3, ROWS * HK * D, seed++);
-        for (int64_t i = 0; i < k.size(); ++i) {
-          if (i % 13 == 0) k.set(i, i % 2 ? -kE4m3Max : kE4m3Max), v.set(i, kE4m3Max);
-          if (i % 17 == 0) k.set(i, 0x1p-9 * (1 + i % 7)), v.set(i, -0x1p-9 * (1 + i % 5));
-        }
-        HostBuffer kd(dt, k.size()), vd(dt, v.size());
-        for (int64_t i = 0; i < k.size(); ++i) {
-          const auto h = static_cast<size_t>(per_head ? (i / D) % HK : 0);
-          kd.set(i, k.get(i) * k_scale[h]), vd.set(i, v.get(i) * v_scale[h]);
-          ASSERT_EQ(kd.get(i), k.get(i) * k_scale[h]) << "not exact in " << dt;
-          ASSERT_EQ(vd.get(i), v.get(i) * v_scale[h]) << "not exact in " << dt;
-        }
+        auto [k_scale, v_scale, k, v, kd, vd] = exact_fp8_kv(dt, per_head, ROWS * HK * D, HK, D, seed);
         HostBuffer q = random_host(dt, B * SQ * H * D, seed++, 2.0), o8(dt, q.size()), od(dt, q.size());
         std::vector<float> lse8(B * H * SQ), lsed(B * H * SQ), slopes(H, 0.125f);
         for (bool varlen : {false, true})
