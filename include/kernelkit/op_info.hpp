@@ -69,9 +69,11 @@ struct OpShape {
 // The problem size of an attention op (not a row op: its bytes and FLOPs come from this shape through attention_bytes
 // and attention_flops). `batch` sequences of `s_q` queries and `s_k` keys (uniform lengths; for varlen, sum the
 // per-sequence values), `heads` query heads sharing `kv_heads` K/V heads (GQA/MQA), `head_dim` elements per head.
+// `kv_dtype`: the K/V elements' type where it is not the activations' (an f8e4m3 KV cache: 1 byte an element).
 struct AttentionShape {
   int64_t batch = 1, s_q = 0, s_k = 0, heads = 1, kv_heads = 1, head_dim = 0;
   bool causal = false;
+  std::optional<DType> kv_dtype = std::nullopt;
 };
 
 struct OpInfo {
@@ -99,7 +101,7 @@ std::optional<OpId> parse_op(std::string_view name);
 uint64_t op_bytes(OpId id, const OpShape& shape, DType dtype);  // minimal bytes moved
 double op_flops(OpId id, const OpShape& shape);
 // Attention family: q and o moved once ([b, s_q, h, d], the dtype), k and v read once per KV head ([b, s_k, h_kv, d]:
-// GQA-aware), the log-sum-exp written once ([b, h, s_q], f32). FLOPs: 2 GEMMs of 2 * d FLOP per visible (query, key)
+// GQA-aware; at kv_dtype's size when given), the log-sum-exp written once ([b, h, s_q], f32). FLOPs: 2 GEMMs of 2 * d FLOP per visible (query, key)
 // pair and head: 4 * b * h * d * pairs, pairs = s_q * s_k, or the causally visible pairs (about half for s_q = s_k).
 // op_bytes / op_flops return 0 for attention ops; these return 0 for row ops.
 uint64_t attention_bytes(OpId id, const AttentionShape& shape, DType dtype);

@@ -153,7 +153,7 @@ uint64_t attention_bytes(OpId id, const AttentionShape& s, DType dtype) {
   const uint64_t qo = static_cast<uint64_t>(s.batch * s.s_q * s.heads * s.head_dim);
   const uint64_t kv = static_cast<uint64_t>(s.batch * s.s_k * s.kv_heads * s.head_dim);
   const uint64_t lse = static_cast<uint64_t>(s.batch * s.heads * s.s_q) * sizeof(float);
-  return e * (2 * qo + 2 * kv) + lse;
+  return e * 2 * qo + dtype_size(s.kv_dtype.value_or(dtype)) * 2 * kv + lse;
 }
 
 double attention_flops(OpId id, const AttentionShape& s) {

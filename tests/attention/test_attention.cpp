@@ -362,6 +362,9 @@ TEST(Attention, BytesAndFlopsAreDefinedOnce) {
   const AttentionShape s{2, 1024, 1024, 32, 8, 128, false};
   const uint64_t qo = 2ull * 1024 * 32 * 128, kv = 2ull * 1024 * 8 * 128;
   EXPECT_EQ(attention_bytes(OpId::attention, s, DType::bf16), 2 * (2 * qo + 2 * kv) + 4ull * 2 * 32 * 1024);
+  AttentionShape e4m3 = s;  // an e4m3 KV cache: K and V at 1 byte an element
+  e4m3.kv_dtype = DType::f8e4m3;
+  EXPECT_EQ(attention_bytes(OpId::decode_attention, e4m3, DType::bf16), 2 * 2 * qo + 2 * kv + 4ull * 2 * 32 * 1024);
   EXPECT_DOUBLE_EQ(attention_flops(OpId::attention, s), 4.0 * 2 * 32 * 128 * 1024 * 1024);
   AttentionShape c = s;
   c.causal = true;

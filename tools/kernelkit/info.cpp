@@ -53,10 +53,16 @@ void roofline_section(const DeviceProfile& prof, std::ostringstream& text, nlohm
         prof.fp16_tc_tflops);
   }
   for (int64_t b : {1, 32}) {
-    const AttentionShape a{b, 1, 4096, 32, 8, 128, false};
+    AttentionShape a{b, 1, 4096, 32, 8, 128, false};
     row("decode_attention", "b" + std::to_string(b) + " h32/8 s4096 d128",
         static_cast<double>(attention_bytes(OpId::decode_attention, a, dt)),
         attention_flops(OpId::decode_attention, a), prof.fp16_tc_tflops);
+    if (prof.supports(DType::f8e4m3)) {  // the same decode over an e4m3 cache: half the K/V bytes
+      a.kv_dtype = DType::f8e4m3;
+      row("decode_attention", "b" + std::to_string(b) + " h32/8 s4096 d128 e4m3",
+          static_cast<double>(attention_bytes(OpId::decode_attention, a, dt)),
+          attention_flops(OpId::decode_attention, a), prof.fp16_tc_tflops);
+    }
   }
   for (int64_t m : {1, 16, 64, 256}) {
     const int64_t n = 11008, k = 4096;

@@ -90,8 +90,10 @@ struct RowVariant {
 // are read after the reductions, as in the other paths (held before the row loop they cost 8 registers a vector, and
 // a block of a held plan has one row group to process: nothing to reuse them for).
 // kMinBlocks: __launch_bounds__'s minimum of resident blocks (the plan's min_blocks; 2 caps the kernel at 32 registers).
+// Only where the kernel is real: the sm_75 build's bf16 stubs would ask for 2 x 1024 threads of an SM that has 1024.
 template <typename T, int VEC, typename Variant, bool kStaged, int kHeld, int kMinBlocks = 1>
-__global__ void __launch_bounds__(kRowNormMaxThreads, kMinBlocks) row_norm_kernel(const RowNormParams<T> p) {
+__global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBlocks : 1)
+    row_norm_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
