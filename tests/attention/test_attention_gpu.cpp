@@ -218,6 +218,8 @@ TEST_P(DecodeGridFp8, MatchesReference) {
       {2, 1, 4097, 32, 8, 128, false, ",decode_splits=1"},
       {3, 2, 1000, 8, 2, 64, true, ",decode_splits=7"},
       {2, 1, 1000, 8, 2, 128, false, ",decode_stages=2"},
+      {2, 1, 1000, 8, 2, 128, false, ",decode_f16mma=1"},  // bf16 q on f16 MMAs (the tensor-core kernel)
+      {3, 4, 300, 16, 2, 64, true, ",decode_f16mma=1"},
   };
   uint64_t seed = 501;
   bool per_head = false;
@@ -246,11 +248,15 @@ TEST_P(DecodeGridFp8, MatchesReference) {
       GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
     kernelkit::testing::expect_case(r, dt, c.name() + " " + tune);
   }
-  // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi.
-  AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
-  m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;
-  const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tc ? "decode_tc=1" : "decode_tc=0");
-  kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(m, 0), dt, m.name());
+  // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi;
+  // the tensor-core kernel also on f16 MMAs.
+  for (const char* tune : {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=1"}) {
+    if ((std::string(tune) != "decode_tc=0") != tc) continue;
+    AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
+    m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;
+    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune);
+    kernelkit::testing::expect_case(kernelkit::testing::run_attention_case_cuda(m, 0), dt, m.name() + " " + tune);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, DecodeGridFp8,

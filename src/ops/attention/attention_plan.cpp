@@ -146,6 +146,9 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
     return unsupported("decode plan: the tensor-core variant (decode_tc=1) has head_dim 64 and 128 only, got " +
                        std::to_string(head_dim));
   p->tensor_cores = tc == 1;
+  int f16_mma = 0;  // an A/B of the e4m3 tensor-core decode's conversions (decode_tc_kernel's M)
+  KK_RETURN_IF_ERROR(tune_value("decode_f16mma", 0, 1, &f16_mma));
+  p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
   // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys.
   const int warp_tile_keys =
       p->tensor_cores ? (fp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
@@ -196,12 +199,11 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
 
 std::string DecodePlan::to_string() const {
   std::ostringstream os;
-  os << "decode" << (tensor_cores ? " (tensor cores)" : "") << ": " << splits << " split" << (splits == 1 ? "" : "s")
-     << " of " << chunk << " keys, tiles of "
-     << block_n << " keys, " << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of "
-     << rows_per_block << " row" << (rows_per_block == 1 ? "" : "s") << ", grid " << grid
-     << ", " << stages << " stages, smem " << smem_bytes << " B" << (smem_optin ? " (opt-in)" : "") << ", "
-     << blocks_per_sm << " blocks/SM";
+  os << "decode" << (tensor_cores ? f16_mma ? " (tensor cores, f16 MMAs)" : " (tensor cores)" : "") << ": " << splits
+     << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of " << block_n << " keys, "
+     << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of " << rows_per_block << " row"
+     << (rows_per_block == 1 ? "" : "s") << ", grid " << grid << ", " << stages << " stages, smem " << smem_bytes
+     << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM";
   if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
   return os.str();
 }

@@ -463,12 +463,18 @@ __device__ __forceinline__ int swz_codes(int row, int chunk) {
   return row * D + ((chunk ^ (row & (D / 16 - 1))) << 4);
 }
 
-template <typename T, int D, int R, bool kPaged, bool kFp8 = false>
+// M: the MMAs' operand type, T, or f16 for bf16 q over an e4m3 cache (DecodePlan::f16_mma): the codes then take one
+// conversion a pair (bf16 takes three more, through fp32), q's rows are scaled by a power of two that puts each row's
+// largest |element| at 2^14 (exact: f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it; the scores are
+// scaled back), and P is rounded to f16 (3 more bits than bf16).
+template <typename T, int D, int R, bool kPaged, bool kFp8 = false, typename M = T>
 __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeParams<T> p) {
+  constexpr bool kQScaled = !std::is_same_v<M, T>;
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, e4m3 caches below sm_89
   } else {
     static_assert(R <= 8 && D % 16 == 0, "decode_tc: the block's rows are rows 0..R-1 of the 16-row tile");
+    static_assert(!kQScaled || (kFp8 && std::is_same_v<M, __half>), "decode_tc: f16 MMAs for e4m3 caches only");
     using KV = CacheElem<T, kFp8>;
     constexpr int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys, NB = TK / 8;  // keys a tile; its n-blocks of S
     using Stage = DecodeTcStage<KV, D, TK>;
@@ -509,6 +515,33 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
                                         ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t)
                                         : 0u;
           }
+    }
+    float q_unscale[2] = {1.0f, 1.0f};  // kQScaled: 2^-e of rows g, g + 8
+    if constexpr (kQScaled) {
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[kk][2 * half + rr]));
+            amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+          }
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        const int e = amax > 0.0f && isfinite(amax) ? 14 - ilogbf(amax) : 0;
+        const float up = ldexpf(1.0f, e);
+        q_unscale[rr] = ldexpf(1.0f, -e);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            unsigned& w = qa[kk][2 * half + rr];
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+            w = pack_rounded<__half>(f.x * up, f.y * up);
+          }
+      }
     }
 
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
@@ -571,7 +604,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
           }
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk)
-            mma_16x8x16<T>(s[nb], qa[kk], e4m3x2_as<T>(w[kk] & 0xffffu), e4m3x2_as<T>(w[kk] >> 16));
+            mma_16x8x16<M>(s[nb], qa[kk], e4m3x2_as<M>(w[kk] & 0xffffu), e4m3x2_as<M>(w[kk] >> 16));
         }
       } else {
         const int q8 = lane >> 3;
@@ -587,6 +620,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       // (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
       // Then the online softmax of the prefill.
       const int key0 = tile_key0(i);
+      if constexpr (kQScaled)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[nb][e] *= q_unscale[e / 2];
       if constexpr (kFp8)
         score_fp8.apply(s);
       else
@@ -608,7 +646,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
 #pragma unroll
         for (int ks = 0; ks < TK / 16; ++ks) {
           unsigned pa[4];
-          p_fragment<T>(s, ks, pa);
+          p_fragment<M>(s, ks, pa);
           uint32_t rows[4][D / 32];
 #pragma unroll
           for (int k4 = 0; k4 < 4; ++k4) {
@@ -629,10 +667,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
                            hi = __byte_perm(rows[0][w], rows[1][w], 0x7362);
             const uint32_t lo8 = __byte_perm(rows[2][w], rows[3][w], 0x5140),
                            hi8 = __byte_perm(rows[2][w], rows[3][w], 0x7362);
-            mma_16x8x16<T>(acc[4 * w], pa, e4m3x2_as<T>(lo & 0xffffu), e4m3x2_as<T>(lo8 & 0xffffu));
-            mma_16x8x16<T>(acc[4 * w + 1], pa, e4m3x2_as<T>(lo >> 16), e4m3x2_as<T>(lo8 >> 16));
-            mma_16x8x16<T>(acc[4 * w + 2], pa, e4m3x2_as<T>(hi & 0xffffu), e4m3x2_as<T>(hi8 & 0xffffu));
-            mma_16x8x16<T>(acc[4 * w + 3], pa, e4m3x2_as<T>(hi >> 16), e4m3x2_as<T>(hi8 >> 16));
+            mma_16x8x16<M>(acc[4 * w], pa, e4m3x2_as<M>(lo & 0xffffu), e4m3x2_as<M>(lo8 & 0xffffu));
+            mma_16x8x16<M>(acc[4 * w + 1], pa, e4m3x2_as<M>(lo >> 16), e4m3x2_as<M>(lo8 >> 16));
+            mma_16x8x16<M>(acc[4 * w + 2], pa, e4m3x2_as<M>(hi & 0xffffu), e4m3x2_as<M>(hi8 & 0xffffu));
+            mma_16x8x16<M>(acc[4 * w + 3], pa, e4m3x2_as<M>(hi >> 16), e4m3x2_as<M>(hi8 >> 16));
           }
         }
       } else {
@@ -754,13 +792,17 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
 }
 
 // The instantiated kernel of (head_dim, rows per block, paged, tensor cores) for a T or e4m3 (kFp8) cache; null for a
-// head_dim without one.
+// head_dim without one. f16_mma: bf16 q over an e4m3 cache on f16 MMAs (DecodePlan::f16_mma).
 template <typename T, bool kFp8 = false>
-void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores))(DecodeParams<T>) {
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores,
+                         bool f16_mma = false))(DecodeParams<T>) {
   auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
     constexpr int D = decltype(d)::value;
     auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
       constexpr int R = decltype(r)::value;
+      if constexpr (D <= 128 && kFp8 && std::is_same_v<T, __nv_bfloat16>)
+        if (tensor_cores && f16_mma)
+          return paged ? decode_tc_kernel<T, D, R, true, true, __half> : decode_tc_kernel<T, D, R, false, true, __half>;
       if constexpr (D <= 128)
         if (tensor_cores) return paged ? decode_tc_kernel<T, D, R, true, kFp8> : decode_tc_kernel<T, D, R, false, kFp8>;
       return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true, kFp8> : decode_kernel<T, D, R, false, kFp8>;
@@ -793,7 +835,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   const int D = attention_kernel_head_dim(a.head_dim);
   DecodePlan plan;
   KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, 0, a.kv_dtype));
-  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores);
+  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores, plan.f16_mma);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
