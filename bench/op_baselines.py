@@ -97,6 +97,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
+         "decodefp8": ["decode_f16mma=1", "decode_tc=0", "decode_splits=8", "decode_f16mma=1,decode_splits=8"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
 
 
@@ -424,6 +425,9 @@ def run_decode_fp8(dtype, runs, device):
                                     for c in sets8],
                  "kernelkit 16-bit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in sets16],
                  "sdpa cudnn 16-bit": [lambda c=c: sdpa(q, c[0], c[1], False, "CUDNN_ATTENTION") for c in sets16]}
+        for setting, calls in tuned("decodefp8", impls["kernelkit e4m3"]):
+            check("decode e4m3 " + setting, calls[0]()[:n], want, 2e-2)
+            impls["kernelkit e4m3 " + setting] = calls
         row.update(time_all(impls, runs, None, "TB/s (KV)"))
         for name, r in row["impls"].items():
             if "gpu_us" in r:
