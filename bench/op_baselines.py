@@ -1042,6 +1042,12 @@ def markdown(results):
                 rate += f" ({r['% of copy']:.0f}% copy)"
             lines.append(f"| {row['op']} | {shape} | {name} | {r['gpu_us']:.1f} | {rate} | "
                          f"{r.get('time_over_kernelkit', float('nan')):.2f} |")
+    e4m3 = [r for r in results["rows"] if "max_diff_vs_16bit_cache" in r]
+    if e4m3:
+        lines += ["", "e4m3 KV cache accuracy (max |difference| of the outputs; q, k, v standard normal): against "
+                  "float32 attention over the dequantized cache / against kernelkit over the 16-bit cache it was "
+                  "quantized from:", ""]
+        lines += [f"- {r['shape']}: {r['max_err']:.2g} / {r['max_diff_vs_16bit_cache']:.2g}" for r in e4m3]
     acc = results.get("accuracy") or []
     if acc:
         lines += ["", "Quantized Llama logits vs the unquantized model (random init):", "",
