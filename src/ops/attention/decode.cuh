@@ -530,7 +530,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
           }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        const int e = amax > 0.0f && isfinite(amax) ? 14 - ilogbf(amax) : 0;
+        // (clamped: 2^e and 2^-e stay finite fp32 normals even for a row of bf16 subnormals)
+        const int e = amax > 0.0f && isfinite(amax) ? min(14 - ilogbf(amax), 126) : 0;
         const float up = ldexpf(1.0f, e);
         q_unscale[rr] = ldexpf(1.0f, -e);
 #pragma unroll
