@@ -219,6 +219,32 @@ TEST(BadInput, FusedQuantizersRefuseABadStaticScale) {
   EXPECT_EQ(q8[0], 7);
 }
 
+TEST(BadInput, NonFiniteRowsOfTheFusedQuantizersNameTheRow) {
+  // A dynamic scale over a row holding inf or NaN (from x, or after the op): the error the CUDA kernels record for
+  // check_errors (tests/runtime/test_device_errors_gpu.cpp), returned by the CPU backend. A static scale quantizes it.
+  for (uint16_t bad : {uint16_t{0x7c00}, uint16_t{0xfc00}, uint16_t{0x7e00}}) {  // f16 inf, -inf, NaN
+    std::vector<uint16_t> h(64, 0x3c00), r(64, 0x3c00);
+    h[2 * 16 + 5] = bad;
+    std::vector<int8_t> q8(64, 7);
+    std::vector<float> s(4, -1.0f), one{0.5f};
+    auto x = TensorView::contiguous(h.data(), DType::f16, {4, 16});
+    auto res = TensorView::contiguous(r.data(), DType::f16, {4, 16});
+    auto q = TensorView::contiguous(q8.data(), DType::i8, {4, 16});
+    auto qhalf = TensorView::contiguous(q8.data(), DType::i8, {4, 8});
+    auto sc = TensorView::contiguous(s.data(), DType::f32, {4});
+    const char* row2 = "x row 2 holds inf or NaN; quantization needs finite values";
+    expect_error(rms_norm_quant(q, sc, x, std::nullopt, 1e-6f), StatusCode::invalid_argument,
+                 {"rms_norm_quant_int8: ", row2});
+    expect_error(fused_add_rms_norm_quant(q, sc, x, res, std::nullopt, 1e-6f), StatusCode::invalid_argument,
+                 {"fused_add_rms_norm_quant_int8: ", row2});
+    // silu_and_mul: row 2's a half (columns 0..7) holds it
+    expect_error(silu_and_mul_quant(qhalf, sc, x), StatusCode::invalid_argument, {"silu_and_mul_quant_int8: ", row2});
+    EXPECT_TRUE(rms_norm_quant(q, TensorView::contiguous(one.data(), DType::f32, {1}), x, std::nullopt, 1e-6f,
+                               /*static_scale=*/true)
+                    .ok());
+  }
+}
+
 TEST(BadInput, NormQuantFp8BelowSm89) {
   // FP8 codes need sm_89+: the T4 and A100 profiles refuse the FP8 twins (the int8 ones run there).
   std::vector<uint16_t> h(64);

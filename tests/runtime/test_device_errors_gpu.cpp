@@ -385,3 +385,40 @@ TEST(GpuValueCheck, QuantizersRefuseNonFiniteInputs) {
         "x row 2 holds inf or NaN; quantization needs finite values");
   }
 }
+
+TEST(GpuValueCheck, FusedQuantizersRecordNonFiniteRows) {
+  // The ops fused with a dynamic per-token scale record a row whose values (after the norm / activation) hold inf or
+  // NaN, as quantize_per_token does; x [6, 256] f16, the bad value at row 2, column 100 (silu_and_mul's a half).
+  const Device d = Device::cuda(0);
+  const int64_t rows = 6, k = 256;
+  DeviceBuffer q, scales;
+  ASSERT_TRUE(q.alloc(rows * k).ok());
+  ASSERT_TRUE(scales.alloc(rows * 4).ok());
+  const HostBuffer r = random_host(DType::f16, rows * k, 12);
+  DeviceBuffer residual = upload(r);
+  for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    SCOPED_TRACE(bad);
+    HostBuffer h = random_host(DType::f16, rows * k, 11);
+    h.set(2 * k + 100, bad);
+    DeviceBuffer x = upload(h);
+    const auto xv = TensorView::contiguous(x.data(), DType::f16, {rows, k}, d);
+    const auto qv = TensorView::contiguous(q.data(), DType::i8, {rows, k}, d);
+    const auto sv = TensorView::contiguous(scales.data(), DType::f32, {rows}, d);
+    const std::string row2 = "x row 2 holds inf or NaN; quantization needs finite values";
+    expect_index_error([&] { return rms_norm_quant(qv, sv, xv, std::nullopt, 1e-6f); }, "rms_norm_quant_int8: " + row2);
+    expect_index_error(
+        [&] {
+          // fresh each call: the op adds x into it
+          if (cudaMemcpy(residual.data(), r.data(), r.bytes(), cudaMemcpyHostToDevice) != cudaSuccess)
+            return Status(StatusCode::cuda_error, "cudaMemcpy");
+          return fused_add_rms_norm_quant(qv, sv, xv, TensorView::contiguous(residual.data(), DType::f16, {rows, k}, d),
+                                          std::nullopt, 1e-6f);
+        },
+        "fused_add_rms_norm_quant_int8: " + row2);
+    expect_index_error(
+        [&] {
+          return silu_and_mul_quant(TensorView::contiguous(q.data(), DType::i8, {rows, k / 2}, d), sv, xv);
+        },
+        "silu_and_mul_quant_int8: " + row2);
+  }
+}

@@ -34,8 +34,9 @@ Status elementwise_reference(const ElementwiseArgs& a) {
         store_from_double(a.out, a.dtype, r * a.out_stride + i, y);
     }
     if (qtype)  // quantize_per_token(silu_and_mul(x))
-      quantize_row_reference(row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
-                             a.q_scales + (a.static_scale ? 0 : r), static_cast<uint8_t*>(a.q) + r * a.hidden);
+      KK_RETURN_IF_ERROR(quantize_row_reference(a.op, r, row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
+                                                a.q_scales + (a.static_scale ? 0 : r),
+                                                static_cast<uint8_t*>(a.q) + r * a.hidden));
   }
   return Status::Ok();
 }

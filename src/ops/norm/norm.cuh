@@ -299,7 +299,10 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
             });
           // IEEE division: the quantizers' (and the reference's) fp32 scale.
           qs = reducer.reduce<MaxOp>(nonfinite_as_inf(amax_bits)) / static_cast<float>(detail::code_max(kFp8));
-          if (active && tx == 0) p.q_scales[row] = qs;
+          if (active && tx == 0) {
+            p.q_scales[row] = qs;
+            if (isinf(qs)) record_device_error(p.err, p.op, detail::DeviceCheck::finite_x, row, -1, 0, 0);
+          }
         }
         if (active) {
           int8_t* qr = p.q + row * p.hidden;
@@ -414,7 +417,7 @@ Status launch_row_norm(const detail::RowNormArgs& a, const LaunchPlan& plan, cud
   p.q_scales = a.q_scales;
   p.static_scale = a.static_scale;
   p.op = a.op;
-  if (a.static_scale) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &p.err));
+  if (op_quant_out_dtype(a.op)) KK_RETURN_IF_ERROR(device_error_record(a.device.index, &p.err));
   return with_row_norm_kernel<T>(a.op, plan, [&](auto kernel) -> Status {
     if (plan.smem_optin)
       KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -55,8 +55,9 @@ Status row_norm_reference(const RowNormArgs& a) {
         store_from_double(a.out, t, r * a.out_stride + i, y);
     }
     if (qtype)  // the quantizers' scale and rounding: quantize_per_token(rms_norm(x))
-      quantize_row_reference(row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
-                             a.q_scales + (a.static_scale ? 0 : r), static_cast<uint8_t*>(a.q) + r * a.hidden);
+      KK_RETURN_IF_ERROR(quantize_row_reference(a.op, r, row.data(), a.hidden, *qtype == DType::f8e4m3, a.static_scale,
+                                                a.q_scales + (a.static_scale ? 0 : r),
+                                                static_cast<uint8_t*>(a.q) + r * a.hidden));
   }
   return Status::Ok();
 }

@@ -163,10 +163,12 @@ inline float span_scale_of(double amax, int qmax) { return static_cast<float>(am
 // The one-byte code of w at scale s, as every 1-byte quantizer's reference rounds it: int8 round_half_even(fp32(w / s))
 // clamped to +-127, or (fp8) the e4m3 bits of fp32(w / s), nearest even, saturating at +-448; s == 0 gives 0.
 uint8_t quantize_byte(double w, float s, bool fp8);
-// A row of the ops fused with quantization (rms_norm_quant_*, silu_and_mul_quant_*, ...): the n values y (as the op
-// rounded them) to codes q [n] as quantize_per_token does, at the scale *scale: written (s = max|y| / qmax) unless
-// static_scale, where it is read.
-void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_scale, float* scale, uint8_t* q);
+// Row `row` of the ops fused with quantization (rms_norm_quant_*, silu_and_mul_quant_*, ...): the n values y (as the
+// op rounded them) to codes q [n] as quantize_per_token does, at the scale *scale: written (s = max|y| / qmax) unless
+// static_scale, where it is read. A dynamic scale of a row holding inf or NaN is the error the CUDA kernels record
+// for check_errors (DeviceCheck::finite_x), returned once the row's scale and codes are written as CUDA writes them.
+Status quantize_row_reference(OpId op, int64_t row, const double* y, int64_t n, bool fp8, bool static_scale,
+                              float* scale, uint8_t* q);
 // A quantizer's given (static) scale must be finite and > 0: else the error check_errors reports for the CUDA kernels
 // (DeviceCheck::static_scale), raised by the CPU backend before it writes anything.
 Status check_static_scale(OpId op, float scale);

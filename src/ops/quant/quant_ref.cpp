@@ -24,6 +24,7 @@ int quantize_value(double w, float s, int qmax) {
   if (s == 0.0f) return 0;
   const float quotient = static_cast<float>(w / static_cast<double>(s));
   const double q = std::nearbyint(static_cast<double>(quotient));  // default rounding mode: half to even
+  if (std::isnan(q)) return 0;  // as the GPU's float-to-integer conversion gives NaN (and a cast would be undefined)
   return static_cast<int>(std::clamp(q, -static_cast<double>(qmax), static_cast<double>(qmax)));
 }
 
@@ -85,13 +86,19 @@ uint8_t quantize_byte(double w, float s, bool fp8) {
   return static_cast<uint8_t>(quantize_value(w, s, code_max(false)));
 }
 
-void quantize_row_reference(const double* y, int64_t n, bool fp8, bool static_scale, float* scale, uint8_t* q) {
+Status quantize_row_reference(OpId op, int64_t row, const double* y, int64_t n, bool fp8, bool static_scale,
+                              float* scale, uint8_t* q) {
+  bool finite = true;
   if (!static_scale) {
     double amax = 0;
-    for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(y[i]));
-    *scale = span_scale_of(amax, code_max(fp8));
+    for (int64_t i = 0; i < n; ++i) {
+      finite = finite && std::isfinite(y[i]);
+      amax = std::max(amax, std::fabs(y[i]));
+    }
+    *scale = finite ? span_scale_of(amax, code_max(fp8)) : INFINITY;  // the kernels' max of a non-finite row: inf
   }
   for (int64_t i = 0; i < n; ++i) q[i] = quantize_byte(y[i], *scale, fp8);
+  return finite ? Status::Ok() : device_check_error(op, DeviceCheck::finite_x, row, -1, 0, 0);
 }
 
 Status check_static_scale(OpId op, float scale) {
