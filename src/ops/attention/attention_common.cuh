@@ -15,19 +15,20 @@ struct ScoreTransform {
   __device__ __forceinline__ float operator()(float s) const {
     return cap_log2 != 0.0f ? cap_log2 * tanh_fast(s * scale_in) : s * scale_in;
   }
-  // A tile of C fragments at once: one warp-uniform branch for the tile, not one per score.
-  template <int NB>
+  // A tile of C fragments at once: one warp-uniform branch for the tile, not one per score. kElems 2: row g only (the
+  // decode's, see online_softmax_step).
+  template <int kElems = 4, int NB>
   __device__ __forceinline__ void apply(float (&s)[NB][4]) const {
     if (cap_log2 != 0.0f) {
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nb][e] = cap_log2 * tanh_fast(s[nb][e] * scale_in);
+        for (int e = 0; e < kElems; ++e) s[nb][e] = cap_log2 * tanh_fast(s[nb][e] * scale_in);
     } else {
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[nb][e] *= scale_in;
+        for (int e = 0; e < kElems; ++e) s[nb][e] *= scale_in;
     }
   }
 };

@@ -516,33 +516,30 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
                                         : 0u;
           }
     }
-    float q_unscale[2] = {1.0f, 1.0f};  // kQScaled: 2^-e of rows g, g + 8
+    float q_unscale = 1.0f;  // kQScaled: 2^-e of row g (row g + 8's fragments, qa[.][1] and [3], are zeros)
     if constexpr (kQScaled) {
+      float amax = 0.0f;
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float amax = 0.0f;
+      for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
+        for (int half = 0; half < 2; ++half) {
+          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[kk][2 * half]));
+          amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+        }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      // (clamped: 2^e and 2^-e stay finite fp32 normals even for a row of bf16 subnormals)
+      const int e = amax > 0.0f && isfinite(amax) ? min(14 - ilogbf(amax), 126) : 0;
+      const float up = ldexpf(1.0f, e);
+      q_unscale = ldexpf(1.0f, -e);
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[kk][2 * half + rr]));
-            amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-          }
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        // (clamped: 2^e and 2^-e stay finite fp32 normals even for a row of bf16 subnormals)
-        const int e = amax > 0.0f && isfinite(amax) ? min(14 - ilogbf(amax), 126) : 0;
-        const float up = ldexpf(1.0f, e);
-        q_unscale[rr] = ldexpf(1.0f, -e);
+      for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            unsigned& w = qa[kk][2 * half + rr];
-            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
-            w = pack_rounded<__half>(f.x * up, f.y * up);
-          }
-      }
+        for (int half = 0; half < 2; ++half) {
+          unsigned& w = qa[kk][2 * half];
+          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+          w = pack_rounded<__half>(f.x * up, f.y * up);
+        }
     }
 
     auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
@@ -573,8 +570,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g, g + 8 (l: this lane's columns)
-    const int pos[2] = {len - p.s_q + row_token(g), len - p.s_q + row_token(g + 8)};  // (decode_key_hidden)
-    const float slope[2] = {p.alibi.log2_slope(b, row_head(g)), p.alibi.log2_slope(b, row_head(g + 8))};  // ALiBi
+    // Row g's position (decode_key_hidden) and ALiBi slope (row g + 8 is never the block's: see below).
+    const int pos = len - p.s_q + row_token(g);
+    const float slope = p.alibi.log2_slope(b, row_head(g));
     // e4m3: K's scale joins the softmax scale (DecodeParams::k_scale).
     ScoreTransform score_fp8 = p.score;
     if constexpr (kFp8) score_fp8.scale_in *= p.k_scale[kvh * p.ks_stride];
@@ -620,27 +618,27 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       // Into the log2 domain (with ALiBi's bias) and masked: keys past this split or sequence, causal and the window
       // (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that - window).
       // Then the online softmax of the prefill.
+      // Row g only (elements 0, 1 of each C fragment): the block's rows are rows 0..7 of the tile (see
+      // online_softmax_step's kHalves).
       const int key0 = tile_key0(i);
       if constexpr (kQScaled)
 #pragma unroll
-        for (int nb = 0; nb < NB; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[nb][e] *= q_unscale[e / 2];
+        for (int nb = 0; nb < NB; ++nb) s[nb][0] *= q_unscale, s[nb][1] *= q_unscale;
       if constexpr (kFp8)
-        score_fp8.apply(s);
+        score_fp8.apply<2>(s);
       else
-        p.score.apply(s);
+        p.score.apply<2>(s);
       float tile_max[2] = {m_run[0], m_run[1]};
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + nb * 8 + 2 * t + (e & 1);
-          if (p.alibi.slopes) s[nb][e] = alibi_biased(s[nb][e], slope[e / 2], pos[e / 2], key);
-          if (key >= kend || decode_key_hidden(p, pos[e / 2], key)) s[nb][e] = -INFINITY;
-          tile_max[e / 2] = fmaxf(tile_max[e / 2], s[nb][e]);
+        for (int e = 0; e < 2; ++e) {
+          const int key = key0 + nb * 8 + 2 * t + e;
+          if (p.alibi.slopes) s[nb][e] = alibi_biased(s[nb][e], slope, pos, key);
+          if (key >= kend || decode_key_hidden(p, pos, key)) s[nb][e] = -INFINITY;
+          tile_max[0] = fmaxf(tile_max[0], s[nb][e]);
         }
-      online_softmax_step<false>(s, tile_max, m_run, l_run, acc);
+      online_softmax_step<false, NB, D / 8, 1>(s, tile_max, m_run, l_run, acc);
       if constexpr (kFp8) {
         // O += P V, one k-step a 16 keys: rows 2t, 2t + 1, 2t + 8, 2t + 9 of the step, this lane's D / 8 codes from
         // dim g D / 8; byte j of a row is n-block (column block) 4 w + j of word w.

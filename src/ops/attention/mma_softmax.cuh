@@ -18,13 +18,16 @@ namespace kernelkit::cuda {
 // instruction-bound prefill takes 628.7 us with it against 781.6 without (b1 h32 s4096 d128 causal), but the
 // tensor-core decode, bound by memory, 148.8 against 131.9 us at b32 h32/8 s4096 (10.6 against 10.5 at b1), so the
 // decode keeps exp2f and the unconditional rescale (kLean = false).
-template <bool kLean, int NB, int D8>
+// kHalves 1 (the decode, whose rows are rows 0..7 of the tile): only row g is computed; row g + 8's scores are left as
+// the MMA gave them (zeros: its q row is zeros), so P's row g + 8 is zeros and nothing of O's row g + 8 is used.
+template <bool kLean, int NB, int D8, int kHalves = 2>
 __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
                                                     float (&l_run)[2], float (&acc)[D8][4]) {
+  static_assert(kHalves == 1 || kHalves == 2, "rows g, or g and g + 8");
   auto exp2 = [](float x) { return kLean ? exp2_ftz(x) : exp2f(x); };
-  float m_use[2], corr[2];
+  float m_use[2] = {0.0f, 0.0f}, corr[2] = {1.0f, 1.0f};
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < kHalves; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
     // A row with nothing visible yet keeps max -inf: subtract 0 instead (exp2(-inf - 0) = 0, never -inf - -inf).
@@ -54,7 +57,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&t
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
+    for (int e = 0; e < 2 * kHalves; ++e) {
       s[nb][e] = exp2(s[nb][e] - m_use[e / 2]);
       l_run[e / 2] += s[nb][e];
     }
