@@ -436,10 +436,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 // block merge, but each warp's tile is kDecodeTcTileKeys = 16 keys (ldmatrix-swizzled in its ring, as in the
 // prefill) and the block's R rows are rows 0..R-1 of one 16-row MMA tile (the rest zeros, never stored): per tile,
 // S = Q K^T is D / 16 x 2 m16n8k16 MMAs with Q's A fragments held in registers, P is rounded to T as the A fragment of
-// O += P V (D / 8 MMAs, V via ldmatrix.trans). The softmax step is the prefill's (rows g and g + 8 of the quad's
-// lanes) in its non-lean form (see online_softmax_step: the lean one measured slower here). Rows 8-15
-// of every MMA are zeros (R <= 8): S^T = K Q^T with the rows on N = 8 would halve the MMA work (to be tried: at b32
-// it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
+// O += P V (D / 8 MMAs, V via ldmatrix.trans). The softmax step is the prefill's in its non-lean form (see
+// online_softmax_step: the lean one measured slower here), for row g of the quad's lanes only: rows 8-15 of every
+// MMA are zeros (R <= 8), and are left so. S^T = K Q^T with the rows on N = 8 would halve the MMA work too (to be
+// tried: at b32 it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
 // e4m3 caches (kFp8): tiles of 2 kDecodeTcTileKeys = 32 keys, the bytes of a 16-bit tile (one softmax step over 32
 // keys, two P V k-steps). ldmatrix moves 16-bit elements, so each lane reads its fragments' codes itself, from 16-byte
 // chunks swizzled by row (swz_codes: every read below is free of bank conflicts at head_dim 128, 2-way at 64), and
