@@ -125,18 +125,6 @@ __device__ __forceinline__ void e4m3x8_to_floats(uint2 w, float (&f)[8]) {
   }
 }
 
-// Element offset of `key` of sequence b in a K or V cache (head 0): contiguous [b, capacity, h_kv, d], or page
-// key / page_size of the block table ([pages, page_size, h_kv, d]; a power of two: shifts, not divisions).
-template <bool kPaged, typename T>
-__device__ __forceinline__ int64_t cache_offset(const DecodeParams<T>& p, int b, const detail::HeadStrides& st,
-                                                int key) {
-  if constexpr (kPaged)
-    return static_cast<int64_t>(p.block_table[b * p.bt_stride + (key >> p.page_shift)]) * st.batch +
-           (key & ((1 << p.page_shift) - 1)) * st.token;
-  else
-    return b * st.batch + static_cast<int64_t>(key) * st.token;
-}
-
 // Sequence b's length and the keys [kbeg, kend) of split `split` (the splits cover the keys from the first query's
 // window start, 0 without a window: the planner sized them for the window), with the index values checked (a compare
 // per sequence and per page, not per key): a length outside [0, capacity] is recorded and clamped; with a paged cache, a
@@ -191,6 +179,55 @@ struct WarpTiles {
   }
   __device__ __forceinline__ int key0(int i) const { return kbeg + (warp + kWarps * i) * TK; }
 };
+
+// A lane's share of loading a warp tile (TK keys of K and V, head kvh) into shared memory, 16-byte cp.async copies of
+// kChunk elements: copy cp is chunk `ch` of row j0 + kStep cp (the order idx = lane + 32 cp of the tile's chunks, row
+// by row). What stays across tiles, the chunk and first row, the head's, chunk's (and a contiguous cache's sequence's)
+// offset and the rows' stride, is worked out once; a tile adds its first key. Rows past kend, and chunks past
+// head_dim, are zeros, not stale data: P = 0 times a NaN would still be NaN.
+template <bool kPaged, typename T, typename KV, int D, int TK>
+struct TileCopies {
+  static constexpr int kChunk = 16 / sizeof(KV), kPerRow = D / kChunk, kStep = 32 / kPerRow, kCopies = TK / kStep;
+  static_assert(32 % kPerRow == 0 && kCopies * kStep == TK, "decode tile copies");
+  const KV *k, *v;  // chunk ch of head kvh (contiguous: of sequence b), key 0
+  int j0, ch;
+  bool in_dims;
+
+  __device__ __forceinline__ TileCopies(const DecodeParams<T>& p, int b, int kvh, int lane, int kv_chunks)
+      : j0(lane / kPerRow), ch(lane % kPerRow), in_dims(lane % kPerRow < kv_chunks) {
+    k = reinterpret_cast<const KV*>(p.t.k) + kvh * p.t.ks.head + ch * kChunk;
+    v = reinterpret_cast<const KV*>(p.t.v) + kvh * p.t.vs.head + ch * kChunk;
+    if constexpr (!kPaged) k += b * p.t.ks.batch, v += b * p.t.vs.batch;
+  }
+  // dst(j) -> the shared-memory addresses of row j's chunk ch in the stage's K and V tiles.
+  template <typename Dst>
+  __device__ __forceinline__ void load(const DecodeParams<T>& p, int b, int key0, int kend, Dst&& dst) const {
+    const int64_t ks = p.t.ks.token, vs = p.t.vs.token;
+#pragma unroll
+    for (int cp = 0; cp < kCopies; ++cp) {
+      const int j = j0 + kStep * cp, key = key0 + j;
+      const auto [dk, dv] = dst(j);
+      if (in_dims && key < kend) {
+        int64_t ko, vo;
+        if constexpr (kPaged) {
+          const int64_t page = p.block_table[b * p.bt_stride + (key >> p.page_shift)];
+          const int in_page = key & ((1 << p.page_shift) - 1);
+          ko = page * p.t.ks.batch + in_page * ks, vo = page * p.t.vs.batch + in_page * vs;
+        } else {
+          ko = static_cast<int64_t>(key) * ks, vo = static_cast<int64_t>(key) * vs;
+        }
+        copy_async<16>(dk, k + ko);
+        copy_async<16>(dv, v + vo);
+      } else {
+        *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+};
+
+// The ring's buffer after `buf` (of `stages` buffers): a compare, not a division by the runtime stage count.
+__device__ __forceinline__ int next_slot(int buf, int stages) { return buf + 1 == stages ? 0 : buf + 1; }
 
 // The end of a split block: its warps' states in `merge` (O unnormalized and the running max in the log2 domain, the
 // sum) merged as M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L, and stored: the output and
@@ -249,8 +286,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     constexpr int TK = Smem::TK;
     constexpr int kLanesPerKey = D / 8, kKeysPerStep = 32 / kLanesPerKey, kSteps = TK / kKeysPerStep;
     constexpr int kChunk = 16 / sizeof(KV);        // elements a 16-byte copy (8, or 16 codes)
-    constexpr int kCopies = TK * D / kChunk / 32;  // 16-byte copies per lane per tile, for K and for V each
-    static_assert(kSteps * kKeysPerStep == TK && kCopies * 32 * kChunk == TK * D, "decode warp tile");
+    static_assert(kSteps * kKeysPerStep == TK, "decode warp tile");
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
@@ -279,27 +315,16 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 #pragma unroll
       for (int e = 0; e < 8; ++e) q[r][e] = r0 + r < rows_total ? to_float(qv.v[e]) * scale_in : 0.0f;
     }
-    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
-    const KV* const kc = reinterpret_cast<const KV*>(p.t.k);
-    const KV* const vc = reinterpret_cast<const KV*>(p.t.v);
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
     auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, typename Smem::Stage& st) {
-      const int key0 = tile_key0(i);
-#pragma unroll
-      for (int cp = 0; cp < kCopies; ++cp) {
-        const int idx = lane + 32 * cp, j = idx / (D / kChunk), ch = idx % (D / kChunk), key = key0 + j;
-        if (key < kend && ch < kv_chunks) {
-          copy_async<16>(&st.k[j][ch * kChunk], kc + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * kChunk);
-          copy_async<16>(&st.v[j][ch * kChunk], vc + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * kChunk);
-        } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
-          *reinterpret_cast<uint4*>(&st.k[j][ch * kChunk]) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(&st.v[j][ch * kChunk]) = make_uint4(0, 0, 0, 0);
-        }
-      }
+      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+        return std::pair{&st.k[j][copies.ch * kChunk], &st.v[j][copies.ch * kChunk]};
+      });
     };
 
     float acc[R][8], m_run[R], l_part[R];  // m_run: warp-uniform; l_part, acc: this lane's key slot only
@@ -321,10 +346,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       if (i < my_tiles) load_tile(i, ring[i]);
       cp_async_commit();
     }
-    for (int i = 0; i < my_tiles; ++i) {
-      typename Smem::Stage& st = ring[i % p.stages];
+    int buf = 0, ahead_buf = p.stages - 1;  // tile i's buffer, and tile i + stages - 1's
+    for (int i = 0; i < my_tiles; ++i, buf = next_slot(buf, p.stages), ahead_buf = next_slot(ahead_buf, p.stages)) {
+      typename Smem::Stage& st = ring[buf];
       const int ahead = i + p.stages - 1;
-      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead_buf]);
       cp_async_commit();
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
@@ -467,8 +493,11 @@ __device__ __forceinline__ int swz_codes(int row, int chunk) {
 // conversion a pair (bf16 takes three more, through fp32), q's rows are scaled by a power of two that puts each row's
 // largest |element| at 2^14 (exact: f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it; the scores are
 // scaled back), and P is rounded to f16 (3 more bits than bf16).
+// At least kDecodeTcMinBlocks blocks an SM: at 128 threads, at most 170 registers (168 allocated), which the 16-bit
+// kernels use anyway and the e4m3 ones would pass (175-183 on sm_90), leaving room for only 2 blocks of 64 KB where
+// shared memory holds 3.
 template <typename T, int D, int R, bool kPaged, bool kFp8 = false, typename M = T>
-__global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeParams<T> p) {
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_kernel(const DecodeParams<T> p) {
   constexpr bool kQScaled = !std::is_same_v<M, T>;
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, e4m3 caches below sm_89
@@ -478,9 +507,6 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
     using KV = CacheElem<T, kFp8>;
     constexpr int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys, NB = TK / 8;  // keys a tile; its n-blocks of S
     using Stage = DecodeTcStage<KV, D, TK>;
-    constexpr int kChunk = 16 / sizeof(KV);        // elements a 16-byte copy (8, or 16 codes)
-    constexpr int kCopies = TK * D / kChunk / 32;  // 16-byte copies per lane per tile, for K and for V each
-    static_assert(kCopies * 32 * kChunk == TK * D, "decode_tc warp tile");
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
@@ -542,28 +568,16 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
         }
     }
 
-    auto key_offset = [&](const detail::HeadStrides& st, int key) { return cache_offset<kPaged>(p, b, st, key); };
-    const KV* const kc = reinterpret_cast<const KV*>(p.t.k);
-    const KV* const vc = reinterpret_cast<const KV*>(p.t.v);
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
     auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, Stage& st) {
-      const int key0 = tile_key0(i);
-#pragma unroll
-      for (int cp = 0; cp < kCopies; ++cp) {
-        const int idx = lane + 32 * cp, j = idx / (D / kChunk), ch = idx % (D / kChunk), key = key0 + j;
-        KV* const dk = kFp8 ? st.k + swz_codes<D>(j, ch) : st.k + swz<D>(j, ch * 8);
-        KV* const dv = kFp8 ? st.v + swz_codes<D>(j, ch) : st.v + swz<D>(j, ch * 8);
-        if (key < kend && ch < kv_chunks) {
-          copy_async<16>(dk, kc + key_offset(p.t.ks, key) + kvh * p.t.ks.head + ch * kChunk);
-          copy_async<16>(dv, vc + key_offset(p.t.vs, key) + kvh * p.t.vs.head + ch * kChunk);
-        } else {  // zeros, not stale rows: P = 0 times a NaN would still be NaN
-          *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
-        }
-      }
+      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+        const int at = kFp8 ? swz_codes<D>(j, copies.ch) : swz<D>(j, copies.ch * 8);
+        return std::pair{st.k + at, st.v + at};
+      });
     };
 
     float acc[D / 8][4];  // O: 16 rows x D in C fragments
@@ -582,10 +596,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_tc_kernel(const DecodeP
       if (i < my_tiles) load_tile(i, ring[i]);
       cp_async_commit();
     }
-    for (int i = 0; i < my_tiles; ++i) {
-      const Stage& st = ring[i % p.stages];
+    int buf = 0, ahead_buf = p.stages - 1;  // tile i's buffer, and tile i + stages - 1's
+    for (int i = 0; i < my_tiles; ++i, buf = next_slot(buf, p.stages), ahead_buf = next_slot(ahead_buf, p.stages)) {
+      const Stage& st = ring[buf];
       const int ahead = i + p.stages - 1;
-      if (ahead < my_tiles) load_tile(ahead, ring[ahead % p.stages]);
+      if (ahead < my_tiles) load_tile(ahead, ring[ahead_buf]);
       cp_async_commit();
       cp_async_wait_dynamic(p.stages - 1);
       __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
