@@ -23,6 +23,18 @@ __device__ __forceinline__ void copy_async(void* smem_dst, const void* gmem_src)
   *static_cast<Raw<kBytes>*>(smem_dst) = *static_cast<const Raw<kBytes>*>(gmem_src);
 }
 
+// 16 bytes from gmem_src when `valid`, else 16 zero bytes, into smem_dst: one cp.async either way (its source size 0
+// reads nothing), so a tile's tail needs no branch; gmem_src must still be a mapped address (pass a valid one).
+__device__ __forceinline__ void copy_async_or_zero16(void* smem_dst, const void* gmem_src, bool valid) {
+#if KK_DEVICE_HAS_CP_ASYNC
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 16 : 0)
+               : "memory");
+#else
+  *static_cast<uint4*>(smem_dst) = valid ? *static_cast<const uint4*>(gmem_src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
 // Closes the group of copies issued since the last commit (every thread commits, so group counts stay uniform).
 __device__ __forceinline__ void cp_async_commit() {
 #if KK_DEVICE_HAS_CP_ASYNC

@@ -183,44 +183,53 @@ struct WarpTiles {
 // A lane's share of loading a warp tile (TK keys of K and V, head kvh) into shared memory, 16-byte cp.async copies of
 // kChunk elements: copy cp is chunk `ch` of row j0 + kStep cp (the order idx = lane + 32 cp of the tile's chunks, row
 // by row). What stays across tiles, the chunk and first row, the head's, chunk's (and a contiguous cache's sequence's)
-// offset and the rows' stride, is worked out once; a tile adds its first key. Rows past kend, and chunks past
-// head_dim, are zeros, not stale data: P = 0 times a NaN would still be NaN.
+// offset and the step between a lane's rows, is worked out once; a tile adds its first key. Rows past kend, and
+// chunks past head_dim, are zero-filled by the same copy (no branch): P = 0 times a stale NaN would still be NaN.
 template <bool kPaged, typename T, typename KV, int D, int TK>
 struct TileCopies {
   static constexpr int kChunk = 16 / sizeof(KV), kPerRow = D / kChunk, kStep = 32 / kPerRow, kCopies = TK / kStep;
   static_assert(32 % kPerRow == 0 && kCopies * kStep == TK, "decode tile copies");
-  const KV *k, *v;  // chunk ch of head kvh (contiguous: of sequence b), key 0
+  const KV *k, *v;         // chunk ch of head kvh (contiguous: of sequence b), key 0
+  int64_t k_step, v_step;  // contiguous: kStep rows of K and of V
   int j0, ch;
   bool in_dims;
 
   __device__ __forceinline__ TileCopies(const DecodeParams<T>& p, int b, int kvh, int lane, int kv_chunks)
-      : j0(lane / kPerRow), ch(lane % kPerRow), in_dims(lane % kPerRow < kv_chunks) {
+      : k_step(kStep * p.t.ks.token),
+        v_step(kStep * p.t.vs.token),
+        j0(lane / kPerRow),
+        ch(lane % kPerRow),
+        in_dims(lane % kPerRow < kv_chunks) {
     k = reinterpret_cast<const KV*>(p.t.k) + kvh * p.t.ks.head + ch * kChunk;
     v = reinterpret_cast<const KV*>(p.t.v) + kvh * p.t.vs.head + ch * kChunk;
     if constexpr (!kPaged) k += b * p.t.ks.batch, v += b * p.t.vs.batch;
   }
-  // dst(j) -> the shared-memory addresses of row j's chunk ch in the stage's K and V tiles.
+  // dst(j) -> the shared-memory addresses of row j's chunk ch in the stage's K and V tiles. key0 < kend.
   template <typename Dst>
   __device__ __forceinline__ void load(const DecodeParams<T>& p, int b, int key0, int kend, Dst&& dst) const {
-    const int64_t ks = p.t.ks.token, vs = p.t.vs.token;
+    const KV *kr = k, *vr = v;  // contiguous: row j0 of the tile, then each copy's
+    if constexpr (!kPaged) {
+      kr += static_cast<int64_t>(key0 + j0) * p.t.ks.token;
+      vr += static_cast<int64_t>(key0 + j0) * p.t.vs.token;
+    }
 #pragma unroll
     for (int cp = 0; cp < kCopies; ++cp) {
-      const int j = j0 + kStep * cp, key = key0 + j;
-      const auto [dk, dv] = dst(j);
-      if (in_dims && key < kend) {
-        int64_t ko, vo;
-        if constexpr (kPaged) {
-          const int64_t page = p.block_table[b * p.bt_stride + (key >> p.page_shift)];
-          const int in_page = key & ((1 << p.page_shift) - 1);
-          ko = page * p.t.ks.batch + in_page * ks, vo = page * p.t.vs.batch + in_page * vs;
-        } else {
-          ko = static_cast<int64_t>(key) * ks, vo = static_cast<int64_t>(key) * vs;
-        }
-        copy_async<16>(dk, k + ko);
-        copy_async<16>(dv, v + vo);
+      const int key = key0 + j0 + kStep * cp;
+      const bool valid = in_dims && key < kend;
+      const auto [dk, dv] = dst(j0 + kStep * cp);
+      if constexpr (kPaged) {
+        // A key past kend reads the entry of kend - 1 (checked, see checked_key_range) and copies nothing.
+        const int kc = min(key, kend - 1);
+        const int64_t page = p.block_table[b * p.bt_stride + (kc >> p.page_shift)];
+        const int in_page = kc & ((1 << p.page_shift) - 1);
+        const void* ks = k + page * p.t.ks.batch + in_page * p.t.ks.token;
+        const void* vs = v + page * p.t.vs.batch + in_page * p.t.vs.token;
+        copy_async_or_zero16(dk, valid ? ks : p.t.k, valid);  // (the caches' first elements: mapped, never read)
+        copy_async_or_zero16(dv, valid ? vs : p.t.v, valid);
       } else {
-        *reinterpret_cast<uint4*>(dk) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(dv) = make_uint4(0, 0, 0, 0);
+        copy_async_or_zero16(dk, valid ? static_cast<const void*>(kr) : p.t.k, valid);
+        copy_async_or_zero16(dv, valid ? static_cast<const void*>(vr) : p.t.v, valid);
+        kr += k_step, vr += v_step;
       }
     }
   }
