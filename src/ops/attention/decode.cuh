@@ -190,7 +190,7 @@ struct TileCopies {
   static constexpr int kChunk = 16 / sizeof(KV), kPerRow = D / kChunk, kStep = 32 / kPerRow, kCopies = TK / kStep;
   static_assert(32 % kPerRow == 0 && kCopies * kStep == TK, "decode tile copies");
   const KV *k, *v;         // chunk ch of head kvh (contiguous: of sequence b), key 0
-  int64_t k_step, v_step;  // contiguous: kStep rows of K and of V
+  int64_t k_step, v_step;  // kStep rows (tokens) of K and of V
   int j0, ch;
   bool in_dims;
 
@@ -207,29 +207,39 @@ struct TileCopies {
   // dst(j) -> the shared-memory addresses of row j's chunk ch in the stage's K and V tiles. key0 < kend.
   template <typename Dst>
   __device__ __forceinline__ void load(const DecodeParams<T>& p, int b, int key0, int kend, Dst&& dst) const {
-    const KV *kr = k, *vr = v;  // contiguous: row j0 of the tile, then each copy's
-    if constexpr (!kPaged) {
-      kr += static_cast<int64_t>(key0 + j0) * p.t.ks.token;
-      vr += static_cast<int64_t>(key0 + j0) * p.t.vs.token;
-    }
+    // Rows stepping through memory from row j0's chunk (kr, vr): a contiguous cache, or a tile inside one page.
+    auto strided = [&](const KV* kr, const KV* vr) {
 #pragma unroll
-    for (int cp = 0; cp < kCopies; ++cp) {
-      const int key = key0 + j0 + kStep * cp;
-      const bool valid = in_dims && key < kend;
-      const auto [dk, dv] = dst(j0 + kStep * cp);
-      if constexpr (kPaged) {
+      for (int cp = 0; cp < kCopies; ++cp) {
+        const bool valid = in_dims && key0 + j0 + kStep * cp < kend;
+        const auto [dk, dv] = dst(j0 + kStep * cp);
+        copy_async_or_zero16(dk, valid ? static_cast<const void*>(kr) : p.t.k, valid);  // (the cache's first
+        copy_async_or_zero16(dv, valid ? static_cast<const void*>(vr) : p.t.v, valid);  //  elements: never read)
+        kr += k_step, vr += v_step;
+      }
+    };
+    if constexpr (!kPaged) {
+      strided(k + static_cast<int64_t>(key0 + j0) * p.t.ks.token, v + static_cast<int64_t>(key0 + j0) * p.t.vs.token);
+    } else {
+      const int first = key0 >> p.page_shift, in_page0 = (key0 & ((1 << p.page_shift) - 1)) + j0;
+      if (((key0 + TK - 1) >> p.page_shift) == first) {  // warp-uniform: the tile's keys share a page (key0's: checked)
+        const int64_t page = p.block_table[b * p.bt_stride + first];
+        strided(k + page * p.t.ks.batch + static_cast<int64_t>(in_page0) * p.t.ks.token,
+                v + page * p.t.vs.batch + static_cast<int64_t>(in_page0) * p.t.vs.token);
+        return;
+      }
+#pragma unroll
+      for (int cp = 0; cp < kCopies; ++cp) {
         // A key past kend reads the entry of kend - 1 (checked, see checked_key_range) and copies nothing.
-        const int kc = min(key, kend - 1);
+        const int key = key0 + j0 + kStep * cp, kc = min(key, kend - 1);
+        const bool valid = in_dims && key < kend;
+        const auto [dk, dv] = dst(j0 + kStep * cp);
         const int64_t page = p.block_table[b * p.bt_stride + (kc >> p.page_shift)];
         const int in_page = kc & ((1 << p.page_shift) - 1);
         const void* ks = k + page * p.t.ks.batch + in_page * p.t.ks.token;
         const void* vs = v + page * p.t.vs.batch + in_page * p.t.vs.token;
-        copy_async_or_zero16(dk, valid ? ks : p.t.k, valid);  // (the caches' first elements: mapped, never read)
+        copy_async_or_zero16(dk, valid ? ks : p.t.k, valid);
         copy_async_or_zero16(dv, valid ? vs : p.t.v, valid);
-      } else {
-        copy_async_or_zero16(dk, valid ? static_cast<const void*>(kr) : p.t.k, valid);
-        copy_async_or_zero16(dv, valid ? static_cast<const void*>(vr) : p.t.v, valid);
-        kr += k_step, vr += v_step;
       }
     }
   }
