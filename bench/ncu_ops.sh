@@ -41,6 +41,18 @@ for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default),
         for _ in range(2):
             kernelkit.decode_attention(q, kc, vc)
         os.environ.pop("KERNELKIT_TUNE", None)
+if torch.cuda.get_device_capability() >= (8, 9):  # decode over an e4m3 cache (b16 ctx 8192: #25's bar), bf16 q
+    q = torch.randn(16, 1, 32, 128, device=dev, dtype=dt)
+    kc = torch.randn(16, 8192, 8, 128, device=dev, dtype=dt)
+    ks = kc.float().abs().amax(dim=(0, 1, 3)) / 448
+    k8 = (kc.float() / ks[:, None]).to(torch.float8_e4m3fn)
+    del kc
+    for tune in (None, "decode_f16mma=1"):
+        if tune:
+            os.environ["KERNELKIT_TUNE"] = tune
+        for _ in range(2):
+            kernelkit.decode_attention(q, k8, k8, k_scale=ks, v_scale=ks)
+        os.environ.pop("KERNELKIT_TUNE", None)
 for n, k in ((11008, 4096), (4096, 11008)):  # weight-only linear, m 1 (GEMV) and 16 (tensor cores, split-K)
     w = torch.randn(n, k, device=dev, dtype=dt) * 0.02
     for bits in (8, 4):
