@@ -321,8 +321,8 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
       p.m = (a.m + multiple - 1) / multiple * multiple;
       p.x_stride = a.k;
       p.out_stride = (a.n + 7) / 8 * 8;       // 16-byte rows
-      // The scratch's x and D, 256-byte aligned as nullptr reads; the heuristic refuses a null scale pointer
-      // (CUBLAS_STATUS_INVALID_VALUE) with block scales, so it sees x's own until the run sets the padded copy's.
+      // The scratch's x and D, 256-byte aligned as nullptr reads. The heuristic sees x's own scale pointer until the
+      // run sets the padded copy's: with a null one it answered CUBLAS_STATUS_INVALID_VALUE (H100, block scales).
       p.x = nullptr, p.out = nullptr;
       if (p.m == a.m) continue;
       TnMatmul tp;
