@@ -19,25 +19,25 @@
 // FLOPs: 4 d per (query row, key).
 #pragma once
 
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <bit>
 #include <type_traits>
 
-#include "ops/attention/attention.hpp"
-#include "ops/attention/attention_common.cuh"
-#include "ops/attention/mma_softmax.cuh"
+#include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
 #include "kernels/common/device_check.cuh"
+#include "kernels/common/e4m3.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/mma.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
-#include "kernelkit/planner.hpp"
+#include "ops/attention/attention.hpp"
+#include "ops/attention/attention_common.cuh"
 #include "ops/attention/attention_plan.hpp"
+#include "ops/attention/mma_softmax.cuh"
 
 namespace kernelkit::cuda {
 
@@ -96,34 +96,6 @@ struct DecodeSmem {
   };
   using Merge = DecodeMerge<D, R>;
 };
-
-// ---- e4m3 codes in registers (sm_89+: cvt.rn.f16x2.e4m3x2, one instruction a pair; exact)
-
-// Two codes (the low byte first) as the T pair of an MMA operand: f16 directly, bf16 through fp32 (exact).
-template <typename T>
-__device__ __forceinline__ unsigned e4m3x2_as(uint32_t codes) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3);
-  if constexpr (std::is_same_v<T, __half>) {
-    return static_cast<unsigned>(h.x) | (static_cast<unsigned>(h.y) << 16);
-  } else {
-    const float2 f = __half22float2(__half2(h));
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    return *reinterpret_cast<const unsigned*>(&b);
-  }
-}
-
-// Eight codes (little-endian) as floats.
-__device__ __forceinline__ void e4m3x8_to_floats(uint2 w, float (&f)[8]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t word = i < 2 ? w.x : w.y;
-    const __half2_raw h =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(i % 2 ? word >> 16 : word & 0xffffu), __NV_E4M3);
-    const float2 v = __half22float2(__half2(h));
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
 
 // Sequence b's length and the keys [kbeg, kend) of split `split` (the splits cover the keys from the first query's
 // window start, 0 without a window: the planner sized them for the window), with the index values checked (a compare
@@ -384,7 +356,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
         const int j = stp * kKeysPerStep + slot, key = key0 + j;
         float kf[8];
         if constexpr (kFp8) {
-          e4m3x8_to_floats(*reinterpret_cast<const uint2*>(&st.k[j][c * 8]), kf);
+          e4m3_to_floats<8>(*reinterpret_cast<const uint32_t(*)[2]>(&st.k[j][c * 8]), kf);
         } else {
           const Vec<T, 8> kv = Vec<T, 8>::load(&st.k[j][c * 8]);
 #pragma unroll
@@ -429,7 +401,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int stp = 0; stp < kSteps; ++stp) {
         if constexpr (kFp8) {
           float vf[8];
-          e4m3x8_to_floats(*reinterpret_cast<const uint2*>(&st.v[stp * kKeysPerStep + slot][c * 8]), vf);
+          e4m3_to_floats<8>(*reinterpret_cast<const uint32_t(*)[2]>(&st.v[stp * kKeysPerStep + slot][c * 8]), vf);
 #pragma unroll
           for (int e = 0; e < 8; ++e)
 #pragma unroll
@@ -637,7 +609,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
           }
 #pragma unroll
           for (int kk = 0; kk < D / 16; ++kk)
-            mma_16x8x16<M>(s[nb], qa[kk], e4m3x2_as<M>(w[kk] & 0xffffu), e4m3x2_as<M>(w[kk] >> 16));
+            mma_16x8x16<M>(s[nb], qa[kk], e4m3x2_as<M>(w[kk]), e4m3x2_as<M>(w[kk] >> 16));
         }
       } else {
         const int q8 = lane >> 3;
@@ -700,9 +672,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
                            hi = __byte_perm(rows[0][w], rows[1][w], 0x7362);
             const uint32_t lo8 = __byte_perm(rows[2][w], rows[3][w], 0x5140),
                            hi8 = __byte_perm(rows[2][w], rows[3][w], 0x7362);
-            mma_16x8x16<M>(acc[4 * w], pa, e4m3x2_as<M>(lo & 0xffffu), e4m3x2_as<M>(lo8 & 0xffffu));
+            mma_16x8x16<M>(acc[4 * w], pa, e4m3x2_as<M>(lo), e4m3x2_as<M>(lo8));
             mma_16x8x16<M>(acc[4 * w + 1], pa, e4m3x2_as<M>(lo >> 16), e4m3x2_as<M>(lo8 >> 16));
-            mma_16x8x16<M>(acc[4 * w + 2], pa, e4m3x2_as<M>(hi & 0xffffu), e4m3x2_as<M>(hi8 & 0xffffu));
+            mma_16x8x16<M>(acc[4 * w + 2], pa, e4m3x2_as<M>(hi), e4m3x2_as<M>(hi8));
             mma_16x8x16<M>(acc[4 * w + 3], pa, e4m3x2_as<M>(hi >> 16), e4m3x2_as<M>(hi8 >> 16));
           }
         }

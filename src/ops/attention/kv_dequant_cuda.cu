@@ -3,13 +3,13 @@
 // value is an f16), multiplied by its head's scale in fp64 (exact: a 4-bit by a 24-bit significand) and rounded to T
 // once. sm_89+ (the kernel traps below it; those profiles refuse FP8). Grid-stride, one wave of resident blocks.
 // Bytes: 2 rows h_kv d (codes read) + 2 rows h_kv d E (T written), rows = b s_k or total_k; no reuse.
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "kernels/common/check.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/e4m3.cuh"
 #include "kernels/common/vec.cuh"
 #include "ops/attention/attention.hpp"
 
@@ -37,19 +37,16 @@ template <typename T>
 __device__ __forceinline__ void dequantize16(const uint8_t* src, double scale, T* dst) {
   const uint4 w = *reinterpret_cast<const uint4*>(src);
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  float f[16];
+  e4m3_to_floats<16>(words, f);
   Vec<T, 8> out[2];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t pair = i % 2 ? words[i / 2] >> 16 : words[i / 2] & 0xffffu;
-    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-    const float2 f = __half22float2(__half2(h));
-    for (int e = 0; e < 2; ++e) {
-      const double x = static_cast<double>(e ? f.y : f.x) * scale;
-      if constexpr (std::is_same_v<T, __half>)
-        out[i / 4].v[(2 * i + e) % 8] = __double2half(x);
-      else
-        out[i / 4].v[(2 * i + e) % 8] = __double2bfloat16(x);
-    }
+  for (int i = 0; i < 16; ++i) {
+    const double x = static_cast<double>(f[i]) * scale;
+    if constexpr (std::is_same_v<T, __half>)
+      out[i / 8].v[i % 8] = __double2half(x);
+    else
+      out[i / 8].v[i % 8] = __double2bfloat16(x);
   }
   out[0].store(dst);
   out[1].store(dst + 8);
