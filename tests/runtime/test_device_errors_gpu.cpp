@@ -72,6 +72,13 @@ DeviceBuffer upload(const HostBuffer& h) {
   return d;
 }
 
+// A fresh random f16 [rows, k] tensor on the GPU holding `bad` at element `at`.
+DeviceBuffer f16_with(int64_t rows, int64_t k, uint64_t seed, int64_t at, double bad) {
+  HostBuffer h = random_host(DType::f16, rows * k, seed);
+  h.set(at, bad);
+  return upload(h);
+}
+
 HostBuffer ints(DType dt, const std::vector<int64_t>& v) {
   HostBuffer h(dt, static_cast<int64_t>(v.size()));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -361,9 +368,7 @@ TEST(GpuValueCheck, QuantizersRefuseNonFiniteInputs) {
   ASSERT_TRUE(scales4.alloc(rows * (k / 128) * 4).ok());
   for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
     SCOPED_TRACE(bad);
-    HostBuffer h = random_host(DType::f16, rows * k, 10);
-    h.set(2 * k + 172, bad);
-    DeviceBuffer w = upload(h);
+    DeviceBuffer w = f16_with(rows, k, 10, 2 * k + 172, bad);
     const auto wv = TensorView::contiguous(w.data(), DType::f16, {rows, k}, d);
     ASSERT_TRUE(check_errors(0).ok());
     {
@@ -398,9 +403,7 @@ TEST(GpuValueCheck, FusedQuantizersRecordNonFiniteRows) {
   DeviceBuffer residual = upload(r);
   for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL}) {
     SCOPED_TRACE(bad);
-    HostBuffer h = random_host(DType::f16, rows * k, 11);
-    h.set(2 * k + 100, bad);
-    DeviceBuffer x = upload(h);
+    DeviceBuffer x = f16_with(rows, k, 11, 2 * k + 100, bad);
     const auto xv = TensorView::contiguous(x.data(), DType::f16, {rows, k}, d);
     const auto qv = TensorView::contiguous(q.data(), DType::i8, {rows, k}, d);
     const auto sv = TensorView::contiguous(scales.data(), DType::f32, {rows}, d);
@@ -408,9 +411,7 @@ TEST(GpuValueCheck, FusedQuantizersRecordNonFiniteRows) {
     expect_index_error([&] { return rms_norm_quant(qv, sv, xv, std::nullopt, 1e-6f); }, "rms_norm_quant_int8: " + row2);
     expect_index_error(
         [&] {
-          // fresh each call: the op adds x into it
-          if (cudaMemcpy(residual.data(), r.data(), r.bytes(), cudaMemcpyHostToDevice) != cudaSuccess)
-            return Status(StatusCode::cuda_error, "cudaMemcpy");
+          KK_RETURN_IF_ERROR(residual.upload(r));  // fresh each call: the op adds x into it
           return fused_add_rms_norm_quant(qv, sv, xv, TensorView::contiguous(residual.data(), DType::f16, {rows, k}, d),
                                           std::nullopt, 1e-6f);
         },
