@@ -203,30 +203,45 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   const auto val = [fp8](uint8_t b) {
     return fp8 ? static_cast<double>(e4m3_bits_to_float(b)) : static_cast<double>(static_cast<int8_t>(b));
   };
-  // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA adds its products at
-  // about 14 bits relative to the largest of them (DeepSeek-V3 report, section 3.3.2), so 2^-13 of the sum of
-  // |products| at every 32-value MMA step; cuBLASLt promotes the partial sums to fp32 every 4 such steps (128 values,
-  // the report's and CUTLASS's promotion interval; with block scales, each block's sum scaled as it is promoted), then
-  // the fp32 sums add k 2^-24 of it. Fast accumulation never promotes: the 2^-13 recurs at all k / 32 steps. The bound
-  // is on the scaled |products|: with block scales each block's at its own scales.
-  const double steps = std::max(1.0, (c.fast_accumulation ? c.k : std::min<int64_t>(c.k, B)) / 32.0);
-  const double sum_error =
-      !fp8 ? 0.0 : std::ldexp(1.0, -13) * steps + (c.fast_accumulation ? 0.0 : c.k * std::ldexp(1.0, -24));
-  const int64_t span = block ? B : c.k;
+  // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA keeps about 14 bits
+  // (DeepSeek-V3 report, section 3.3.2): at each 32-value MMA step the products and the running partial sum are
+  // aligned to the largest of them and truncated, so each term loses less than u = 2^-13 of that largest term, and a
+  // term smaller than u at most itself. cuBLASLt promotes the partial sum to fp32 every 4 such steps (128 values, the
+  // report's and CUTLASS's promotion interval; with block scales, each block's sum scaled as it is promoted), where the
+  // partial sum restarts from zero; the fp32 sums then add k 2^-24 of the scaled |products|. Fast accumulation never
+  // promotes: the partial sum runs over all of k. The bound is on the scaled terms: with block scales each block's at
+  // its own scales.
+  const int64_t span = block ? B : c.k, promote = c.fast_accumulation ? c.k : B, step = 32;
+  const double unit = std::ldexp(1.0, -13), fp32_sums = c.fast_accumulation ? 0.0 : c.k * std::ldexp(1.0, -24);
   alignas(8) unsigned char rounded[8];
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t row = 0; row < c.n; ++row) {
-      double scaled = 0, scaled_l1 = 0;
+      double scaled = 0, scaled_l1 = 0, mma_error = 0;
       for (int64_t j0 = 0; j0 < c.k; j0 += span) {
-        double dot = 0, l1 = 0;
-        for (int64_t j = j0; j < std::min(c.k, j0 + span); ++j) {
-          const double p = val(xb[t * xs + j]) * val(wb[row * c.k + j]);
-          dot += p;
-          l1 += std::fabs(p);
+        double dot = 0, l1 = 0, span_error = 0, partial = 0;
+        for (int64_t s0 = j0; s0 < std::min(c.k, j0 + span); s0 += step) {
+          if ((s0 - j0) % promote == 0) partial = 0;
+          double p[32], largest = std::fabs(partial);
+          const int64_t n_step = std::min<int64_t>(step, std::min(c.k, j0 + span) - s0);
+          for (int64_t j = 0; j < n_step; ++j) {
+            p[j] = val(xb[t * xs + s0 + j]) * val(wb[row * c.k + s0 + j]);
+            largest = std::max(largest, std::fabs(p[j]));
+          }
+          if (fp8) {
+            const double u = unit * largest;
+            span_error += std::min(std::fabs(partial), u);
+            for (int64_t j = 0; j < n_step; ++j) span_error += std::min(std::fabs(p[j]), u);
+          }
+          for (int64_t j = 0; j < n_step; ++j) {
+            dot += p[j];
+            partial += p[j];
+            l1 += std::fabs(p[j]);
+          }
         }
         const double s = sx_at(t, j0 / B) * sw_at(row, j0 / B);
         scaled += dot * s;
         scaled_l1 += l1 * s;
+        mma_error += span_error * s;
       }
       // accumulate: out's starting value y joins the sum. cuBLASLt's epilogue with beta = 1 may round the partial sum
       // (scaled sums + y) to the output type before it adds the bias (as measured for linear's y +=): one more
@@ -236,9 +251,9 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
       store_from_double(rounded, c.dtype, 0, want);
       want = load_as_double(rounded, c.dtype, 0);
       // The kernel's fp32 epilogue: the sum's conversion or rounding, two products and the bias add (~2^-22 relative).
-      const double allowed = tol.atol + tol.rtol * std::fabs(want) +
-                             std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) + sum_error * scaled_l1 +
-                             (c.accumulate ? tol.rtol * (std::fabs(scaled) + std::fabs(y)) : 0.0);
+      const double allowed =
+          tol.atol + tol.rtol * std::fabs(want) + std::ldexp(1.0, -22) * (std::fabs(scaled) + std::fabs(want)) +
+          mma_error + fp32_sums * scaled_l1 + (c.accumulate ? tol.rtol * (std::fabs(scaled) + std::fabs(y)) : 0.0);
       check_element(&r, "out", out.get(t * c.n + row), want, allowed, t, row);
     }
   return r;
