@@ -981,11 +981,15 @@ TEST(Fp8BlockwiseLinear, BadInputsAreRefusedWithTheirNames) {
                      "linear_fp8_blockwise: on CUDA, w_scales' rows must be fp8_block_scales_ld(k) = 4 floats "
                      "apart"))
         << st.to_string();
-    // One token and one row block have no stride to check; the layouts pass and only the missing GPU is left.
+    // One token and one row block have no stride to check; the layouts pass and only the missing GPU is left (on a
+    // machine with one: that these host buffers are not device memory).
+    const auto layouts_pass = [](const Status& s) {
+      return s.code() != StatusCode::invalid_argument || has(s, "expected device memory");
+    };
     st = linear_fp8(out(1, 8, d), f8({1, 256}, d), f32({1, 2}, {2, 1}, d), f8({8, 256}, d), f32({1, 2}, {2, 1}, d));
-    EXPECT_NE(st.code(), StatusCode::invalid_argument) << st.to_string();
+    EXPECT_TRUE(layouts_pass(st)) << st.to_string();
     st = linear_fp8(out(2, 136, d), xq_d, sx_d, qw_d, sw_d);
-    EXPECT_NE(st.code(), StatusCode::invalid_argument) << st.to_string();
+    EXPECT_TRUE(layouts_pass(st)) << st.to_string();
   }
   for (const char* prof : {"t4", "a100", "l4"}) {
     setenv("KERNELKIT_PROFILE", prof, 1);
