@@ -3,8 +3,9 @@
 # tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
 # prefill's default (on sm_90a the TMA-fed wgmma kernel) next to its KERNELKIT_TUNE alternatives, the CUDA-core
 # decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the kernelkit package installed in
-# the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill stops after the prefill kernels.
-#   [KK_NCU_ONLY=prefill] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
+# the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill or decodefp8 profiles only the
+# prefill kernels or only the decode over an e4m3 cache.
+#   [KK_NCU_ONLY=prefill|decodefp8] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
 out=${1:-build/ncu}
 mkdir -p "$out"
@@ -16,22 +17,20 @@ import torch
 import kernelkit
 
 dev, dt = "cuda", torch.bfloat16
+only = os.environ.get("KK_NCU_ONLY", "")
 torch.manual_seed(0)
-q, k, v = (torch.randn(1, 4096, 32, 128, device=dev, dtype=dt) for _ in range(3))  # prefill b1 h32 s4096 d128
-kernelkit.attention(q, k, v, causal=True)  # the default: on sm_90a the TMA-fed wgmma kernel, 128-key tiles
-# Its alternatives: the mma.sync kernel; the wgmma one fed by cp.async (64- and 128-key tiles) or TMA with 64 keys.
-for tune in ("attn_wgmma=0", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"):
-    os.environ["KERNELKIT_TUNE"] = tune
-    try:
-        kernelkit.attention(q, k, v, causal=True)
-    except RuntimeError as e:
-        print(tune + ":", str(e).splitlines()[0])
-os.environ.pop("KERNELKIT_TUNE", None)
-if os.environ.get("KK_NCU_ONLY") == "prefill":
-    torch.cuda.synchronize()
-    print("ncu_ops.py done")
-    raise SystemExit(0)
-for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default), then CUDA cores
+if only in ("", "prefill"):
+    q, k, v = (torch.randn(1, 4096, 32, 128, device=dev, dtype=dt) for _ in range(3))  # prefill b1 h32 s4096 d128
+    kernelkit.attention(q, k, v, causal=True)  # the default: on sm_90a the TMA-fed wgmma kernel, 128-key tiles
+    # Its alternatives: the mma.sync kernel; the wgmma one fed by cp.async (64- and 128-key tiles) or TMA with 64 keys.
+    for tune in ("attn_wgmma=0", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"):
+        os.environ["KERNELKIT_TUNE"] = tune
+        try:
+            kernelkit.attention(q, k, v, causal=True)
+        except RuntimeError as e:
+            print(tune + ":", str(e).splitlines()[0])
+    os.environ.pop("KERNELKIT_TUNE", None)
+for b in (1, 32) if only == "" else ():  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default), then CUDA cores
     q = torch.randn(b, 1, 32, 128, device=dev, dtype=dt)
     kc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
     vc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
@@ -41,7 +40,8 @@ for b in (1, 32):  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default),
         for _ in range(2):
             kernelkit.decode_attention(q, kc, vc)
         os.environ.pop("KERNELKIT_TUNE", None)
-if torch.cuda.get_device_capability() >= (8, 9):  # decode over an e4m3 cache (b16 ctx 8192: #25's bar), bf16 q
+# decode over an e4m3 cache (b16 ctx 8192: #25's bar), bf16 q
+if only in ("", "decodefp8") and torch.cuda.get_device_capability() >= (8, 9):
     q = torch.randn(16, 1, 32, 128, device=dev, dtype=dt)
     kc = torch.randn(16, 8192, 8, 128, device=dev, dtype=dt)
     ks = kc.float().abs().amax(dim=(0, 1, 3)) / 448
@@ -53,7 +53,7 @@ if torch.cuda.get_device_capability() >= (8, 9):  # decode over an e4m3 cache (b
         for _ in range(2):
             kernelkit.decode_attention(q, k8, k8, k_scale=ks, v_scale=ks)
         os.environ.pop("KERNELKIT_TUNE", None)
-for n, k in ((11008, 4096), (4096, 11008)):  # weight-only linear, m 1 (GEMV) and 16 (tensor cores, split-K)
+for n, k in ((11008, 4096), (4096, 11008)) if only == "" else ():  # weight-only linear, m 1 (GEMV), 16 (split-K)
     w = torch.randn(n, k, device=dev, dtype=dt) * 0.02
     for bits in (8, 4):
         qw, s = kernelkit.quantize_weight(w, bits, 128)
