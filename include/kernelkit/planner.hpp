@@ -31,10 +31,10 @@ struct LaunchPlan {
   int vecs_per_thread = 0;  // vectors of a row each thread handles
   bool cached = false;      // rows staged through shared memory (two stages, next row prefetched); else re-read
   int held = 0;             // norms: vectors of a row each thread holds in registers (0: staged or re-read)
-  int waves = 1;            // row reductions: waves of resident blocks in the grid, each block looping over row
-                            // groups; 0: one block a row group (no loop)
+  int waves = 1;            // row reductions and element-wise ops: waves of resident blocks in the grid, each block
+                            // looping over row groups; 0: one block a row group (no loop)
   int min_blocks = 1;       // row norms: the kernel's __launch_bounds__ minimum of 1024-thread blocks an SM (2: at
-                            // most 32 registers a thread; held bf16 rms_norm rows under KERNELKIT_TUNE rows_cap=1)
+                            // most 32 registers a thread: held bf16 rms_norm rows unless KERNELKIT_TUNE rows_cap=0)
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   bool smem_optin = false;  // needs cudaFuncSetAttribute (smem above the 48 KB default)

@@ -45,10 +45,11 @@ constexpr int64_t row_reduce_scratch_bytes(int rows, int group) {
 constexpr int kElementwiseThreads = 256;
 constexpr int kElementwiseMinBlocks = 4;
 constexpr int kElementwiseVecsPerThread = 4;
-// The activations' grid spans this many waves of resident blocks (fewer steps down the rows for each thread; H100,
-// bf16 silu_and_mul: 65536 x 4096 561 against 569 us at one wave, 4096 x 14336 124 against 128, 2048 x 4096 20.0
-// against 20.3).
-constexpr int kActivationWaves = 4;
+// The activations' grid: 0 = one block a row group (up to the grid's 65535 rows of blocks), each thread one vector of
+// one row, rather than waves of blocks walking down the rows. H100, bf16 silu_and_mul, one process: 65536 x 4096 533
+// against 560 us at 4 waves (torch.compile 529), 16384 x 8192 269 against 279 (266), 2 x 4096 x 3072 54.6 against
+// 56.0, 16 x 4096 1.68 against 1.80; 2048 x 4096 the same.
+constexpr int kActivationWaves = 0;
 
 namespace plan {
 
@@ -67,8 +68,8 @@ Status tune_value(std::string_view key, int lo, int hi, int* value);
 // shared memory in two stages when they fit (the norm family only), about one wave of resident blocks looping over
 // the rows.
 Status plan_rows(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* plan);
-// Element-wise ops: threads across a row's vectors, rows along y, about `waves` waves of resident blocks (KERNELKIT_TUNE
-// ew_waves sets them).
+// Element-wise ops: threads across a row's vectors, rows along y, about `waves` waves of resident blocks, or (waves 0)
+// one block a row group (KERNELKIT_TUNE ew_waves sets them).
 Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DType dtype, LaunchPlan* plan,
                         int waves = 1);
 // A 1-D grid over `rows` / rows_per_block groups: plan->waves waves of resident blocks (a multiple of the SM count)

@@ -159,8 +159,8 @@ TEST(Planner, ElementwiseRules) {
             EXPECT_EQ(p.block_threads, kElementwiseThreads);
             EXPECT_EQ(p.threads_per_row * p.rows_per_block, kElementwiseThreads);
             EXPECT_EQ(p.smem_bytes, 0);
-            // grid.x blocks cover every vector of a row; grid.y blocks never exceed the rows, fill at most the
-            // activations' kActivationWaves waves (unless one row alone needs more blocks) and stay within 65535.
+            // grid.x blocks cover every vector of a row; grid.y blocks: one a row group (kActivationWaves 0), at
+            // most 65535.
             const int64_t nvec = d / p.vec, grid_y = p.grid / p.grid_x;
             EXPECT_EQ(p.grid % p.grid_x, 0);
             EXPECT_GE(p.grid_x * p.threads_per_row, nvec);
@@ -168,10 +168,7 @@ TEST(Planner, ElementwiseRules) {
             if (nvec < kElementwiseThreads) EXPECT_GE(p.threads_per_row, nvec);
             const int64_t row_blocks = (rows + p.rows_per_block - 1) / p.rows_per_block;
             const int64_t wave = int64_t{prof.sms} * p.blocks_per_sm;
-            EXPECT_GE(grid_y, 1);
-            EXPECT_LE(grid_y, std::max<int64_t>(1, row_blocks));
-            EXPECT_LE(grid_y, 65535);
-            if (grid_y > 1) EXPECT_LE(p.grid, kActivationWaves * wave);
+            EXPECT_EQ(grid_y, std::clamp<int64_t>(row_blocks, 1, 65535));
             if (row_blocks * p.grid_x >= 2 * wave) EXPECT_GT(p.grid, wave / 2) << "grid " << p.grid;  // fills the GPU
           }
 }
@@ -189,8 +186,13 @@ TEST(Planner, T4PlansFitTheT4) {
       if (op.family == OpFamily::quant) continue;  // their own plans: tests/quant/test_quant.cpp
       LaunchPlan p;
       ASSERT_TRUE(plan_op(t4, op.id, {65536, 4096, 1, 16}, dt, &p).ok());
-      if (p.waves == 0) EXPECT_EQ(p.grid, 65536 / p.rows_per_block);  // a block a row group
-      else EXPECT_EQ(p.grid % 40, 0);        // looping blocks: a multiple of the T4's 40 SMs
+      const int64_t groups = 65536 / p.rows_per_block;
+      if (p.waves == 0)  // a block a row group (the element-wise ops' grid.y: at most 65535)
+        EXPECT_EQ(p.grid, op.family == OpFamily::activation && !op_quant_out_dtype(op.id)
+                              ? p.grid_x * std::min<int64_t>(groups, 65535)
+                              : groups);
+      else
+        EXPECT_EQ(p.grid % 40, 0);                         // looping blocks: a multiple of the T4's 40 SMs
       EXPECT_LE(p.blocks_per_sm * p.block_threads, 1024);  // 1024 threads per SM on Turing
       EXPECT_LE(p.smem_bytes * p.blocks_per_sm, 64 * 1024);
       LaunchPlan bf;
@@ -495,7 +497,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, big, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 1);
     ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, big, DType::bf16, &l).ok());
-    EXPECT_EQ(kActivationWaves * l.grid, 2 * base_ew.grid);  // the activations' default: kActivationWaves waves
+    EXPECT_EQ(l.grid, 2 * static_cast<int64_t>(h200.sms) * l.blocks_per_sm);  // two waves of blocks
+    EXPECT_EQ(base_ew.grid, base_ew.grid_x * 65535);  // the default: a block a row (65536 rows, capped at 65535)
     ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{7, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.grid, plan::ceil_div(7, l.rows_per_block));  // never more blocks than row groups
   }
@@ -543,10 +546,14 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   }
   {
     {
-      // rows_cap=1: the held bf16 rms_norm kernel capped at 32 registers; nothing else changes.
-      Env cap("rows_cap=1");
+      // The held bf16 rms_norm kernel capped at 32 registers (rows_cap=0: uncapped); nothing else is.
       ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
       EXPECT_EQ(l.min_blocks, 2);
+      {
+        Env uncapped("rows_cap=0");
+        ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.min_blocks, 1);
+      }
       for (auto [op, dtype] : {std::pair{OpId::rms_norm, DType::f16}, std::pair{OpId::fused_add_rms_norm, DType::bf16},
                                std::pair{OpId::layer_norm, DType::bf16}}) {
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, dtype, &l).ok());
