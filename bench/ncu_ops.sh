@@ -43,15 +43,18 @@ for b in (1, 32) if only == "" else ():  # decode: b x h32/kv8 x s4096 x d128; t
 # decode over an e4m3 cache (b16 ctx 8192: #25's bar), bf16 q
 if only in ("", "decodefp8") and torch.cuda.get_device_capability() >= (8, 9):
     q = torch.randn(16, 1, 32, 128, device=dev, dtype=dt)
-    kc = torch.randn(16, 8192, 8, 128, device=dev, dtype=dt)
-    ks = kc.float().abs().amax(dim=(0, 1, 3)) / 448
-    k8 = (kc.float() / ks[:, None]).to(torch.float8_e4m3fn)
-    del kc
-    for tune in (None, "decode_f16mma=1"):
+    caches = []
+    for _ in range(2):  # K, V: distinct memory, as in a model (one tensor for both would hit L2 for V)
+        c = torch.randn(16, 8192, 8, 128, device=dev, dtype=dt)
+        scale = c.float().abs().amax(dim=(0, 1, 3)) / 448
+        caches.append(((c.float() / scale[:, None]).to(torch.float8_e4m3fn), scale))
+        del c
+    (k8, ks), (v8, vs) = caches
+    for tune in (None, "decode_f16mma=1", "decode_fp8_keys=16"):
         if tune:
             os.environ["KERNELKIT_TUNE"] = tune
         for _ in range(2):
-            kernelkit.decode_attention(q, k8, k8, k_scale=ks, v_scale=ks)
+            kernelkit.decode_attention(q, k8, v8, k_scale=ks, v_scale=vs)
         os.environ.pop("KERNELKIT_TUNE", None)
 for n, k in ((11008, 4096), (4096, 11008)) if only == "" else ():  # weight-only linear, m 1 (GEMV), 16 (split-K)
     w = torch.randn(n, k, device=dev, dtype=dt) * 0.02

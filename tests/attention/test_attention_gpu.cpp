@@ -195,8 +195,8 @@ INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
                                             ::testing::Bool()));
 
 // e4m3 caches (KvCache k_scale / v_scale, per tensor and per KV head in turn) through both decode kernels, paged and
-// contiguous, with the planner's alternatives (stages, split counts) and a window, soft-cap and ALiBi; the reference
-// decodes the dequantized cache in fp64. Profiles without FP8 (a100, t4) must refuse every case, and skip.
+// contiguous, with the planner's alternatives (stages, split counts, tile keys) and a window, soft-cap and ALiBi; the
+// reference decodes the dequantized cache in fp64. Profiles without FP8 (a100, t4) must refuse every case, and skip.
 class DecodeGridFp8 : public ::testing::TestWithParam<DecodeParam> {};
 
 TEST_P(DecodeGridFp8, MatchesReference) {
@@ -220,6 +220,9 @@ TEST_P(DecodeGridFp8, MatchesReference) {
       {2, 1, 1000, 8, 2, 128, false, ",decode_stages=2"},
       {2, 1, 1000, 8, 2, 128, false, ",decode_f16mma=1"},  // bf16 q on f16 MMAs (the tensor-core kernel)
       {3, 4, 300, 16, 2, 64, true, ",decode_f16mma=1"},
+      {2, 1, 1000, 8, 2, 128, false, ",decode_fp8_keys=16"},  // 16-key tensor-core tiles in 4 stages
+      {3, 4, 300, 16, 2, 64, true, ",decode_fp8_keys=16,decode_f16mma=1"},
+      {2, 1, 4097, 32, 8, 128, false, ",decode_fp8_keys=16,decode_splits=3"},
   };
   uint64_t seed = 501;
   bool per_head = false;
@@ -250,7 +253,8 @@ TEST_P(DecodeGridFp8, MatchesReference) {
   }
   // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi;
   // the tensor-core kernel also on f16 MMAs.
-  for (const char* tune : {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=1"}) {
+  for (const char* tune :
+       {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=1", "decode_tc=1,decode_fp8_keys=16"}) {
     if ((std::string(tune) != "decode_tc=0") != tc) continue;
     AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
     m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;

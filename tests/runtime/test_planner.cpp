@@ -403,6 +403,27 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.smem_bytes, 3 * 4 * l.block_threads * 16);  // the ring: 3 x 4 rows x 16 bytes a thread
   }
   {
+    // e4m3 caches on tensor cores: 32-key tiles in 2 stages, or 16-key ones in 4 (the same shared memory).
+    ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
+    EXPECT_EQ(d.block_n, 4 * kDecodeFp8TcTileKeys);
+    EXPECT_EQ(d.stages, 2);
+    const int64_t smem = d.smem_bytes;
+    Env e("decode_fp8_keys=16");
+    ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
+    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
+    EXPECT_EQ(d.stages, kDecodeMaxStages);
+    EXPECT_EQ(d.smem_bytes, smem);
+    ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16).ok());
+    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);  // 16-bit caches: unchanged
+    EXPECT_EQ(d.stages, 2);
+  }
+  {
+    Env e("decode_fp8_keys=24");
+    const Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("decode_fp8_keys must be 16 or 32, got 24"), std::string::npos) << s.message();
+  }
+  {
     Env e("gemv_stages=2");  // the other keys keep the planner's choice
     ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
     EXPECT_EQ(l.stages, 2);

@@ -149,9 +149,15 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   int f16_mma = 0;  // an A/B of the e4m3 tensor-core decode's conversions (decode_tc_kernel's M)
   KK_RETURN_IF_ERROR(tune_value("decode_f16mma", 0, 1, &f16_mma));
   p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
-  // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys.
-  const int warp_tile_keys =
-      p->tensor_cores ? (fp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
+  // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys;
+  // KERNELKIT_TUNE decode_fp8_keys=16 gives the tensor-core one kDecodeTcTileKeys keys in kDecodeMaxStages stages.
+  int fp8_keys = kDecodeFp8TcTileKeys;
+  KK_RETURN_IF_ERROR(tune_value("decode_fp8_keys", kDecodeTcTileKeys, kDecodeFp8TcTileKeys, &fp8_keys));
+  if (fp8_keys != kDecodeTcTileKeys && fp8_keys != kDecodeFp8TcTileKeys)
+    return invalid_argument("KERNELKIT_TUNE: decode_fp8_keys must be " + std::to_string(kDecodeTcTileKeys) + " or " +
+                            std::to_string(kDecodeFp8TcTileKeys) + ", got " + std::to_string(fp8_keys));
+  const bool short_fp8 = fp8 && p->tensor_cores && fp8_keys == kDecodeTcTileKeys;
+  const int warp_tile_keys = p->tensor_cores ? (fp8 ? fp8_keys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
   p->block_n = warp_tile_keys * (kDecodeThreads / 32);
   const int64_t r = std::max<int64_t>(rows, 1);
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
@@ -164,7 +170,7 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   auto smem_for = [&](int stages) {
     return std::max(warps * stages * 2 * warp_tile_keys * head_dim * kv_bytes, merge);
   };
-  const int default_stages = fp8 && !p->tensor_cores ? kDecodeMaxStages : 2;
+  const int default_stages = fp8 && (!p->tensor_cores || short_fp8) ? kDecodeMaxStages : 2;
   if (blocks_per_sm(prof, kDecodeThreads, smem_for(default_stages), 0) == 0)
     return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   p->stages = default_stages;
