@@ -99,6 +99,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=1", "decode_tc=0", "decode_splits=8", "decode_f16mma=1,decode_splits=8",
                   "decode_waves=1", "decode_stages=3", "decode_fp8_keys=16", "decode_fp8_keys=16,decode_f16mma=1"],
+         "fp8": ["lt_autotune=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
 
 
@@ -802,6 +803,9 @@ def run_fp8(dtype, runs, device):
             impls = {"kernelkit fp8": [lambda st=st: kernelkit.linear_fp8(*st[2:], out_dtype=dtype) for st in sets],
                      "torch._scaled_mm": [lambda st=st: scaled_mm(st) for st in sets],
                      "F.linear " + str(dtype).split(".")[-1]: [lambda st=st: F.linear(st[0], st[1]) for st in sets]}
+            for setting, calls in tuned("fp8", impls["kernelkit fp8"]):  # eager first: lt_autotune times it there
+                check("fp8 " + setting, calls[0](), exact, 1e-2)
+                impls["kernelkit fp8 " + setting] = calls
             row.update(time_all(impls, runs, lambda us, m=m, n=n, k=k: 2 * m * n * k / us / 1e6, "TFLOP/s"))
             rows.append(row)
     return rows
