@@ -3,7 +3,8 @@
 //
 // Per output element (E = sizeof(T)): bytes = E x (1 or 2 reads + 1 write), FLOPs ~4-11 (op_info.cpp): memory-bound on
 // every GPU, so the kernel is a streaming loop: 16-byte accesses, each thread issuing kElementwiseVecsPerThread loads
-// (per input) before using any, over a grid of about one wave of resident blocks.
+// (per input) before using any, over the planner's grid (kActivationWaves: by default a block a row group, so a thread
+// visits one row unless the rows outnumber the grid's 65535 rows of blocks).
 #pragma once
 
 #include <cuda_runtime.h>
