@@ -26,6 +26,12 @@ using kernelkit::testing::random_host;
 
 namespace {
 
+// A refused call: its status code, and `want` somewhere in its message.
+void expect(const Status& s, StatusCode code, const std::string& want) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
+}
+
 // The naive formula for one (batch, head) of [b, s, h, d] tensors: S = scale Q K^T (s_q x s_k), -inf where masked,
 // P = exp(S - rowmax) / rowsum, O = P V; lse = rowmax + log(rowsum). Written independently of the reference.
 struct Naive {
@@ -389,10 +395,6 @@ TEST(Attention, BadInputsNameTheArgumentAndTheExpectation) {
     for (int64_t d : shape) n *= d;
     storage.emplace_back(static_cast<size_t>(std::max<int64_t>(n, 1)));
     return TensorView::contiguous(storage.back().data(), dt, shape);
-  };
-  auto expect = [](const Status& s, StatusCode code, const std::string& text) {
-    EXPECT_EQ(s.code(), code) << s.to_string();
-    EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
   };
   const auto q = t({2, 4, 4, 64}), kv = t({2, 8, 2, 64});
   expect(attention(t({2, 4, 4, 100}), std::nullopt, t({2, 4, 4, 100}), t({2, 8, 2, 100}), t({2, 8, 2, 100})),
@@ -899,10 +901,6 @@ TEST(DecodeAttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
   };
   const auto k8 = cv(k, DType::f8e4m3), v8 = cv(v, DType::f8e4m3);
   ASSERT_TRUE(run(k8, v8, scale(ks, {HK}), scale(vs, {1})).ok());
-  auto expect = [](const Status& s, StatusCode code, const std::string& want) {
-    EXPECT_EQ(s.code(), code) << s.to_string();
-    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
-  };
   expect(run(k8, v8, std::nullopt, scale(vs, {1})), StatusCode::invalid_argument,
          "decode_attention: cache.k_scale is required with an f8e4m3 cache (stored code * scale = value)");
   expect(run(k8, v8, scale(ks, {1}), std::nullopt), StatusCode::invalid_argument,
@@ -1034,10 +1032,6 @@ TEST(AttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
   };
   const auto k8 = kvv(k, DType::f8e4m3), v8 = kvv(v, DType::f8e4m3), kb = kvv(k16, DType::bf16);
   ASSERT_TRUE(run(k8, v8, scale(ks, {HK}), scale(vs, {1})).ok());
-  auto expect = [](const Status& s, StatusCode code, const std::string& want) {
-    EXPECT_EQ(s.code(), code) << s.to_string();
-    EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
-  };
   expect(run(k8, v8, std::nullopt, scale(vs, {1})), StatusCode::invalid_argument,
          "attention: options.k_scale is required with an f8e4m3 cache (stored code * scale = value)");
   expect(run(k8, v8, scale(ks, {1}), std::nullopt), StatusCode::invalid_argument,
