@@ -215,11 +215,11 @@ Status cache_dtype(const std::string& name, const char* arg, DType cache, DType 
   return Status::Ok();
 }
 
-// An e4m3 cache's scales (f32 [1] or [kv_heads] on the call's device) into *s and their counts into *nk, *nv; with
-// an f16 / bf16 cache (`fp8` false) they must be absent. `prefix`: "cache." for decode's KvCache fields.
+// An e4m3 cache's scales (f32 [1] or [kv_heads] on the call's device) into *s and, when asked, their counts into *nk,
+// *nv; with an f16 / bf16 cache (`fp8` false) they must be absent. `prefix`: "cache." for decode's KvCache fields.
 Status resolve_cache_scales(const Checker& c, const std::string& prefix, bool fp8, const char* cache_arg,
                             const std::optional<TensorView>& k_scale, const std::optional<TensorView>& v_scale,
-                            int64_t kv_heads, CacheScales* s, int64_t* nk, int64_t* nv) {
+                            int64_t kv_heads, CacheScales* s, int64_t* nk = nullptr, int64_t* nv = nullptr) {
   for (const auto& [t, which, ptr, stride, count] : {std::tuple{&k_scale, "k_scale", &s->k, &s->k_stride, nk},
                                                      std::tuple{&v_scale, "v_scale", &s->v, &s->v_stride, nv}}) {
     const std::string arg = prefix + which;
@@ -237,7 +237,7 @@ Status resolve_cache_scales(const Checker& c, const std::string& prefix, bool fp
     KK_RETURN_IF_ERROR(c.tensor(v, arg.c_str(), {{v.size(0) == 1 ? "1" : "kv_heads", v.size(0)}}, DType::f32));
     *ptr = static_cast<const float*>(v.data);
     *stride = v.size(0) == 1 ? 0 : v.strides[0];
-    *count = v.size(0);
+    if (count) *count = v.size(0);
   }
   return Status::Ok();
 }
@@ -406,9 +406,8 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   a.v_st = detail::head_strides(v);
   a.o_st = detail::head_strides(out);
   a.causal = o.causal;
-  int64_t k_scales = 0, v_scales = 0;
-  KK_RETURN_IF_ERROR(detail::resolve_cache_scales(c, "options.", fp8, "k", o.k_scale, o.v_scale, a.kv_heads, &a.scales,
-                                                  &k_scales, &v_scales));
+  KK_RETURN_IF_ERROR(
+      detail::resolve_cache_scales(c, "options.", fp8, "k", o.k_scale, o.v_scale, a.kv_heads, &a.scales));
   KK_RETURN_IF_ERROR(detail::resolve_scale(name, o.scale, a.head_dim, &a.scale));
   KK_RETURN_IF_ERROR(detail::resolve_masks(name, o, a.scale, &a.window_left, &a.softcap));
   KK_RETURN_IF_ERROR(detail::resolve_alibi(c, o, a.batch, a.heads, &a.alibi, &a.alibi_batch));
@@ -484,9 +483,8 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
     KK_RETURN_IF_ERROR(c.tensor(k, "cache.k", {b, cap, hk, d}, kv_dtype));
     KK_RETURN_IF_ERROR(c.tensor(cache.v, "cache.v", {b, cap, hk, d}, kv_dtype));
   }
-  int64_t k_scales = 0, v_scales = 0;
-  KK_RETURN_IF_ERROR(detail::resolve_cache_scales(c, "cache.", fp8, "cache.k", cache.k_scale, cache.v_scale, a.kv_heads,
-                                                  &a.scales, &k_scales, &v_scales));
+  KK_RETURN_IF_ERROR(
+      detail::resolve_cache_scales(c, "cache.", fp8, "cache.k", cache.k_scale, cache.v_scale, a.kv_heads, &a.scales));
   if (cache.seqlens_k) {
     KK_RETURN_IF_ERROR(c.tensor(*cache.seqlens_k, "cache.seqlens_k", {b}, DType::i32));
     KK_RETURN_IF_ERROR(c.contiguous(*cache.seqlens_k, "cache.seqlens_k"));
