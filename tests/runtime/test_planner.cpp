@@ -320,9 +320,14 @@ TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
       // One sequence, 8 KV heads, GQA 4: 8 blocks alone would idle the GPU, so the keys are split.
       ASSERT_TRUE(plan_decode(prof, d, 1, 8, 4, 32, 32768, &p).ok());
       EXPECT_EQ(p.tensor_cores, d <= 128) << prof.key;  // the tensor-core kernel wherever it has one
-      EXPECT_EQ(p.stages, 2) << prof.key;  // the deeper rings are KERNELKIT_TUNE alternatives
+      // Deeper rings for the tensor-core kernel at head_dim 128 where an SM holds two 3-stage blocks (96 KB each):
+      // 4 stages, one block an SM, as the split grid is then one wave. 2 stages elsewhere.
+      const bool deep = d == 128 && prof.smem_per_sm >= 2 * 96 * 1024;
+      EXPECT_EQ(p.stages, deep ? 4 : 2) << prof.key << " d" << d;
+      EXPECT_EQ(p.blocks_per_sm, deep ? 1 : p.blocks_per_sm) << prof.key;
+      EXPECT_LE(p.grid, deep ? prof.sms : p.grid) << prof.key;
       // warps x stages x (K, V) x (16-key tiles, or 1024 elements a warp tile on CUDA cores) x 2 B
-      EXPECT_EQ(p.smem_bytes, 4 * 2 * 2 * (p.tensor_cores ? 16 * d : 1024) * 2) << prof.key;
+      EXPECT_EQ(p.smem_bytes, 4 * p.stages * 2 * (p.tensor_cores ? 16 * d : 1024) * 2) << prof.key;
       EXPECT_LE(p.smem_bytes, prof.smem_per_block_optin) << prof.key;
       EXPECT_EQ(p.smem_optin, p.smem_bytes > prof.smem_per_block_default) << prof.key;
       EXPECT_EQ(p.rows_per_block, 4);  // GQA 4, one token: no padded rows
@@ -340,29 +345,40 @@ TEST(Planner, DecodeSplitsFillTheGpuAndStagesFitSharedMemory) {
   EXPECT_EQ(p.row_groups, 5);
   EXPECT_EQ(p.workspace_bytes, 0);
   EXPECT_EQ(plan_decode(profile("h200"), 96, 1, 1, 1, 1, 16, &p).code(), StatusCode::invalid_argument);
-  // The kernel's real residency (registers) caps the estimate: fewer resident blocks, fewer splits.
-  DecodePlan wide, capped;
-  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &wide).ok());
-  ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &capped, 2).ok());
-  EXPECT_EQ(capped.blocks_per_sm, 2);
-  EXPECT_LT(capped.splits, wide.splits);
-  EXPECT_LE(capped.grid, 2 * profile("h200").sms);
-  // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (both kernels' R = 4 registers, and 64 KB of shared memory
-  // for the tensor-core one): 256 blocks against waves of 396. Two splits would leave a second wave 30% full; three
-  // fill two waves: 768 blocks of 22 tiles of 64 keys (tensor cores) or 43 tiles of 32 (CUDA cores).
-  DecodePlan b32;
+  // The kernel's real residency (registers) caps the estimate: fewer resident blocks, fewer splits (the 2-stage ring,
+  // 64 KB: 3 blocks an SM by shared memory).
+  DecodePlan wide, capped, b32;
+  {
+    Env two_stages("decode_stages=2");
+    ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &wide).ok());
+    ASSERT_TRUE(plan_decode(profile("h200"), 128, 1, 8, 4, 32, 32768, &capped, 2).ok());
+    EXPECT_EQ(capped.blocks_per_sm, 2);
+    EXPECT_LT(capped.splits, wide.splits);
+    EXPECT_LE(capped.grid, 2 * profile("h200").sms);
+    // b32 h_kv 8, GQA 4, 4096 keys, 3 resident blocks an SM (both kernels' R = 4 registers, and 64 KB of shared memory
+    // for the tensor-core one): 256 blocks against waves of 396. Two splits would leave a second wave 30% full; three
+    // fill two waves: 768 blocks of 22 tiles of 64 keys (tensor cores) or 43 tiles of 32 (CUDA cores).
+    ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+    EXPECT_EQ(b32.splits, 3);
+    EXPECT_EQ(b32.grid, 768);
+    EXPECT_EQ(b32.block_n, 64);
+    EXPECT_EQ(b32.chunk, 22 * b32.block_n);
+  }
+  {
+    Env cuda_cores("decode_tc=0");
+    ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
+    EXPECT_FALSE(b32.tensor_cores);
+    EXPECT_EQ(b32.splits, 3);
+    EXPECT_EQ(b32.grid, 768);
+    EXPECT_EQ(b32.block_n, 32);
+    EXPECT_EQ(b32.chunk, 43 * b32.block_n);
+  }
+  // The planner's own ring there: 3 stages (96 KB), 2 blocks an SM, so the 256 blocks are one wave of 264 unsplit.
   ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
-  EXPECT_EQ(b32.splits, 3);
-  EXPECT_EQ(b32.grid, 768);
-  EXPECT_EQ(b32.block_n, 64);
-  EXPECT_EQ(b32.chunk, 22 * b32.block_n);
-  Env cuda_cores("decode_tc=0");
-  ASSERT_TRUE(plan_decode(profile("h200"), 128, 32, 8, 4, 32 * 32, 4096, &b32, 3).ok());
-  EXPECT_FALSE(b32.tensor_cores);
-  EXPECT_EQ(b32.splits, 3);
-  EXPECT_EQ(b32.grid, 768);
-  EXPECT_EQ(b32.block_n, 32);
-  EXPECT_EQ(b32.chunk, 43 * b32.block_n);
+  EXPECT_EQ(b32.stages, 3);
+  EXPECT_EQ(b32.blocks_per_sm, 2);
+  EXPECT_EQ(b32.splits, 1);
+  EXPECT_EQ(b32.grid, 256);
 }
 
 TEST(OpInfo, BytesAndFlopsAreDefinedOnce) {
@@ -403,19 +419,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.smem_bytes, 3 * 4 * l.block_threads * 16);  // the ring: 3 x 4 rows x 16 bytes a thread
   }
   {
-    // e4m3 caches on tensor cores: 32-key tiles in 2 stages, or 16-key ones in 4 (the same shared memory).
+    // e4m3 caches on tensor cores: 32-key tiles (b16 h_kv 8: 128 blocks, one wave at one block an SM, so 4 stages of
+    // 8 KB a warp), or under decode_fp8_keys=16 16-key ones in 4 stages (half the shared memory).
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
     EXPECT_EQ(d.block_n, 4 * kDecodeFp8TcTileKeys);
-    EXPECT_EQ(d.stages, 2);
-    const int64_t smem = d.smem_bytes;
+    EXPECT_EQ(d.stages, kDecodeMaxStages);
+    EXPECT_EQ(d.smem_bytes, 128 * 1024);
+    EXPECT_EQ(d.splits, 1);
     Env e("decode_fp8_keys=16");
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
     EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
     EXPECT_EQ(d.stages, kDecodeMaxStages);
-    EXPECT_EQ(d.smem_bytes, smem);
+    EXPECT_EQ(d.smem_bytes, 64 * 1024);
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16).ok());
     EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);  // 16-bit caches: unchanged
-    EXPECT_EQ(d.stages, 2);
+    EXPECT_EQ(d.smem_bytes, 128 * 1024);
   }
   {
     Env e("decode_fp8_keys=24");
@@ -428,7 +446,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
     EXPECT_EQ(l.stages, 2);
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
-    EXPECT_EQ(d.stages, 2);
+    EXPECT_EQ(d.stages, kDecodeMaxStages);  // one wave of one block an SM (DecodeSplitsFillTheGpu...)
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_TRUE(t.tma);  // the TMA-fed wgmma prefill
   }
@@ -487,13 +505,16 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(d.workspace_bytes, 0);
   }
   {
-    // b64 h32/8 ctx 2048: 512 blocks against 396 resident (3 an SM). Unsplit by default; past one wave the model
-    // takes 3 splits of 11 of the 32 tiles (4 waves x 13 tile steps against 2 x 34).
+    // b64 h32/8 ctx 2048 in 2 stages: 512 blocks against 396 resident (3 an SM). Unsplit by default; past one wave
+    // the model takes 3 splits of 11 of the 32 tiles (4 waves x 13 tile steps against 2 x 34). The default ring (3
+    // stages, 2 blocks an SM) leaves it unsplit too.
+    ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
+    EXPECT_EQ(d.stages, 3);
+    EXPECT_EQ(d.blocks_per_sm, 2);
+    EXPECT_EQ(d.splits, 1);
+    Env e("decode_waves=1,decode_stages=2");
     ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
     EXPECT_EQ(d.blocks_per_sm, 3);
-    EXPECT_EQ(d.splits, 1);
-    Env e("decode_waves=1");
-    ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
     EXPECT_EQ(d.splits, 3);
     EXPECT_EQ(d.chunk, 11 * 64);
   }
@@ -724,7 +745,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
         << bad;
   }
   {
-    Env e("decode_tc=1");  // the tensor-core decode: 16-key warp tiles, 8 KB of K and V a stage at head_dim 128
+    // the tensor-core decode: 16-key warp tiles, 8 KB of K and V a stage at head_dim 128
+    Env e("decode_tc=1,decode_stages=2");
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_TRUE(d.tensor_cores);
     EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);

@@ -163,26 +163,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
   p->row_groups = ceil_div(r, p->rows_per_block);
   // Shared memory: `stages` K and V tiles per warp (kv_bytes elements), reused after the loop for the warps' merge
-  // (fp32 O, max and sum per row). Two stages: the deeper rings measured no faster (see kDecodeMaxStages); the
-  // CUDA-core kernel's e4m3 tiles (half the bytes) take kDecodeMaxStages, the same shared memory and bytes in flight.
+  // (fp32 O, max and sum per row).
   const int64_t warps = kDecodeThreads / 32;
   const int64_t merge = warps * p->rows_per_block * (head_dim + 2) * 4;
   auto smem_for = [&](int stages) {
     return std::max(warps * stages * 2 * warp_tile_keys * head_dim * kv_bytes, merge);
   };
-  const int default_stages = fp8 && (!p->tensor_cores || short_fp8) ? kDecodeMaxStages : 2;
-  if (blocks_per_sm(prof, kDecodeThreads, smem_for(default_stages), 0) == 0)
-    return unsupported("decode plan: a decode block does not fit profile " + prof.key);
-  p->stages = default_stages;
-  KK_RETURN_IF_ERROR(tune_value("decode_stages", 2, kDecodeMaxStages, &p->stages));
-  if (smem_for(p->stages) > prof.smem_per_block_optin)
-    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " needs " +
-                            std::to_string(smem_for(p->stages)) + " bytes, more than profile " + prof.key + "'s " +
-                            std::to_string(prof.smem_per_block_optin));
-  p->smem_bytes = smem_for(p->stages);
-  p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
-  p->blocks_per_sm = blocks_per_sm(prof, kDecodeThreads, p->smem_bytes, 0);
-  if (resident_blocks > 0) p->blocks_per_sm = std::min(p->blocks_per_sm, resident_blocks);
   // Splits: see split_steps (a block's prologue, merge and partial writes count as 2 tile steps).
   constexpr int64_t kDecodeBlockOverheadTiles = 2;
   const int64_t blocks = batch * kv_heads * p->row_groups;
@@ -191,11 +177,43 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   // 1.3 waves unsplit, measured 0.79-0.82x cuDNN in bench/results/h200/op_baselines_attention.md).
   int past_one_wave = 0;
   KK_RETURN_IF_ERROR(tune_value("decode_waves", 0, 1, &past_one_wave));
-  int64_t chunk_tiles = plan::split_steps(blocks, static_cast<int64_t>(prof.sms) * p->blocks_per_sm, tiles,
-                                          kDecodeMaxSplits, kDecodeBlockOverheadTiles, past_one_wave == 1);
-  int splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
-  KK_RETURN_IF_ERROR(tune_value("decode_splits", 1, kDecodeMaxSplits, &splits));
-  if (splits > 0) chunk_tiles = ceil_div(tiles, splits);
+  int forced_splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
+  KK_RETURN_IF_ERROR(tune_value("decode_splits", 1, kDecodeMaxSplits, &forced_splits));
+  // The blocks an SM holds with `stages` buffers and the keys a split walks (in tiles) for them.
+  auto residency = [&](int stages) {
+    int per_sm = blocks_per_sm(prof, kDecodeThreads, smem_for(stages), 0);
+    if (resident_blocks > 0) per_sm = std::min(per_sm, resident_blocks);
+    return per_sm;
+  };
+  auto split_tiles = [&](int per_sm) {
+    if (forced_splits > 0) return ceil_div(tiles, forced_splits);
+    return plan::split_steps(blocks, static_cast<int64_t>(prof.sms) * per_sm, tiles, kDecodeMaxSplits,
+                             kDecodeBlockOverheadTiles, past_one_wave == 1);
+  };
+  // The ring's depth. The tensor-core kernels at head_dim 128 take 3 buffers where an SM holds two such blocks
+  // (Hopper's 228 KB), and 4 (one block an SM) where that grid, split, is still one wave: more bytes in flight a warp
+  // outweighs more warps, and a second block an SM starts while the first drains. H100, h32/8 bf16, us at 2 / 3 / 4
+  // stages, 16-bit cache: b16 s8192 185 / 183 / 180, b64 s2048 184 / 181 / 184, b32 s2048 100 / 93 / 95; e4m3
+  // cache: b16 s8192 109 / 108 / 105, b64 s2048 117 / 106 / 114, b32 s2048 64 / 56 / 62. Elsewhere (the A100's and
+  // T4's shared memory, head_dim 64, the CUDA-core kernels) 2, and the CUDA-core kernel's e4m3 tiles
+  // kDecodeMaxStages, the same shared memory and bytes in flight as its 16-bit ones.
+  int stages = fp8 && (!p->tensor_cores || short_fp8) ? kDecodeMaxStages : 2;
+  if (p->tensor_cores && !short_fp8 && head_dim == 128 && residency(3) >= 2) {
+    const int per_sm = residency(kDecodeMaxStages);
+    const bool one_wave = per_sm > 0 && ceil_div(tiles, split_tiles(per_sm)) * blocks <= prof.sms * per_sm;
+    stages = one_wave ? kDecodeMaxStages : 3;
+  }
+  if (residency(stages) == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
+  p->stages = stages;
+  KK_RETURN_IF_ERROR(tune_value("decode_stages", 2, kDecodeMaxStages, &p->stages));
+  if (smem_for(p->stages) > prof.smem_per_block_optin)
+    return invalid_argument("KERNELKIT_TUNE: decode_stages " + std::to_string(p->stages) + " needs " +
+                            std::to_string(smem_for(p->stages)) + " bytes, more than profile " + prof.key + "'s " +
+                            std::to_string(prof.smem_per_block_optin));
+  p->smem_bytes = smem_for(p->stages);
+  p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
+  p->blocks_per_sm = residency(p->stages);
+  const int64_t chunk_tiles = split_tiles(p->blocks_per_sm);
   p->splits = static_cast<int>(ceil_div(tiles, chunk_tiles));
   p->chunk = chunk_tiles * p->block_n;
   p->grid = p->splits * blocks;

@@ -55,10 +55,10 @@ constexpr int kAttnWgmmaTmaKeys = 128;
 // Memory-bound. Blocks of kDecodeThreads threads own `rows_per_block` (1, 4 or 8) query rows (the query heads x tokens
 // of one KV head's group); each of their warps walks its own K/V tiles of kDecodeWarpTileElems / head_dim keys (2 KB
 // of K and 2 KB of V in f16/bf16) through a private pipeline of `stages` buffers (stages - 1 tiles in flight while
-// one is computed), so a block step covers block_n = kDecodeTileElems / head_dim keys. Stages: 2 (32 KB a block); up
-// to kDecodeMaxStages (64 KB, opt-in) through KERNELKIT_TUNE, measured no faster on the H200 (h32/8 s4096 d128, the
-// CUDA-core kernel): 19.0 vs 18.8 us at b1, 255 vs 252 us at b32 (4 vs 2 stages). The keys of a sequence are split
-// over `splits` blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
+// one is computed), so a block step covers block_n = kDecodeTileElems / head_dim keys. Stages (plan_decode): 2 for the
+// CUDA-core kernel (32 KB a block; kDecodeMaxStages measured no faster on the H200, h32/8 s4096 d128: 19.0 vs 18.8 us
+// at b1, 255 vs 252 us at b32), 2 to 4 for the tensor-core one. The keys of a sequence are split over `splits` blocks
+// when (batch x kv_heads x row groups) alone would not fill the GPU.
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;
