@@ -218,10 +218,10 @@ TEST_P(DecodeGridFp8, MatchesReference) {
       {2, 1, 4097, 32, 8, 128, false, ",decode_splits=1"},
       {3, 2, 1000, 8, 2, 64, true, ",decode_splits=7"},
       {2, 1, 1000, 8, 2, 128, false, ",decode_stages=2"},
-      {2, 1, 1000, 8, 2, 128, false, ",decode_f16mma=1"},  // bf16 q on f16 MMAs (the tensor-core kernel)
-      {3, 4, 300, 16, 2, 64, true, ",decode_f16mma=1"},
+      {2, 1, 1000, 8, 2, 128, false, ",decode_f16mma=0"},  // bf16 q on bf16 MMAs (the tensor-core kernel)
+      {3, 4, 300, 16, 2, 64, true, ",decode_f16mma=0"},
       {2, 1, 1000, 8, 2, 128, false, ",decode_fp8_keys=16"},  // 16-key tensor-core tiles in 4 stages
-      {3, 4, 300, 16, 2, 64, true, ",decode_fp8_keys=16,decode_f16mma=1"},
+      {3, 4, 300, 16, 2, 64, true, ",decode_fp8_keys=16,decode_f16mma=0"},
       {2, 1, 4097, 32, 8, 128, false, ",decode_fp8_keys=16,decode_splits=3"},
   };
   uint64_t seed = 501;
@@ -252,9 +252,9 @@ TEST_P(DecodeGridFp8, MatchesReference) {
     kernelkit::testing::expect_case(r, dt, c.name() + " " + tune);
   }
   // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi;
-  // the tensor-core kernel also on f16 MMAs.
+  // the tensor-core kernel also on bf16 MMAs (bf16 q; f16 ones by default).
   for (const char* tune :
-       {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=1", "decode_tc=1,decode_fp8_keys=16"}) {
+       {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=0", "decode_tc=1,decode_fp8_keys=16"}) {
     if ((std::string(tune) != "decode_tc=0") != tc) continue;
     AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
     m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;
