@@ -100,6 +100,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
                        "decode_stages=4", "decode_fp8_keys=16"],
          "fp8": ["lt_autotune=1"],
+         "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
 
 
@@ -109,20 +110,22 @@ def tuned(op, fns):
     captures the kernel chosen under it."""
     if not args.tuned:
         return []
+    return [(s, [with_tune(s, f) for f in fns]) for s in TUNED[op]]
 
-    def with_setting(setting, fn):
-        def call():
-            old = os.environ.get("KERNELKIT_TUNE")
-            os.environ["KERNELKIT_TUNE"] = setting
-            try:
-                return fn()
-            finally:
-                if old is None:
-                    os.environ.pop("KERNELKIT_TUNE", None)
-                else:
-                    os.environ["KERNELKIT_TUNE"] = old
-        return call
-    return [(s, [with_setting(s, f) for f in fns]) for s in TUNED[op]]
+
+def with_tune(setting, fn):
+    """fn, called with KERNELKIT_TUNE set to `setting` (and restored after)."""
+    def call():
+        old = os.environ.get("KERNELKIT_TUNE")
+        os.environ["KERNELKIT_TUNE"] = setting
+        try:
+            return fn()
+        finally:
+            if old is None:
+                os.environ.pop("KERNELKIT_TUNE", None)
+            else:
+                os.environ["KERNELKIT_TUNE"] = old
+    return call
 
 
 def cold_sets(tensors, set_bytes):
@@ -942,6 +945,15 @@ def run_norm_quant(dtype, runs, device, peak_gbps):
                              lambda st=st: kk_norm_then_quantize(*unpack(st), w, eps, qdtype) for st in sets],
                          "PyTorch eager": [lambda st=st: torch_norm_quant(*unpack(st), w, eps, qdtype) for st in sets],
                          "torch.compile": [lambda st=st: compiled(*unpack(st), w, eps, qdtype) for st in sets]}
+                for setting, calls in tuned("normquant", impls["kernelkit fused"]):
+                    # (on a copy of the residual, which the fused add updates in place)
+                    qt, sct = with_tune(setting, lambda: kk_norm_quant(x, res.clone() if fused else None, w, eps,
+                                                                       qdtype))()
+                    if setting == "rows_onepass=1":  # (x w) rstd: rounded in another order than rms_norm's
+                        check("norm_quant " + setting, qt.double() * sct.double()[:, None], y_ref, tol)
+                    elif not (torch.equal(bits(qt), bits(q2)) and torch.equal(sct, sc2)):
+                        raise AssertionError(f"norm_quant m{m} h{h} {setting}: differs from the default plan")
+                    impls["kernelkit fused " + setting] = calls
                 rows.append(timed_bandwidth(row, impls, runs, moved, peak_gbps))
     return rows
 

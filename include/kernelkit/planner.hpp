@@ -35,6 +35,8 @@ struct LaunchPlan {
                             // looping over row groups; 0: one block a row group (no loop)
   int min_blocks = 1;       // row norms: the kernel's __launch_bounds__ minimum of 1024-thread blocks an SM (2: at
                             // most 32 registers a thread: held bf16 rms_norm rows unless KERNELKIT_TUNE rows_cap=0)
+  bool one_pass = false;    // held norm + quantization rows: y = (x w) rstd, and a dynamic scale's max |y| taken from
+                            // the sum of squares' pass, one reduction a row (KERNELKIT_TUNE rows_onepass=1)
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages
   int64_t smem_bytes = 0;   // dynamic shared memory per block
   bool smem_optin = false;  // needs cudaFuncSetAttribute (smem above the 48 KB default)

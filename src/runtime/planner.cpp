@@ -24,7 +24,7 @@ constexpr int kRowBlockThreads = 256;
 constexpr std::string_view kTuneKeys[] = {
     "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",      "decode_stages", "decode_splits", "decode_tc",
     "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",      "ew_waves",      "softmax_stage", "rows_held",
-    "decode_waves", "rows_cap",    "decode_f16mma", "decode_fp8_keys", "lt_autotune"};
+    "decode_waves", "rows_cap",    "decode_f16mma", "decode_fp8_keys", "lt_autotune",   "rows_onepass"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -117,11 +117,18 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // at 32 registers (8 blocks of 256 threads an SM where 47 registers allow 5; no spill on sm_80 / sm_90, where the
   // f16 kernel, converting element by element, spills 24-52 bytes): H100, one process, 16384 x 8192 182 against 200 us
   // (torch.compile 182), 2 x 1024 x 2048 8.5 against 9.4, the other shapes within 1%. KERNELKIT_TUNE rows_cap=0: the
-  // uncapped kernel.
+  // uncapped kernel; rows_cap=2 (an experiment) caps the bf16 norm + quantization kernels too (48 registers, 5 blocks
+  // an SM, hold 40 KB of rows in flight where 8 would hold 64: rms_norm_quant_fp8 measured 60% of the copy ceiling).
   p->held = hold && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
   int rows_cap = 1;
-  KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 1, &rows_cap));
-  p->min_blocks = rows_cap == 1 && p->held > 0 && op == OpId::rms_norm && dtype == DType::bf16 ? 2 : 1;
+  KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
+  const bool capped = op == OpId::rms_norm || (rows_cap == 2 && op_quant_out_dtype(op).has_value());
+  p->min_blocks = rows_cap >= 1 && capped && p->held > 0 && dtype == DType::bf16 ? 2 : 1;
+  // An experiment for the norm + quantization ops (rms_norm_quant_fp8 at 60% of the copy ceiling, two reductions a
+  // row): KERNELKIT_TUNE rows_onepass=1 takes max |y| from the sum's pass (see LaunchPlan::one_pass).
+  int one_pass = 0;
+  KK_RETURN_IF_ERROR(tune_value("rows_onepass", 0, 1, &one_pass));
+  p->one_pass = one_pass == 1 && p->held > 0 && op_quant_out_dtype(op).has_value();
   // A gated activation + quantization keeps its y (one vector a row vector, x's dtype) in registers between the max
   // and the codes, rather than reading both inputs and forming y again; longer rows (beyond 32K bf16) do that.
   if (op_info(op).family == OpFamily::activation && p->vecs_per_thread <= kRowVecsPerThread)

@@ -596,6 +596,23 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
         ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.min_blocks, 1);
       }
+      for (OpId op : {OpId::rms_norm_quant_fp8, OpId::fused_add_rms_norm_quant_int8}) {  // rows_cap=2: these too
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.min_blocks, 1);
+        Env quant("rows_cap=2");
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.min_blocks, 2);
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::f16, &l).ok());
+        EXPECT_EQ(l.min_blocks, 1);
+      }
+      // rows_onepass=1: the held norm + quantization rows only.
+      for (OpId op : {OpId::rms_norm_quant_fp8, OpId::fused_add_rms_norm_quant_int8, OpId::rms_norm}) {
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_FALSE(l.one_pass);
+        Env one("rows_onepass=1");
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.one_pass, op != OpId::rms_norm);
+      }
       for (auto [op, dtype] : {std::pair{OpId::rms_norm, DType::f16}, std::pair{OpId::fused_add_rms_norm, DType::bf16},
                                std::pair{OpId::layer_norm, DType::bf16}}) {
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, dtype, &l).ok());
@@ -646,11 +663,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);  // 4096 vectors: 1024 threads (a block) of 4
   }
-  for (const auto& [bad, op] :
-       {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-        std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
-        std::pair{"rows_cap=2", OpId::rms_norm}}) {
+  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+                                std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+                                std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
+                                std::pair{"rows_cap=3", OpId::rms_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

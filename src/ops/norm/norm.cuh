@@ -27,6 +27,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cfloat>
+
 #include <type_traits>
 
 #include "kernelkit/planner.hpp"
@@ -69,9 +71,20 @@ struct RowNormParams {
 // The 1-byte output of the norm + quantization ops (none: the norm writes T).
 enum class QuantOut : uint8_t { none, int8, fp8 };
 
+// A row's sum of squares and largest |x w| in one reduction (LaunchPlan::one_pass); the values are >= 0 or inf.
+struct SumMax {
+  float sum, max;
+};
+struct SumMaxOp {
+  using Value = SumMax;
+  static __device__ __forceinline__ SumMax identity() { return {0.0f, 0.0f}; }
+  static __device__ __forceinline__ SumMax apply(SumMax a, SumMax b) { return {a.sum + b.sum, fmaxf(a.max, b.max)}; }
+};
+
 // Which parts of the family a kernel has. Only what a variant can use is compiled in: an RMS kernel carries no bias
 // or modulation code.
-template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate, QuantOut kQuant = QuantOut::none>
+template <NormType kNorm, bool kResidual, bool kGelu, bool kModulate, QuantOut kQuant = QuantOut::none,
+          bool kOnePass = false>
 struct RowVariant {
   static constexpr NormType norm = kNorm;
   static constexpr bool residual = kResidual;    // residual += x first (fused_add_rms_norm)
@@ -79,6 +92,10 @@ struct RowVariant {
   static constexpr bool bias = kNorm == NormType::layer;
   static constexpr bool modulate = kModulate;    // * (1 + scale[b]) + shift[b] (ada_layer_norm)
   static constexpr QuantOut quant = kQuant;      // y rounded to T, then quantized into q (rms_norm_quant_*)
+  // Quantized RMS norms: y = (x w) rstd, and a dynamic scale's max |y| from the sum of squares' pass, one reduction a
+  // row (LaunchPlan::one_pass; held rows).
+  static constexpr bool one_pass = kOnePass;
+  static_assert(!kOnePass || (kNorm == NormType::rms && kQuant != QuantOut::none), "one_pass: quantized RMS norms");
 };
 
 // The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
@@ -210,7 +227,30 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
         return acc;
       };
 
+      // Calls body(c, i) for each of this thread's vectors of the row.
+      auto each_vec = [&](auto body) {
+        if constexpr (kHeld > 0) {
+          each_held(body);
+        } else {
+#pragma unroll 2
+          for (int i = tx; i < nvec; i += tpr) body(0, i);
+        }
+      };
+      // The affine weight as the norm applies it to vector i of the row.
+      [[maybe_unused]] auto weights = [&](int i, float(&w)[VEC]) {
+        if (!p.weight) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) w[j] = 1.0f;
+          return;
+        }
+        to_floats(V::load(p.weight + i * VEC), w);
+        if (offset)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) w[j] += p.weight_offset;
+      };
+
       float mean = 0.0f, var;
+      [[maybe_unused]] float max_xw = 0.0f;  // one_pass with a dynamic scale: the row's largest |x w| (inf: not finite)
       if constexpr (Variant::norm == NormType::layer) {
         // sum * (1 / hidden) and one Newton step on the residual sum - mean hidden (exact in an FMA): the mean is then
         // exact wherever it is representable, as a constant row's is (its sum of 16-bit values is exact). Without the
@@ -219,6 +259,23 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
         mean = sum * inv_hidden;
         mean = fmaf(fmaf(-mean, static_cast<float>(p.hidden), sum), inv_hidden, mean);
         var = reducer.reduce<SumOp>(thread_sum(false, [&](float v) { return (v - mean) * (v - mean); })) * inv_hidden;
+      } else if (Variant::one_pass && !p.static_scale) {
+        float acc = 0.0f;
+        unsigned bits = 0;
+        if (active)
+          each_vec([&](int c, int i) {
+            float f[VEC], w[VEC];
+            value(c, i, true, f);
+            weights(i, w);
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) {
+              acc += f[j] * f[j];
+              bits = abs_max_bits(bits, f[j] * w[j]);
+            }
+          });
+        const SumMax t = reducer.reduce<SumMaxOp>(SumMax{acc, nonfinite_as_inf(bits)});
+        var = t.sum * inv_hidden;
+        max_xw = t.max;
       } else {
         var = reducer.reduce<SumOp>(thread_sum(true, [](float v) { return v * v; })) * inv_hidden;
       }
@@ -248,22 +305,19 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
           to_floats(V::load(scale + col), sc);
           to_floats(V::load(shift + col), sh);
         }
+        // one_pass: (x w) rstd, which is monotone in |x w| (the one-pass quantization's max needs it).
+        const bool xw_first = Variant::one_pass && p.weight;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
-          if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
+          if (xw_first) {
+            y[j] = (y[j] * (offset ? p.weight_offset + w[j] : w[j])) * rstd;
+          } else {
+            y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
+            if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
+          }
           if (Variant::bias && p.bias) y[j] += b[j];
           if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
           if constexpr (Variant::gelu) y[j] = GeluTanh::template apply<kFastMath<T>>(y[j]);
-        }
-      };
-      // Calls body(c, i) for each of this thread's vectors of the row.
-      auto each_vec = [&](auto body) {
-        if constexpr (kHeld > 0) {
-          each_held(body);
-        } else {
-#pragma unroll 2
-          for (int i = tx; i < nvec; i += tpr) body(0, i);
         }
       };
       if constexpr (Variant::quant != QuantOut::none) {
@@ -284,6 +338,16 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
         if (p.static_scale) {
           qs = *p.q_scales;
           if (base == static_cast<int64_t>(blockIdx.x) * blockDim.y) check_static_scale(p.err, p.op, qs);
+        } else if (Variant::one_pass) {
+          // max |y| = round_T(max |x w| rstd): both steps are monotone in |x w|. A non-finite product (inf x 0 where
+          // the sum of squares overflowed, a NaN or inf input) is inf, as the other path's max would be.
+          float m[1] = {max_xw * rstd};
+          to_floats(from_floats<T>(m), m);
+          qs = (m[0] <= FLT_MAX ? m[0] : INFINITY) / static_cast<float>(detail::code_max(kFp8));
+          if (active && tx == 0) {
+            p.q_scales[row] = qs;
+            if (isinf(qs)) record_device_error(p.err, p.op, detail::DeviceCheck::finite_x, row, -1, 0, 0);
+          }
         } else {
           unsigned amax_bits = 0;
           if (active)
@@ -307,7 +371,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
         if (active) {
           int8_t* qr = p.q + row * p.hidden;
           const SpanScale scale(qs);
-          const bool kept = kKeep && !p.static_scale;
+          const bool kept = kKeep && !p.static_scale && !Variant::one_pass;
           each_vec([&](int c, int i) {
             float y[VEC];
             if (kept)
@@ -354,6 +418,14 @@ Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
     constexpr int V = decltype(v)::value;
     auto pick = [&](auto variant) {
       using Variant = decltype(variant);
+      if constexpr (Variant::quant != QuantOut::none) {
+        using OnePass = RowVariant<NormType::rms, Variant::residual, false, false, Variant::quant, true>;
+        if (plan.held > 0 && plan.one_pass)  // KERNELKIT_TUNE rows_onepass=1 (see plan_rows)
+          return row_norm_kernel<T, V, OnePass, false, kRowHeldVecs>;
+        if constexpr (std::is_same_v<T, __nv_bfloat16>)
+          if (plan.held > 0 && plan.min_blocks == 2)  // KERNELKIT_TUNE rows_cap=2
+            return row_norm_kernel<T, V, Variant, false, kRowHeldVecs, 2>;
+      }
       return plan.held > 0 ? row_norm_kernel<T, V, Variant, false, kRowHeldVecs>
              : plan.cached ? row_norm_kernel<T, V, Variant, true, 0>
                            : row_norm_kernel<T, V, Variant, false, 0>;
