@@ -882,11 +882,13 @@ def torch_quantize_per_token(y, qdtype):
 
 def torch_norm_quant(x, res, w, eps, qdtype):
     """HF Llama RMSNorm (fp32 math, w * y.to(dtype)), after res = x + res when res is given, then per-token
-    quantization."""
+    quantization. With res, the sum is returned too: the next layer's residual, which the fused op stores (without it
+    torch.compile would skip that write and move 2 of the 7 bytes an element fewer)."""
     if res is not None:
         x = x + res
     v = x.float()
-    return torch_quantize_per_token(w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype), qdtype)
+    q = torch_quantize_per_token(w * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype), qdtype)
+    return q if res is None else (*q, x)
 
 
 def torch_silu_quant(x, qdtype):
@@ -1123,7 +1125,7 @@ def check_cpu():
     for qdtype in (torch.float8_e4m3fn, torch.int8):
         for r in (None, res):
             q, sc = kk_norm_quant(x.clone(), None if r is None else r.clone(), w, 1e-6, qdtype)
-            qt, st = torch_norm_quant(x, r, w, 1e-6, qdtype)
+            qt, st = torch_norm_quant(x, r, w, 1e-6, qdtype)[:2]
             check("norm_quant vs torch", q.float() * sc[:, None], qt.float() * st[:, None], 1 / 8)
     gate_up = torch.randn(5, 512, dtype=torch.bfloat16)
     for qdtype in (torch.float8_e4m3fn, torch.int8):
