@@ -72,7 +72,11 @@ constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 p
 // block at 2 stages (opt-in). On the H200 (h32/8 s4096 d128): b1 10.5 us against the CUDA-core kernel's 17.4 (cuDNN
 // 11.9), b32 131.9 against 251.3 us (4.07 TB/s of K/V; cuDNN 123.7).
 constexpr int kDecodeTcTileKeys = 16;
-constexpr int kDecodeTcMinBlocks = 3;  // __launch_bounds__'s resident blocks of decode_tc_kernel (a register cap)
+// __launch_bounds__'s resident blocks of decode_tc_kernel, a register cap: at 128 threads at most 255 registers (sm_90
+// head_dim 128: 162-181, no spill). Where shared memory holds more blocks (2 stages at head_dim 128 on Hopper, only
+// under KERNELKIT_TUNE; head_dim 64 needs 111-124 registers) the registers then hold 2; a cap of 3 (170 registers)
+// spilled 8-16 bytes in the f16-MMA e4m3 kernels, the default for bf16 q.
+constexpr int kDecodeTcMinBlocks = 2;
 // e4m3 caches (KvCache k_scale / v_scale): the tensor-core kernel's tiles keep the bytes of a 16-bit tile, so twice the
 // keys (one softmax step over 32 keys, two P V k-steps, the same stages and bytes in flight); the CUDA-core kernel's
 // keep their keys (its scores are registers a key and row), at half the bytes in twice the stages (kDecodeMaxStages).

@@ -485,9 +485,7 @@ __device__ __forceinline__ int swz_codes(int row, int chunk) {
 // conversion a pair (bf16 takes three more, through fp32), q's rows are scaled by a power of two that puts each row's
 // largest |element| at 2^14 (exact: f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it; the scores are
 // scaled back), and P is rounded to f16 (3 more bits than bf16).
-// At least kDecodeTcMinBlocks blocks an SM: at 128 threads, at most 170 registers (168 allocated), which the 16-bit
-// kernels use anyway and the e4m3 ones would pass (175-183 on sm_90), leaving room for only 2 blocks of 64 KB where
-// shared memory holds 3.
+// At least kDecodeTcMinBlocks blocks an SM (a register cap: see there).
 // TK: keys a warp tile (kDecodeTcTileKeys; e4m3 kDecodeFp8TcTileKeys, or kDecodeTcTileKeys under decode_fp8_keys=16).
 template <typename T, int D, int R, bool kPaged, bool kFp8 = false, typename M = T,
           int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys>
