@@ -385,6 +385,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
                                                               std::pair<int64_t, int64_t>{256, 528},
                                                               std::pair<int64_t, int64_t>{1032, 4096})));
 
+// linear_fp8 at one and two tokens under KERNELKIT_TUNE fp8_gemv=1 (the weight-only GEMV over e4m3 codes): both
+// scalings, with and without a bias, accumulating into out, strided xq, one 16-byte chunk a row (k 16), an odd number
+// of chunks, and a decoder-sized layer.
+TEST(Fp8Linear, GemvMatchesTheDotProducts) {
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "fp8_gemv=1");
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 2})
+      for (const auto [n, k] : {std::pair<int64_t, int64_t>{8, 16}, {88, 528}, {4104, 4096}})
+        for (bool per_tensor : {false, true}) {
+          kernelkit::testing::W8A8Case c{
+              dt,        m, n, k, !per_tensor, per_tensor ? 32 : 0, static_cast<uint64_t>(m + n), OpId::linear_fp8,
+              per_tensor};
+          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                          c.name() + " fp8_gemv=1");
+          c.accumulate = true;
+          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                          c.name() + " fp8_gemv=1");
+        }
+}
+
 // linear_fp8 under KERNELKIT_TUNE lt_autotune=1 (cuBLASLt's first choices timed on the first call, the fastest kept):
 // both scalings, with a bias and accumulating into out (the timing runs write a scratch output, never out).
 TEST(Fp8Linear, TimedAlgorithmChoicesMatchTheDotProducts) {

@@ -18,21 +18,26 @@
 // without holding registers; planner.hpp (kLinearGemvStages) has the H200 measurements behind that rule.
 // INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
 // INT8: one scale per row, applied to the final sum.
+// linear_fp8 at m <= 2 (KERNELKIT_TUNE fp8_gemv=1, an experiment: cuBLASLt's row-wise FP8 GEMM takes 27.3 us at m1
+// n14336 k4096 on the H100 where the 58.7 MB of weights stream in 19.4 at the copy ceiling): the same kernel (kFp8)
+// over e4m3 codes of x and of the weights, each converted exactly to fp32, sums scaled by x's and the weights' scales
+// (per tensor, or per token x per channel) at the end.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
-#include "ops/quant/quant.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
+#include "kernels/common/e4m3.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
 #include "ops/quant/linear_tc.cuh"
+#include "ops/quant/quant.hpp"
 #include "ops/quant/quant_common.cuh"
-#include "kernelkit/planner.hpp"
 #include "ops/quant/quant_plan.hpp"
 
 namespace kernelkit::cuda {
@@ -48,6 +53,11 @@ struct LinearParams {
   int group;  // 4-bit: scale group along k (64 or 128)
   int accumulate;  // out += ... (each output is read by the one thread that writes it)
   int stages;      // GEMV: the cp.async ring's depth (2 to 4), 0 for register prefetch
+  // linear_fp8 (the kFp8 GEMV): x's e4m3 codes [m, k] (row stride x_stride), its scales x_scales[token * xs_stride],
+  // the weights' scales[row * ws_stride] (stride 0: one for the tensor).
+  const uint8_t* xq = nullptr;
+  const float* x_scales = nullptr;
+  int64_t xs_stride = 0, ws_stride = 1;
 };
 
 // Output rows per block of the split-K kernel (the planner's rule, restated for the template).
@@ -63,10 +73,11 @@ __device__ __forceinline__ float chunk_scale(const LinearParams<T>& p, int64_t r
 
 // acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values, dequantized
 // exactly to fp32) with the same k range of token t's x. INT8 sums stay unscaled (the row's scale multiplies the final
-// sum); INT4 sums are scaled by scale[r], the chunk's group scale of each row (chunk_scale).
-template <typename T, int kBits, int kTokens, int kRows>
+// sum); INT4 sums are scaled by scale[r], the chunk's group scale of each row (chunk_scale). kFp8: the weights and x
+// are e4m3 codes (X = uint8_t), their sums unscaled.
+template <typename T, int kBits, int kTokens, int kRows, bool kFp8 = false, typename X = T>
 __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const float (&scale)[kRows],
-                                                 const T* const (&xrow)[kTokens], int64_t c,
+                                                 const X* const (&xrow)[kTokens], int64_t c,
                                                  float (&acc)[kRows][kTokens]) {
   constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
   constexpr int kPieces = 4;                      // 32-bit words a chunk
@@ -83,7 +94,9 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const uint32_t word = piece == 0 ? w[r].x : piece == 1 ? w[r].y : piece == 2 ? w[r].z : w[r].w;
-      if constexpr (kBits == 8)
+      if constexpr (kFp8)
+        e4m3_to_floats<4>({word}, wf[r]);
+      else if constexpr (kBits == 8)
         dequant_i8x4(word, wf[r]);
       else
         dequant_i4x8(word, wf[r]);
@@ -92,12 +105,21 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
     const int64_t k0 = c * kPerChunk + piece * kPerPiece;
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
-      const Vec<T, kPerPiece> xv = Vec<T, kPerPiece>::load(xrow[t] + k0);
+      if constexpr (kFp8) {
+        float xf[kPerPiece];
+        e4m3_to_floats<4>({*reinterpret_cast<const uint32_t*>(xrow[t] + k0)}, xf);
 #pragma unroll
-      for (int j = 0; j < kPerPiece; ++j) {
-        const float xf = to_float(xv.v[j]);
+        for (int j = 0; j < kPerPiece; ++j)
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
+          for (int r = 0; r < kRows; ++r) part[r][t] = fmaf(xf[j], wf[r][j], part[r][t]);
+      } else {
+        const Vec<T, kPerPiece> xv = Vec<T, kPerPiece>::load(xrow[t] + k0);
+#pragma unroll
+        for (int j = 0; j < kPerPiece; ++j) {
+          const float xf = to_float(xv.v[j]);
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) part[r][t] = fmaf(xf, wf[r][j], part[r][t]);
+        }
       }
     }
   }
@@ -108,10 +130,14 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
       acc[r][t] = kBits == 4 ? fmaf(part[r][t], scale[r], acc[r][t]) : acc[r][t] + part[r][t];
 }
 
-// One output from its fp32 sum over k: INT8's per-row scale, the bias, the residual (accumulate), one rounding.
-template <typename T, int kBits>
+// One output from its fp32 sum over k: INT8's per-row scale (kFp8: x's, then the weights'), the bias, the residual
+// (accumulate), one rounding.
+template <typename T, int kBits, bool kFp8 = false>
 __device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t row, int64_t token, float y) {
-  if constexpr (kBits == 8) y *= __ldg(p.scales + row);
+  if constexpr (kFp8)
+    y = (y * __ldg(p.x_scales + token * p.xs_stride)) * __ldg(p.scales + row * p.ws_stride);
+  else if constexpr (kBits == 8)
+    y *= __ldg(p.scales + row);
   if (p.bias) y += to_float(p.bias[row]);
   if (p.accumulate) y += to_float(p.out[token * p.out_stride + row]);
   p.out[token * p.out_stride + row] = from_float<T>(y);
@@ -119,11 +145,12 @@ __device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t r
 
 // kRing: the cp.async ring (p.stages deep) or the register prefetch, chosen at compile time: with one run-time branch
 // holding both, ptxas moved the INT8 prefetch loads below the math of the chunk they should overlap (sm_90 SASS).
-template <typename T, int kBits, int kTokens, int kRows, bool kRing>
+template <typename T, int kBits, int kTokens, int kRows, bool kRing, bool kFp8 = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
-  if constexpr (!kDeviceHasType<T>) {
-    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, FP8 below sm_89
   } else {
+    using X = std::conditional_t<kFp8, uint8_t, T>;  // x's elements: T, or e4m3 codes
     constexpr int kPerChunk = 128 / kBits;  // weights a 16-byte chunk
     extern __shared__ __align__(16) unsigned char smem[];
     float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows * kTokens]
@@ -138,9 +165,15 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     int64_t row[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) row[r] = min(n0 + r, p.n - 1), wrow[r] = p.qweight + row[r] * row_bytes;
-    const T* xrow[kTokens];
+    const X* xrow[kTokens];
+    const X* const x = [&] {
+      if constexpr (kFp8)
+        return p.xq;
+      else
+        return p.x;
+    }();
 #pragma unroll
-    for (int t = 0; t < kTokens; ++t) xrow[t] = p.x + min(t0 + t, p.m - 1) * p.x_stride;
+    for (int t = 0; t < kTokens; ++t) xrow[t] = x + min(t0 + t, p.m - 1) * p.x_stride;
 
     float acc[kRows][kTokens];
 #pragma unroll
@@ -154,7 +187,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       float scale[kRows];
 #pragma unroll
       for (int r = 0; r < kRows; ++r) scale[r] = kBits == 4 ? chunk_scale(p, row[r], c) : 1.0f;
-      accumulate_chunk<T, kBits, kTokens, kRows>(w, scale, xrow, c, acc);
+      accumulate_chunk<T, kBits, kTokens, kRows, kFp8, X>(w, scale, xrow, c, acc);
     };
     if constexpr (kRing) {
       // The cp.async ring: this thread's chunks land in its own 16-byte slots of shared memory ([stage][row][thread]),
@@ -217,10 +250,37 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       if (n0 + r < p.n && t0 + t < p.m) {
         float y = 0.0f;
         for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
-        store_output<T, kBits>(p, n0 + r, t0 + t, y);
+        store_output<T, kBits, kFp8>(p, n0 + r, t0 + t, y);
       }
     }
   }
+}
+
+// The GEMV of plan's token tile and weight path (register prefetch or the cp.async ring); one-dimensional grid (token
+// tiles fastest, see above), block 32 x k_warps.
+template <typename T, int kBits, bool kFp8 = false>
+Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_t stream) {
+  constexpr int kRows = kLinearGemvRows;
+  auto launch = [&](auto tokens) -> Status {
+    constexpr int kTokens = decltype(tokens)::value;
+    if (plan.out_rows != kRows || plan.tokens != kTokens)
+      return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
+                                              std::to_string(plan.tokens) + " tokens has no kernel");
+    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true, kFp8>
+                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false, kFp8>;
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
+  };
+  switch (plan.tokens) {
+    case 1:
+      return launch(std::integral_constant<int, 1>{});
+    case 2:
+      return launch(std::integral_constant<int, 2>{});
+    default:
+      break;
+  }
+  return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
 }
 
 template <typename T>
@@ -239,33 +299,33 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                           .group = a.group,
                           .accumulate = a.accumulate ? 1 : 0,
                           .stages = plan.stages};
-  auto launch = [&](auto bits, auto tokens) -> Status {
-    constexpr int kBits = decltype(bits)::value, kTokens = decltype(tokens)::value;
-    constexpr int kRows = kLinearGemvRows;
-    if (plan.out_rows != kRows || plan.tokens != kTokens)
-      return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
-                                              std::to_string(plan.tokens) + " tokens has no kernel");
-    // One-dimensional grid (token tiles fastest, see above); block 32 x k_warps.
-    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true>
-                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false>;
-    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-    KK_CUDA_RETURN(cudaGetLastError());
-    return Status::Ok();
-  };
-  auto by_tokens = [&](auto bits) -> Status {
-    switch (plan.tokens) {
-      case 1:
-        return launch(bits, std::integral_constant<int, 1>{});
-      case 2:
-        return launch(bits, std::integral_constant<int, 2>{});
-      default:
-        break;
-    }
-    return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
-  };
-  if (a.bits == 8) return by_tokens(std::integral_constant<int, 8>{});
-  if (a.bits == 4) return by_tokens(std::integral_constant<int, 4>{});
+  if (a.bits == 8) return launch_gemv<T, 8>(p, plan, stream);
+  if (a.bits == 4) return launch_gemv<T, 4>(p, plan, stream);
   return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
+}
+
+// linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV (a weight-only GEMV plan: plan.k_warps > 0).
+template <typename T>
+Status launch_linear_fp8_gemv(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream_t stream) {
+  if (plan.k_warps == 0) return Status(StatusCode::internal, "linear_fp8: the GEMV needs a split-K plan");
+  const LinearParams<T> p{.x = nullptr,
+                          .qweight = reinterpret_cast<const uint8_t*>(a.qweight),
+                          .scales = a.w_scales,
+                          .bias = static_cast<const T*>(a.bias),
+                          .out = static_cast<T*>(a.out),
+                          .m = a.rows,
+                          .n = a.n,
+                          .k = a.k,
+                          .x_stride = a.x_stride,
+                          .out_stride = a.out_stride,
+                          .group = 0,
+                          .accumulate = a.accumulate ? 1 : 0,
+                          .stages = plan.stages,
+                          .xq = reinterpret_cast<const uint8_t*>(a.xq),
+                          .x_scales = a.x_scales,
+                          .xs_stride = a.x_per_tensor ? 0 : 1,
+                          .ws_stride = a.w_per_tensor ? 0 : 1};
+  return launch_gemv<T, 8, true>(p, plan, stream);
 }
 
 }  // namespace kernelkit::cuda
