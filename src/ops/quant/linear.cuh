@@ -283,48 +283,44 @@ Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_
   return Status(StatusCode::internal, "linear: no kernel for a tile of " + std::to_string(plan.tokens) + " tokens");
 }
 
+// The GEMV's parameters of a weight-only call (for linear_fp8: its weights, scales and output; x set by the caller).
+template <typename T>
+LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& plan) {
+  return {.x = static_cast<const T*>(a.x),
+          .qweight = static_cast<const uint8_t*>(a.qweight),
+          .scales = a.scales,
+          .bias = static_cast<const T*>(a.bias),
+          .out = static_cast<T*>(a.out),
+          .m = a.rows,
+          .n = a.n,
+          .k = a.k,
+          .x_stride = a.x_stride,
+          .out_stride = a.out_stride,
+          .group = a.group,
+          .accumulate = a.accumulate ? 1 : 0,
+          .stages = plan.stages};
+}
+
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
-  const LinearParams<T> p{.x = static_cast<const T*>(a.x),
-                          .qweight = static_cast<const uint8_t*>(a.qweight),
-                          .scales = a.scales,
-                          .bias = static_cast<const T*>(a.bias),
-                          .out = static_cast<T*>(a.out),
-                          .m = a.rows,
-                          .n = a.n,
-                          .k = a.k,
-                          .x_stride = a.x_stride,
-                          .out_stride = a.out_stride,
-                          .group = a.group,
-                          .accumulate = a.accumulate ? 1 : 0,
-                          .stages = plan.stages};
+  const LinearParams<T> p = gemv_params<T>(a, plan);
   if (a.bits == 8) return launch_gemv<T, 8>(p, plan, stream);
   if (a.bits == 4) return launch_gemv<T, 4>(p, plan, stream);
   return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
 }
 
-// linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV (a weight-only GEMV plan: plan.k_warps > 0).
+// linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV: `w` the weight-only form of the call (its
+// weights, weight scales, bias and output; a split-K plan), `a` for x's codes and the scalings.
 template <typename T>
-Status launch_linear_fp8_gemv(const detail::W8A8Args& a, const LaunchPlan& plan, cudaStream_t stream) {
+Status launch_linear_fp8_gemv(const detail::WeightOnlyArgs& w, const detail::W8A8Args& a, const LaunchPlan& plan,
+                              cudaStream_t stream) {
   if (plan.k_warps == 0) return Status(StatusCode::internal, "linear_fp8: the GEMV needs a split-K plan");
-  const LinearParams<T> p{.x = nullptr,
-                          .qweight = reinterpret_cast<const uint8_t*>(a.qweight),
-                          .scales = a.w_scales,
-                          .bias = static_cast<const T*>(a.bias),
-                          .out = static_cast<T*>(a.out),
-                          .m = a.rows,
-                          .n = a.n,
-                          .k = a.k,
-                          .x_stride = a.x_stride,
-                          .out_stride = a.out_stride,
-                          .group = 0,
-                          .accumulate = a.accumulate ? 1 : 0,
-                          .stages = plan.stages,
-                          .xq = reinterpret_cast<const uint8_t*>(a.xq),
-                          .x_scales = a.x_scales,
-                          .xs_stride = a.x_per_tensor ? 0 : 1,
-                          .ws_stride = a.w_per_tensor ? 0 : 1};
+  LinearParams<T> p = gemv_params<T>(w, plan);
+  p.xq = reinterpret_cast<const uint8_t*>(a.xq);
+  p.x_scales = a.x_scales;
+  p.xs_stride = a.x_per_tensor ? 0 : 1;
+  p.ws_stride = a.w_per_tensor ? 0 : 1;
   return launch_gemv<T, 8, true>(p, plan, stream);
 }
 

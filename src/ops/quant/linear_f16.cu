@@ -3,5 +3,6 @@
 
 namespace kernelkit::cuda {
 template Status launch_linear<__half>(const detail::WeightOnlyArgs&, const LaunchPlan&, cudaStream_t);
-template Status launch_linear_fp8_gemv<__half>(const detail::W8A8Args&, const LaunchPlan&, cudaStream_t);
+template Status launch_linear_fp8_gemv<__half>(const detail::WeightOnlyArgs&, const detail::W8A8Args&,
+                                               const LaunchPlan&, cudaStream_t);
 }  // namespace kernelkit::cuda
