@@ -80,11 +80,12 @@ constexpr int kDecodeTcMinBlocks = 2;
 // e4m3 caches (KvCache k_scale / v_scale): the tensor-core kernel's tiles keep the bytes of a 16-bit tile, so twice the
 // keys (one softmax step over 32 keys, two P V k-steps, the same stages and bytes in flight); the CUDA-core kernel's
 // keep their keys (its scores are registers a key and row), at half the bytes in twice the stages (kDecodeMaxStages).
-// H100, b16 h32/8 s8192 d128 bf16 (4 stages, one block an SM, f16 MMAs): 98.5 us against the 16-bit cache's 178.0
-// (1.81x; 2.7 against 3.0 TB/s). In 2 stages, 3 blocks an SM, Nsight Compute found 47-57% of issue slots busy, the
-// integer pipe the busiest (the code conversions) and DRAM at 75%: between a tile's copy and its use a warp spends
-// longer computing than a 16-bit tile takes, so the deeper ring (plan_decode) pays. KERNELKIT_TUNE decode_fp8_keys=16
-// (an experiment): tiles of kDecodeTcTileKeys keys in kDecodeMaxStages stages, each half the work.
+// H100, b16 h32/8 s8192 d128 bf16 (4 stages, one block an SM, f16 MMAs): 95.9 us against the 16-bit cache's 174.4
+// (1.82x; 2.8 against 3.1 TB/s; bench/results/h100/op_baselines_decodefp8.md). In 2 stages, 3 blocks an SM, Nsight
+// Compute found 47-57% of issue slots busy, the integer pipe the busiest (the code conversions) and DRAM at 75%:
+// between a tile's copy and its use a warp spends longer computing than a 16-bit tile takes, so the deeper ring
+// (plan_decode) pays. KERNELKIT_TUNE decode_fp8_keys=16 (an experiment): tiles of kDecodeTcTileKeys keys in
+// kDecodeMaxStages stages, each half the work.
 constexpr int kDecodeFp8TcTileKeys = 2 * kDecodeTcTileKeys;
 
 }  // namespace kernelkit
