@@ -93,10 +93,13 @@ __global__ void __launch_bounds__(kKvWriteThreads) kv_write_kernel(const KvWrite
               is_k ? reinterpret_cast<uint8_t*>(p.k_cache) + blk * p.kc_blk + in * p.kc_row + hh * p.kc_head
                    : reinterpret_cast<uint8_t*>(p.v_cache) + blk * p.vc_blk + in * p.vc_row + hh * p.vc_head;
           const SpanScale s(is_k ? p.k_scale[hh * p.ks_stride] : p.v_scale[hh * p.vs_stride]);
-          if (!kRope || !is_k) {
+          auto quantize_vec = [&](auto i) {  // elements i.. of the row, as they are
             float f[VEC];
-            to_floats(V::load(src + x * VEC), f);
-            store_e4m3(codes + x * VEC, f, s);
+            to_floats(V::load(src + i), f);
+            store_e4m3(codes + i, f, s);
+          };
+          if (!kRope || !is_k) {
+            quantize_vec(x * VEC);
           } else if (x < rot_items) {
             // k rotated and rounded to T (the CPU's rotated copy), then quantized: both neox halves rounded first, so
             // that only their packed T values stay live across the quotients' division fallback (8 fp32 values
@@ -119,11 +122,7 @@ __global__ void __launch_bounds__(kKvWriteThreads) kv_write_kernel(const KvWrite
             }
           } else {  // the unrotated tail
             const int64_t i = p.rope.rot_dim + static_cast<int64_t>(x - rot_items) * VEC;
-            if (i < p.head_dim) {
-              float f[VEC];
-              to_floats(V::load(src + i), f);
-              store_e4m3(codes + i, f, s);
-            }
+            if (i < p.head_dim) quantize_vec(i);
           }
           continue;
         } else {
