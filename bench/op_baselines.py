@@ -99,7 +99,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
                        "decode_stages=4", "decode_fp8_keys=16"],
-         "fp8": ["lt_autotune=1", "fp8_gemv=1"],
+         "fp8": ["fp8_gemv=1"],
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
 
@@ -812,7 +812,7 @@ def run_fp8(dtype, runs, device):
             impls = {"kernelkit fp8": [lambda st=st: kernelkit.linear_fp8(*st[2:], out_dtype=dtype) for st in sets],
                      "torch._scaled_mm": [lambda st=st: scaled_mm(st) for st in sets],
                      "F.linear " + str(dtype).split(".")[-1]: [lambda st=st: F.linear(st[0], st[1]) for st in sets]}
-            for setting, calls in tuned("fp8", impls["kernelkit fp8"]):  # eager first: lt_autotune times it there
+            for setting, calls in tuned("fp8", impls["kernelkit fp8"]):
                 check("fp8 " + setting, calls[0](), exact, 1e-2)
                 impls["kernelkit fp8 " + setting] = calls
             row.update(time_all(impls, runs, lambda us, m=m, n=n, k=k: 2 * m * n * k / us / 1e6, "TFLOP/s"))

@@ -405,19 +405,6 @@ TEST(Fp8Linear, GemvMatchesTheDotProducts) {
         }
 }
 
-// linear_fp8 under KERNELKIT_TUNE lt_autotune=1 (cuBLASLt's first choices timed on the first call, the fastest kept):
-// both scalings, with a bias and accumulating into out (the timing runs write a scratch output, never out).
-TEST(Fp8Linear, TimedAlgorithmChoicesMatchTheDotProducts) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "lt_autotune=1");
-  for (bool per_tensor : {false, true})
-    for (bool accumulate : {false, true}) {
-      kernelkit::testing::W8A8Case c{DType::bf16, 17, 256, 528, true, 0, 41, OpId::linear_fp8, per_tensor};
-      c.accumulate = accumulate;
-      kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, DType::bf16,
-                                      c.name() + " lt_autotune=1");
-    }
-}
-
 // linear_fp8 with block scales (linear_fp8_blockwise: cuBLASLt's VEC128_32F x BLK128x128_32F FP8 matmul) against the
 // dot products of each 128-wide k block: every finite e4m3 code as input, x_scales token-major [k / 128][m] and
 // w_scales in rows of fp8_block_scales_ld(k) (the layouts cuBLASLt reads), m 1 (decode), 16 and 129 (a partial tile),

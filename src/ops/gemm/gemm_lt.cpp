@@ -7,8 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <functional>
-#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -18,7 +16,6 @@
 #include "kernels/common/scratch.hpp"
 #include "ops/gemm/gemm.hpp"
 #include "runtime/op_args.hpp"
-#include "runtime/plan_rules.hpp"
 #include "runtime/runtime_internal.hpp"
 
 namespace kernelkit {
@@ -97,7 +94,6 @@ struct GemmHandle::Impl {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
-  std::map<AlgoKey, cublasLtMatmulAlgo_t> timed;  // KERNELKIT_TUNE lt_autotune=1's choices (see TimedChoice)
   std::set<AlgoKey> no_algo;  // problems cuBLASLt's heuristic has no algorithm for: asked once
   ~Impl() {
     if (workspace) cudaFree(workspace);
@@ -110,7 +106,7 @@ GemmHandle::~GemmHandle() = default;
 GemmHandle::GemmHandle(GemmHandle&&) noexcept = default;
 GemmHandle& GemmHandle::operator=(GemmHandle&&) noexcept = default;
 int GemmHandle::device() const { return impl_ ? impl_->device : -1; }
-size_t GemmHandle::cached_algorithms() const { return impl_ ? impl_->algos.size() + impl_->timed.size() : 0; }
+size_t GemmHandle::cached_algorithms() const { return impl_ ? impl_->algos.size() : 0; }
 
 Status GemmHandle::init(int device, size_t workspace_bytes) {
   cuda::DeviceGuard guard;
@@ -152,67 +148,14 @@ Status handle_for(GemmHandle* handle, const Device& device, GemmHandle::Impl** o
   return Status::Ok();
 }
 
-// KERNELKIT_TUNE lt_autotune=1 (an experiment): instead of cuBLASLt's first heuristic choice, the fastest of its first
-// kLtTimedCandidates, each launched once and then timed over kLtTimedRuns launches on the call's own inputs into a
-// scratch D of d_bytes (`launch(algo, d)`), once per problem and handle; the first call synchronizes its stream. During
-// a CUDA-graph capture nothing is timed: a problem timed before runs its choice, any other the heuristic's.
-constexpr int kLtTimedCandidates = 8, kLtTimedRuns = 5;
-struct TimedChoice {
-  size_t d_bytes;
-  cudaStream_t stream;
-  std::function<Status(const cublasLtMatmulAlgo_t&, void*)> launch;
-};
-
-// The fastest of `found` heuristic results under `timing` (best stays untouched when no launch succeeds).
-Status fastest_algorithm(const cublasLtMatmulHeuristicResult_t* results, int found, const TimedChoice& timing,
-                         cublasLtMatmulAlgo_t* best) {
-  return cuda::with_stream_scratch(timing.d_bytes, timing.stream, [&](void* d) -> Status {
-    cudaEvent_t ev[2] = {nullptr, nullptr};
-    for (cudaEvent_t& e : ev) KK_CUDA_RETURN(cudaEventCreate(&e));
-    float best_ms = std::numeric_limits<float>::infinity();
-    Status st = Status::Ok();
-    for (int i = 0; i < found && st.ok(); ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS || !timing.launch(results[i].algo, d).ok()) continue;
-      cudaError_t e = cudaEventRecord(ev[0], timing.stream);
-      bool ran = true;
-      for (int r = 0; r < kLtTimedRuns && ran && e == cudaSuccess; ++r) ran = timing.launch(results[i].algo, d).ok();
-      if (e == cudaSuccess) e = cudaEventRecord(ev[1], timing.stream);
-      if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
-      float ms = 0.0f;
-      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, ev[0], ev[1]);
-      if (e != cudaSuccess) {
-        st = Status(StatusCode::cuda_error,
-                    std::string("linear: timing cuBLASLt's algorithms failed: ") + cudaGetErrorString(e));
-      } else if (ran && ms < best_ms) {
-        best_ms = ms, *best = results[i].algo;
-      }
-    }
-    for (cudaEvent_t e : ev) (void)cudaEventDestroy(e);
-    return st;
-  });
-}
-
 // The cached algorithm for `key`, or cuBLASLt's first heuristic choice for matrices aligned to `align` bytes (the
 // smallest of the A, B, C / D pointers' alignments: unless told, cuBLASLt assumes 256 and may pick a kernel that fails
-// on a less aligned view) within `workspace_bytes` of workspace (or, given `timing`, under lt_autotune=1 the fastest of
-// its first choices); null when it has none.
+// on a less aligned view) within `workspace_bytes` of workspace; null when it has none.
 Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, uint32_t align, size_t workspace_bytes,
-                     const cublasLtMatmulAlgo_t** out, const TimedChoice* timing = nullptr) {
-  int timed = 0;
-  if (timing) KK_RETURN_IF_ERROR(plan::tune_value("lt_autotune", 0, 1, &timed));
-  if (timed) {
-    if (auto t = h->timed.find(key); t != h->timed.end()) {
-      *out = &t->second;
-      return Status::Ok();
-    }
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    KK_CUDA_RETURN(cudaStreamIsCapturing(timing->stream, &capturing));
-    if (capturing != cudaStreamCaptureStatusNone) timed = 0;  // untimed: the heuristic's choice
-  }
-  auto& cache = timed ? h->timed : h->algos;
-  auto it = cache.find(key);
-  if (it == cache.end()) {
+                     const cublasLtMatmulAlgo_t** out) {
+  auto it = h->algos.find(key);
+  if (it == h->algos.end()) {
     if (h->no_algo.count(key)) {
       *out = nullptr;
       return Status::Ok();
@@ -224,19 +167,16 @@ Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof align));
-    cublasLtMatmulHeuristicResult_t results[kLtTimedCandidates] = {};
+    cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h,
-                                                             timed ? kLtTimedCandidates : 1, results, &found);
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
       h->no_algo.insert(key);
       *out = nullptr;
       return Status::Ok();
     }
     KK_LT_RETURN(st);
-    cublasLtMatmulAlgo_t algo = results[0].algo;
-    if (timed) KK_RETURN_IF_ERROR(fastest_algorithm(results, found, *timing, &algo));
-    it = cache.emplace(key, algo).first;
+    it = h->algos.emplace(key, result.algo).first;
   }
   *out = &it->second;
   return Status::Ok();
@@ -263,8 +203,8 @@ Status run_matmul(GemmHandle::Impl* h, cublasLtMatmulDesc_t op, float alpha, con
 // (top of the file) with e4m3 A = w and B = x: cuBLASLt's FP8 matmul takes exactly this transposed-A, plain-B ("TN")
 // form. A's scales are w's (one, one a row of D = an output channel, or one a 128 x 128 block of w), B's are x's (one,
 // one a column of D = a token, or one a 1 x 128 slice of a token's row).
-Status fp8_matmul_for(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, TnMatmul* t, const cublasLtMatmulAlgo_t** algo,
-                      const TimedChoice* timing = nullptr) {
+Status fp8_matmul_for(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, TnMatmul* t,
+                      const cublasLtMatmulAlgo_t** algo) {
   KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
                              {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
                              a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, t));
@@ -294,8 +234,7 @@ Status fp8_matmul_for(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, TnMatmu
       align,
       (a.bias ? 1 : 0) | (static_cast<int>(a.scaling) << 1) | (a.fast_accumulation ? 8 : 0) | (a.accumulate ? 16 : 0),
       false};
-  return algorithm_for(h, key, t->op.h, t->a.h, t->b.h, t->d.h, static_cast<uint32_t>(align), h->workspace_bytes, algo,
-                       timing);
+  return algorithm_for(h, key, t->op.h, t->a.h, t->b.h, t->d.h, static_cast<uint32_t>(align), h->workspace_bytes, algo);
 }
 
 // Problem a run as the padded problem p (fp8_gemm_cuda: p.m > a.m rows, x, its scales and D in scratch): x's rows
@@ -354,16 +293,12 @@ Status linear_cuda(const LinearArgs& a, GemmHandle* handle, Stream stream) {
                     std::min(align, a.bias ? alignment(a.bias) : 256),
                     static_cast<int>(epilogue) * 2 + (a.options.accumulate ? 1 : 0), a.options.allow_tf32};
   const cublasLtMatmulAlgo_t* algo = nullptr;
-  const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
-  const TimedChoice timing{static_cast<size_t>(a.m * a.y_stride) * dtype_size(a.dtype),
-                           reinterpret_cast<cudaStream_t>(stream), [&](const cublasLtMatmulAlgo_t& al, void* d) {
-                             return run_matmul(h, t.op.h, alpha, a.w, t.a.h, a.x, t.b.h, beta, d, t.d.h, al, stream);
-                           }};
-  KK_RETURN_IF_ERROR(algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align),
-                                   h->workspace_bytes, &algo, &timing));
+  KK_RETURN_IF_ERROR(
+      algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), h->workspace_bytes, &algo));
   if (!algo)
     return unsupported("linear: cuBLASLt has no algorithm for m=" + std::to_string(a.m) + " n=" + std::to_string(a.n) +
                        " k=" + std::to_string(a.k) + " " + dt(a.dtype) + " with these strides and alignments");
+  const float alpha = 1.0f, beta = a.options.accumulate ? 1.0f : 0.0f;
   return run_matmul(h, t.op.h, alpha, a.w, t.a.h, a.x, t.b.h, beta, a.y, t.d.h, *algo, stream);
 }
 
@@ -374,12 +309,8 @@ Status fp8_gemm_cuda(const Fp8GemmArgs& a, Stream stream) {
   KK_RETURN_IF_ERROR(handle_for(nullptr, a.device, &h));
   TnMatmul t;
   const cublasLtMatmulAlgo_t* algo = nullptr;
+  KK_RETURN_IF_ERROR(fp8_matmul_for(h, a, &t, &algo));
   const float beta = a.accumulate ? 1.0f : 0.0f;  // accumulate: D = (scaled sums) + C with C = D = out
-  const TimedChoice timing{static_cast<size_t>(a.m * a.out_stride) * dtype_size(a.out_dtype),
-                           reinterpret_cast<cudaStream_t>(stream), [&](const cublasLtMatmulAlgo_t& al, void* d) {
-                             return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, beta, d, t.d.h, al, stream);
-                           }};
-  KK_RETURN_IF_ERROR(fp8_matmul_for(h, a, &t, &algo, &timing));
   if (algo) return run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, a.x, t.b.h, beta, a.out, t.d.h, *algo, stream);
   if (a.scaling == Fp8Scaling::block) {
     // cuBLASLt's block-scaled kernels on the H100 / H200 take only some token counts (m 64, 128, 256 have an
