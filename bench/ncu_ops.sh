@@ -50,7 +50,7 @@ if only in ("", "decodefp8") and torch.cuda.get_device_capability() >= (8, 9):
         caches.append(((c.float() / scale[:, None]).to(torch.float8_e4m3fn), scale))
         del c
     (k8, ks), (v8, vs) = caches
-    for tune in (None, "decode_f16mma=1", "decode_fp8_keys=16"):
+    for tune in (None, "decode_f16mma=0"):
         if tune:
             os.environ["KERNELKIT_TUNE"] = tune
         for _ in range(2):

@@ -22,9 +22,9 @@ constexpr int kRowBlockThreads = 256;
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {
-    "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",      "decode_stages", "decode_splits", "decode_tc",
-    "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",      "ew_waves",      "softmax_stage", "rows_held",
-    "decode_waves", "rows_cap",    "decode_f16mma", "decode_fp8_keys", "rows_onepass",  "fp8_gemv"};
+    "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",   "decode_stages", "decode_splits", "decode_tc",
+    "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",   "ew_waves",      "softmax_stage", "rows_held",
+    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");

@@ -220,9 +220,6 @@ TEST_P(DecodeGridFp8, MatchesReference) {
       {2, 1, 1000, 8, 2, 128, false, ",decode_stages=2"},
       {2, 1, 1000, 8, 2, 128, false, ",decode_f16mma=0"},  // bf16 q on bf16 MMAs (the tensor-core kernel)
       {3, 4, 300, 16, 2, 64, true, ",decode_f16mma=0"},
-      {2, 1, 1000, 8, 2, 128, false, ",decode_fp8_keys=16"},  // 16-key tensor-core tiles in 4 stages
-      {3, 4, 300, 16, 2, 64, true, ",decode_fp8_keys=16,decode_f16mma=0"},
-      {2, 1, 4097, 32, 8, 128, false, ",decode_fp8_keys=16,decode_splits=3"},
   };
   uint64_t seed = 501;
   bool per_head = false;
@@ -253,8 +250,7 @@ TEST_P(DecodeGridFp8, MatchesReference) {
   }
   // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi;
   // the tensor-core kernel also on bf16 MMAs (bf16 q; f16 ones by default).
-  for (const char* tune :
-       {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=0", "decode_tc=1,decode_fp8_keys=16"}) {
+  for (const char* tune : {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=0"}) {
     if ((std::string(tune) != "decode_tc=0") != tc) continue;
     AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
     m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;

@@ -420,26 +420,15 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   }
   {
     // e4m3 caches on tensor cores: 32-key tiles (b16 h_kv 8: 128 blocks, one wave at one block an SM, so 4 stages of
-    // 8 KB a warp), or under decode_fp8_keys=16 16-key ones in 4 stages (half the shared memory).
+    // 8 KB a warp); 16-bit caches 16-key tiles of the same bytes.
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
     EXPECT_EQ(d.block_n, 4 * kDecodeFp8TcTileKeys);
     EXPECT_EQ(d.stages, kDecodeMaxStages);
     EXPECT_EQ(d.smem_bytes, 128 * 1024);
     EXPECT_EQ(d.splits, 1);
-    Env e("decode_fp8_keys=16");
-    ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
-    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
-    EXPECT_EQ(d.stages, kDecodeMaxStages);
-    EXPECT_EQ(d.smem_bytes, 64 * 1024);
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16).ok());
-    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);  // 16-bit caches: unchanged
+    EXPECT_EQ(d.block_n, 4 * kDecodeTcTileKeys);
     EXPECT_EQ(d.smem_bytes, 128 * 1024);
-  }
-  {
-    Env e("decode_fp8_keys=24");
-    const Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3);
-    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
-    EXPECT_NE(s.message().find("decode_fp8_keys must be 16 or 32, got 24"), std::string::npos) << s.message();
   }
   {
     Env e("gemv_stages=2");  // the other keys keep the planner's choice

@@ -151,15 +151,9 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   int f16_mma = 1;
   KK_RETURN_IF_ERROR(tune_value("decode_f16mma", 0, 1, &f16_mma));
   p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
-  // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys;
-  // KERNELKIT_TUNE decode_fp8_keys=16 gives the tensor-core one kDecodeTcTileKeys keys in kDecodeMaxStages stages.
-  int fp8_keys = kDecodeFp8TcTileKeys;
-  KK_RETURN_IF_ERROR(tune_value("decode_fp8_keys", kDecodeTcTileKeys, kDecodeFp8TcTileKeys, &fp8_keys));
-  if (fp8_keys != kDecodeTcTileKeys && fp8_keys != kDecodeFp8TcTileKeys)
-    return invalid_argument("KERNELKIT_TUNE: decode_fp8_keys must be " + std::to_string(kDecodeTcTileKeys) + " or " +
-                            std::to_string(kDecodeFp8TcTileKeys) + ", got " + std::to_string(fp8_keys));
-  const bool short_fp8 = fp8 && p->tensor_cores && fp8_keys == kDecodeTcTileKeys;
-  const int warp_tile_keys = p->tensor_cores ? (fp8 ? fp8_keys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
+  // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys.
+  const int warp_tile_keys =
+      p->tensor_cores ? (fp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
   p->block_n = warp_tile_keys * (kDecodeThreads / 32);
   const int64_t r = std::max<int64_t>(rows, 1);
   p->rows_per_block = r == 1 ? 1 : r <= 4 ? 4 : kDecodeMaxRows;
@@ -199,8 +193,8 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   // cache: b16 s8192 109 / 108 / 105, b64 s2048 117 / 106 / 114, b32 s2048 64 / 56 / 62. Elsewhere (the A100's and
   // T4's shared memory, head_dim 64, the CUDA-core kernels) 2, and the CUDA-core kernel's e4m3 tiles
   // kDecodeMaxStages, the same shared memory and bytes in flight as its 16-bit ones.
-  int stages = fp8 && (!p->tensor_cores || short_fp8) ? kDecodeMaxStages : 2;
-  if (p->tensor_cores && !short_fp8 && head_dim == 128 && residency(3) >= 2) {
+  int stages = fp8 && !p->tensor_cores ? kDecodeMaxStages : 2;
+  if (p->tensor_cores && head_dim == 128 && residency(3) >= 2) {
     const int per_sm = residency(kDecodeMaxStages);
     const bool one_wave = per_sm > 0 && ceil_div(tiles, split_tiles(per_sm)) * blocks <= prof.sms * per_sm;
     stages = one_wave ? kDecodeMaxStages : 3;

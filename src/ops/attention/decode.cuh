@@ -458,10 +458,9 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
 // MMA are zeros (R <= 8), and are left so. S^T = K Q^T with the rows on N = 8 would halve the MMA work too (to be
 // tried: at b32 it reads K/V at 4.07 TB/s, near the copy ceiling, but at b1 DRAM is at 33% in ncu).
 // e4m3 caches (kFp8): tiles of 2 kDecodeTcTileKeys = 32 keys, the bytes of a 16-bit tile (one softmax step over 32
-// keys, two P V k-steps; KERNELKIT_TUNE decode_fp8_keys=16: 16 keys, one k-step, in twice the stages). ldmatrix moves
-// 16-bit elements, so each lane reads its fragments' codes itself, from 16-byte chunks swizzled by row (swz_codes:
-// every read below is free of bank conflicts at head_dim 128, 2-way at 64), and converts them (e4m3x2_as). The reads
-// stay 16-byte ones through two permutations that the MMAs cannot see:
+// keys, two P V k-steps). ldmatrix moves 16-bit elements, so each lane reads its fragments' codes itself, from 16-byte
+// chunks swizzled by row (swz_codes: every read below is free of bank conflicts at head_dim 128, 2-way at 64), and
+// converts them (e4m3x2_as). The reads stay 16-byte ones through two permutations that the MMAs cannot see:
 //   S: the sum over dims runs in another order. Logical k = 2t + {0, 1, 8, 9} of k-step kk (the dims lane t holds in
 //      A and in B) is physical dim t D / 4 + 4 kk + {0, 1, 2, 3}, in Q's A fragments and K's B fragments alike, so a
 //      lane's B fragments of key g are the D / 4 contiguous codes of its row from t D / 4.
@@ -486,9 +485,7 @@ __device__ __forceinline__ int swz_codes(int row, int chunk) {
 // largest |element| at 2^14 (exact: f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it; the scores are
 // scaled back), and P is rounded to f16 (3 more bits than bf16).
 // At least kDecodeTcMinBlocks blocks an SM (a register cap: see there).
-// TK: keys a warp tile (kDecodeTcTileKeys; e4m3 kDecodeFp8TcTileKeys, or kDecodeTcTileKeys under decode_fp8_keys=16).
-template <typename T, int D, int R, bool kPaged, bool kFp8 = false, typename M = T,
-          int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys>
+template <typename T, int D, int R, bool kPaged, bool kFp8 = false, typename M = T>
 __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_kernel(const DecodeParams<T> p) {
   constexpr bool kQScaled = !std::is_same_v<M, T>;
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
@@ -497,8 +494,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     static_assert(R <= 8 && D % 16 == 0, "decode_tc: the block's rows are rows 0..R-1 of the 16-row tile");
     static_assert(!kQScaled || (kFp8 && std::is_same_v<M, __half>), "decode_tc: f16 MMAs for e4m3 caches only");
     using KV = CacheElem<T, kFp8>;
-    static_assert(TK == kDecodeTcTileKeys || (kFp8 && TK == kDecodeFp8TcTileKeys), "decode_tc: tile keys");
-    constexpr int NB = TK / 8;  // the tile's n-blocks of S
+    constexpr int TK = kFp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys, NB = TK / 8;  // keys a tile; its n-blocks of S
     using Stage = DecodeTcStage<KV, D, TK>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
@@ -799,33 +795,23 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
 }
 
 // The instantiated kernel of (head_dim, rows per block, paged, tensor cores) for a T or e4m3 (kFp8) cache; null for a
-// head_dim without one. f16_mma: bf16 q over an e4m3 cache on f16 MMAs (DecodePlan::f16_mma); tile_keys: the
-// tensor-core kernel's keys a warp tile (DecodePlan::block_n / its warps).
+// head_dim without one. f16_mma: bf16 q over an e4m3 cache on f16 MMAs (DecodePlan::f16_mma).
 template <typename T, bool kFp8 = false>
-void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores, bool f16_mma = false,
-                         int tile_keys = 0))(DecodeParams<T>) {
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores,
+                         bool f16_mma = false))(DecodeParams<T>) {
   auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
     constexpr int D = decltype(d)::value;
     auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
       constexpr int R = decltype(r)::value;
       if constexpr (D <= 128) {
         if (tensor_cores) {
-          auto tc = [&](auto m, auto tk) -> void (*)(DecodeParams<T>) {
+          auto tc = [&](auto m) -> void (*)(DecodeParams<T>) {
             using M = typename decltype(m)::type;
-            constexpr int TK = decltype(tk)::value;
-            return paged ? decode_tc_kernel<T, D, R, true, kFp8, M, TK> : decode_tc_kernel<T, D, R, false, kFp8, M, TK>;
+            return paged ? decode_tc_kernel<T, D, R, true, kFp8, M> : decode_tc_kernel<T, D, R, false, kFp8, M>;
           };
-          using Short = std::integral_constant<int, kDecodeTcTileKeys>;
-          if constexpr (kFp8) {
-            using Long = std::integral_constant<int, kDecodeFp8TcTileKeys>;
-            const bool short_tiles = tile_keys == kDecodeTcTileKeys;
-            if constexpr (std::is_same_v<T, __nv_bfloat16>)
-              if (f16_mma)
-                return short_tiles ? tc(std::type_identity<__half>{}, Short{})
-                                   : tc(std::type_identity<__half>{}, Long{});
-            return short_tiles ? tc(std::type_identity<T>{}, Short{}) : tc(std::type_identity<T>{}, Long{});
-          }
-          return tc(std::type_identity<T>{}, Short{});
+          if constexpr (kFp8 && std::is_same_v<T, __nv_bfloat16>)
+            if (f16_mma) return tc(std::type_identity<__half>{});
+          return tc(std::type_identity<T>{});
         }
       }
       return tensor_cores ? nullptr : paged ? decode_kernel<T, D, R, true, kFp8> : decode_kernel<T, D, R, false, kFp8>;
@@ -858,8 +844,7 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   const int D = attention_kernel_head_dim(a.head_dim);
   DecodePlan plan;
   KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, 0, a.kv_dtype));
-  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores, plan.f16_mma,
-                                                 plan.block_n / (kDecodeThreads / 32));
+  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores, plan.f16_mma);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
