@@ -129,6 +129,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.y;
     // The affine weight as the norm applies it: weight_offset + w (Gemma's 1 + w), the addition only when needed.
     const bool offset = p.weight_offset != 0.0f;
+    auto affine = [&](float w) { return offset ? p.weight_offset + w : w; };
 
     // Issues the copies of row `row` (nothing past the last row) into stage `s`, and commits them as one group.
     auto prefetch = [&](int64_t row, int s) {
@@ -236,17 +237,11 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
           for (int i = tx; i < nvec; i += tpr) body(0, i);
         }
       };
-      // The affine weight as the norm applies it to vector i of the row.
+      // The affine weights of vector i of the row (ones without a weight).
       [[maybe_unused]] auto weights = [&](int i, float(&w)[VEC]) {
-        if (!p.weight) {
+        if (p.weight) to_floats(V::load(p.weight + i * VEC), w);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) w[j] = 1.0f;
-          return;
-        }
-        to_floats(V::load(p.weight + i * VEC), w);
-        if (offset)
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) w[j] += p.weight_offset;
+        for (int j = 0; j < VEC; ++j) w[j] = p.weight ? affine(w[j]) : 1.0f;
       };
 
       float mean = 0.0f, var;
@@ -310,10 +305,10 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           if (xw_first) {
-            y[j] = (y[j] * (offset ? p.weight_offset + w[j] : w[j])) * rstd;
+            y[j] = (y[j] * affine(w[j])) * rstd;
           } else {
             y[j] = decltype(kFma)::value ? fmaf(y[j], rstd, neg_mean_rstd) : (y[j] - mean) * rstd;
-            if (p.weight) y[j] *= offset ? p.weight_offset + w[j] : w[j];
+            if (p.weight) y[j] *= affine(w[j]);
           }
           if (Variant::bias && p.bias) y[j] += b[j];
           if constexpr (Variant::modulate) y[j] = y[j] * (1.0f + sc[j]) + sh[j];
