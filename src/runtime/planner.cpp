@@ -117,8 +117,9 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // at 32 registers (8 blocks of 256 threads an SM where 47 registers allow 5; no spill on sm_80 / sm_90, where the
   // f16 kernel, converting element by element, spills 24-52 bytes): H100, one process, 16384 x 8192 182 against 200 us
   // (torch.compile 182), 2 x 1024 x 2048 8.5 against 9.4, the other shapes within 1%. KERNELKIT_TUNE rows_cap=0: the
-  // uncapped kernel; rows_cap=2 (an experiment) caps the bf16 norm + quantization kernels too (48 registers, 5 blocks
-  // an SM, hold 40 KB of rows in flight where 8 would hold 64: rms_norm_quant_fp8 measured 60% of the copy ceiling).
+  // uncapped kernel; rows_cap=2 (an experiment) caps the bf16 norm + quantization kernels too: uncapped, their 48
+  // registers allow 5 blocks an SM, 40 KB of rows in flight where 8 blocks would hold 64 (rms_norm_quant_fp8 measured
+  // 60% of the copy ceiling).
   p->held = hold && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
   int rows_cap = 1;
   KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
