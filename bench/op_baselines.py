@@ -14,7 +14,7 @@
   kvwrite     write_kv_cache (with and without RoPE) vs index_copy_ into the cache (and RoPE first)
   linear      kernelkit.linear_weight_only (W8A16, W4A16 group 128) vs F.linear in fp16/bf16 (cuBLAS); GB/s of weight
               bytes and % of the copy ceiling measured in the same run
-  checkpoints GPTQ (zero points, act-order) and AWQ INT4 layers (kernelkit.nn.ZeroPointInt4Linear) vs F.linear
+  checkpoints GPTQ (zero points, act-order) and AWQ INT4 layers (kernelkit.nn.ZeroPointLinear) vs F.linear
               and kernelkit's symmetric W4A16; GB/s of the int4 weights
   w8a8        kernelkit.linear_w8a8 (INT8 tensor cores) vs torch._int_mm (cuBLASLt INT8, with and without the scaling
               epilogue in torch) and F.linear; TOPS
@@ -593,16 +593,16 @@ def checkpoint_layers(n, k, device, seed):
     scales = (torch.rand(n, groups, generator=g, device=device) * 0.004 + 0.001).half().float()
     act = torch.arange(k, device=device)[torch.randperm(k, generator=g, device=device)] // 128
     plain = torch.arange(k, device=device) // 128
-    layer = kernelkit.nn.ZeroPointInt4Linear.from_weights
-    layers = {"gptq act-order": layer(formats.Int4Weights(q, zeros, scales, act)),
-              "awq": layer(formats.Int4Weights(q, zeros, scales, plain))}
+    layer = kernelkit.nn.ZeroPointLinear.from_weights
+    layers = {"gptq act-order": layer(formats.IntWeights(q, zeros, scales, act)),
+              "awq": layer(formats.IntWeights(q, zeros, scales, plain))}
     deq = {name: scales[:, gi] * (q.float() - zeros.float()[:, gi]) for name, gi in (("gptq act-order", act),
                                                                                     ("awq", plain))}
     return layers, deq
 
 
 def run_checkpoints(dtype, runs, device, peak_gbps):
-    """GPTQ- and AWQ-format layers (zero points; GPTQ with act-order) on kernelkit.nn.ZeroPointInt4Linear against
+    """GPTQ- and AWQ-format layers (zero points; GPTQ with act-order) on kernelkit.nn.ZeroPointLinear against
     F.linear on the dequantized weights and kernelkit's own symmetric W4A16 layout; GB/s of the int4 weights."""
     import copy
     rows = []
@@ -612,7 +612,7 @@ def run_checkpoints(dtype, runs, device, peak_gbps):
         layers, deq = checkpoint_layers(n, k, device, seed=n + k)
         w = deq["awq"].to(dtype)
         native = kernelkit.quantize_weight(w, 4, 128)
-        q_bytes = n * k // 2 + 2 * n * (k // 128) * 4  # int4 values, scales and the zero points' term
+        q_bytes = n * k // 2 + n * (k // 128) * 5  # int4 values, fp32 scales and int8 zero points
         for m in ms:
             x = torch.randn(m, k, device=device, dtype=dtype)
             count, cold = tb.buffer_sets(q_bytes + x.numel() * x.element_size(),

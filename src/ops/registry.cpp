@@ -57,7 +57,8 @@ uint64_t quant_bytes(OpId id, const OpShape& s, DType dtype) {
     const uint64_t k_blocks = (k + block - 1) / block;
     return rows * k + n * k + 4 * k_blocks * (rows + (n + block - 1) / block) + e * (rows * n + n);
   }
-  const uint64_t weight = id == OpId::linear_w8a16 ? n * k + n * 4 : n * k / 2 + n * groups * 4;
+  // Codes, then fp32 scales (a row's, or its groups'; zero points, when given, add a byte a group: not counted).
+  const uint64_t weight = (id == OpId::linear_w8a16 ? n * k : n * k / 2) + n * groups * 4;
   return weight + e * (rows * k + rows * n + n);  // + x, out, bias
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -253,6 +254,46 @@ INSTANTIATE_TEST_SUITE_P(Grid, WeightOnlyReference,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(8, 4),
                                             ::testing::Values(1, 3, 8)));
 
+// Zero points and group scales (GPTQ / AWQ forms) by hand: w[r, j] = s[r, g] (q[r, j] - z[r, g]), groups of 32 over
+// k = 64, every code and zero points across int8 (also past the 4-bit codes' range), against sums written here.
+TEST(WeightOnlyReference, ZeroPointsAndGroupsByHand) {
+  const int64_t m = 2, n = 3, k = 64, group = 32, groups = k / group;
+  auto x = random_matrix(DType::f32, m, k, 1.0, 21);
+  std::vector<float> s = {0.5f, 0.25f, 2.0f, 1.0f, 0.125f, 4.0f};
+  std::vector<int8_t> z = {8, -8, 0, 127, -128, 3};
+  for (int bits : {4, 8}) {
+    std::vector<int8_t> plain(n * k);
+    for (int64_t i = 0; i < n * k; ++i)
+      plain[i] =
+          static_cast<int8_t>(bits == 4 ? static_cast<int>(i * 7 % 16) - 8 : static_cast<int>(i * 37 % 256) - 128);
+    std::vector<uint8_t> q(bits == 4 ? n * k / 2 : n * k);
+    const TensorView qv = bits == 4 ? mat(q.data(), DType::i4x2, n, k / 2) : mat(q.data(), DType::i8, n, k);
+    if (bits == 4)
+      ASSERT_TRUE(pack_int4(qv, mat(plain.data(), DType::i8, n, k)).ok());
+    else
+      std::memcpy(q.data(), plain.data(), plain.size());
+    for (DType dt : {DType::f16, DType::bf16}) {
+      kernelkit::testing::HostBuffer xb(dt, m * k), out(dt, m * n);
+      for (int64_t i = 0; i < m * k; ++i) xb.set(i, x.get(i));
+      ASSERT_TRUE(linear_weight_only(mat(out.data(), dt, m, n), mat(xb.data(), dt, m, k), qv,
+                                     mat(s.data(), DType::f32, n, groups), bits, group, std::nullopt, nullptr, false,
+                                     mat(z.data(), DType::i8, n, groups))
+                      .ok());
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t r = 0; r < n; ++r) {
+          double want = 0;
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t g = r * groups + j / group;
+            want += xb.get(t * k + j) * (s[g] * (plain[r * k + j] - z[g]));
+          }
+          const auto tol = kernelkit::testing::tolerance(dt);
+          EXPECT_LE(std::fabs(out.get(t * n + r) - want), tol.atol + tol.rtol * std::fabs(want))
+              << "bits " << bits << " " << dtype_name(dt) << " token " << t << " row " << r;
+        }
+    }
+  }
+}
+
 TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
   const int64_t m = 2, n = 3, k = 128;
   std::vector<uint16_t> x(m * k), out(m * n), bias(n);
@@ -262,8 +303,12 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
   const TensorView xv = mat(x.data(), DType::f16, m, k), ov = mat(out.data(), DType::f16, m, n);
   const TensorView q8v = mat(q8.data(), DType::i8, n, k), s8v = vec(s8.data(), DType::f32, n);
   const TensorView q4v = mat(q4.data(), DType::i4x2, n, k / 2), s4v = mat(s4.data(), DType::f32, n, 2);
+  std::vector<int8_t> z4(m * n * 2 + 16);  // zero points [n, 2]; also big enough to hold out (the overlap case)
+  const TensorView z4v = mat(z4.data(), DType::i8, n, 2);
   ASSERT_TRUE(linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt).ok());
   ASSERT_TRUE(linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt).ok());
+  ASSERT_TRUE(linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, z4v).ok());
+  ASSERT_TRUE(linear_weight_only(ov, xv, q8v, s4v, 8, 64, std::nullopt, nullptr, false, z4v).ok());
   struct Case {
     Status s;
     const char* want;
@@ -274,8 +319,19 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
       {linear_weight_only(ov, xv, q8v, s8v, 6, 0, std::nullopt), "bits must be 8 or 4, got 6"},
       {linear_weight_only(ov, mat(xf.data(), DType::f32, m, k), q8v, s8v, 8, 0, std::nullopt),
        "x dtype f32 is not supported (expected f16 or bf16)"},
-      {linear_weight_only(ov, xv, q8v, s8v, 8, 128, std::nullopt), "group must be 0 for 8-bit weights"},
-      {linear_weight_only(ov, xv, q4v, s4v, 4, 32, std::nullopt), "group must be 64 or 128, got 32"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 48, std::nullopt),
+       "group must be 0 (one scale per output channel), 32, 64 or 128, got 48"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 64, std::nullopt), "scales shape [3] must be [3, 2]"},
+      {linear_weight_only(ov, xv, q4v, s4v, 4, 16, std::nullopt), "group must be 32, 64 or 128, got 16"},
+      {linear_weight_only(ov, xv, q4v, s4v, 4, 0, std::nullopt), "group must be 32, 64 or 128, got 0"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt, nullptr, false, z4v),
+       "zeros need group scales (group 32, 64 or 128), got group 0"},
+      {linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, mat(z4.data(), DType::i8, n, 1)),
+       "zeros shape [3, 1] must be [3, 2]"},
+      {linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, mat(s4.data(), DType::f32, n, 2)),
+       "zeros dtype f32 must be i8"},
+      {linear_weight_only(mat(z4.data(), DType::f16, m, n), xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, z4v),
+       "zeros"},
       {linear_weight_only(mat(out.data(), DType::f16, m, n), mat(x_odd.data(), DType::f16, m, 120),
                           mat(q8.data(), DType::i8, n, 120), s8v, 8, 0, std::nullopt),
        "k = 120 must be a multiple of 16"},
@@ -571,14 +627,15 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
 // hold together (a harness bug would otherwise first show on the GPU machine).
 TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
   for (DType dt : {DType::f16, DType::bf16})
-    for (auto [bits, group] : {std::pair{8, 0}, std::pair{4, 64}, std::pair{4, 128}})
+    for (auto [bits, group, zeros] : {std::tuple{8, 0, false}, std::tuple{4, 64, false}, std::tuple{4, 128, false},
+                                      std::tuple{8, 32, false}, std::tuple{8, 128, true}, std::tuple{4, 32, true}})
       for (int64_t m : {1, 3})
         for (bool acc : {false, true}) {
-        const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2, acc};
-        const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
-        ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-        EXPECT_EQ(r.checked, m * 7) << c.name();
-        EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
+          const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2, acc, zeros};
+          const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
+          ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
+          EXPECT_EQ(r.checked, m * 7) << c.name();
+          EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
       }
   // Every quantizer, the per-tensor ones static too, the per-token-group ones with column-major scales (ld 4 > 3
   // rows: the padding must compare equal, untouched on both sides), a block op with partial blocks.

@@ -54,6 +54,24 @@ TEST(QuantDequant, Int4WordsDecodeInKOrder) {
   }
 }
 
+// Zero points (w = s (q - zero)): the same tricks with the zero folded into the subtracted constant, exact for every
+// code and every int8 zero.
+TEST(QuantDequant, ZeroPointsAreSubtractedExactly) {
+  std::mt19937 rng(17);
+  for (int zero = -128; zero <= 127; ++zero)
+    for (int trial = 0; trial < 64; ++trial) {
+      const uint32_t word = rng();
+      float f8[4], f4[8];
+      cuda::dequant_i8x4(word, f8, static_cast<float>(zero));
+      for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(f8[i], static_cast<float>(static_cast<int8_t>(word >> (8 * i)) - zero)) << zero << " " << word;
+      cuda::dequant_i4x8(word, f4, static_cast<float>(zero));
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&word);
+      for (int j = 0; j < 8; ++j)
+        ASSERT_EQ(f4[j], static_cast<float>(detail::int4_kernel_value(bytes, j) - zero)) << zero << " " << word;
+    }
+}
+
 TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
   EXPECT_EQ(cuda::quantize_value(2.5f, 1.0f, 127), 2);
   EXPECT_EQ(cuda::quantize_value(3.5f, 1.0f, 127), 4);

@@ -1,6 +1,7 @@
-// Quantization on CUDA vs the fp64 reference (GPU not yet run when written): every output element, outputs poisoned,
-// fresh random inputs. Linear: W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile
-// and the tail of one), odd n, with and without bias, strided x. Quantizers (per row, per tensor, per token group, 128
+// Quantization on CUDA vs the fp64 reference: every output element, outputs poisoned, fresh random inputs. Linear:
+// W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile and the tail of one), odd n,
+// with and without bias, strided x; the checkpoint forms (groups of 32, INT8 groups, zero points; not yet run on a GPU
+// when written). Quantizers (per row, per tensor, per token group, 128
 // x 128 blocks, INT4 groups): q and scales bit for bit; the dynamic per-tensor one in a CUDA graph; inf / NaN records.
 #include <cuda_runtime_api.h>
 
@@ -109,6 +110,47 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
                                                               std::pair<int64_t, int64_t>{130, 64},
                                                               std::pair<int64_t, int64_t>{255, 528},
                                                               std::pair<int64_t, int64_t>{1031, 2048})));
+
+// The checkpoint forms (GPTQ / AWQ): groups of 32, INT8 with group scales, zero points; random codes, scales and
+// zero points (every 4th 4-bit group's zero anywhere in int8). m 1 / 2 on the GEMV, the rest on tensor cores (17:
+// a tail of the 16-token tile; 64: four m-tiles); k = 544 ends in half a 64-wide k tile for groups of 32.
+struct CheckpointForm {
+  int bits, group;
+  bool zeros;
+};
+constexpr CheckpointForm kCheckpointForms[] = {{4, 32, false}, {8, 128, false}, {4, 128, true},
+                                               {4, 64, true},  {4, 32, true},   {8, 32, true}};
+using FormParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
+class WeightOnlyCheckpointForms : public ::testing::TestWithParam<FormParam> {};
+
+TEST_P(WeightOnlyCheckpointForms, MatchesReference) {
+  const auto [dt, form, m, nk] = GetParam();
+  const CheckpointForm f = kCheckpointForms[form];
+  const int64_t k = (nk.second + f.group - 1) / f.group * f.group;  // 544 stays for groups of 32
+  for (bool accumulate : {false, true}) {
+    WeightOnlyCase c{dt,
+                     f.bits,
+                     f.group,
+                     m,
+                     nk.first,
+                     k,
+                     !accumulate,
+                     accumulate ? 0 : 8,
+                     static_cast<uint64_t>(m + form + 31),
+                     accumulate,
+                     f.zeros};
+    kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
+                                    c.name() + (accumulate ? " accumulate" : ""));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyCheckpointForms,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Range(0, static_cast<int>(std::size(kCheckpointForms))),
+                                            ::testing::Values(1, 2, 17, 64),
+                                            ::testing::Values(std::pair<int64_t, int64_t>{7, 544},
+                                                              std::pair<int64_t, int64_t>{255, 2048},
+                                                              std::pair<int64_t, int64_t>{4101, 1024})));
 
 using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;
 class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};

@@ -54,11 +54,15 @@ def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[t
 
 
 def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, bits: int, group: int = 0,
-                       bias: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4, group 64/128).
+                       bias: Optional[torch.Tensor] = None, zeros: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4).
 
-    x [..., k] float16 / bfloat16; qweight and scales from `quantize_weight`. On CUDA: a GEMV for 1-2 tokens, tensor
-    cores from 3 on (any count).
+    x [..., k] float16 / bfloat16. bits=8: qweight int8 [n, k] with scales float32 [n] (per output channel; group is
+    then not used) or [n, k / group] (group 32, 64 or 128). bits=4: qweight uint8 [n, k / 2] in kernelkit's INT4 layout with scales
+    [n, k / group] (group 32, 64 or 128): `quantize_weight`'s output, or a checkpoint's repacked (`kernelkit.nn`).
+    zeros: optional int8 [n, k / group] zero points of asymmetric weights, w = scales * (q - zeros) with q the signed
+    stored value (a checkpoint's unsigned zero z is z - 8 for 4 bits, z - 128 for 8 bits); subtracted exactly in the
+    kernels. On CUDA: a GEMV for 1-2 tokens, tensor cores from 3 on (any count).
     """
     _inference_only("linear_weight_only", x, bias)
     _dims("linear_weight_only", "x", x, 1, "[..., k]")
@@ -66,7 +70,9 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     lead = x.shape[:-1]
     x2 = _rows(x.reshape(-1, x.shape[-1]))
     out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
-    ops.linear_weight_only(out, x2, qweight, scales, bits, group if bits == 4 else 0, bias)
+    if bits == 8 and scales.dim() == 1:
+        group = 0  # one scale per output channel: the group (a quantize_weight default) does not apply
+    ops.linear_weight_only(out, x2, qweight, scales, bits, group, bias, zeros)
     return out.reshape(*lead, qweight.shape[0])
 
 

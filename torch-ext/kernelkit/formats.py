@@ -1,9 +1,10 @@
-"""The INT4 checkpoint formats people download, read as they are stored in Hugging Face checkpoints, and the CPU
+"""The quantized checkpoint formats people download, read as they are stored in Hugging Face checkpoints, and the CPU
 references of their dequantization; `kernelkit.nn.from_gptq` / `from_awq` repack them for the kernels.
 
-GPTQ (AutoGPTQ / optimum, checkpoint_format "gptq"; "gptq_v2" stores the zeros themselves), bits 4:
-  qweight int32 [k / 8, n]: word [i, c] holds w[k = 8i + j, c] in bits 4j .. 4j + 3 (packed along k);
-  qzeros  int32 [groups, n / 8]: word [g, i] holds zero[g, n = 8i + j] - 1 in bits 4j (packed along n; the format
+GPTQ (AutoGPTQ / optimum, checkpoint_format "gptq"; "gptq_v2" stores the zeros themselves), bits 4 or 8, f = 32 / bits
+fields a word:
+  qweight int32 [k / f, n]: word [i, c] holds w[k = f i + j, c] in bits j bits .. (j + 1) bits - 1 (packed along k);
+  qzeros  int32 [groups, n / f]: word [g, i] holds zero[g, n = f i + j] - 1 in field j (packed along n; the format
           stores zero - 1, so the zero is the stored value + 1);
   scales  float16 [groups, n]; g_idx int32 [k] (optional): the group of input k (act-order: not k // group).
   w[n, k] = scales[g_idx[k], n] * (q[k, n] - zero[g_idx[k], n]).
@@ -21,19 +22,21 @@ import torch
 AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble i of an AWQ word holds column AWQ_ORDER[i] of its 8
 
 
-class Int4Weights(NamedTuple):
-    """A checkpoint's INT4 weights unpacked, in nn.Linear's orientation: q [n, k] in [0, 15] (uint8), zeros [n, groups]
-    (int16: GPTQ's stored + 1 can reach 16), scales [n, groups] float32, group of each input k (int64 [k])."""
+class IntWeights(NamedTuple):
+    """A checkpoint's integer weights unpacked, in nn.Linear's orientation: q [n, k] in [0, 2^bits) (uint8), zeros
+    [n, groups] (int16: GPTQ's stored + 1 can reach 2^bits), scales [n, groups] float32, group of each input k (int64
+    [k]), bits (4 or 8)."""
     q: torch.Tensor
     zeros: torch.Tensor
     scales: torch.Tensor
     g_idx: torch.Tensor
+    bits: int = 4
 
 
-def _nibbles(words: torch.Tensor) -> torch.Tensor:
-    """int32 [..., w] -> uint8 [..., 8 w]: the 8 nibbles of each word, bits 0-3 first."""
-    shifts = torch.arange(0, 32, 4, device=words.device, dtype=torch.int32)
-    return ((words[..., None] >> shifts) & 0xF).to(torch.uint8).flatten(-2)
+def _fields(words: torch.Tensor, bits: int = 4) -> torch.Tensor:
+    """int32 [..., w] -> uint8 [..., (32 / bits) w]: the bit fields of each word, bits 0.. first."""
+    shifts = torch.arange(0, 32, bits, device=words.device, dtype=torch.int32)
+    return ((words[..., None] >> shifts) & ((1 << bits) - 1)).to(torch.uint8).flatten(-2)
 
 
 def _check(name: str, t: torch.Tensor, dtype, shape) -> None:
@@ -45,24 +48,25 @@ def _check(name: str, t: torch.Tensor, dtype, shape) -> None:
 
 def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor,
                 g_idx: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128,
-                checkpoint_format: str = "gptq") -> Int4Weights:
-    """GPTQ tensors (see the module docstring) -> Int4Weights. group -1: one group (per output channel).
+                checkpoint_format: str = "gptq") -> IntWeights:
+    """GPTQ tensors (see the module docstring) -> IntWeights. group -1: one group (per output channel).
     checkpoint_format "gptq_v2" (GPTQModel's): the zeros are stored as they are, not as zero - 1."""
     if checkpoint_format not in ("gptq", "gptq_v2"):
         raise ValueError(f"unpack_gptq: checkpoint_format must be 'gptq' or 'gptq_v2', got {checkpoint_format!r}")
-    if bits != 4:
-        raise ValueError(f"unpack_gptq: bits must be 4 (8-bit GPTQ is not supported yet), got {bits}")
+    if bits not in (4, 8):
+        raise ValueError(f"unpack_gptq: bits must be 4 or 8, got {bits}")
+    f = 32 // bits  # fields a word
     if qweight.dim() != 2:
-        raise ValueError(f"unpack_gptq: qweight must be int32 [k / 8, n], got shape {list(qweight.shape)}")
-    k, n = qweight.shape[0] * 8, qweight.shape[1]
+        raise ValueError(f"unpack_gptq: qweight must be int32 [k / {f}, n], got shape {list(qweight.shape)}")
+    k, n = qweight.shape[0] * f, qweight.shape[1]
     groups = 1 if group == -1 else k // group if group > 0 and k % group == 0 else None
     if groups is None:
         raise ValueError(f"unpack_gptq: group must divide k = {k} (or be -1), got {group}")
-    _check("unpack_gptq: qweight", qweight, torch.int32, (k // 8, n))
-    _check("unpack_gptq: qzeros", qzeros, torch.int32, (groups, n // 8))
+    _check("unpack_gptq: qweight", qweight, torch.int32, (k // f, n))
+    _check("unpack_gptq: qzeros", qzeros, torch.int32, (groups, n // f))
     _check("unpack_gptq: scales", scales, scales.dtype, (groups, n))
-    q = _nibbles(qweight.t().contiguous())  # [n, k]: word column c's nibbles are k = 8i + j
-    zeros = _nibbles(qzeros).to(torch.int16) + (checkpoint_format == "gptq")  # [groups, n]
+    q = _fields(qweight.t().contiguous(), bits)  # [n, k]: word column c's fields are k = f i + j
+    zeros = _fields(qzeros, bits).to(torch.int16) + (checkpoint_format == "gptq")  # [groups, n]
     if g_idx is None:
         g_idx = torch.arange(k, device=qweight.device) // (k // groups)
     else:
@@ -70,11 +74,11 @@ def unpack_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tenso
         g_idx = g_idx.to(torch.int64)
         if bool((g_idx < 0).any()) or bool((g_idx >= groups).any()):
             raise ValueError(f"unpack_gptq: g_idx values must be groups in [0, {groups})")
-    return Int4Weights(q, zeros.t().contiguous(), scales.t().float().contiguous(), g_idx)
+    return IntWeights(q, zeros.t().contiguous(), scales.t().float().contiguous(), g_idx, bits)
 
 
-def unpack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group: int = 128) -> Int4Weights:
-    """AWQ GEMM tensors (see the module docstring) -> Int4Weights."""
+def unpack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, group: int = 128) -> IntWeights:
+    """AWQ GEMM tensors (see the module docstring) -> IntWeights (bits 4)."""
     if qweight.dim() != 2:
         raise ValueError(f"unpack_awq: qweight must be int32 [k, n / 8], got shape {list(qweight.shape)}")
     k, n = qweight.shape[0], qweight.shape[1] * 8
@@ -88,16 +92,16 @@ def unpack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor
     natural = torch.argsort(where)  # natural column j is nibble natural[j]
 
     def columns(words):
-        nib = _nibbles(words).unflatten(-1, (-1, 8))
+        nib = _fields(words).unflatten(-1, (-1, 8))
         return nib[..., natural].flatten(-2)
 
     q = columns(qweight).t().contiguous()  # [n, k]
     zeros = columns(qzeros).to(torch.int16).t().contiguous()  # [n, groups]
     g_idx = torch.arange(k, device=qweight.device) // group
-    return Int4Weights(q, zeros, scales.t().float().contiguous(), g_idx)
+    return IntWeights(q, zeros, scales.t().float().contiguous(), g_idx)
 
 
-def dequantize(w: Int4Weights) -> torch.Tensor:
+def dequantize(w: IntWeights) -> torch.Tensor:
     """The CPU reference: w[n, k] = scales[n, g_idx[k]] * (q[n, k] - zeros[n, g_idx[k]]) in float64."""
     s = w.scales.double()[:, w.g_idx]
     z = w.zeros.double()[:, w.g_idx]

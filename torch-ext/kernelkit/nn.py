@@ -13,11 +13,10 @@ from . import formats, linear_fp8, linear_w8a8, linear_weight_only, quantize_per
 
 
 class _Float32Scales(nn.Module):
-    """Keeps the buffers the kernels read in their dtypes (float32 scales and zero_term; FP8 weights, which torch
-    counts as floating point) through model.half() / .to(dtype): they move with the module's device, never to another
-    dtype."""
+    """Keeps the buffers the kernels read in their dtypes (float32 scales; FP8 weights, which torch counts as floating
+    point) through model.half() / .to(dtype): they move with the module's device, never to another dtype."""
 
-    _keep_dtype = ("scales", "zero_term", "qweight")
+    _keep_dtype = ("scales", "qweight")
 
     def _apply(self, fn, recurse=True):
         keep = {n: b for n in self._keep_dtype if (b := self._buffers.get(n)) is not None}
@@ -115,26 +114,27 @@ class Fp8Linear(_QuantLinear):
         return f"in_features={self.in_features}, out_features={self.out_features}, weights e4m3, activations e4m3"
 
 
-class ZeroPointInt4Linear(_Float32Scales):
-    """W4A16 from a GPTQ or AWQ checkpoint: 4-bit values q in [0, 15] with a zero point z and a scale s per group of
-    inputs, w = s (q - z); built with `from_gptq` / `from_awq` (kernelkit.formats reads the stored tensors).
+class ZeroPointLinear(_Float32Scales):
+    """W4A16 / W8A16 from a GPTQ or AWQ checkpoint: b-bit values q in [0, 2^b) with a zero point z and a scale s per
+    group of inputs, w = s (q - z); built with `from_gptq` / `from_awq` (kernelkit.formats reads the stored tensors).
 
-    Repacked once: q - 8 in kernelkit's signed INT4 layout runs the W4A16 kernel with the checkpoint's scales, and the
-    zero points add x's group sums times s (8 - z), a [m, groups] x [groups, n] product (none for symmetric
-    checkpoints, where z = 8). Act-order checkpoints (g_idx) have k permuted once so each group is contiguous, and x
-    is gathered to match. Groups of any multiple of 64 inputs, or one per output channel (k a multiple of 64)."""
+    Repacked once: q - 2^(b-1) in kernelkit's signed layout (INT4 interleaved, INT8 as it is) with the checkpoint's
+    scales and the zero points z - 2^(b-1) as int8 (none for symmetric checkpoints, where z = 2^(b-1)), which the
+    kernels subtract exactly while dequantizing: one `linear_weight_only` call. Act-order checkpoints (g_idx) have k
+    permuted once so each group is contiguous, and x is gathered to match. Groups of any multiple of 32 inputs, or one
+    per output channel (k a multiple of 32)."""
 
-    def __init__(self, in_features: int, out_features: int, group: int):
+    def __init__(self, in_features: int, out_features: int, bits: int, group: int):
         super().__init__()
-        self.in_features, self.out_features, self.group = in_features, out_features, group
-        self.register_buffer("qweight", torch.empty(0, dtype=torch.uint8))
+        self.in_features, self.out_features, self.bits, self.group = in_features, out_features, bits, group
+        self.register_buffer("qweight", torch.empty(0, dtype=torch.uint8 if bits == 4 else torch.int8))
         self.register_buffer("scales", torch.empty(0, dtype=torch.float32))
-        self.register_buffer("zero_term", None)  # s (8 - z) [n, groups] float32; None when every z is 8
+        self.register_buffer("zeros", None)  # int8 [n, k / group]: z - 2^(bits-1); None when symmetric
         self.register_buffer("perm", None)  # act-order: x[..., perm] is what the repacked weights expect
         self.bias = None
 
     @classmethod
-    def from_weights(cls, w: "formats.Int4Weights", bias: Optional[torch.Tensor] = None) -> "ZeroPointInt4Linear":
+    def from_weights(cls, w: "formats.IntWeights", bias: Optional[torch.Tensor] = None) -> "ZeroPointLinear":
         n, k = w.q.shape
         groups = w.scales.shape[1]
         size = k // groups
@@ -144,21 +144,25 @@ class ZeroPointInt4Linear(_Float32Scales):
             perm = torch.argsort(g_idx, stable=True)
             counts = torch.bincount(g_idx, minlength=groups)
             if not torch.equal(counts, torch.full((groups,), size, device=g_idx.device)):
-                raise ValueError(f"ZeroPointInt4Linear: g_idx must give every group {size} inputs")
-        # The kernel's groups are 64 or 128 inputs: a checkpoint group that is a multiple (256, or one per output
+                raise ValueError(f"ZeroPointLinear: g_idx must give every group {size} inputs")
+        # The kernels' groups are 32, 64 or 128 inputs: a checkpoint group that is a multiple (256, or one per output
         # channel) repeats its scale and zero over the kernel's groups inside it.
-        group = next((g for g in (128, 64) if size % g == 0), None)
+        group = next((g for g in (128, 64, 32) if size % g == 0), None)
         if group is None:
-            raise ValueError(f"ZeroPointInt4Linear: groups of {size} inputs are not supported yet (a multiple of 64: "
-                             "64, 128, 256, ..., or one per output channel)")
-        repeat = size // group
-        layer = cls(k, n, group)
-        q = w.q if perm is None else w.q[:, perm]
-        layer.qweight = formats.pack_int4(q.to(torch.int8) - 8)
+            raise ValueError(f"ZeroPointLinear: groups of {size} inputs are not supported (a multiple of 32: 32, 64, "
+                             "128, 256, ..., or one per output channel)")
+        repeat, mid = size // group, 1 << (w.bits - 1)
+        zeros = w.zeros.to(torch.int16).repeat_interleave(repeat, dim=1) - mid
+        if bool((zeros > 127).any()):
+            r, g = (zeros > 127).nonzero()[0].tolist()
+            raise ValueError(f"ZeroPointLinear: row {r} group {g * group // size} has zero point {int(zeros[r, g]) + mid}"
+                             f", past the {w.bits}-bit codes' range (a GPTQ checkpoint storing zero - 1 of a zero of 0)")
+        layer = cls(k, n, w.bits, group)
+        q = (w.q if perm is None else w.q[:, perm]).to(torch.int16) - mid
+        layer.qweight = formats.pack_int4(q.to(torch.int8)) if w.bits == 4 else q.to(torch.int8).contiguous()
         layer.scales = w.scales.float().repeat_interleave(repeat, dim=1).contiguous()
-        zeros = w.zeros.to(torch.float32).repeat_interleave(repeat, dim=1)
-        if bool((zeros != 8).any()):
-            layer.zero_term = (layer.scales * (8 - zeros)).contiguous()
+        if bool((zeros != 0).any()):
+            layer.zeros = zeros.to(torch.int8).contiguous()
         layer.perm = perm
         if bias is not None:
             layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
@@ -167,30 +171,27 @@ class ZeroPointInt4Linear(_Float32Scales):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xp = x if self.perm is None else x[..., self.perm]
         bias = None if self.bias is None else self.bias.to(x.dtype)
-        y = linear_weight_only(xp, self.qweight, self.scales, 4, self.group, bias)
-        if self.zero_term is None:
-            return y
-        sums = xp.reshape(-1, self.in_features // self.group, self.group).float().sum(-1)  # [m, groups]
-        return (y.float() + (sums @ self.zero_term.t()).reshape(y.shape)).to(x.dtype)
+        return linear_weight_only(xp, self.qweight, self.scales, self.bits, self.group, bias, self.zeros)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, bits=4, group={self.group}, "
-                f"zero points={'yes' if self.zero_term is not None else 'no (symmetric)'}, "
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bits={self.bits}, "
+                f"group={self.group}, zero points={'yes' if self.zeros is not None else 'no (symmetric)'}, "
                 f"act-order={'yes' if self.perm is not None else 'no'}")
 
 
 def from_gptq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, g_idx: Optional[torch.Tensor] = None,
               bias: Optional[torch.Tensor] = None, bits: int = 4, group: int = 128,
-              checkpoint_format: str = "gptq") -> ZeroPointInt4Linear:
-    """A GPTQ layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear on kernelkit's W4A16 kernel."""
-    return ZeroPointInt4Linear.from_weights(
+              checkpoint_format: str = "gptq") -> ZeroPointLinear:
+    """A GPTQ layer's checkpoint tensors (kernelkit.formats; bits 4 or 8) -> a ZeroPointLinear on kernelkit's W4A16 /
+    W8A16 kernels."""
+    return ZeroPointLinear.from_weights(
         formats.unpack_gptq(qweight, qzeros, scales, g_idx, bits, group, checkpoint_format), bias)
 
 
 def from_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor, bias: Optional[torch.Tensor] = None,
-             group: int = 128) -> ZeroPointInt4Linear:
-    """An AWQ (GEMM) layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointInt4Linear."""
-    return ZeroPointInt4Linear.from_weights(formats.unpack_awq(qweight, qzeros, scales, group), bias)
+             group: int = 128) -> ZeroPointLinear:
+    """An AWQ (GEMM) layer's checkpoint tensors (kernelkit.formats) -> a ZeroPointLinear (W4A16)."""
+    return ZeroPointLinear.from_weights(formats.unpack_awq(qweight, qzeros, scales, group), bias)
 
 
 def _linears(model: nn.Module):
@@ -204,9 +205,9 @@ def _linears(model: nn.Module):
 
 def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -> dict:
     """Replaces each nn.Linear of `model` whose `<name>.qweight` is in `tensors` (the state dict of a GPTQ or AWQ
-    checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointInt4Linear built from that layer's
+    checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointLinear built from that layer's
     tensors, on the linear's device. `quantization_config`: the checkpoint's (config.json): quant_method "gptq" or
-    "awq" (AWQ's GEMM version), bits 4, group_size, and GPTQ's checkpoint_format ("gptq" or "gptq_v2"). The model is
+    "awq" (AWQ's GEMM version), bits (4, or 8 for GPTQ), group_size, and GPTQ's checkpoint_format ("gptq" or "gptq_v2"). The model is
     built from the checkpoint's config as an ordinary (unquantized) model first; its other weights load from `tensors`
     as usual. Returns {"replaced": count, "layers": their names, ...}."""
     method = quantization_config.get("quant_method")
@@ -265,7 +266,7 @@ def load_checkpoint(path, dtype: torch.dtype = torch.float16, device="cpu") -> n
         torch.set_default_dtype(default)
     layers = load_quantized(model, tensors, qc)["layers"]
     quant = {f"{name}.{key}" for name in layers for key in ("qweight", "qzeros", "scales", "g_idx")}
-    own = {f"{name}.{key}" for name in layers for key in ("qweight", "scales", "zero_term", "perm")}
+    own = {f"{name}.{key}" for name in layers for key in ("qweight", "scales", "zeros", "perm")}
     rest = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items() if k not in quant}
     missing, unexpected = model.load_state_dict(rest, strict=False)
     missing = [k for k in missing if k not in own]

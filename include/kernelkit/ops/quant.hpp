@@ -99,17 +99,25 @@ Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scal
 Status pack_int4(const TensorView& packed, const TensorView& plain);
 Status unpack_int4(const TensorView& plain, const TensorView& packed);
 
-// Weight-only quantized linear layer: out = x @ dequant(qweight)^T (+ bias), fp32 accumulation, one rounding per output.
+// Weight-only quantized linear layer: out = x @ dequant(qweight)^T (+ bias), fp32 accumulation, one rounding per
+// output.
 //   x [m, k] f16 or bf16 (contiguous last dim, any row stride); out [m, n] same dtype; bias [n] same dtype, or none.
-//   bits 8: qweight i8 [n, k], scales f32 [n], group 0 (per output channel), k % 16 == 0.
-//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 64 or 128, k % group == 0.
+//   bits 8: qweight i8 [n, k], k % 16 == 0; group 0: scales f32 [n] (per output channel), or group 32, 64 or 128:
+//     scales f32 [n, k / group] (k % group == 0).
+//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 32, 64 or 128,
+//     k % group == 0.
+//   zeros (optional, group > 0): i8 [n, k / group], the zero points of asymmetric weights (GPTQ / AWQ checkpoints):
+//     w[r, j] = scales[r, g] * (q[r, j] - zeros[r, g]) with g = j / group, q the signed stored value; any int8 zero
+//     (a checkpoint's unsigned zero z of 4-bit codes u = q + 8 is z - 8, of 8-bit codes z - 128). Without zeros,
+//     w = scales * q.
 // accumulate: out += ... (out is read first; the decoder layer's residual add).
 // CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split
-// over the grid when the tiles are few, the partial sums in stream-ordered scratch). Rows of x and qweight must be
-// 16-byte aligned. The CPU backend is the fp64 reference.
+// over the grid when the tiles are few, the partial sums in stream-ordered scratch); q - zero is exact in both. Rows
+// of x and qweight must be 16-byte aligned. The CPU backend is the fp64 reference.
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
-                          Stream stream = nullptr, bool accumulate = false);
+                          Stream stream = nullptr, bool accumulate = false,
+                          const std::optional<TensorView>& zeros = std::nullopt);
 
 // W8A8 linear layer on INT8 tensor cores: out = (xq @ qweight^T, exact int32) * x_scales[m] * w_scales[n] (+ bias),
 // converted to fp32 once and rounded once to out's dtype.

@@ -16,8 +16,9 @@
 // loops on sm_80+ (plan.stages > 0: the planner's choice from kLinearGemvRingMinVecs chunks a thread, or KERNELKIT_TUNE
 // gemv_stages), through a per-thread cp.async ring in shared memory, up to 3 chunks x kRows rows in flight a thread
 // without holding registers; planner.hpp (kLinearGemvStages) has the H200 measurements behind that rule.
-// INT4: a 32-value chunk lies inside one scale group (g = 64 or 128), so one scale a row serves the whole chunk;
-// INT8: one scale per row, applied to the final sum.
+// Scales (WeightScales): per group of k (INT4 always, INT8 when group > 0; groups of 32, 64 or 128): a 16-byte chunk
+// (32 INT4 or 16 INT8 values) lies inside one group, so one scale (and zero point) a row serves the whole chunk, the
+// zero point folded into the exact dequantization; per row (INT8 with group 0): applied to the final sum.
 // linear_fp8 at m <= 2 (KERNELKIT_TUNE fp8_gemv=1, an experiment: cuBLASLt's row-wise FP8 GEMM takes 27.3 us at m1
 // n14336 k4096 on the H100 where the 58.7 MB of weights stream in 19.4 at the copy ceiling): the same kernel (kFp8)
 // over e4m3 codes of x and of the weights, each converted exactly to fp32, sums scaled by x's and the weights' scales
@@ -27,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 
 #include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
@@ -46,16 +48,20 @@ template <typename T>
 struct LinearParams {
   const T* x;              // [m, k], row stride x_stride (16-byte aligned rows)
   const uint8_t* qweight;  // [n, k * bits / 8] bytes, contiguous, 16-byte aligned
-  const float* scales;     // [n] (8-bit) or [n, k / group] (4-bit)
+  const float* scales;     // [n] (WeightScales::row) or [n, k / group]
   const T* bias;           // [n] or null
   T* out;                  // [m, n], row stride out_stride
   int64_t m, n, k, x_stride, out_stride;
-  int group;  // 4-bit: scale group along k (64 or 128)
+  int group_shift;  // log2 of the scale group along k (32, 64 or 128); 0 for WeightScales::row
   int accumulate;  // out += ... (each output is read by the one thread that writes it)
   int stages;      // GEMV: the cp.async ring's depth (2 to 4), 0 for register prefetch
   // linear_fp8 (the kFp8 GEMV): x's e4m3 codes [m, k] (row stride x_stride), its scales x_scales[token * xs_stride],
-  // the weights' scales[row * ws_stride] (stride 0: one for the tensor).
-  const uint8_t* xq = nullptr;
+  // the weights' scales[row * ws_stride] (stride 0: one for the tensor). A kernel reads xq or zeros, never both: one
+  // member (a longer parameter block made ptxas reschedule the default GEMV kernels).
+  union {  // unnamed in an aggregate initializer: {}, xq = nullptr
+    const uint8_t* xq;
+    const int8_t* zeros;  // [n, k / group] (WeightScales::group_zero)
+  };
   const float* x_scales = nullptr;
   int64_t xs_stride = 0, ws_stride = 1;
 };
@@ -63,21 +69,21 @@ struct LinearParams {
 // Output rows per block of the split-K kernel (the planner's rule, restated for the template).
 constexpr int kLinearGemvRows = 4;
 
-// INT4: the scale of 16-byte chunk c of `row` (a 32-value chunk lies inside one group of 64 or 128: a shift, not a
-// 64-bit division).
-template <typename T>
-__device__ __forceinline__ float chunk_scale(const LinearParams<T>& p, int64_t row, int64_t c) {
-  const int shift = p.group == 64 ? 6 : 7;
-  return __ldg(p.scales + row * (p.k >> shift) + ((c * 32) >> shift));
+// The index in scales / zeros ([n, k / group]) of the group of 16-byte chunk c of `row` (a chunk lies inside one
+// group: shifts, not 64-bit divisions).
+template <typename T, int kBits>
+__device__ __forceinline__ int64_t chunk_group(const LinearParams<T>& p, int64_t row, int64_t c) {
+  return row * (p.k >> p.group_shift) + ((c * (128 / kBits)) >> p.group_shift);
 }
 
-// acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values, dequantized
-// exactly to fp32) with the same k range of token t's x. INT8 sums stay unscaled (the row's scale multiplies the final
-// sum); INT4 sums are scaled by scale[r], the chunk's group scale of each row (chunk_scale). kFp8: the weights and x
-// are e4m3 codes (X = uint8_t), their sums unscaled.
-template <typename T, int kBits, int kTokens, int kRows, bool kFp8 = false, typename X = T>
+// acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values q, dequantized
+// exactly to fp32 q - zero[r]) with the same k range of token t's x. WeightScales::row sums stay unscaled (the row's
+// scale multiplies the final sum); group sums are scaled by scale[r], the chunk's group scale of each row, and
+// zero[r] is its zero point (group_zero; else 0). kFp8: the weights and x are e4m3 codes (X = uint8_t), their sums
+// unscaled.
+template <typename T, int kBits, int kTokens, int kRows, WeightScales kScales, bool kFp8 = false, typename X = T>
 __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const float (&scale)[kRows],
-                                                 const X* const (&xrow)[kTokens], int64_t c,
+                                                 const float (&zero)[kRows], const X* const (&xrow)[kTokens], int64_t c,
                                                  float (&acc)[kRows][kTokens]) {
   constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
   constexpr int kPieces = 4;                      // 32-bit words a chunk
@@ -97,9 +103,9 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
       if constexpr (kFp8)
         e4m3_to_floats<4>({word}, wf[r]);
       else if constexpr (kBits == 8)
-        dequant_i8x4(word, wf[r]);
+        dequant_i8x4(word, wf[r], zero[r]);
       else
-        dequant_i4x8(word, wf[r]);
+        dequant_i4x8(word, wf[r], zero[r]);
     }
     // x [k0, k0 + kPerPiece) of each token: one 8- or 16-byte load.
     const int64_t k0 = c * kPerChunk + piece * kPerPiece;
@@ -127,16 +133,16 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t)
-      acc[r][t] = kBits == 4 ? fmaf(part[r][t], scale[r], acc[r][t]) : acc[r][t] + part[r][t];
+      acc[r][t] = kScales != WeightScales::row ? fmaf(part[r][t], scale[r], acc[r][t]) : acc[r][t] + part[r][t];
 }
 
-// One output from its fp32 sum over k: INT8's per-row scale (kFp8: x's, then the weights'), the bias, the residual
-// (accumulate), one rounding.
-template <typename T, int kBits, bool kFp8 = false>
+// One output from its fp32 sum over k: the per-row scale of WeightScales::row (kFp8: x's, then the weights'), the
+// bias, the residual (accumulate), one rounding.
+template <typename T, WeightScales kScales, bool kFp8 = false>
 __device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t row, int64_t token, float y) {
   if constexpr (kFp8)
     y = (y * __ldg(p.x_scales + token * p.xs_stride)) * __ldg(p.scales + row * p.ws_stride);
-  else if constexpr (kBits == 8)
+  else if constexpr (kScales == WeightScales::row)
     y *= __ldg(p.scales + row);
   if (p.bias) y += to_float(p.bias[row]);
   if (p.accumulate) y += to_float(p.out[token * p.out_stride + row]);
@@ -145,7 +151,7 @@ __device__ __forceinline__ void store_output(const LinearParams<T>& p, int64_t r
 
 // kRing: the cp.async ring (p.stages deep) or the register prefetch, chosen at compile time: with one run-time branch
 // holding both, ptxas moved the INT8 prefetch loads below the math of the chunk they should overlap (sm_90 SASS).
-template <typename T, int kBits, int kTokens, int kRows, bool kRing, bool kFp8 = false>
+template <typename T, int kBits, int kTokens, int kRows, bool kRing, WeightScales kScales, bool kFp8 = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, FP8 below sm_89
@@ -183,11 +189,15 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
     const int64_t c_step = static_cast<int64_t>(k_warps) * kWarpSize;
     const int64_t c_first = static_cast<int64_t>(warp) * kWarpSize + lane;
-    auto compute = [&](const uint4 (&w)[kRows], int64_t c) {
-      float scale[kRows];
+    auto compute = [&](const uint4(&w)[kRows], int64_t c) {
+      float scale[kRows], zero[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) scale[r] = kBits == 4 ? chunk_scale(p, row[r], c) : 1.0f;
-      accumulate_chunk<T, kBits, kTokens, kRows, kFp8, X>(w, scale, xrow, c, acc);
+      for (int r = 0; r < kRows; ++r) {
+        const int64_t g = kScales == WeightScales::row ? 0 : chunk_group<T, kBits>(p, row[r], c);
+        scale[r] = kScales == WeightScales::row ? 1.0f : __ldg(p.scales + g);
+        zero[r] = kScales == WeightScales::group_zero ? static_cast<float>(__ldg(p.zeros + g)) : 0.0f;
+      }
+      accumulate_chunk<T, kBits, kTokens, kRows, kScales, kFp8, X>(w, scale, zero, xrow, c, acc);
     };
     if constexpr (kRing) {
       // The cp.async ring: this thread's chunks land in its own 16-byte slots of shared memory ([stage][row][thread]),
@@ -250,7 +260,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       if (n0 + r < p.n && t0 + t < p.m) {
         float y = 0.0f;
         for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
-        store_output<T, kBits, kFp8>(p, n0 + r, t0 + t, y);
+        store_output<T, kScales, kFp8>(p, n0 + r, t0 + t, y);
       }
     }
   }
@@ -258,7 +268,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
 // The GEMV of plan's token tile and weight path (register prefetch or the cp.async ring); one-dimensional grid (token
 // tiles fastest, see above), block 32 x k_warps.
-template <typename T, int kBits, bool kFp8 = false>
+template <typename T, int kBits, WeightScales kScales, bool kFp8 = false>
 Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_t stream) {
   constexpr int kRows = kLinearGemvRows;
   auto launch = [&](auto tokens) -> Status {
@@ -266,8 +276,8 @@ Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_
     if (plan.out_rows != kRows || plan.tokens != kTokens)
       return Status(StatusCode::internal, "linear: plan of " + std::to_string(plan.out_rows) + " rows x " +
                                               std::to_string(plan.tokens) + " tokens has no kernel");
-    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true, kFp8>
-                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false, kFp8>;
+    const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true, kScales, kFp8>
+                                        : linear_gemv_kernel<T, kBits, kTokens, kRows, false, kScales, kFp8>;
     kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
@@ -296,7 +306,7 @@ LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& p
           .k = a.k,
           .x_stride = a.x_stride,
           .out_stride = a.out_stride,
-          .group = a.group,
+          .group_shift = a.group > 0 ? std::countr_zero(static_cast<unsigned>(a.group)) : 0,
           .accumulate = a.accumulate ? 1 : 0,
           .stages = plan.stages};
 }
@@ -304,10 +314,11 @@ LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& p
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
-  const LinearParams<T> p = gemv_params<T>(a, plan);
-  if (a.bits == 8) return launch_gemv<T, 8>(p, plan, stream);
-  if (a.bits == 4) return launch_gemv<T, 4>(p, plan, stream);
-  return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
+  LinearParams<T> p = gemv_params<T>(a, plan);
+  p.zeros = a.zeros;
+  return with_weight_form(a, [&](auto bits, auto scales) {
+    return launch_gemv<T, decltype(bits)::value, decltype(scales)::value>(p, plan, stream);
+  });
 }
 
 // linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV: `w` the weight-only form of the call (its
@@ -321,7 +332,7 @@ Status launch_linear_fp8_gemv(const detail::WeightOnlyArgs& w, const detail::W8A
   p.x_scales = a.x_scales;
   p.xs_stride = a.x_per_tensor ? 0 : 1;
   p.ws_stride = a.w_per_tensor ? 0 : 1;
-  return launch_gemv<T, 8, true>(p, plan, stream);
+  return launch_gemv<T, 8, WeightScales::row, true>(p, plan, stream);
 }
 
 }  // namespace kernelkit::cuda

@@ -11,9 +11,11 @@
 //   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t (int4_pair_bits), so with
 //     the exponent of 1024 (f16) or 128 (bf16) or'ed in, one packed subtract leaves the pair, already in B's
 //     register layout. A step's two words are one 8-byte load.
-//   Scales: INT8's per-channel scale multiplies the fp32 sum once in the epilogue (the GEMV's math: sum_k x q, times
-//   s). An INT4 group spans whole k tiles (64 or 128 >= kLinearTcTileK), so each tile's sums go to a second set of
-//   accumulators that is scaled by its group's s[n, g] and added after the tile.
+//   Scales (WeightScales): a per-channel scale (INT8, group 0) multiplies the fp32 sum once in the epilogue (the
+//   GEMV's math: sum_k x q, times s). With group scales (INT4; INT8 with group > 0) each group's sums go to a second
+//   set of accumulators that is scaled by its s[n, g] and added after the group's k-steps: once a tile for groups of
+//   64 or 128 (whole k tiles), twice for groups of 32 (kGroupSteps). Zero points (group_zero) are subtracted in the
+//   dequantization (q - z, exact in f16 / bf16 for int8 z), a tile's zeros loaded one tile ahead into registers.
 //   Split-K (grid.z = k_splits, when the tiles alone leave SMs idle): part z takes k tiles [z, z + 1) x
 //   k_tiles_per_split and writes its scaled fp32 sums to partial[z]; linear_splitk_reduce_kernel adds the parts, the
 //   bias and the residual, with one rounding.
@@ -38,33 +40,37 @@ template <typename T>
 struct LinearTcParams {
   const T* x;           // [m, k], row stride x_stride elements (16-byte aligned rows)
   const uint8_t* w;     // [n, k * bits / 8], contiguous
-  const float* scales;  // [n] (8-bit) or [n, k / group] (4-bit)
+  const float* scales;  // [n] (WeightScales::row) or [n, k / group]
   const T* bias;        // [n] or null
   T* out;               // [m, n], row stride out_stride
   int m, n, k;
   int64_t x_stride, out_stride;
-  int group;  // 4-bit: 64 or 128
+  int group;  // the scale group along k: 32, 64 or 128 (0: WeightScales::row)
   int accumulate;
   int k_tiles_per_split;  // k tiles of one grid.z part
   float* partial;         // split-K: [k_splits, m, n] fp32 (scaled sums); null: the epilogue writes out
+  const int8_t* zeros;    // [n, k / group] (WeightScales::group_zero), else null
 };
 
-// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values, exactly.
-template <typename T>
-__device__ __forceinline__ unsigned int4_pair(uint32_t pair) {
+// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values, exactly; kZero:
+// less the zero point pair `zero2` (packed T, integers in [-128, 127]: |value - zero| <= 135 is exact in f16 and bf16).
+template <typename T, bool kZero = false>
+__device__ __forceinline__ unsigned int4_pair(uint32_t pair, unsigned zero2 = 0) {
+  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  T2 h;
   if constexpr (std::is_same_v<T, __half>) {
     const uint32_t biased = pair | 0x64006400u;  // 1024 + u: f16 spacing is 1 in [1024, 2048)
-    const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1032.0f));
-    return *reinterpret_cast<const unsigned*>(&h);
+    h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1032.0f));
   } else {
     const uint32_t biased = pair | 0x43004300u;  // 128 + u: bf16 spacing is 1 in [128, 256)
-    const __nv_bfloat162 h =
-        __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __float2bfloat162_rn(136.0f));
-    return *reinterpret_cast<const unsigned*>(&h);
+    h = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __float2bfloat162_rn(136.0f));
   }
+  if constexpr (kZero) h = __hsub2(h, *reinterpret_cast<const T2*>(&zero2));
+  return *reinterpret_cast<const unsigned*>(&h);
 }
 
-template <typename T, int kBits, int MT>
+// kGroupSteps: the 16-value k-steps of one scale group inside a k tile (4: groups of 64 or 128; 2: groups of 32).
+template <typename T, int kBits, int MT, WeightScales kScales, int kGroupSteps>
 __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_kernel(const LinearTcParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -73,6 +79,10 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
     constexpr int kRowBytes = BK * kBits / 8;                        // a weight row of one k tile
     constexpr int kXChunks = BK / 8, kWChunks = kRowBytes / 16;       // 16-byte chunks a row of x / of the weights
     static_assert((MT == 1 || MT == 4) && BN == 32 * (kLinearTcThreads / 32) && BK == 64, "weight-only tile");
+    static_assert(kGroupSteps == 2 || kGroupSteps == 4, "a scale group covers half a k tile or whole tiles");
+    static_assert(kBits == 8 || kScales != WeightScales::row, "INT4 weights have group scales");
+    constexpr bool kGroups = kScales != WeightScales::row, kZeros = kScales == WeightScales::group_zero;
+    constexpr int kTileGroups = BK / 16 / kGroupSteps;     // scale groups a k tile spans
     extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][kRowBytes] of weights
     T* const sX = reinterpret_cast<T*>(smem);
     unsigned char* const sW = smem + S * BM * BK * sizeof(T);
@@ -100,11 +110,45 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
 
     float acc[MT][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
 
+    // Group scales: the group of k-step kk of tile kt. Groups of 64 or 128 hold whole tiles; with groups of 32 the
+    // second half of a tail tile may lie past k (zero-filled: it adds nothing), its group clamped to the last.
+    const int64_t groups = kGroups ? p.k / p.group : 1;
+    auto group_of = [&](int kt, int kk) -> int64_t {
+      if constexpr (kGroupSteps == 4) return static_cast<int64_t>(kt0 + kt) * BK / p.group;
+      return min(static_cast<int64_t>((kt0 + kt) * BK + kk * 16) / p.group, groups - 1);
+    };
+    // group_zero: the zero points of this thread's B rows (wn + 8 nt + g) for the next tile's groups, loaded while
+    // the current tile computes; byte nt of zero_next[i] is n-tile nt's zero of the tile's group i.
+    uint32_t zero_next[kTileGroups] = {};
+    auto load_zeros = [&](int kt) {
+      if constexpr (kZeros) {
+#pragma unroll
+        for (int i = 0; i < kTileGroups; ++i) {
+          zero_next[i] = 0;
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const int row = min(bn + wn + nt * 8 + g, p.n - 1);  // past n: any valid zero, never stored
+            const auto z = static_cast<uint8_t>(__ldg(p.zeros + row * groups + group_of(kt, i * kGroupSteps)));
+            zero_next[i] |= static_cast<uint32_t>(z) << (8 * nt);
+          }
+        }
+      }
+    };
+    if (k_tiles > 0) load_zeros(0);  // (a split past k has no tiles: nothing to load)
+
     multistage_k_loop<S>(k_tiles, load_stage, [&](int kt, int stage) {
       const T* x_st = sX + stage * BM * BK;
       const unsigned char* w_st = sW + stage * BN * kRowBytes;
-      float part[MT][4][4] = {};  // INT4: this k tile's sums, scaled by its group before they join acc
-      float (&sums)[MT][4][4] = kBits == 8 ? acc : part;
+      float part[MT][4][4] = {};  // group scales: this group's sums, scaled by its s[n, g] before they join acc
+      float(&sums)[MT][4][4] = kGroups ? part : acc;
+      uint32_t zeros[kTileGroups];
+#pragma unroll
+      for (int i = 0; i < kTileGroups; ++i) zeros[i] = zero_next[i];
+      if (kZeros && kt + 1 < k_tiles) load_zeros(kt + 1);
+      // The zero point of n-tile nt in k-step kk's group, as a float (an exact integer).
+      auto zero_of = [&](int kk, int nt) {
+        return static_cast<float>(static_cast<int8_t>(zeros[kk / kGroupSteps] >> (8 * nt)));
+      };
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         unsigned a[MT][4];
@@ -120,33 +164,37 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
             const unsigned char* w = w_st + swz_i8x64(row, kk);
             const uint32_t lo = *reinterpret_cast<const unsigned short*>(w + 2 * t);
             const uint32_t hi = *reinterpret_cast<const unsigned short*>(w + 8 + 2 * t);
-            float wf[4];
-            dequant_i8x4(lo | (hi << 16), wf);
+            float wf[4];  // q - z: |.| <= 255, exact in f16 and bf16
+            dequant_i8x4(lo | (hi << 16), wf, kZeros ? zero_of(kk, nt) : 0.0f);
             b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
           } else {
             // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each (int4_pair_bits).
             const uint2 words = *reinterpret_cast<const uint2*>(w_st + row * kRowBytes + kk * 8);
-            b0 = int4_pair<T>(int4_pair_bits(words.x, t));
-            b1 = int4_pair<T>(int4_pair_bits(words.y, t));
+            const float z = kZeros ? zero_of(kk, nt) : 0.0f;
+            const unsigned zero2 = kZeros ? pack_rounded<T>(z, z) : 0u;  // exact
+            b0 = int4_pair<T, kZeros>(int4_pair_bits(words.x, t), zero2);
+            b1 = int4_pair<T, kZeros>(int4_pair_bits(words.y, t), zero2);
           }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) mma_16x8x16<T>(sums[mt][nt], a[mt], b0, b1);
         }
-      }
-      if constexpr (kBits == 4) {  // acc += part * s[n, group of this tile] (columns 2t, 2t + 1 of each n-tile)
-        const int64_t groups = p.k / p.group, grp = static_cast<int64_t>(kt0 + kt) * BK / p.group;
+        // Group scales, at the group's last k-step: acc += part * s[n, g] (columns 2t, 2t + 1 of each n-tile).
+        if (kGroups && (kk + 1) % kGroupSteps == 0) {
+          const int64_t grp = group_of(kt, kk);
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+          for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int col = min(bn + wn + nt * 8 + 2 * t + e, p.n - 1);  // past n: any valid scale, never stored
-            const float sc = __ldg(p.scales + col * groups + grp);
+            for (int e = 0; e < 2; ++e) {
+              const int col = min(bn + wn + nt * 8 + 2 * t + e, p.n - 1);  // past n: any valid scale, never stored
+              const float sc = __ldg(p.scales + col * groups + grp);
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              acc[mt][nt][e] = fmaf(part[mt][nt][e], sc, acc[mt][nt][e]);
-              acc[mt][nt][2 + e] = fmaf(part[mt][nt][2 + e], sc, acc[mt][nt][2 + e]);
+              for (int mt = 0; mt < MT; ++mt) {
+                acc[mt][nt][e] = fmaf(part[mt][nt][e], sc, acc[mt][nt][e]);
+                acc[mt][nt][2 + e] = fmaf(part[mt][nt][2 + e], sc, acc[mt][nt][2 + e]);
+                part[mt][nt][e] = part[mt][nt][2 + e] = 0.0f;
+              }
             }
-          }
+        }
       }
     });
 
@@ -155,7 +203,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
     // bias, the residual (accumulate) and one rounding.
     const int c0 = bn + wn;
     for_each_acc(acc, lane, p.m - bm, p.n - c0, [&](int r, int c, float v) {
-      const float y = kBits == 8 ? v * __ldg(p.scales + c0 + c) : v;
+      const float y = kGroups ? v : v * __ldg(p.scales + c0 + c);
       if (p.partial) {
         p.partial[(static_cast<int64_t>(blockIdx.z) * p.m + bm + r) * p.n + c0 + c] = y;
         return;
@@ -190,18 +238,40 @@ __global__ void __launch_bounds__(kElementwiseThreads) linear_splitk_reduce_kern
   }
 }
 
-// The kernel for the plan's token tile (16 or 64) and the weights' bits.
-template <typename T>
-void (*linear_tc_kernel_for(int bits, int tokens))(LinearTcParams<T>) {
-  if (bits == 8) return tokens == 16 ? linear_tc_kernel<T, 8, 1> : linear_tc_kernel<T, 8, 4>;
-  return tokens == 16 ? linear_tc_kernel<T, 4, 1> : linear_tc_kernel<T, 4, 4>;
+// Calls f(bits, scales) with the weights' form as compile-time constants: bits 8 or 4 and their WeightScales (INT4
+// always has group scales; zero points make them group_zero).
+template <typename F>
+Status with_weight_form(const detail::WeightOnlyArgs& a, F f) {
+  using S = WeightScales;
+  const auto form = [&](auto bits) -> Status {
+    if (a.zeros) return f(bits, std::integral_constant<S, S::group_zero>{});
+    if (a.group > 0) return f(bits, std::integral_constant<S, S::group>{});
+    if constexpr (decltype(bits)::value == 8) return f(bits, std::integral_constant<S, S::row>{});
+    return Status(StatusCode::internal, "linear: INT4 weights need a scale group");
+  };
+  if (a.bits == 8) return form(std::integral_constant<int, 8>{});
+  if (a.bits == 4) return form(std::integral_constant<int, 4>{});
+  return invalid_argument("linear: bits must be 8 or 4, got " + std::to_string(a.bits));
+}
+
+// The kernel for the plan's token tile (16 or 64 tokens) and the weights' form (groups of 32: two a k tile).
+template <typename T, int kBits, WeightScales kScales>
+void (*linear_tc_kernel_for(int tokens, int group))(LinearTcParams<T>) {
+  if constexpr (kScales != WeightScales::row)
+    if (group == 32)
+      return tokens == 16 ? linear_tc_kernel<T, kBits, 1, kScales, 2> : linear_tc_kernel<T, kBits, 4, kScales, 2>;
+  return tokens == 16 ? linear_tc_kernel<T, kBits, 1, kScales, 4> : linear_tc_kernel<T, kBits, 4, kScales, 4>;
 }
 
 // Re-splits k for the residency the occupancy API reports for the chosen kernel (refine_linear_tc_splits), then
 // launches it and, with several parts, the reduction, the partials in stream-ordered scratch.
 template <typename T>
 Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaStream_t stream) {
-  const auto kernel = linear_tc_kernel_for<T>(a.bits, plan.tokens);
+  void (*kernel)(LinearTcParams<T>) = nullptr;
+  KK_RETURN_IF_ERROR(with_weight_form(a, [&](auto bits, auto scales) -> Status {
+    kernel = linear_tc_kernel_for<T, decltype(bits)::value, decltype(scales)::value>(plan.tokens, a.group);
+    return Status::Ok();
+  }));
   int resident = 0;
   KK_RETURN_IF_ERROR(resident_blocks(kernel, kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), &resident));
   if (resident > 0 && resident < plan.blocks_per_sm) refine_linear_tc_splits(resident, a.rows, a.n, a.k, &plan);
@@ -218,7 +288,8 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaSt
                       a.group,
                       a.accumulate ? 1 : 0,
                       static_cast<int>(plan.k_tiles_per_split),
-                      nullptr};
+                      nullptr,
+                      a.zeros};
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
     p.partial = static_cast<float*>(workspace);
     // One-dimensional blocks (the kernel indexes threadIdx.x only); the grid from the plan.

@@ -310,7 +310,7 @@ Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scal
 
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
-                          Stream stream, bool accumulate) {
+                          Stream stream, bool accumulate, const std::optional<TensorView>& zeros) {
   using detail::dt;
   if (bits != 8 && bits != 4)
     return invalid_argument("linear_weight_only: bits must be 8 or 4, got " + std::to_string(bits));
@@ -331,28 +331,27 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   if (a.k <= 0) return invalid_argument(name + ": x k (last dim) must be > 0, got " + std::to_string(a.k));
   if (qweight.ndim != 2) return invalid_argument(name + ": qweight must be 2-D, got " + qweight.shape_string());
   a.n = qweight.shape[0];
-  if (bits == 8) {
-    if (group != 0)
-      return invalid_argument(name + ": group must be 0 for 8-bit weights (one scale per output channel), got " +
-                              std::to_string(group));
-    if (a.k % 16 != 0)
-      return invalid_argument(name + ": k = " + std::to_string(a.k) +
-                              " must be a multiple of 16 (16-byte weight loads)");
-  } else {
-    if (group != 64 && group != 128)
-      return invalid_argument(name + ": group must be 64 or 128, got " + std::to_string(group));
-    if (a.k % group != 0)
-      return invalid_argument(name + ": k = " + std::to_string(a.k) +
-                              " must be a multiple of group = " + std::to_string(group));
-  }
+  if (bits == 8 && group != 0 && group != 32 && group != 64 && group != 128)
+    return invalid_argument(name + ": group must be 0 (one scale per output channel), 32, 64 or 128, got " +
+                            std::to_string(group));
+  if (bits == 4 && group != 32 && group != 64 && group != 128)
+    return invalid_argument(name + ": group must be 32, 64 or 128, got " + std::to_string(group));
+  if (bits == 8 && a.k % 16 != 0)
+    return invalid_argument(name + ": k = " + std::to_string(a.k) + " must be a multiple of 16 (16-byte weight loads)");
+  if (group > 0 && a.k % group != 0)
+    return invalid_argument(name + ": k = " + std::to_string(a.k) +
+                            " must be a multiple of group = " + std::to_string(group));
+  if (zeros && group == 0)
+    return invalid_argument(name + ": zeros need group scales (group 32, 64 or 128), got group 0");
   const detail::Checker c(op, x.device);
   KK_RETURN_IF_ERROR(c.tensor(x, "x", x.dtype, {a.rows, a.k}, true));
   KK_RETURN_IF_ERROR(
       c.tensor(qweight, "qweight", bits == 8 ? DType::i8 : DType::i4x2, {a.n, bits == 8 ? a.k : a.k / 2}));
-  if (bits == 8)
+  if (group == 0)
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n}));
   else
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
+  if (zeros) KK_RETURN_IF_ERROR(c.tensor(*zeros, "zeros", DType::i8, {a.n, a.k / group}));
   if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", x.dtype, {a.n}));
   KK_RETURN_IF_ERROR(c.tensor(out, "out", x.dtype, {a.rows, a.n}, true));
   if (out.data == x.data && a.rows * a.n > 0)
@@ -361,15 +360,19 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   a.x_stride = detail::row_stride(x);
   a.qweight = qweight.data;
   a.scales = static_cast<const float*>(scales.data);
+  a.zeros = zeros ? static_cast<const int8_t*>(zeros->data) : nullptr;
   a.bias = bias ? bias->data : nullptr;
   a.out = out.data;
   a.out_stride = detail::row_stride(out);
   a.align_bytes = std::min(detail::pow2_align(reinterpret_cast<uintptr_t>(x.data)),
                            detail::pow2_align(static_cast<uint64_t>(a.x_stride) * dtype_size(x.dtype)));
   if (a.n == 0) a.rows = 0;  // nothing to compute (after validation)
-  KK_RETURN_IF_ERROR(detail::check_no_overlap(
-      name, {{&out, "out"}},
-      {{&x, "x"}, {&qweight, "qweight"}, {&scales, "scales"}, {bias ? &*bias : nullptr, "bias"}}));
+  KK_RETURN_IF_ERROR(detail::check_no_overlap(name, {{&out, "out"}},
+                                              {{&x, "x"},
+                                               {&qweight, "qweight"},
+                                               {&scales, "scales"},
+                                               {zeros ? &*zeros : nullptr, "zeros"},
+                                               {bias ? &*bias : nullptr, "bias"}}));
   return detail::run_row_op(a, stream, detail::validate_weight_only, detail::weight_only_reference,
                             detail::weight_only_cuda);
 }

@@ -91,11 +91,12 @@ struct WeightOnlyArgs {
   Device device{};
   int64_t rows = 0;  // m tokens
   int64_t n = 0, k = 0;
-  int bits = 8, group = 0;  // group 0: per output channel (bits 8)
+  int bits = 8, group = 0;  // group 0: per output channel (bits 8); else 32, 64 or 128
   const void* x = nullptr;  // [m, k], row stride x_stride elements
   int64_t x_stride = 0;
   const void* qweight = nullptr;  // bits 8: i8 [n, k]; bits 4: i4x2 [n, k / 2] in the kernel layout; contiguous
-  const float* scales = nullptr;  // [n] (bits 8) or [n, k / group] (bits 4)
+  const float* scales = nullptr;  // [n] (group 0) or [n, k / group]; contiguous
+  const int8_t* zeros = nullptr;  // [n, k / group] zero points (w = s (q - zero)), or null; contiguous
   const void* bias = nullptr;     // [n] or null
   void* out = nullptr;            // [m, n], row stride out_stride elements
   int64_t out_stride = 0;

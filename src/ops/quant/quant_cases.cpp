@@ -16,7 +16,8 @@ namespace kernelkit::testing {
 std::string WeightOnlyCase::name() const {
   std::ostringstream os;
   os << (bits == 8 ? "linear_w8a16" : "linear_w4a16");
-  if (bits == 4) os << " g" << group;
+  if (group) os << " g" << group;
+  if (zeros) os << " zeros";
   os << " " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k << (bias ? " bias" : "");
   if (x_pad) os << " x_pad " << x_pad;
   return os.str();
@@ -39,19 +40,37 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   if (device >= 0 && !(r.status = need_device()).ok()) return r;
   std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(c.m * 131 + c.n * 7 + c.k));
   std::uniform_real_distribution<double> uw(-0.1, 0.1), ux(-1.0, 1.0), ub(-0.5, 0.5);
-  // Weights quantized on the CPU (the reference quantizers).
-  HostBuffer w(DType::f32, c.n * c.k);
-  for (int64_t i = 0; i < w.size(); ++i) w.set(i, uw(rng));
-  const int64_t groups = c.bits == 4 ? c.k / c.group : 1;
-  HostBuffer q(c.bits == 8 ? DType::i8 : DType::i4x2, c.bits == 8 ? c.n * c.k : c.n * c.k / 2);
-  HostBuffer s(DType::f32, c.n * groups);
-  const TensorView wv = TensorView::contiguous(w.data(), DType::f32, {c.n, c.k});
-  const TensorView qv_cpu = TensorView::contiguous(q.data(), q.dtype(), {c.n, c.bits == 8 ? c.k : c.k / 2});
-  const TensorView sv_cpu = c.bits == 8 ? TensorView::contiguous(s.data(), DType::f32, {c.n})
-                                        : TensorView::contiguous(s.data(), DType::f32, {c.n, groups});
-  r.status = c.bits == 8 ? quantize_int8_per_channel(qv_cpu, sv_cpu, wv)
-                         : quantize_int4_groupwise(qv_cpu, sv_cpu, wv, c.group);
-  if (!r.status.ok()) return r;
+  const int64_t groups = c.group > 0 ? c.k / c.group : 1;
+  const int64_t code_cols = c.bits == 8 ? c.k : c.k / 2;
+  HostBuffer q(c.bits == 8 ? DType::i8 : DType::i4x2, c.n * code_cols);
+  HostBuffer s(DType::f32, c.n * groups), z(DType::i8, c.zeros ? c.n * groups : 1);
+  const TensorView qv_cpu = TensorView::contiguous(q.data(), q.dtype(), {c.n, code_cols});
+  const TensorView sv_cpu = c.group == 0 ? TensorView::contiguous(s.data(), DType::f32, {c.n})
+                                         : TensorView::contiguous(s.data(), DType::f32, {c.n, groups});
+  if (!c.zeros && (c.bits == 8 ? c.group == 0 : c.group >= 64)) {
+    // Weights quantized on the CPU (the reference quantizers), as a user's would be.
+    HostBuffer w(DType::f32, c.n * c.k);
+    for (int64_t i = 0; i < w.size(); ++i) w.set(i, uw(rng));
+    const TensorView wv = TensorView::contiguous(w.data(), DType::f32, {c.n, c.k});
+    r.status = c.bits == 8 ? quantize_int8_per_channel(qv_cpu, sv_cpu, wv)
+                           : quantize_int4_groupwise(qv_cpu, sv_cpu, wv, c.group);
+    if (!r.status.ok()) return r;
+  } else {
+    // Checkpoint-style weights: every code (-8 / -128 included), random positive scales, zero points over the codes'
+    // range (4-bit: mostly a checkpoint's [-8, 8], every 4th group anywhere in int8, which the kernels take exactly).
+    std::uniform_real_distribution<double> us(0.5, 1.5);
+    std::vector<int8_t> plain(static_cast<size_t>(c.n * c.k));
+    for (auto& v : plain)
+      v = static_cast<int8_t>(c.bits == 8 ? static_cast<int>(rng() % 256) - 128 : static_cast<int>(rng() % 16) - 8);
+    if (c.bits == 8) {
+      std::memcpy(q.data(), plain.data(), plain.size());
+    } else if (!(r.status = pack_int4(qv_cpu, TensorView::contiguous(plain.data(), DType::i8, {c.n, c.k}))).ok()) {
+      return r;
+    }
+    for (int64_t i = 0; i < s.size(); ++i) s.set(i, us(rng) * (c.bits == 8 ? 1e-3 : 2e-2));
+    for (int64_t i = 0; i < (c.zeros ? z.size() : 0); ++i)
+      z.set(i, c.bits == 8 || i % 4 == 3 ? static_cast<int>(rng() % 256) - 128 : static_cast<int>(rng() % 17) - 8);
+  }
 
   const int64_t xs = c.k + c.x_pad;
   HostBuffer x(c.dtype, std::max<int64_t>(1, c.m * xs)), bias(c.dtype, c.n), out(c.dtype, c.m * c.n);
@@ -60,31 +79,26 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   if (c.accumulate)  // out starts random and is added to
     for (int64_t i = 0; i < out.size(); ++i) out.set(i, ux(rng));
   HostBuffer want = out;
-  auto views = [&](void* xp, void* qp, void* sp, void* bp, void* op, Device d) {
-    struct V {
-      TensorView x, q, s, out;
-      std::optional<TensorView> b;
-    } v;
-    v.x = TensorView::strided(xp, c.dtype, {c.m, c.k}, {xs, 1}, d);
-    v.q = TensorView::contiguous(qp, q.dtype(), {c.n, c.bits == 8 ? c.k : c.k / 2}, d);
-    v.s = c.bits == 8 ? TensorView::contiguous(sp, DType::f32, {c.n}, d)
-                      : TensorView::contiguous(sp, DType::f32, {c.n, groups}, d);
-    v.out = TensorView::contiguous(op, c.dtype, {c.m, c.n}, d);
-    if (c.bias) v.b = TensorView::contiguous(bp, c.dtype, {c.n}, d);
-    return v;
-  };
   const auto call = [&](const std::vector<void*>& p, Device d) {
-    auto v = views(p[0], p[1], p[2], p[3], p[4], d);
-    return linear_weight_only(v.out, v.x, v.q, v.s, c.bits, c.group, v.b, nullptr, c.accumulate);
+    const TensorView xv = TensorView::strided(p[0], c.dtype, {c.m, c.k}, {xs, 1}, d);
+    const TensorView qv = TensorView::contiguous(p[1], q.dtype(), {c.n, code_cols}, d);
+    const TensorView sv = c.group == 0 ? TensorView::contiguous(p[2], DType::f32, {c.n}, d)
+                                       : TensorView::contiguous(p[2], DType::f32, {c.n, groups}, d);
+    const TensorView ov = TensorView::contiguous(p[5], c.dtype, {c.m, c.n}, d);
+    std::optional<TensorView> bv, zv;
+    if (c.bias) bv = TensorView::contiguous(p[3], c.dtype, {c.n}, d);
+    if (c.zeros) zv = TensorView::contiguous(p[4], DType::i8, {c.n, groups}, d);
+    return linear_weight_only(ov, xv, qv, sv, c.bits, c.group, bv, nullptr, c.accumulate, zv);
   };
   HostBuffer got = out;
   const Role written = c.accumulate ? Role::inout : Role::out;
-  if (r.status = run_reference({{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&want, written}},
-                               call);
+  if (r.status = run_reference(
+          {{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&z, Role::in}, {&want, written}}, call);
       !r.status.ok())
     return r;
-  if (r.status = run_under_test({{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&got, written}},
-                                call, device);
+  if (r.status = run_under_test(
+          {{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&z, Role::in}, {&got, written}}, call,
+          device);
       !r.status.ok())
     return r;
 
@@ -102,7 +116,8 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
         v = (byte >> (4 * (nib % 2))) & 0xF;
         v = v >= 8 ? v - 16 : v;
       }
-      wd[static_cast<size_t>(row * c.k + j)] = v * s.get(row * groups + (c.bits == 8 ? 0 : j / c.group));
+      const int64_t g = row * groups + (c.group > 0 ? j / c.group : 0);
+      wd[static_cast<size_t>(row * c.k + j)] = (v - (c.zeros ? z.get(g) : 0.0)) * s.get(g);
     }
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t j = 0; j < c.k; ++j) xd[static_cast<size_t>(t * c.k + j)] = x.get(t * xs + j);
@@ -433,12 +448,23 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
       }
   } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
+    // The quantizers' forms, and the checkpoints' (GPTQ / AWQ: groups of 32, INT8 groups, zero points) on the GEMV
+    // and the first tensor-core m at the large shape.
     const int bits = op_weight_bits(op);
-    for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128})
+    struct Form {
+      int group;
+      bool zeros, checkpoint;
+    };
+    const std::vector<Form> forms =
+        bits == 8 ? std::vector<Form>{{0, false, false}, {32, false, true}, {128, true, true}}
+                  : std::vector<Form>{{64, false, false}, {128, false, false}, {32, false, true}, {128, true, true}};
+    for (const Form f : forms)
       for (int64_t m : {1, 3, 8, 64})
         for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
           if (small && (m == 64 || n > 7)) continue;
-          const WeightOnlyCase c{dtype, bits, group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
+          if (f.checkpoint && n > 7 && m > 3) continue;
+          WeightOnlyCase c{dtype, bits, f.group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
+          c.zeros = f.zeros;
           out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
         }
   } else {  // the quantizers, bit for bit

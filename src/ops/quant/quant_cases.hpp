@@ -13,7 +13,9 @@
 namespace kernelkit::testing {
 
 // Weight-only linear cases: w [n, k] uniform in [-0.1, 0.1], quantized by the CPU quantizers (bits 8: per channel;
-// bits 4: group-wise, kernel layout); x [m, k] uniform in [-1, 1] with rows `x_pad` elements apart; bias uniform in
+// bits 4: groups of 64 / 128, kernel layout), or, for the checkpoint forms (zero points, groups of 32, INT8 groups),
+// every code at random with random scales and zero points; x [m, k] uniform in [-1, 1] with rows `x_pad` elements
+// apart; bias uniform in
 // [-0.5, 0.5] when present. Every output element is compared with the fp64 reference (out poisoned first):
 //   |got - want| <= atol + rtol |want| + 1e-6 sum_j |x[t, j] w[r, j]|
 // the tolerance table plus the fp32 accumulation of k products (about 2^-24 sqrt(k) of their magnitude; 1e-6 of the
@@ -21,13 +23,14 @@ namespace kernelkit::testing {
 struct WeightOnlyCase {
   DType dtype = DType::f16;
   int bits = 8;
-  int group = 0;  // bits 4: 64 or 128
+  int group = 0;  // 32, 64 or 128 (bits 4 always; bits 8: 0 for per-channel scales)
   int64_t m = 1, n = 7, k = 128;
   bool bias = true;
   int64_t x_pad = 0;
   uint64_t seed = 1;
   bool accumulate = false;  // out starts random: out += x @ dequant(q)^T (+ bias)
-  std::string name() const;  // "linear_w4a16 g128 bf16 m3 n255 k512 bias"
+  bool zeros = false;       // zero points (random int8 per group): w = s (q - zero)
+  std::string name() const;  // "linear_w4a16 g128 zeros bf16 m3 n255 k512 bias"
 };
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);

@@ -125,6 +125,11 @@ __host__ __device__ __forceinline__ float float_from_bits(uint32_t b) {
 #endif
 }
 
+// How the weight-only kernels (linear.cuh, linear_tc.cuh) scale the weights of output row r: one scale s[r] for all of
+// k (INT8 per output channel: the fp32 sum is scaled once), a scale per group of k (w = s[r, g] q), or a scale and a
+// zero point per group (w = s[r, g] (q - z[r, g]): GPTQ / AWQ checkpoints; q - z is exact in the dequantization).
+enum class WeightScales : uint8_t { row, group, group_zero };
+
 // 16 bytes of weights that are read exactly once: kept out of L1 (which holds x, re-read by every block of the SM),
 // left in L2 (blocks of other token tiles read the same rows at about the same time).
 __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
@@ -135,35 +140,41 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
   return v;
 }
 
-// 4 signed INT8 values of a word -> 4 exact floats. Biased to unsigned (xor 0x80), each byte becomes the low mantissa
-// byte of 2^23 + u (one byte permute with 0x4B000000), and subtracting 2^23 + 128 leaves q exactly: one PRMT and one
-// FADD a value instead of an I2F, which runs at a quarter of the FMA rate and would cap the GEMV below bandwidth.
-__host__ __device__ __forceinline__ void dequant_i8x4(uint32_t w, float* f) {
+// 4 signed INT8 values q of a word -> 4 exact floats q - zero (zero: the weights' zero point, an integer in [-128,
+// 127]; 0 for symmetric weights). Biased to unsigned (xor 0x80), each byte becomes the low mantissa byte of 2^23 + u
+// (one byte permute with 0x4B000000), and subtracting 2^23 + 128 + zero (an integer below 2^24: exact) leaves q - zero
+// exactly: one PRMT and one FADD a value instead of an I2F, which runs at a quarter of the FMA rate and would cap the
+// GEMV below bandwidth.
+__host__ __device__ __forceinline__ void dequant_i8x4(uint32_t w, float* f, float zero = 0.0f) {
   const uint32_t u = w ^ 0x80808080u;
-  for (int j = 0; j < 4; ++j) f[j] = float_from_bits(byte_perm(u, 0x4B000000u, 0x7540u | j)) - 8388736.0f;
+  const float offset = 8388736.0f + zero;
+  for (int j = 0; j < 4; ++j) f[j] = float_from_bits(byte_perm(u, 0x4B000000u, 0x7540u | j)) - offset;
 }
 
-// 8 signed INT4 values of a word in the kernel layout -> 8 exact floats, in k order. Biased to unsigned (xor 0x8...),
-// (u & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + u0, 1024 + u1): values 0 and 1 sit in nibbles 0 and 4. The
-// 0x00F000F0 mask gives 1024 + 16 u for values 2 and 3, scaled back by the FMA (x / 16 - 72); `u >> 8` does the same
-// for values 4..7. Every step is exact in fp16 (integers below 2048, power-of-two scales).
-__host__ __device__ __forceinline__ void dequant_i4x8(uint32_t w, float* f) {
+// 8 signed INT4 values q of a word in the kernel layout -> 8 exact floats q - zero, in k order (zero: the weights'
+// zero point, an integer in [-128, 127]; 0 for symmetric weights). Biased to unsigned (xor 0x8...),
+// (u & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + u0, 1024 + u1): values 0 and 1 sit in nibbles 0 and 4,
+// less 1032 + zero. The 0x00F000F0 mask gives 1024 + 16 u for values 2 and 3, scaled back by the FMA
+// (x / 16 - 72 - zero); `u >> 8` does the same for values 4..7. Every step is exact in fp16 (integers of magnitude
+// below 2048, power-of-two scales).
+__host__ __device__ __forceinline__ void dequant_i4x8(uint32_t w, float* f, float zero = 0.0f) {
   const uint32_t u = w ^ 0x88888888u, u8 = u >> 8;
   const uint32_t bits[4] = {(u & 0x000F000Fu) | 0x64006400u, (u & 0x00F000F0u) | 0x64006400u,
                             (u8 & 0x000F000Fu) | 0x64006400u, (u8 & 0x00F000F0u) | 0x64006400u};
+  const float even = 1032.0f + zero, odd = -72.0f - zero;
   for (int i = 0; i < 4; ++i) {  // constant trip count: fully unrolled (no pragma: this also compiles for the host)
     __half2_raw raw;
     __builtin_memcpy(&raw, &bits[i], sizeof(raw));
     __half2 h(raw);
 #if defined(__CUDA_ARCH__)
     // One fp16x2 operation for two values, then the (exact) conversion to fp32.
-    h = (i % 2 == 0) ? __hsub2(h, __float2half2_rn(1032.0f))
-                     : __hfma2(h, __float2half2_rn(0.0625f), __float2half2_rn(-72.0f));
+    h = (i % 2 == 0) ? __hsub2(h, __float2half2_rn(even))
+                     : __hfma2(h, __float2half2_rn(0.0625f), __float2half2_rn(odd));
     const float2 v = __half22float2(h);
 #else
     // The host (tests): the same exact arithmetic in fp32.
     float2 v = __half22float2(h);
-    v = (i % 2 == 0) ? float2{v.x - 1032.0f, v.y - 1032.0f} : float2{v.x * 0.0625f - 72.0f, v.y * 0.0625f - 72.0f};
+    v = (i % 2 == 0) ? float2{v.x - even, v.y - even} : float2{v.x * 0.0625f + odd, v.y * 0.0625f + odd};
 #endif
     f[2 * i] = v.x;
     f[2 * i + 1] = v.y;

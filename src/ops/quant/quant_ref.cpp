@@ -4,7 +4,8 @@
 //    float is the correctly rounded fp32 quotient), then
 //    q = round-half-even, clamped to [-qmax, qmax] (FP8: rounded to e4m3, nearest even, saturating at 448). So the
 //    CUDA quantizers must match these bit for bit.
-//  - linear: y = sum_j x[t, j] * q[r, j] * s[r, j / group] (+ bias[r]) in fp64, rounded once to the output dtype.
+//  - linear: y = sum_j x[t, j] * (q[r, j] - zero[r, j / group]) * s[r, j / group] (+ bias[r]) in fp64 (zero 0
+//    without zero points; one scale a row for group 0), rounded once to the output dtype.
 //  - linear_w8a8 / linear_fp8*: the exact dot product of the 1-byte values (per 128-wide k block for
 //    linear_fp8_blockwise), scaled, summed and rounded once.
 #include <algorithm>
@@ -137,7 +138,7 @@ Status quantize_reference(const QuantizeArgs& a) {
 
 Status weight_only_reference(const WeightOnlyArgs& a) {
   const auto* qw = static_cast<const uint8_t*>(a.qweight);
-  const int64_t groups = a.bits == 4 ? a.k / a.group : 1;
+  const int64_t groups = a.group > 0 ? a.k / a.group : 1;
   const int64_t row_bytes = a.bits == 8 ? a.k : a.k / 2;
   for (int64_t r = 0; r < a.n; ++r) {
     const uint8_t* row = qw + r * row_bytes;
@@ -145,8 +146,9 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
       double acc = 0;
       for (int64_t j = 0; j < a.k; ++j) {
         const int q = a.bits == 8 ? static_cast<int8_t>(row[j]) : int4_kernel_value(row, j);
-        const double s = a.scales[a.bits == 8 ? r : r * groups + j / a.group];
-        acc += load_as_double(a.x, a.dtype, t * a.x_stride + j) * (q * s);
+        const int64_t g = a.group > 0 ? r * groups + j / a.group : r;
+        const int zero = a.zeros ? a.zeros[g] : 0;
+        acc += load_as_double(a.x, a.dtype, t * a.x_stride + j) * ((q - zero) * static_cast<double>(a.scales[g]));
       }
       if (a.bias) acc += load_as_double(a.bias, a.dtype, r);
       if (a.accumulate) acc += load_as_double(a.out, a.dtype, t * a.out_stride + r);
