@@ -101,7 +101,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "decode_stages=4"],
          "fp8": ["fp8_gemv=1"],
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
-         "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"]}
+         "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
+         "linear_int4": ["gemv_mma=1"]}  # the tensor-core GEMV, W4A16 up to 8 tokens
 
 
 def tuned(op, fns):
@@ -567,7 +568,9 @@ def run_linear(dtype, runs, device, peak_gbps):
                 else:
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = runs_
-                for setting, calls in tuned("linear", runs_) if m <= 2 else []:  # the GEMV's: same sums, any order
+                alternatives = (tuned("linear", runs_) if m <= 2 else []) + \
+                    (tuned("linear_int4", runs_) if bits == 4 and m <= 8 else [])
+                for setting, calls in alternatives:  # the same sums in another order
                     check(f"w{bits}a16 " + setting, calls[0](), got, 1e-2)
                     impls[f"kernelkit w{bits}a16 {setting}"] = calls
             weight_bytes = {"F.linear": w.numel() * w.element_size(), 8: packs[8][0].numel() + packs[8][1].numel() * 4,

@@ -24,7 +24,7 @@ constexpr int kRowBlockThreads = 256;
 constexpr std::string_view kTuneKeys[] = {
     "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",   "decode_stages", "decode_splits", "decode_tc",
     "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",   "ew_waves",      "softmax_stage", "rows_held",
-    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv"};
+    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv",      "gemv_mma"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -275,10 +275,12 @@ std::string LaunchPlan::to_string() const {
   if (k_warps > 0) {
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
        << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
-       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows
-       << " rows x " << tokens << " tokens a block, " << vec << " weights a 16-byte load, smem "
-       << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
-       << "%";
+       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows << " rows x "
+       << tokens << " tokens a block, "
+       << (tokens == kLinearMmaGemvTokens ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions"
+                                          : std::to_string(vec) + " weights a 16-byte load")
+       << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy "
+       << static_cast<int>(occupancy * 100 + 0.5) << "%";
     return os.str();
   }
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"

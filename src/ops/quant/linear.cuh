@@ -266,6 +266,107 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
+// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, groups of 64 or more,
+// up to 8 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x every token (its N = 8; lanes of tokens
+// past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value regions
+// (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8 (words 2t,
+// 2t + 1: values 16t .. 16t + 15, all in one scale group) and 16 values of its token's x at the same k; the 4 MMAs of
+// a region give k-step s the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A pairs are int4_pair of
+// the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next pair for 2t + 8, 2t + 9)
+// and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales (rows g, g + 8) into
+// fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py checks this index math.
+// The A pair of values 2j, 2j + 1 (j = 0..3) of an INT4 word of the kernel layout as packed T, less the zero point
+// pair zero2 (kZero): (word >> 4j) & 0x000F000F holds their raw nibbles, and one LOP3 ((a & b) ^ c) both biases them
+// (xor 8: u = value + 8) and ors in the exponent of 1024 (f16) / 128 (bf16), then one packed subtract leaves the
+// values (int4_pair's arithmetic in two instructions fewer).
+template <typename T, bool kZero>
+__device__ __forceinline__ unsigned int4_pair_of(uint32_t word, int j, unsigned zero2) {
+  uint32_t biased;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;"
+      : "=r"(biased)
+      : "r"(word >> (4 * j)), "n"(0x000F000F), "n"(int4_exponent2<T>() ^ 0x00080008u));
+  return int4_pair_unbias<T, kZero>(biased, zero2);
+}
+
+template <typename T, WeightScales kScales>
+__global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens;
+    constexpr bool kZeros = kScales == WeightScales::group_zero;
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows][kTokens]
+    const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
+    const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
+    const int64_t row_bytes = p.k / 2, groups = p.k >> p.group_shift;
+    const int regions = static_cast<int>(p.k / 64), region_shift = p.group_shift - 6;  // a region's group: r >> it
+    const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + 8 * t;
+    const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + 8 * t;
+    const T* const xr = p.x + min(static_cast<int64_t>(g), p.m - 1) * p.x_stride + 16 * t;
+    const float* const s_lo = p.scales + row_lo * groups;
+    const float* const s_hi = p.scales + row_hi * groups;
+    const int8_t* const z_lo = kZeros ? p.zeros + row_lo * groups : nullptr;
+    const int8_t* const z_hi = kZeros ? p.zeros + row_hi * groups : nullptr;
+    const int step = k_warps * U;  // regions between a warp's batches
+
+    float acc[4] = {};  // C: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
+    auto compute = [&](int r, const uint2(&w)[2]) {
+      const int grp = r >> region_shift;
+      unsigned zl2 = 0, zh2 = 0;  // group_zero: the rows' zero points as packed T pairs (exact)
+      if constexpr (kZeros) {
+        const float zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
+        zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+      }
+      const uint4 xa = *reinterpret_cast<const uint4*>(xr + 64 * r);  // x 16t .. 16t + 7 of the region
+      const uint4 xb = *reinterpret_cast<const uint4*>(xr + 64 * r + 8);
+      const unsigned xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};  // pair i: x 2i, 2i + 1
+      float part[4] = {};
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
+        const int j = 2 * (s % 2);
+        const unsigned a[4] = {int4_pair_of<T, kZeros>(lo, j, zl2), int4_pair_of<T, kZeros>(hi, j, zh2),
+                               int4_pair_of<T, kZeros>(lo, j + 1, zl2), int4_pair_of<T, kZeros>(hi, j + 1, zh2)};
+        mma_16x8x16<T>(part, a, xs[2 * s], xs[2 * s + 1]);
+      }
+      const float sl = __ldg(s_lo + grp), sh = __ldg(s_hi + grp);
+      acc[0] = fmaf(part[0], sl, acc[0]), acc[1] = fmaf(part[1], sl, acc[1]);
+      acc[2] = fmaf(part[2], sh, acc[2]), acc[3] = fmaf(part[3], sh, acc[3]);
+    };
+    auto load = [&](int r0, uint2(&w)[U][2]) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int r = r0 + u * k_warps;
+        if (r < regions) w[u][0] = load_weights8(w_lo + 32 * r), w[u][1] = load_weights8(w_hi + 32 * r);
+      }
+    };
+    uint2 cur[U][2] = {}, next[U][2] = {};
+    load(warp, cur);
+    for (int r0 = warp; r0 < regions; r0 += step) {
+      load(r0 + step, next);  // the next batch in flight while this one computes
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * k_warps < regions) compute(r0 + u * k_warps, cur[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
+    }
+
+    // The warps' sums: C element e of lane (g, t) is row g + 8 (e / 2), token 2t + e % 2.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + 2 * t + e % 2] = acc[e];
+    __syncthreads();
+    for (int i = warp * kWarpSize + lane; i < kRows * kTokens; i += k_warps * kWarpSize) {
+      const int r = i / kTokens, tok = i % kTokens;
+      if (n0 + r >= p.n || tok >= p.m) continue;
+      float y = 0.0f;
+      for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
+      store_output<T, kScales>(p, n0 + r, tok, y);
+    }
+  }
+}
+
 // The GEMV of plan's token tile and weight path (register prefetch or the cp.async ring); one-dimensional grid (token
 // tiles fastest, see above), block 32 x k_warps.
 template <typename T, int kBits, WeightScales kScales, bool kFp8 = false>
@@ -316,8 +417,16 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
   LinearParams<T> p = gemv_params<T>(a, plan);
   p.zeros = a.zeros;
-  return with_weight_form(a, [&](auto bits, auto scales) {
-    return launch_gemv<T, decltype(bits)::value, decltype(scales)::value>(p, plan, stream);
+  return with_weight_form(a, [&](auto bits, auto scales) -> Status {
+    constexpr WeightScales kScales = decltype(scales)::value;
+    if (plan.tokens != kLinearMmaGemvTokens) return launch_gemv<T, decltype(bits)::value, kScales>(p, plan, stream);
+    if constexpr (decltype(bits)::value == 4) {  // the tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1)
+      linear_gemv_mma_kernel<T, kScales>
+          <<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+      KK_CUDA_RETURN(cudaGetLastError());
+      return Status::Ok();
+    }
+    return Status(StatusCode::internal, "linear: the tensor-core GEMV takes INT4 weights");
   });
 }
 

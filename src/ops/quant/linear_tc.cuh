@@ -52,21 +52,31 @@ struct LinearTcParams {
   const int8_t* zeros;    // [n, k / group] (WeightScales::group_zero), else null
 };
 
-// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values, exactly; kZero:
+// The exponent bits that make a biased INT4 value u (0..15) in a 16-bit half the number 1024 + u (f16: spacing 1 in
+// [1024, 2048)) or 128 + u (bf16: spacing 1 in [128, 256)), both exact.
+template <typename T>
+constexpr uint32_t int4_exponent2() {
+  return std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+}
+
+// The packed T pair (1024 + u0, 1024 + u1) (f16) or (128 + u0, 128 + u1) (bf16) -> the values u - 8, exactly; kZero:
 // less the zero point pair `zero2` (packed T, integers in [-128, 127]: |value - zero| <= 135 is exact in f16 and bf16).
 template <typename T, bool kZero = false>
-__device__ __forceinline__ unsigned int4_pair(uint32_t pair, unsigned zero2 = 0) {
+__device__ __forceinline__ unsigned int4_pair_unbias(uint32_t biased, unsigned zero2 = 0) {
   using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
   T2 h;
-  if constexpr (std::is_same_v<T, __half>) {
-    const uint32_t biased = pair | 0x64006400u;  // 1024 + u: f16 spacing is 1 in [1024, 2048)
+  if constexpr (std::is_same_v<T, __half>)
     h = __hsub2(*reinterpret_cast<const __half2*>(&biased), __float2half2_rn(1032.0f));
-  } else {
-    const uint32_t biased = pair | 0x43004300u;  // 128 + u: bf16 spacing is 1 in [128, 256)
+  else
     h = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), __float2bfloat162_rn(136.0f));
-  }
   if constexpr (kZero) h = __hsub2(h, *reinterpret_cast<const T2*>(&zero2));
   return *reinterpret_cast<const unsigned*>(&h);
+}
+
+// Two biased INT4 values u = value + 8 (bits 0-3 and 16-19 of `pair`) -> the packed T pair of values (less zero2).
+template <typename T, bool kZero = false>
+__device__ __forceinline__ unsigned int4_pair(uint32_t pair, unsigned zero2 = 0) {
+  return int4_pair_unbias<T, kZero>(pair | int4_exponent2<T>(), zero2);
 }
 
 // kGroupSteps: the 16-value k-steps of one scale group inside a k tile (4: groups of 64 or 128; 2: groups of 32).

@@ -140,6 +140,13 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
   return v;
 }
 
+// 8 bytes of such weights (the tensor-core GEMV's share of a 32-byte region).
+__device__ __forceinline__ uint2 load_weights8(const uint8_t* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 // 4 signed INT8 values q of a word -> 4 exact floats q - zero (zero: the weights' zero point, an integer in [-128,
 // 127]; 0 for symmetric weights). Biased to unsigned (xor 0x80), each byte becomes the low mantissa byte of 2^23 + u
 // (one byte permute with 0x4B000000), and subtracting 2^23 + 128 + zero (an integer below 2^24: exact) leaves q - zero

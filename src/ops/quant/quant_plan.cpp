@@ -34,6 +34,29 @@ namespace detail {
 //    against 22.3 us with this rule. A warp-per-row kernel without split-K, each warp walking whole rows with the next
 //    chunks in flight, is slower at every m = 1 shape measured on the H200, e.g. W4A16 n11008 k4096 18.5 us against
 //    14.2, n28672 k8192 71.0 against 48.1 us.)
+namespace {
+
+// The GEMVs' split-K inside a block: k_warps warps (from `first`, doubled while the grid holds fewer warps than the GPU
+// keeps resident at kLinearRegisters and each warp still gets `per_warp` of the `units` k units: 16-byte chunks, a
+// lane each, or 64-value regions, a warp each (`lanes` units a warp step)), or KERNELKIT_TUNE gemv_kwarps.
+Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_t units, int lanes, int per_warp,
+                    LaunchPlan* p) {
+  const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
+                                                           prof.regs_per_sm / (kLinearRegisters * kWarp)});
+  p->k_warps = first;
+  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
+         int64_t{p->k_warps} * 2 * per_warp <= units)
+    p->k_warps *= 2;
+  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", 1, kLinearMaxThreads / kWarp, &p->k_warps));
+  p->threads_per_row = kWarp;
+  p->rows_per_block = p->k_warps;
+  p->block_threads = kWarp * p->k_warps;
+  p->vecs_per_thread = static_cast<int>(ceil_div(units, int64_t{lanes} * p->k_warps));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   const ScaleSpan span = scale_span(op);
@@ -99,6 +122,25 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
+  int mma_gemv = 0;
+  KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 1, &mma_gemv));
+  if (mma_gemv && bits == 4 && s.group >= 64 && m <= kLinearMmaGemvTokens) {
+    // The tensor-core GEMV (kLinearMmaGemvRows): tokens = kLinearMmaGemvTokens with k_warps > 0 marks this plan; the
+    // block's warps split the 64-value regions of k as the FMA GEMV's split its chunks.
+    p->vec = 64;  // weights a region
+    p->tokens = kLinearMmaGemvTokens;
+    p->out_rows = kLinearMmaGemvRows;
+    const int64_t blocks = ceil_div(n, p->out_rows);
+    KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, k / p->vec, 1, kLinearMmaGemvUnroll, p));
+    p->stages = 0;
+    p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
+    p->smem_optin = false;
+    p->grid_x = p->grid = blocks;
+    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
+    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+    return Status::Ok();
+  }
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;
@@ -126,19 +168,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->vec = 128 / bits;  // weights per 16-byte chunk (16 INT8 or 32 INT4)
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
   p->out_rows = 4;
-  const int64_t chunks = ceil_div(k, p->vec);
   const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
-  const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
-                                                            prof.regs_per_sm / (kLinearRegisters * kWarp)});
-  p->k_warps = 2;
-  while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
-         int64_t{p->k_warps} * 2 * kWarp <= chunks)
-    p->k_warps *= 2;
-  KK_RETURN_IF_ERROR(tune_value("gemv_kwarps", 1, kLinearMaxThreads / kWarp, &p->k_warps));
-  p->threads_per_row = kWarp;
-  p->rows_per_block = p->k_warps;
-  p->block_threads = kWarp * p->k_warps;
-  p->vecs_per_thread = static_cast<int>(ceil_div(chunks, int64_t{kWarp} * p->k_warps));
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 2, ceil_div(k, p->vec), kWarp, kWarp, p));
   // Weights: register prefetch (stages 0), or from kLinearGemvRingMinVecs chunks a thread on sm_80+ the cp.async ring
   // of kLinearGemvRingStages (see there); the ring's shared memory is what the warps' partial sums reuse.
   const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread

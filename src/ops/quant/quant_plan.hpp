@@ -32,6 +32,15 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
+// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 with groups of 64 or more, up to kLinearMmaGemvTokens tokens, on a
+// GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column) instead of fp32
+// FMAs: the FMA GEMV spends about 3.3 instructions a weight at m1 (fp16 dequantization, the conversion to fp32, one
+// FMA a token) and holds INT4 at 61-63% of the copy ceiling on the H200 where INT8 reaches 88-90%; the MMA leaves about
+// 1.2 (the dequantization to the packed A pairs). Each warp streams 32-byte regions (64 values, inside one scale
+// group) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this one computes.
+constexpr int kLinearMmaGemvRows = 16;
+constexpr int kLinearMmaGemvTokens = 8;
+constexpr int kLinearMmaGemvUnroll = 4;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
 // at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one

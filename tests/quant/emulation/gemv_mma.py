@@ -1,0 +1,130 @@
+# Pure-Python emulation of src/ops/quant/linear.cuh's linear_gemv_mma_kernel (KERNELKIT_TUNE gemv_mma=1), lane by
+# lane, in float64: the INT4 kernel layout as quantize_int4_groupwise / pack_int4 write it, each lane's 8-byte share
+# of a 32-byte region of rows g and g + 8, the A pairs of int4_pair_of (raw nibbles j and j + 4 of word >> 4j, biased
+# by 8) less the zero points, the B pairs of x, mma.sync m16n8k16 as the PTX ISA defines its fragments (written from
+# the ISA, not from the kernel), the region's group scales, the warps' k split and the block's sums. A wrong fragment
+# index, word, pair or region shows up as a large error against the naive product. Run by hand (~2 s):
+#     python3 tests/quant/emulation/gemv_mma.py
+import random
+
+NIBBLE = [0, 4, 1, 5, 2, 6, 3, 7]  # value j of a word sits in nibble NIBBLE[j] (include/kernelkit/ops/quant.hpp)
+
+
+def pack_row(values):
+    """signed INT4 values of one row (len % 8 == 0) -> bytes of the kernel layout."""
+    out = []
+    for w0 in range(0, len(values), 8):
+        word = 0
+        for j in range(8):
+            word |= (values[w0 + j] & 0xF) << (4 * NIBBLE[j])
+        out += [(word >> (8 * b)) & 0xFF for b in range(4)]
+    return out
+
+
+def word_at(row_bytes, off):
+    return sum(row_bytes[off + b] << (8 * b) for b in range(4))
+
+
+def pair_of(word, j, zero):
+    """int4_pair_of: values (2j, 2j + 1) of the word as ((word >> 4j) & 0x000F000F) ^ 8 - 8 - zero, low half first."""
+    bits = ((word >> (4 * j)) & 0x000F000F) ^ 0x00080008
+    return ((bits & 0xF) - 8 - zero, ((bits >> 16) & 0xF) - 8 - zero)
+
+
+def mma(C, A, B0, B1):
+    """D = A B + C for m16n8k16: A[lane] = 4 pairs (a0..a3), B0 / B1[lane] pairs, C[lane] = c0..c3 (PTX ISA layouts)."""
+    Am = [[0.0] * 16 for _ in range(16)]
+    Bm = [[0.0] * 8 for _ in range(16)]
+    Cm = [[0.0] * 8 for _ in range(16)]
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        a = A[lane]
+        Am[g][2 * t], Am[g][2 * t + 1] = a[0]
+        Am[g + 8][2 * t], Am[g + 8][2 * t + 1] = a[1]
+        Am[g][2 * t + 8], Am[g][2 * t + 9] = a[2]
+        Am[g + 8][2 * t + 8], Am[g + 8][2 * t + 9] = a[3]
+        Bm[2 * t][g], Bm[2 * t + 1][g] = B0[lane]
+        Bm[2 * t + 8][g], Bm[2 * t + 9][g] = B1[lane]
+        Cm[g][2 * t], Cm[g][2 * t + 1], Cm[g + 8][2 * t], Cm[g + 8][2 * t + 1] = C[lane]
+    D = [[Cm[i][j] + sum(Am[i][kk] * Bm[kk][j] for kk in range(16)) for j in range(8)] for i in range(16)]
+    return [[D[l // 4][2 * (l % 4)], D[l // 4][2 * (l % 4) + 1], D[l // 4 + 8][2 * (l % 4)],
+             D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+
+
+def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
+    """out[token][row] as the kernel computes it (fp64), every block of 16 rows."""
+    regions, groups, shift = k // 64, k // group, group.bit_length() - 1 - 6
+    out = {}
+    for n0 in range(0, n, 16):
+        partials = [[0.0] * 128 for _ in range(k_warps)]
+        for warp in range(k_warps):
+            acc = [[0.0] * 4 for _ in range(32)]
+            for r0 in range(warp, regions, k_warps * U):
+                for u in range(U):
+                    r = r0 + u * k_warps
+                    if r >= regions:
+                        continue
+                    grp = r >> shift
+                    part = [[0.0] * 4 for _ in range(32)]
+                    for s in range(4):
+                        A, B0, B1 = [], [], []
+                        for lane in range(32):
+                            g, t = lane // 4, lane % 4
+                            lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
+                            wi = s // 2  # word .x (0) or .y (1) of the lane's 8 bytes at 32 r + 8 t
+                            wlo = word_at(q_bytes[lo], 32 * r + 8 * t + 4 * wi)
+                            whi = word_at(q_bytes[hi], 32 * r + 8 * t + 4 * wi)
+                            j = 2 * (s % 2)
+                            zl = zeros[lo][grp] if zeros else 0
+                            zh = zeros[hi][grp] if zeros else 0
+                            A.append([pair_of(wlo, j, zl), pair_of(whi, j, zh), pair_of(wlo, j + 1, zl),
+                                      pair_of(whi, j + 1, zh)])
+                            xrow = x[min(g, m - 1)]
+                            base = 64 * r + 16 * t + 4 * s  # xs[2 s], xs[2 s + 1]: x 4s .. 4s + 3 of the lane's 16
+                            B0.append((xrow[base], xrow[base + 1]))
+                            B1.append((xrow[base + 2], xrow[base + 3]))
+                        part = mma(part, A, B0, B1)
+                    for lane in range(32):
+                        g = lane // 4
+                        sl, sh = scales[min(n0 + g, n - 1)][grp], scales[min(n0 + g + 8, n - 1)][grp]
+                        acc[lane][0] += part[lane][0] * sl
+                        acc[lane][1] += part[lane][1] * sl
+                        acc[lane][2] += part[lane][2] * sh
+                        acc[lane][3] += part[lane][3] * sh
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                for e in range(4):
+                    partials[warp][(g + 8 * (e // 2)) * 8 + 2 * t + e % 2] = acc[lane][e]
+        for i in range(128):
+            r, tok = i // 8, i % 8
+            if n0 + r < n and tok < m:
+                out[(tok, n0 + r)] = sum(partials[w][i] for w in range(k_warps))
+    return out
+
+
+def check(n, k, m, group, k_warps, with_zeros, seed):
+    rnd = random.Random(seed)
+    groups = k // group
+    vals = [[rnd.randrange(-8, 8) for _ in range(k)] for _ in range(n)]
+    q_bytes = [pack_row(v) for v in vals]
+    scales = [[rnd.uniform(0.5, 1.5) for _ in range(groups)] for _ in range(n)]
+    zeros = [[rnd.randrange(-128, 128) if rnd.random() < 0.25 else rnd.randrange(-8, 9) for _ in range(groups)]
+             for _ in range(n)] if with_zeros else None
+    x = [[rnd.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
+    got = kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps)
+    worst = 0.0
+    for tok in range(m):
+        for row in range(n):
+            want = sum(x[tok][j] * scales[row][j // group] * (vals[row][j] - (zeros[row][j // group] if zeros else 0))
+                       for j in range(k))
+            worst = max(worst, abs(got[(tok, row)] - want))
+    assert len(got) == n * m, (len(got), n * m)
+    assert worst < 1e-9, f"n{n} k{k} m{m} g{group} k_warps {k_warps} zeros {with_zeros}: worst error {worst}"
+    print(f"ok n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
+
+
+if __name__ == "__main__":
+    check(16, 128, 1, 64, 1, False, 1)
+    check(19, 256, 3, 128, 2, True, 2)     # a partial second block of rows, 2 warps
+    check(8, 640, 8, 64, 4, True, 3)       # every token column, regions not a multiple of the warps' batches
+    check(33, 384, 5, 128, 1, False, 4)    # 3 row blocks, the last with one row; U batches cover 6 regions
