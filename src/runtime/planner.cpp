@@ -277,8 +277,8 @@ std::string LaunchPlan::to_string() const {
        << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
        << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows << " rows x "
        << tokens << " tokens a block, "
-       << (tokens == kLinearMmaGemvTokens ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions"
-                                          : std::to_string(vec) + " weights a 16-byte load")
+       << (tokens % kLinearMmaGemvTokens == 0 ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions"
+                                              : std::to_string(vec) + " weights a 16-byte load")
        << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy "
        << static_cast<int>(occupancy * 100 + 0.5) << "%";
     return os.str();

@@ -576,8 +576,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
 }
 
-// KERNELKIT_TUNE gemv_mma=1: W4A16 with groups of 64 or more up to 8 tokens on the tensor-core GEMV (16 rows a block,
-// k split by warps over 64-value regions); groups of 32, INT8 weights and 9 tokens keep their plans.
+// KERNELKIT_TUNE gemv_mma=1: W4A16 with groups of 64 or more up to 16 tokens (tiles of 8) on the tensor-core GEMV (16
+// rows a block, k split by warps over 64-value regions); groups of 32, INT8 weights and 17 tokens keep their plans.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
   const DeviceProfile& h200 = *find_profile("h200");
@@ -585,15 +585,15 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.out_features = 14336;
   s.group = 128;
   LaunchPlan p;
-  for (int64_t m : {1, 2, 8}) {
+  for (int64_t m : {1, 2, 8, 9, 16}) {
     s.rows = m;
     ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
-    EXPECT_EQ(p.tokens, kLinearMmaGemvTokens);
+    EXPECT_EQ(p.tokens, m <= 8 ? 8 : 16);
     EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
     EXPECT_EQ(p.grid, 14336 / 16);
     EXPECT_EQ(p.k_warps, 4);  // 896 blocks x 4 warps reach the 132 x 16 resident warps (128 registers) aimed for
     EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 4);
-    EXPECT_EQ(p.smem_bytes, 4 * 16 * 8 * 4);
+    EXPECT_EQ(p.smem_bytes, 4 * 16 * p.tokens * 4);
     EXPECT_NE(p.to_string().find("mma.sync m16n8k16 over 64-weight regions"), std::string::npos) << p.to_string();
   }
   s.out_features = 4096;  // 256 blocks: 8 warps (the 256-thread cap; 64 regions hold 8 warps' batches of 4)
@@ -604,7 +604,7 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 1);
   s.hidden = 4096;
-  s.rows = 9;
+  s.rows = 17;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 0);  // tensor-core tiles
   s.rows = 1;

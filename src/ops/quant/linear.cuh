@@ -267,14 +267,15 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 }
 
 // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, groups of 64 or more,
-// up to 8 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x every token (its N = 8; lanes of tokens
-// past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value regions
-// (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8 (words 2t,
-// 2t + 1: values 16t .. 16t + 15, all in one scale group) and 16 values of its token's x at the same k; the 4 MMAs of
-// a region give k-step s the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A pairs are int4_pair of
-// the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next pair for 2t + 8, 2t + 9)
-// and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales (rows g, g + 8) into
-// fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py checks this index math.
+// up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes of
+// tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
+// regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8
+// (words 2t, 2t + 1: values 16t .. 16t + 15, all in one scale group) and 16 values of x at the same k for token g of
+// each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A
+// pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next
+// pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales
+// (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py
+// checks this index math.
 // The A pair of values 2j, 2j + 1 (j = 0..3) of an INT4 word of the kernel layout as packed T, less the zero point
 // pair zero2 (kZero): (word >> 4j) & 0x000F000F holds their raw nibbles, and one LOP3 ((a & b) ^ c) both biases them
 // (xor 8: u = value + 8) and ors in the exponent of 1024 (f16) / 128 (bf16), then one packed subtract leaves the
@@ -288,12 +289,12 @@ __device__ __forceinline__ unsigned int4_pair_of(uint32_t word, int j, unsigned 
   return int4_pair_unbias<T, kZero>(biased, zero2);
 }
 
-template <typename T, WeightScales kScales>
+template <typename T, WeightScales kScales, int NT>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens;
+    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens * NT;
     constexpr bool kZeros = kScales == WeightScales::group_zero;
     extern __shared__ __align__(16) unsigned char smem[];
     float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows][kTokens]
@@ -304,14 +305,17 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     const int regions = static_cast<int>(p.k / 64), region_shift = p.group_shift - 6;  // a region's group: r >> it
     const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + 8 * t;
     const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + 8 * t;
-    const T* const xr = p.x + min(static_cast<int64_t>(g), p.m - 1) * p.x_stride + 16 * t;
+    const T* xr[NT];  // token g of each tile, this lane's 16 values of a region on
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+      xr[nt] = p.x + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + 16 * t;
     const float* const s_lo = p.scales + row_lo * groups;
     const float* const s_hi = p.scales + row_hi * groups;
     const int8_t* const z_lo = kZeros ? p.zeros + row_lo * groups : nullptr;
     const int8_t* const z_hi = kZeros ? p.zeros + row_hi * groups : nullptr;
     const int step = k_warps * U;  // regions between a warp's batches
 
-    float acc[4] = {};  // C: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
+    float acc[NT][4] = {};  // C of each tile: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
     auto compute = [&](int r, const uint2(&w)[2]) {
       const int grp = r >> region_shift;
       unsigned zl2 = 0, zh2 = 0;  // group_zero: the rows' zero points as packed T pairs (exact)
@@ -319,21 +323,30 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
         const float zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
         zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
       }
-      const uint4 xa = *reinterpret_cast<const uint4*>(xr + 64 * r);  // x 16t .. 16t + 7 of the region
-      const uint4 xb = *reinterpret_cast<const uint4*>(xr + 64 * r + 8);
-      const unsigned xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};  // pair i: x 2i, 2i + 1
-      float part[4] = {};
+      unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 values
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const uint4 xa = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r);
+        const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r + 8);
+        xs[nt][0] = xa.x, xs[nt][1] = xa.y, xs[nt][2] = xa.z, xs[nt][3] = xa.w;
+        xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
+      }
+      float part[NT][4] = {};
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
         const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
         const int j = 2 * (s % 2);
         const unsigned a[4] = {int4_pair_of<T, kZeros>(lo, j, zl2), int4_pair_of<T, kZeros>(hi, j, zh2),
                                int4_pair_of<T, kZeros>(lo, j + 1, zl2), int4_pair_of<T, kZeros>(hi, j + 1, zh2)};
-        mma_16x8x16<T>(part, a, xs[2 * s], xs[2 * s + 1]);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
       }
       const float sl = __ldg(s_lo + grp), sh = __ldg(s_hi + grp);
-      acc[0] = fmaf(part[0], sl, acc[0]), acc[1] = fmaf(part[1], sl, acc[1]);
-      acc[2] = fmaf(part[2], sh, acc[2]), acc[3] = fmaf(part[3], sh, acc[3]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
+        acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+      }
     };
     auto load = [&](int r0, uint2(&w)[U][2]) {
 #pragma unroll
@@ -353,9 +366,12 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       for (int u = 0; u < U; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
     }
 
-    // The warps' sums: C element e of lane (g, t) is row g + 8 (e / 2), token 2t + e % 2.
+    // The warps' sums: C element e of lane (g, t) in tile nt is row g + 8 (e / 2), token 8 nt + 2t + e % 2.
 #pragma unroll
-    for (int e = 0; e < 4; ++e) partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + 2 * t + e % 2] = acc[e];
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + kLinearMmaGemvTokens * nt + 2 * t + e % 2] = acc[nt][e];
     __syncthreads();
     for (int i = warp * kWarpSize + lane; i < kRows * kTokens; i += k_warps * kWarpSize) {
       const int r = i / kTokens, tok = i % kTokens;
@@ -419,10 +435,14 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   p.zeros = a.zeros;
   return with_weight_form(a, [&](auto bits, auto scales) -> Status {
     constexpr WeightScales kScales = decltype(scales)::value;
-    if (plan.tokens != kLinearMmaGemvTokens) return launch_gemv<T, decltype(bits)::value, kScales>(p, plan, stream);
-    if constexpr (decltype(bits)::value == 4) {  // the tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1)
-      linear_gemv_mma_kernel<T, kScales>
-          <<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, decltype(bits)::value, kScales>(p, plan, stream);
+    if constexpr (decltype(bits)::value == 4) {  // the tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1): 1 or 2 tiles
+      if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
+        return Status(StatusCode::internal,
+                      "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
+      const auto kernel = plan.tokens == kLinearMmaGemvTokens ? linear_gemv_mma_kernel<T, kScales, 1>
+                                                              : linear_gemv_mma_kernel<T, kScales, 2>;
+      kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());
       return Status::Ok();
     }

@@ -32,14 +32,18 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
-// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 with groups of 64 or more, up to kLinearMmaGemvTokens tokens, on a
-// GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column) instead of fp32
-// FMAs: the FMA GEMV spends about 3.3 instructions a weight at m1 (fp16 dequantization, the conversion to fp32, one
-// FMA a token) and holds INT4 at 61-63% of the copy ceiling on the H200 where INT8 reaches 88-90%; the MMA leaves about
-// 1.2 (the dequantization to the packed A pairs). Each warp streams 32-byte regions (64 values, inside one scale
-// group) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this one computes.
+// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 with groups of 64 or more, up to kLinearMmaGemvMaxTokens tokens,
+// on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column, one or two
+// 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
+// spends about 155 instructions on a thread's 16 bytes of weights at m1 (sm_90 SASS: fp16 dequantization, conversion
+// to fp32, an FMA a weight): 13 B/clk an SM at full issue, where HBM3e needs about 18, and INT4 measures 61-63% of the
+// copy ceiling on the H200 (INT8, half the math a byte, 88-90%). The MMA GEMV spends about 78 (the dequantization to
+// packed A pairs, one LOP3 and one packed subtract a pair). Each warp streams 32-byte regions (64 values, inside one
+// scale group) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this one
+// computes.
 constexpr int kLinearMmaGemvRows = 16;
-constexpr int kLinearMmaGemvTokens = 8;
+constexpr int kLinearMmaGemvTokens = 8;  // an MMA's N: the plan's tokens are a multiple
+constexpr int kLinearMmaGemvMaxTokens = 16;
 constexpr int kLinearMmaGemvUnroll = 4;
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us

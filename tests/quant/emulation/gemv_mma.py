@@ -51,52 +51,59 @@ def mma(C, A, B0, B1):
              D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
 
 
+def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U):
+    """One warp's C fragments (acc[lane] = c0..c3) for token tile nt of the block at row n0: its regions' MMAs."""
+    acc = [[0.0] * 4 for _ in range(32)]
+    for r0 in range(warp, regions, k_warps * U):
+        for u in range(U):
+            r = r0 + u * k_warps
+            if r >= regions:
+                continue
+            grp = r >> shift
+            part = [[0.0] * 4 for _ in range(32)]
+            for s in range(4):
+                A, B0, B1 = [], [], []
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
+                    wi = s // 2  # word .x (0) or .y (1) of the lane's 8 bytes at 32 r + 8 t
+                    wlo = word_at(q_bytes[lo], 32 * r + 8 * t + 4 * wi)
+                    whi = word_at(q_bytes[hi], 32 * r + 8 * t + 4 * wi)
+                    j = 2 * (s % 2)
+                    zl = zeros[lo][grp] if zeros else 0
+                    zh = zeros[hi][grp] if zeros else 0
+                    A.append([pair_of(wlo, j, zl), pair_of(whi, j, zh), pair_of(wlo, j + 1, zl),
+                              pair_of(whi, j + 1, zh)])
+                    xrow = x[min(8 * nt + g, m - 1)]
+                    base = 64 * r + 16 * t + 4 * s  # xs[2 s], xs[2 s + 1]: x 4s .. 4s + 3 of the lane's 16
+                    B0.append((xrow[base], xrow[base + 1]))
+                    B1.append((xrow[base + 2], xrow[base + 3]))
+                part = mma(part, A, B0, B1)
+            for lane in range(32):
+                g = lane // 4
+                sl, sh = scales[min(n0 + g, n - 1)][grp], scales[min(n0 + g + 8, n - 1)][grp]
+                acc[lane] = [acc[lane][0] + part[lane][0] * sl, acc[lane][1] + part[lane][1] * sl,
+                             acc[lane][2] + part[lane][2] * sh, acc[lane][3] + part[lane][3] * sh]
+    return acc
+
+
 def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
-    """out[token][row] as the kernel computes it (fp64), every block of 16 rows."""
-    regions, groups, shift = k // 64, k // group, group.bit_length() - 1 - 6
+    """out[(token, row)] as the kernel computes it (fp64): blocks of 16 rows, NT tiles of 8 tokens."""
+    regions, shift = k // 64, group.bit_length() - 1 - 6
+    NT = 1 if m <= 8 else 2
+    tokens = 8 * NT
     out = {}
     for n0 in range(0, n, 16):
-        partials = [[0.0] * 128 for _ in range(k_warps)]
+        partials = [[0.0] * (16 * tokens) for _ in range(k_warps)]
         for warp in range(k_warps):
-            acc = [[0.0] * 4 for _ in range(32)]
-            for r0 in range(warp, regions, k_warps * U):
-                for u in range(U):
-                    r = r0 + u * k_warps
-                    if r >= regions:
-                        continue
-                    grp = r >> shift
-                    part = [[0.0] * 4 for _ in range(32)]
-                    for s in range(4):
-                        A, B0, B1 = [], [], []
-                        for lane in range(32):
-                            g, t = lane // 4, lane % 4
-                            lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
-                            wi = s // 2  # word .x (0) or .y (1) of the lane's 8 bytes at 32 r + 8 t
-                            wlo = word_at(q_bytes[lo], 32 * r + 8 * t + 4 * wi)
-                            whi = word_at(q_bytes[hi], 32 * r + 8 * t + 4 * wi)
-                            j = 2 * (s % 2)
-                            zl = zeros[lo][grp] if zeros else 0
-                            zh = zeros[hi][grp] if zeros else 0
-                            A.append([pair_of(wlo, j, zl), pair_of(whi, j, zh), pair_of(wlo, j + 1, zl),
-                                      pair_of(whi, j + 1, zh)])
-                            xrow = x[min(g, m - 1)]
-                            base = 64 * r + 16 * t + 4 * s  # xs[2 s], xs[2 s + 1]: x 4s .. 4s + 3 of the lane's 16
-                            B0.append((xrow[base], xrow[base + 1]))
-                            B1.append((xrow[base + 2], xrow[base + 3]))
-                        part = mma(part, A, B0, B1)
-                    for lane in range(32):
-                        g = lane // 4
-                        sl, sh = scales[min(n0 + g, n - 1)][grp], scales[min(n0 + g + 8, n - 1)][grp]
-                        acc[lane][0] += part[lane][0] * sl
-                        acc[lane][1] += part[lane][1] * sl
-                        acc[lane][2] += part[lane][2] * sh
-                        acc[lane][3] += part[lane][3] * sh
-            for lane in range(32):
-                g, t = lane // 4, lane % 4
-                for e in range(4):
-                    partials[warp][(g + 8 * (e // 2)) * 8 + 2 * t + e % 2] = acc[lane][e]
-        for i in range(128):
-            r, tok = i // 8, i % 8
+            for nt in range(NT):
+                acc = warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U)
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    for e in range(4):
+                        partials[warp][(g + 8 * (e // 2)) * tokens + 8 * nt + 2 * t + e % 2] = acc[lane][e]
+        for i in range(16 * tokens):
+            r, tok = i // tokens, i % tokens
             if n0 + r < n and tok < m:
                 out[(tok, n0 + r)] = sum(partials[w][i] for w in range(k_warps))
     return out
@@ -128,3 +135,5 @@ if __name__ == "__main__":
     check(19, 256, 3, 128, 2, True, 2)     # a partial second block of rows, 2 warps
     check(8, 640, 8, 64, 4, True, 3)       # every token column, regions not a multiple of the warps' batches
     check(33, 384, 5, 128, 1, False, 4)    # 3 row blocks, the last with one row; U batches cover 6 regions
+    check(17, 256, 13, 64, 2, True, 5)     # two token tiles, the second partial
+    check(16, 128, 16, 128, 1, False, 6)   # two full token tiles
