@@ -576,8 +576,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
 }
 
-// KERNELKIT_TUNE gemv_mma=1: W4A16 with groups of 64 or more up to 16 tokens (tiles of 8) on the tensor-core GEMV (16
-// rows a block, k split by warps over 64-value regions); groups of 32, INT8 weights and 17 tokens keep their plans.
+// KERNELKIT_TUNE gemv_mma=1: W4A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block, k split by
+// warps over 64-value regions), groups of 32 too; INT8 weights and 17 tokens keep their plans.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
   const DeviceProfile& h200 = *find_profile("h200");
@@ -610,7 +610,11 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.rows = 1;
   s.group = 32;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
-  EXPECT_EQ(p.tokens, 1);  // the FMA GEMV
+  EXPECT_EQ(p.tokens, kLinearMmaGemvTokens);
+  s.hidden = 4064;  // half a region at the end: the FMA GEMV
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.tokens, 1);
+  s.hidden = 4096;
   s.group = 0;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.tokens, 1);

@@ -266,9 +266,9 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, groups of 64 or more,
-// up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes of
-// tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
+// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, any group (32, 64,
+// 128), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes
+// of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
 // regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8
 // (words 2t, 2t + 1: values 16t .. 16t + 15, all in one scale group) and 16 values of x at the same k for token g of
 // each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A
@@ -289,7 +289,10 @@ __device__ __forceinline__ unsigned int4_pair_of(uint32_t word, int j, unsigned 
   return int4_pair_unbias<T, kZero>(biased, zero2);
 }
 
-template <typename T, WeightScales kScales, int NT>
+// kGroups32: groups of 32 (two a region). A lane's 16 values would span two of them, and the quad's MMA sums its
+// lanes, so lane t takes word t of each 16-byte chunk instead (two 4-byte loads a row): k-steps 0-1 are the first
+// chunk (group), 2-3 the second, each flushed with its own scales; x comes from the same two chunks.
+template <typename T, WeightScales kScales, int NT, bool kGroups32>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -303,12 +306,13 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
     const int64_t row_bytes = p.k / 2, groups = p.k >> p.group_shift;
     const int regions = static_cast<int>(p.k / 64), region_shift = p.group_shift - 6;  // a region's group: r >> it
-    const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + 8 * t;
-    const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + 8 * t;
+    const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kGroups32 ? 8 * t : 16 * t, x_second = kGroups32 ? 32 : 8;
+    const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + w_lane;
+    const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + w_lane;
     const T* xr[NT];  // token g of each tile, this lane's 16 values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
-      xr[nt] = p.x + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + 16 * t;
+      xr[nt] = p.x + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + x_lane;
     const float* const s_lo = p.scales + row_lo * groups;
     const float* const s_hi = p.scales + row_hi * groups;
     const int8_t* const z_lo = kZeros ? p.zeros + row_lo * groups : nullptr;
@@ -317,42 +321,56 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
     float acc[NT][4] = {};  // C of each tile: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
     auto compute = [&](int r, const uint2(&w)[2]) {
-      const int grp = r >> region_shift;
-      unsigned zl2 = 0, zh2 = 0;  // group_zero: the rows' zero points as packed T pairs (exact)
-      if constexpr (kZeros) {
-        const float zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
-        zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
-      }
-      unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 values
+      unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const uint4 xa = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r);
-        const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r + 8);
+        const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r + x_second);
         xs[nt][0] = xa.x, xs[nt][1] = xa.y, xs[nt][2] = xa.z, xs[nt][3] = xa.w;
         xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
       }
       float part[NT][4] = {};
+      int grp = 0;
+      unsigned zl2 = 0, zh2 = 0;  // group_zero: the rows' zero points as packed T pairs (exact)
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
+        if (s == 0 || (kGroups32 && s == 2)) {  // a scale group starts
+          grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
+          if constexpr (kZeros) {
+            const float zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
+            zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+          }
+        }
         const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
         const int j = 2 * (s % 2);
         const unsigned a[4] = {int4_pair_of<T, kZeros>(lo, j, zl2), int4_pair_of<T, kZeros>(hi, j, zh2),
                                int4_pair_of<T, kZeros>(lo, j + 1, zl2), int4_pair_of<T, kZeros>(hi, j + 1, zh2)};
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
-      }
-      const float sl = __ldg(s_lo + grp), sh = __ldg(s_hi + grp);
+        if (s == 3 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part * its scales
+          const float sl = __ldg(s_lo + grp), sh = __ldg(s_hi + grp);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
-        acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+          for (int nt = 0; nt < NT; ++nt) {
+            acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
+            acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+            part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+          }
+        }
       }
+    };
+    // A lane's 8 bytes of a row's region: contiguous, or (kGroups32) word t of each chunk, through L1 (each 4-byte load
+    // is half a sector, the other half the quad's next load).
+    auto load_share = [&](const uint8_t* q) {
+      if constexpr (kGroups32)
+        return uint2{__ldg(reinterpret_cast<const unsigned*>(q)), __ldg(reinterpret_cast<const unsigned*>(q + 16))};
+      else
+        return load_weights8(q);
     };
     auto load = [&](int r0, uint2(&w)[U][2]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * k_warps;
-        if (r < regions) w[u][0] = load_weights8(w_lo + 32 * r), w[u][1] = load_weights8(w_hi + 32 * r);
+        if (r < regions) w[u][0] = load_share(w_lo + 32 * r), w[u][1] = load_share(w_hi + 32 * r);
       }
     };
     uint2 cur[U][2] = {}, next[U][2] = {};
@@ -440,8 +458,10 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
       if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
         return Status(StatusCode::internal,
                       "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
-      const auto kernel = plan.tokens == kLinearMmaGemvTokens ? linear_gemv_mma_kernel<T, kScales, 1>
-                                                              : linear_gemv_mma_kernel<T, kScales, 2>;
+      const bool g32 = a.group == 32, one = plan.tokens == kLinearMmaGemvTokens;
+      const auto kernel =
+          g32 ? (one ? linear_gemv_mma_kernel<T, kScales, 1, true> : linear_gemv_mma_kernel<T, kScales, 2, true>)
+              : (one ? linear_gemv_mma_kernel<T, kScales, 1, false> : linear_gemv_mma_kernel<T, kScales, 2, false>);
       kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());
       return Status::Ok();

@@ -124,7 +124,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   int mma_gemv = 0;
   KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 1, &mma_gemv));
-  if (mma_gemv && bits == 4 && s.group >= 64 && m <= kLinearMmaGemvMaxTokens) {
+  if (mma_gemv && bits == 4 && m <= kLinearMmaGemvMaxTokens && k % 64 == 0) {  // whole 64-value regions
     // The tensor-core GEMV (kLinearMmaGemvRows): tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks
     // this plan; the block's warps split the 64-value regions of k as the FMA GEMV's split its chunks.
     p->vec = 64;  // weights a region

@@ -32,15 +32,15 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
-// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 with groups of 64 or more, up to kLinearMmaGemvMaxTokens tokens,
+// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 (any group), up to kLinearMmaGemvMaxTokens tokens,
 // on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column, one or two
 // 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
 // spends about 155 instructions on a thread's 16 bytes of weights at m1 (sm_90 SASS: fp16 dequantization, conversion
 // to fp32, an FMA a weight): 13 B/clk an SM at full issue, where HBM3e needs about 18, and INT4 measures 61-63% of the
 // copy ceiling on the H200 (INT8, half the math a byte, 88-90%). The MMA GEMV spends about 78 (the dequantization to
-// packed A pairs, one LOP3 and one packed subtract a pair). Each warp streams 32-byte regions (64 values, inside one
-// scale group) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this one
-// computes.
+// packed A pairs, one LOP3 and one packed subtract a pair). Each warp streams 32-byte regions (64 values: one scale
+// group, or two of 32) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this
+// one computes.
 constexpr int kLinearMmaGemvRows = 16;
 constexpr int kLinearMmaGemvTokens = 8;  // an MMA's N: the plan's tokens are a multiple
 constexpr int kLinearMmaGemvMaxTokens = 16;

@@ -51,39 +51,44 @@ def mma(C, A, B0, B1):
              D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
 
 
-def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U):
-    """One warp's C fragments (acc[lane] = c0..c3) for token tile nt of the block at row n0: its regions' MMAs."""
+def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, g32):
+    """One warp's C fragments (acc[lane] = c0..c3) for token tile nt of the block at row n0: its regions' MMAs.
+    g32 (groups of 32): lane t takes word t of each 16-byte chunk, k-steps 0-1 the first chunk, 2-3 the second, each
+    chunk's sums scaled by its own group; else 8 contiguous bytes, one group a region."""
     acc = [[0.0] * 4 for _ in range(32)]
     for r0 in range(warp, regions, k_warps * U):
         for u in range(U):
             r = r0 + u * k_warps
             if r >= regions:
                 continue
-            grp = r >> shift
             part = [[0.0] * 4 for _ in range(32)]
             for s in range(4):
+                grp = 2 * r + s // 2 if g32 else r >> shift
                 A, B0, B1 = [], [], []
                 for lane in range(32):
                     g, t = lane // 4, lane % 4
                     lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
                     wi = s // 2  # word .x (0) or .y (1) of the lane's 8 bytes at 32 r + 8 t
-                    wlo = word_at(q_bytes[lo], 32 * r + 8 * t + 4 * wi)
-                    whi = word_at(q_bytes[hi], 32 * r + 8 * t + 4 * wi)
+                    off = 32 * r + (4 * t + 16 * wi if g32 else 8 * t + 4 * wi)
+                    wlo, whi = word_at(q_bytes[lo], off), word_at(q_bytes[hi], off)
                     j = 2 * (s % 2)
                     zl = zeros[lo][grp] if zeros else 0
                     zh = zeros[hi][grp] if zeros else 0
                     A.append([pair_of(wlo, j, zl), pair_of(whi, j, zh), pair_of(wlo, j + 1, zl),
                               pair_of(whi, j + 1, zh)])
                     xrow = x[min(8 * nt + g, m - 1)]
-                    base = 64 * r + 16 * t + 4 * s  # xs[2 s], xs[2 s + 1]: x 4s .. 4s + 3 of the lane's 16
+                    # xs[2 s], xs[2 s + 1]: x 4s .. 4s + 3 of the lane's 16 (two runs of 8 apart with g32)
+                    base = 64 * r + (8 * t + 32 * (s // 2) + 4 * (s % 2) if g32 else 16 * t + 4 * s)
                     B0.append((xrow[base], xrow[base + 1]))
                     B1.append((xrow[base + 2], xrow[base + 3]))
                 part = mma(part, A, B0, B1)
-            for lane in range(32):
-                g = lane // 4
-                sl, sh = scales[min(n0 + g, n - 1)][grp], scales[min(n0 + g + 8, n - 1)][grp]
-                acc[lane] = [acc[lane][0] + part[lane][0] * sl, acc[lane][1] + part[lane][1] * sl,
-                             acc[lane][2] + part[lane][2] * sh, acc[lane][3] + part[lane][3] * sh]
+                if s == 3 or (g32 and s == 1):  # the group's last k-step
+                    for lane in range(32):
+                        g = lane // 4
+                        sl, sh = scales[min(n0 + g, n - 1)][grp], scales[min(n0 + g + 8, n - 1)][grp]
+                        acc[lane] = [acc[lane][0] + part[lane][0] * sl, acc[lane][1] + part[lane][1] * sl,
+                                     acc[lane][2] + part[lane][2] * sh, acc[lane][3] + part[lane][3] * sh]
+                    part = [[0.0] * 4 for _ in range(32)]
     return acc
 
 
@@ -97,7 +102,7 @@ def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
         partials = [[0.0] * (16 * tokens) for _ in range(k_warps)]
         for warp in range(k_warps):
             for nt in range(NT):
-                acc = warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U)
+                acc = warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32)
                 for lane in range(32):
                     g, t = lane // 4, lane % 4
                     for e in range(4):
@@ -137,3 +142,5 @@ if __name__ == "__main__":
     check(33, 384, 5, 128, 1, False, 4)    # 3 row blocks, the last with one row; U batches cover 6 regions
     check(17, 256, 13, 64, 2, True, 5)     # two token tiles, the second partial
     check(16, 128, 16, 128, 1, False, 6)   # two full token tiles
+    check(16, 256, 1, 32, 1, False, 7)     # groups of 32: word t of each chunk
+    check(21, 384, 11, 32, 2, True, 8)     # groups of 32 with zero points, two token tiles, 2 warps
