@@ -266,16 +266,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, any group (32, 64,
-// 128), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes
-// of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
-// regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8
-// (words 2t, 2t + 1: values 16t .. 16t + 15, all in one scale group) and 16 values of x at the same k for token g of
-// each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A
-// pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next
-// pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales
-// (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py
-// checks this index math.
 // The A pair of values 2j, 2j + 1 (j = 0..3) of an INT4 word of the kernel layout as packed T, less the zero point
 // pair zero2 (kZero): (word >> 4j) & 0x000F000F holds their raw nibbles, and one LOP3 ((a & b) ^ c) both biases them
 // (xor 8: u = value + 8) and ors in the exponent of 1024 (f16) / 128 (bf16), then one packed subtract leaves the
@@ -289,6 +279,16 @@ __device__ __forceinline__ unsigned int4_pair_of(uint32_t word, int j, unsigned 
   return int4_pair_unbias<T, kZero>(biased, zero2);
 }
 
+// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, any group (32, 64,
+// 128), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes
+// of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
+// regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8
+// (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for token g
+// of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A
+// pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next
+// pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales
+// (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py
+// checks this index math.
 // kGroups32: groups of 32 (two a region). A lane's 16 values would span two of them, and the quad's MMA sums its
 // lanes, so lane t takes word t of each 16-byte chunk instead (two 4-byte loads a row): k-steps 0-1 are the first
 // chunk (group), 2-3 the second, each flushed with its own scales; x comes from the same two chunks.
