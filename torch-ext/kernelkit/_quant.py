@@ -58,8 +58,9 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4).
 
     x [..., k] float16 / bfloat16. bits=8: qweight int8 [n, k] with scales float32 [n] (per output channel; group is
-    then not used) or [n, k / group] (group 32, 64 or 128). bits=4: qweight uint8 [n, k / 2] in kernelkit's INT4 layout with scales
-    [n, k / group] (group 32, 64 or 128): `quantize_weight`'s output, or a checkpoint's repacked (`kernelkit.nn`).
+    then not used) or [n, k / group] (group 32, 64 or 128). bits=4: qweight uint8 [n, k / 2] in kernelkit's INT4
+    layout with scales [n, k / group] (group 32, 64 or 128): `quantize_weight`'s output, or a checkpoint's repacked
+    (`kernelkit.nn`).
     zeros: optional int8 [n, k / group] zero points of asymmetric weights, w = scales * (q - zeros) with q the signed
     stored value (a checkpoint's unsigned zero z is z - 8 for 4 bits, z - 128 for 8 bits); subtracted exactly in the
     kernels. On CUDA: a GEMV for 1-2 tokens, tensor cores from 3 on (any count).

@@ -155,8 +155,9 @@ class ZeroPointLinear(_Float32Scales):
         zeros = w.zeros.to(torch.int16).repeat_interleave(repeat, dim=1) - mid
         if bool((zeros > 127).any()):
             r, g = (zeros > 127).nonzero()[0].tolist()
-            raise ValueError(f"ZeroPointLinear: row {r} group {g * group // size} has zero point {int(zeros[r, g]) + mid}"
-                             f", past the {w.bits}-bit codes' range (a GPTQ checkpoint storing zero - 1 of a zero of 0)")
+            raise ValueError(f"ZeroPointLinear: row {r} group {g * group // size} has zero point "
+                             f"{int(zeros[r, g]) + mid}, past the {w.bits}-bit codes' range (a GPTQ checkpoint storing "
+                             "zero - 1 of a zero of 0)")
         layer = cls(k, n, w.bits, group)
         q = (w.q if perm is None else w.q[:, perm]).to(torch.int16) - mid
         layer.qweight = formats.pack_int4(q.to(torch.int8)) if w.bits == 4 else q.to(torch.int8).contiguous()
@@ -207,9 +208,9 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
     """Replaces each nn.Linear of `model` whose `<name>.qweight` is in `tensors` (the state dict of a GPTQ or AWQ
     checkpoint, e.g. safetensors.torch.load_file of its shards) by a ZeroPointLinear built from that layer's
     tensors, on the linear's device. `quantization_config`: the checkpoint's (config.json): quant_method "gptq" or
-    "awq" (AWQ's GEMM version), bits (4, or 8 for GPTQ), group_size, and GPTQ's checkpoint_format ("gptq" or "gptq_v2"). The model is
-    built from the checkpoint's config as an ordinary (unquantized) model first; its other weights load from `tensors`
-    as usual. Returns {"replaced": count, "layers": their names, ...}."""
+    "awq" (AWQ's GEMM version), bits (4, or 8 for GPTQ), group_size, and GPTQ's checkpoint_format ("gptq" or
+    "gptq_v2"). The model is built from the checkpoint's config as an ordinary (unquantized) model first; its other
+    weights load from `tensors` as usual. Returns {"replaced": count, "layers": their names, ...}."""
     method = quantization_config.get("quant_method")
     bits, group = quantization_config.get("bits", 4), quantization_config.get("group_size", 128)
     if method not in ("gptq", "awq"):
