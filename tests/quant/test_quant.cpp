@@ -618,6 +618,12 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.group = 0;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.tokens, 1);
+  // linear_fp8's (fp8_gemv=2): 128-value regions, the last one partial (k 544: 5 regions, one warp's batch).
+  ASSERT_TRUE(detail::plan_mma_gemv(h200, 12, 6144, 544, 128, &p).ok());
+  EXPECT_EQ(p.tokens, 16);
+  EXPECT_EQ(p.grid, 6144 / 16);
+  EXPECT_EQ(p.k_warps, 1);
+  EXPECT_EQ(p.vecs_per_thread, 5);
 }
 
 TEST(QuantPlanner, QuantizerPlans) {

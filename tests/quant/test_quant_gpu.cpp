@@ -466,6 +466,27 @@ TEST(Fp8Linear, GemvMatchesTheDotProducts) {
         }
 }
 
+// KERNELKIT_TUNE fp8_gemv=2: linear_fp8 up to 16 tokens on the FP8 tensor-core GEMV (m16n8k32 e4m3), one and two
+// token tiles, full and partial; k with a partial last 128-value region (544), one region (128) and 4096; a partial
+// last block of 16 rows; both scalings, bias, strided xq, out +=. Profiles without FP8 refuse it (as expect_case
+// knows).
+TEST(Fp8Linear, TensorCoreGemvMatchesTheDotProducts) {
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "fp8_gemv=2");
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 2, 5, 8, 9, 16})
+      for (const auto [n, k] : {std::pair<int64_t, int64_t>{8, 128}, {88, 544}, {4104, 4096}})
+        for (bool per_tensor : {false, true}) {
+          kernelkit::testing::W8A8Case c{
+              dt,        m, n, k, !per_tensor, per_tensor ? 32 : 0, static_cast<uint64_t>(m + n + 3), OpId::linear_fp8,
+              per_tensor};
+          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                          c.name() + " fp8_gemv=2");
+          c.accumulate = true;
+          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                          c.name() + " fp8_gemv=2");
+        }
+}
+
 // linear_fp8 with block scales (linear_fp8_blockwise: cuBLASLt's VEC128_32F x BLK128x128_32F FP8 matmul) against the
 // dot products of each 128-wide k block: every finite e4m3 code as input, x_scales token-major [k / 128][m] and
 // w_scales in rows of fp8_block_scales_ld(k) (the layouts cuBLASLt reads), m 1 (decode), 16 and 129 (a partial tile),

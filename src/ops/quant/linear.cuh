@@ -266,6 +266,30 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
+// The tensor-core GEMVs' end: each warp's C fragments into shared memory ([k_warps][16 rows][NT 8 tokens]: element e
+// of lane (g, t) in tile nt is row g + 8 (e / 2), token 8 nt + 2t + e % 2), then each output's sum over the warps,
+// stored by store_output.
+template <typename T, WeightScales kScales, bool kFp8, int NT>
+__device__ __forceinline__ void mma_gemv_store(const LinearParams<T>& p, const float (&acc)[NT][4], int64_t n0) {
+  constexpr int kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens * NT;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* partials = reinterpret_cast<float*>(smem);
+  const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + kLinearMmaGemvTokens * nt + 2 * t + e % 2] = acc[nt][e];
+  __syncthreads();
+  for (int i = warp * kWarpSize + lane; i < kRows * kTokens; i += k_warps * kWarpSize) {
+    const int r = i / kTokens, tok = i % kTokens;
+    if (n0 + r >= p.n || tok >= p.m) continue;
+    float y = 0.0f;
+    for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
+    store_output<T, kScales, kFp8>(p, n0 + r, tok, y);
+  }
+}
+
 // The A pair of values 2j, 2j + 1 (j = 0..3) of an INT4 word of the kernel layout as packed T, less the zero point
 // pair zero2 (kZero): (word >> 4j) & 0x000F000F holds their raw nibbles, and one LOP3 ((a & b) ^ c) both biases them
 // (xor 8: u = value + 8) and ors in the exponent of 1024 (f16) / 128 (bf16), then one packed subtract leaves the
@@ -297,10 +321,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens * NT;
+    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows;
     constexpr bool kZeros = kScales == WeightScales::group_zero;
-    extern __shared__ __align__(16) unsigned char smem[];
-    float* partials = reinterpret_cast<float*>(smem);  // [k_warps][kRows][kTokens]
     const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
     const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
@@ -384,20 +406,81 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       for (int u = 0; u < U; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
     }
 
-    // The warps' sums: C element e of lane (g, t) in tile nt is row g + 8 (e / 2), token 8 nt + 2t + e % 2.
+    mma_gemv_store<T, kScales, false>(p, acc, n0);
+  }
+}
+
+// d += a b on FP8 tensor cores (sm_89+): m16n8k32, e4m3 A and B (4 codes a register), fp32 accumulators.
+__device__ __forceinline__ void mma_16x8x32_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KK_DEVICE_HAS_FP8
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // unreachable: FP8 ops are refused below sm_89
+#endif
+}
+
+// linear_fp8 (per-tensor or per-token x per-channel scales) for up to 16 tokens on mma.sync m16n8k32 e4m3
+// (KERNELKIT_TUNE fp8_gemv=2, an experiment, sm_89+): the tensor-core GEMV's organization with FP8 codes as they are,
+// no dequantization. A k-step is 32 values: lane (g, t) loads 8 bytes of rows g and g + 8 and of its token's x at
+// 32 s + 8t, the first 4 for the labels 4t .. 4t + 3 (a0, a1, b0), the next 4 for 16 + 4t .. (a2, a3, b1). The warps
+// split k by 128-value regions, whose 4 consecutive k-steps chain one MMA partial sum that then joins the fp32
+// accumulators: the promotion interval cuBLASLt uses (Hopper's FP8 MMA keeps about 14 bits of a running sum; the
+// tests' bound, docs/tolerances.md, models exactly this). Scaled by x's and the weights' scales at the end.
+template <typename T, int NT>
+__global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
+    linear_fp8_gemv_mma_kernel(const LinearParams<T> p) {
+  if constexpr (!kDeviceHasType<T> || !KK_DEVICE_HAS_FP8) {
+    __trap();  // unreachable: the host refuses FP8 below sm_89 (and bf16 for kernels built for sm_75)
+  } else {
+    constexpr int kSteps = 4, kRows = kLinearMmaGemvRows;
+    const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
+    const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
+    const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
+    const int k = static_cast<int>(p.k), regions = (k + 32 * kSteps - 1) / (32 * kSteps);
+    const uint8_t* const w_lo = p.qweight + row_lo * p.k + 8 * t;
+    const uint8_t* const w_hi = p.qweight + row_hi * p.k + 8 * t;
+    const uint8_t* xr[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
+      xr[nt] = p.xq + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + 8 * t;
+
+    float acc[NT][4] = {};
+    auto load = [&](int r, uint2(&w)[kSteps][2]) {  // region r's k-steps (those before k)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + kLinearMmaGemvTokens * nt + 2 * t + e % 2] = acc[nt][e];
-    __syncthreads();
-    for (int i = warp * kWarpSize + lane; i < kRows * kTokens; i += k_warps * kWarpSize) {
-      const int r = i / kTokens, tok = i % kTokens;
-      if (n0 + r >= p.n || tok >= p.m) continue;
-      float y = 0.0f;
-      for (int w = 0; w < k_warps; ++w) y += partials[w * kRows * kTokens + i];
-      store_output<T, kScales>(p, n0 + r, tok, y);
+      for (int j = 0; j < kSteps; ++j) {
+        const int k0 = 32 * (kSteps * r + j);
+        if (r < regions && k0 < k) w[j][0] = load_weights8(w_lo + k0), w[j][1] = load_weights8(w_hi + k0);
+      }
+    };
+    uint2 cur[kSteps][2] = {}, next[kSteps][2] = {};
+    load(warp, cur);
+    for (int r = warp; r < regions; r += k_warps) {
+      load(r + k_warps, next);  // the next region in flight while this one computes
+      float part[NT][4] = {};
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        const int k0 = 32 * (kSteps * r + j);
+        if (k0 >= k) continue;
+        const unsigned a[4] = {cur[j][0].x, cur[j][1].x, cur[j][0].y, cur[j][1].y};
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint2 xv = *reinterpret_cast<const uint2*>(xr[nt] + k0);
+          mma_16x8x32_e4m3(part[nt], a, xv.x, xv.y);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] += part[nt][e];
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) cur[j][0] = next[j][0], cur[j][1] = next[j][1];
     }
+
+    mma_gemv_store<T, WeightScales::row, true>(p, acc, n0);
   }
 }
 
@@ -470,8 +553,9 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   });
 }
 
-// linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV: `w` the weight-only form of the call (its
-// weights, weight scales, bias and output; a split-K plan), `a` for x's codes and the scalings.
+// linear_fp8 with per-tensor or per-token x per-channel scales on the GEMV (or, for a tensor-core GEMV plan, on
+// linear_fp8_gemv_mma_kernel): `w` the weight-only form of the call (its weights, weight scales, bias and output; a
+// split-K plan), `a` for x's codes and the scalings.
 template <typename T>
 Status launch_linear_fp8_gemv(const detail::WeightOnlyArgs& w, const detail::W8A8Args& a, const LaunchPlan& plan,
                               cudaStream_t stream) {
@@ -481,7 +565,16 @@ Status launch_linear_fp8_gemv(const detail::WeightOnlyArgs& w, const detail::W8A
   p.x_scales = a.x_scales;
   p.xs_stride = a.x_per_tensor ? 0 : 1;
   p.ws_stride = a.w_per_tensor ? 0 : 1;
-  return launch_gemv<T, 8, WeightScales::row, true>(p, plan, stream);
+  if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, 8, WeightScales::row, true>(p, plan, stream);
+  // The FP8 tensor-core GEMV (KERNELKIT_TUNE fp8_gemv=2): 1 or 2 token tiles.
+  if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
+    return Status(StatusCode::internal,
+                  "linear_fp8: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
+  const auto kernel =
+      plan.tokens == kLinearMmaGemvTokens ? linear_fp8_gemv_mma_kernel<T, 1> : linear_fp8_gemv_mma_kernel<T, 2>;
+  kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+  KK_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
 }
 
 }  // namespace kernelkit::cuda

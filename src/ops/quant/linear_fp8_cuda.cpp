@@ -1,6 +1,7 @@
 // linear_fp8 on CUDA: cuBLASLt's FP8 matmul does the whole op (scales by its scale pointers, bias by its epilogue), so
 // no kernel of ours runs (ops/gemm/gemm_lt.cpp); KERNELKIT_TUNE fp8_gemv=1 (an experiment) runs one or two tokens on
-// the weight-only GEMV instead (linear.cuh).
+// the weight-only GEMV instead, fp8_gemv=2 up to 16 tokens (k a multiple of 32) on the FP8 tensor-core GEMV
+// (linear.cuh).
 #include <string>
 #include <utility>
 
@@ -14,8 +15,10 @@ namespace kernelkit::detail {
 
 Status fp8_linear_cuda(const W8A8Args& a, Stream stream) {
   int gemv = 0;
-  KK_RETURN_IF_ERROR(plan::tune_value("fp8_gemv", 0, 1, &gemv));
+  KK_RETURN_IF_ERROR(plan::tune_value("fp8_gemv", 0, 2, &gemv));
   if (gemv == 1 && a.op == OpId::linear_fp8 && a.rows < kLinearTcMinM) return fp8_linear_gemv_cuda(a, stream);
+  if (gemv == 2 && a.op == OpId::linear_fp8 && a.rows <= kLinearMmaGemvMaxTokens && a.k % 32 == 0)
+    return fp8_linear_gemv_cuda(a, stream, true);
   for (auto [p, arg] : {std::pair{static_cast<const void*>(a.xq), "xq"},
                         {a.x_scales, "x_scales"},
                         {a.qweight, "qweight"},

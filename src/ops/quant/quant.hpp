@@ -189,8 +189,9 @@ Status check_fp8_linear_profile(OpId op, const DeviceProfile& prof);
 Status w8a8_reference(const W8A8Args& a);
 Status w8a8_cuda(const W8A8Args& a, Stream stream);
 Status fp8_linear_cuda(const W8A8Args& a, Stream stream);  // through cuBLASLt (gemm_lt.cpp)
-// linear_fp8 (per-tensor or per-token x per-channel scales) at m < kLinearTcMinM on the weight-only GEMV (linear.cuh).
-Status fp8_linear_gemv_cuda(const W8A8Args& a, Stream stream);
+// linear_fp8 (per-tensor or per-token x per-channel scales) at m < kLinearTcMinM on the weight-only GEMV, or (mma, k a
+// multiple of 32) up to kLinearMmaGemvMaxTokens tokens on the FP8 tensor-core GEMV (linear.cuh).
+Status fp8_linear_gemv_cuda(const W8A8Args& a, Stream stream, bool mma = false);
 
 // The signed value of nibble `nibble` (0..7) of the little-endian 32-bit word at `bytes` (4 bytes).
 inline int int4_nibble(const uint8_t* bytes, int nibble) {

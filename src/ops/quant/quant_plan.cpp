@@ -57,6 +57,24 @@ Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_
 
 }  // namespace
 
+Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* p) {
+  // Tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks this plan; the block's warps split the regions
+  // of k as the FMA GEMV's split its chunks.
+  p->vec = region;
+  p->tokens = static_cast<int>(ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens)) * kLinearMmaGemvTokens;
+  p->out_rows = kLinearMmaGemvRows;
+  const int64_t blocks = ceil_div(n, p->out_rows);
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, kLinearMmaGemvUnroll, p));
+  p->stages = 0;
+  p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
+  p->smem_optin = false;
+  p->grid_x = p->grid = blocks;
+  p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
+  const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
+  p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
+  return Status::Ok();
+}
+
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
   const std::string name(op_info(op).name);
   const ScaleSpan span = scale_span(op);
@@ -124,23 +142,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   int mma_gemv = 0;
   KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 1, &mma_gemv));
-  if (mma_gemv && bits == 4 && m <= kLinearMmaGemvMaxTokens && k % 64 == 0) {  // whole 64-value regions
-    // The tensor-core GEMV (kLinearMmaGemvRows): tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks
-    // this plan; the block's warps split the 64-value regions of k as the FMA GEMV's split its chunks.
-    p->vec = 64;  // weights a region
-    p->tokens = static_cast<int>(ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens)) * kLinearMmaGemvTokens;
-    p->out_rows = kLinearMmaGemvRows;
-    const int64_t blocks = ceil_div(n, p->out_rows);
-    KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, k / p->vec, 1, kLinearMmaGemvUnroll, p));
-    p->stages = 0;
-    p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
-    p->smem_optin = false;
-    p->grid_x = p->grid = blocks;
-    p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
-    const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
-    p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
-    return Status::Ok();
-  }
+  if (mma_gemv && bits == 4 && m <= kLinearMmaGemvMaxTokens && k % 64 == 0)  // whole 64-value regions
+    return plan_mma_gemv(prof, m, n, k, 64, p);
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;

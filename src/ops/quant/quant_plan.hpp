@@ -72,6 +72,10 @@ constexpr int64_t kW8A8MaxK = 131072;  // |sum| <= 127^2 k stays below 2^31: the
 namespace detail {
 // The quantizers' and the quantized linear ops' LaunchPlan (plan_op for the quant family).
 Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
+// The tensor-core GEMV's plan (kLinearMmaGemvRows) for m tokens (up to kLinearMmaGemvMaxTokens), n rows and k inputs
+// split between a block's warps by regions of `region` values: 64 for W4A16 (KERNELKIT_TUNE gemv_mma=1; k a
+// multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
+Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out);
 }  // namespace detail
 
 }  // namespace kernelkit

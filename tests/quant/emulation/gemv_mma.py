@@ -1,4 +1,5 @@
-# Pure-Python emulation of src/ops/quant/linear.cuh's linear_gemv_mma_kernel (KERNELKIT_TUNE gemv_mma=1), lane by
+# Pure-Python emulation of src/ops/quant/linear.cuh's tensor-core GEMVs, linear_gemv_mma_kernel (KERNELKIT_TUNE
+# gemv_mma=1) and linear_fp8_gemv_mma_kernel (fp8_gemv=2, m16n8k32 over byte codes: fp8_kernel below), lane by
 # lane, in float64: the INT4 kernel layout as quantize_int4_groupwise / pack_int4 write it, each lane's 8-byte share
 # of a 32-byte region of rows g and g + 8, the A pairs of int4_pair_of (raw nibbles j and j + 4 of word >> 4j, biased
 # by 8) less the zero points, the B pairs of x, mma.sync m16n8k16 as the PTX ISA defines its fragments (written from
@@ -92,9 +93,10 @@ def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_w
     return acc
 
 
-def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
-    """out[(token, row)] as the kernel computes it (fp64): blocks of 16 rows, NT tiles of 8 tokens."""
-    regions, shift = k // 64, group.bit_length() - 1 - 6
+def run_blocks(n, m, k_warps, tile):
+    """The block loop both kernels share: tile(n0, nt, warp) gives one warp's C fragments (acc[lane] = c0..c3) of
+    token tile nt of the block at row n0; they go to the block's partials [warp][16 rows][tokens] (element e of lane
+    (g, t): row g + 8 (e // 2), token 8 nt + 2t + e % 2) and each output is their sum over the warps."""
     NT = 1 if m <= 8 else 2
     tokens = 8 * NT
     out = {}
@@ -102,7 +104,7 @@ def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
         partials = [[0.0] * (16 * tokens) for _ in range(k_warps)]
         for warp in range(k_warps):
             for nt in range(NT):
-                acc = warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32)
+                acc = tile(n0, nt, warp)
                 for lane in range(32):
                     g, t = lane // 4, lane % 4
                     for e in range(4):
@@ -112,6 +114,13 @@ def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
             if n0 + r < n and tok < m:
                 out[(tok, n0 + r)] = sum(partials[w][i] for w in range(k_warps))
     return out
+
+
+def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
+    """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64)."""
+    regions, shift = k // 64, group.bit_length() - 1 - 6
+    return run_blocks(n, m, k_warps, lambda n0, nt, warp: warp_tile(
+        x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32))
 
 
 def check(n, k, m, group, k_warps, with_zeros, seed):
@@ -135,6 +144,58 @@ def check(n, k, m, group, k_warps, with_zeros, seed):
     print(f"ok n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
 
 
+def mma_k32(C, A, B0, B1):
+    """m16n8k32 (8-bit operands): A[lane] = 4 groups of 4 values (a0..a3), B0 / B1[lane] 4 values (PTX ISA layouts)."""
+    Am = [[0.0] * 32 for _ in range(16)]
+    Bm = [[0.0] * 8 for _ in range(32)]
+    Cm = [[0.0] * 8 for _ in range(16)]
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for i in range(4):
+            Am[g][4 * t + i], Am[g + 8][4 * t + i] = A[lane][0][i], A[lane][1][i]
+            Am[g][16 + 4 * t + i], Am[g + 8][16 + 4 * t + i] = A[lane][2][i], A[lane][3][i]
+            Bm[4 * t + i][g], Bm[16 + 4 * t + i][g] = B0[lane][i], B1[lane][i]
+        Cm[g][2 * t], Cm[g][2 * t + 1], Cm[g + 8][2 * t], Cm[g + 8][2 * t + 1] = C[lane]
+    D = [[Cm[i][j] + sum(Am[i][kk] * Bm[kk][j] for kk in range(32)) for j in range(8)] for i in range(16)]
+    return [[D[l // 4][2 * (l % 4)], D[l // 4][2 * (l % 4) + 1], D[l // 4 + 8][2 * (l % 4)],
+             D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+
+
+def fp8_warp_tile(x, w, n, m, k, n0, nt, warp, k_warps):
+    """linear_fp8_gemv_mma_kernel's sums of one warp (before the scales): w [n][k], x [m][k] as numbers (the codes'
+    values); lane (g, t) takes bytes 32 s + 8t .. + 7 of rows g, g + 8 and of its token's x, the first 4 for a0 / a1 /
+    b0 and the next 4 for a2 / a3 / b1; 128-value regions split between warps, each region's 4 k-steps one partial sum
+    (the last region may be partial)."""
+    acc = [[0.0] * 4 for _ in range(32)]
+    for r in range(warp, (k + 127) // 128, k_warps):
+        part = [[0.0] * 4 for _ in range(32)]
+        for j in range(4):
+            k0 = 32 * (4 * r + j)
+            if k0 >= k:
+                continue
+            A, B0, B1 = [], [], []
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                lo, hi, xr = w[min(n0 + g, n - 1)], w[min(n0 + g + 8, n - 1)], x[min(8 * nt + g, m - 1)]
+                o = k0 + 8 * t
+                A.append([lo[o:o + 4], hi[o:o + 4], lo[o + 4:o + 8], hi[o + 4:o + 8]])
+                B0.append(xr[o:o + 4])
+                B1.append(xr[o + 4:o + 8])
+            part = mma_k32(part, A, B0, B1)
+        acc = [[acc[lane][e] + part[lane][e] for e in range(4)] for lane in range(32)]
+    return acc
+
+
+def check_fp8(n, k, m, k_warps, seed):
+    rnd = random.Random(seed)
+    w = [[rnd.uniform(-2, 2) for _ in range(k)] for _ in range(n)]
+    x = [[rnd.uniform(-2, 2) for _ in range(k)] for _ in range(m)]
+    got = run_blocks(n, m, k_warps, lambda n0, nt, warp: fp8_warp_tile(x, w, n, m, k, n0, nt, warp, k_warps))
+    worst = max(abs(got[(t, r)] - sum(a * b for a, b in zip(x[t], w[r]))) for t in range(m) for r in range(n))
+    assert len(got) == n * m and worst < 1e-9, f"fp8 n{n} k{k} m{m} k_warps {k_warps}: worst error {worst}"
+    print(f"ok fp8 n{n} k{k} m{m} k_warps {k_warps}: worst error {worst:.2e}")
+
+
 if __name__ == "__main__":
     check(16, 128, 1, 64, 1, False, 1)
     check(19, 256, 3, 128, 2, True, 2)     # a partial second block of rows, 2 warps
@@ -144,3 +205,5 @@ if __name__ == "__main__":
     check(16, 128, 16, 128, 1, False, 6)   # two full token tiles
     check(16, 256, 1, 32, 1, False, 7)     # groups of 32: word t of each chunk
     check(21, 384, 11, 32, 2, True, 8)     # groups of 32 with zero points, two token tiles, 2 warps
+    check_fp8(16, 128, 1, 1, 9)
+    check_fp8(23, 544, 12, 2, 10)          # a partial last region (k 544 = 4 x 128 + 32), two token tiles
