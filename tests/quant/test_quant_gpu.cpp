@@ -1,8 +1,8 @@
 // Quantization on CUDA vs the fp64 reference: every output element, outputs poisoned, fresh random inputs. Linear:
 // W8A16 and W4A16 (group 64 and 128), f16 and bf16, m in {1, 3, 8, 64} (every token tile and the tail of one), odd n,
-// with and without bias, strided x; the checkpoint forms (groups of 32, INT8 groups, zero points; not yet run on a GPU
-// when written). Quantizers (per row, per tensor, per token group, 128
-// x 128 blocks, INT4 groups): q and scales bit for bit; the dynamic per-tensor one in a CUDA graph; inf / NaN records.
+// with and without bias, strided x; the checkpoint forms (groups of 32, INT8 groups, zero points); the tensor-core
+// GEMVs of KERNELKIT_TUNE gemv_mma=1 / fp8_gemv=2. Quantizers (per row, per tensor, per token group, 128 x 128 blocks,
+// INT4 groups): q and scales bit for bit; the dynamic per-tensor one in a CUDA graph; inf / NaN records.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
