@@ -102,7 +102,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "fp8": ["fp8_gemv=1", "fp8_gemv=2"],  # 2: the FP8 tensor-core GEMV up to 16 tokens
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
-         "linear_int4": ["gemv_mma=1"]}  # the tensor-core GEMV, W4A16 up to 16 tokens
+         "linear_mma": ["gemv_mma=1"]}  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
 
 
 def tuned(op, fns):
@@ -569,7 +569,7 @@ def run_linear(dtype, runs, device, peak_gbps):
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = runs_
                 alternatives = (tuned("linear", runs_) if m <= 2 else []) + \
-                    (tuned("linear_int4", runs_) if bits == 4 and m <= 16 else [])
+                    (tuned("linear_mma", runs_) if m <= 16 else [])
                 for setting, calls in alternatives:  # the same sums in another order
                     check(f"w{bits}a16 " + setting, calls[0](), got, 1e-2)
                     impls[f"kernelkit w{bits}a16 {setting}"] = calls
@@ -629,7 +629,7 @@ def run_checkpoints(dtype, runs, device, peak_gbps):
                 calls = [lambda st=st, name=name: st[1][name](st[0]) for st in sets]
                 row[f"max_err_{name}"] = check(name, calls[0](), x.float() @ deq[name].T, 1e-2)
                 impls[f"kernelkit {name}"] = calls
-                for setting, tuned_calls in tuned("linear_int4", calls) if m <= 16 else []:
+                for setting, tuned_calls in tuned("linear_mma", calls) if m <= 16 else []:
                     check(f"{name} {setting}", tuned_calls[0](), x.float() @ deq[name].T, 1e-2)
                     impls[f"kernelkit {name} {setting}"] = tuned_calls
             impls["kernelkit int4 (symmetric, native)"] = [lambda st=st: kernelkit.linear_weight_only(

@@ -576,8 +576,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
 }
 
-// KERNELKIT_TUNE gemv_mma=1: W4A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block, k split by
-// warps over 64-value regions), groups of 32 too; INT8 weights and 17 tokens keep their plans.
+// KERNELKIT_TUNE gemv_mma=1: W4A16 and W8A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block,
+// k split by warps over 32-byte regions: 64 INT4 or 32 INT8 values), groups of 32 too; 17 tokens keep their plans.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
   const DeviceProfile& h200 = *find_profile("h200");
@@ -616,6 +616,10 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   EXPECT_EQ(p.tokens, 1);
   s.hidden = 4096;
   s.group = 0;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.tokens, kLinearMmaGemvTokens);
+  EXPECT_EQ(p.vec, 32);
+  s.hidden = 4080;  // INT8 k a multiple of 16 but not of 32: the FMA GEMV
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.tokens, 1);
   // linear_fp8's (fp8_gemv=2): 128-value regions, the last one partial (k 544: 5 regions, one warp's batch).

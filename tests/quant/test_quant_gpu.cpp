@@ -152,16 +152,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyCheckpointForms,
                                                               std::pair<int64_t, int64_t>{255, 2048},
                                                               std::pair<int64_t, int64_t>{4101, 1024})));
 
-// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 (W4A16, groups of 32 / 64 / 128, symmetric or with zero points,
-// up to 16 tokens in tiles of 8): one and several row blocks with a partial last one, k of 2 to 128 regions (more warps
-// than batches and fewer), one and two token tiles, full and partial; the checkpoint forms and the quantizers'
-// weights alike.
+// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 (W4A16 with groups of 32 / 64 / 128, W8A16 per channel or with
+// groups, symmetric or with zero points, up to 16 tokens in tiles of 8): one and several row blocks with a partial last
+// one, k of 2 to 128 regions (more warps than batches and fewer), one and two token tiles, full and partial; the
+// checkpoint forms and the quantizers' weights alike.
 TEST(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
   uint64_t seed = 71;
   for (DType dt : {DType::f16, DType::bf16})
-    for (const CheckpointForm f :
-         {CheckpointForm{4, 128, false}, {4, 64, false}, {4, 128, true}, {4, 64, true}, {4, 32, false}, {4, 32, true}})
+    for (const CheckpointForm f : {CheckpointForm{4, 128, false},
+                                   {4, 64, false},
+                                   {4, 128, true},
+                                   {4, 64, true},
+                                   {4, 32, false},
+                                   {4, 32, true},
+                                   {8, 0, false},
+                                   {8, 128, false},
+                                   {8, 32, true}})
       for (int64_t m : {1, 2, 3, 5, 8, 9, 16})
         for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
           if (n == 4101 && m != 1 && m != 16) continue;

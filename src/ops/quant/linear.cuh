@@ -303,74 +303,116 @@ __device__ __forceinline__ unsigned int4_pair_of(uint32_t word, int j, unsigned 
   return int4_pair_unbias<T, kZero>(biased, zero2);
 }
 
-// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16, any group (32, 64,
-// 128), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its N; lanes
-// of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by 64-value
-// regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g and g + 8
-// (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for token g
-// of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A
-// pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next
-// pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's scales
-// (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory. tests/quant/emulation/gemv_mma.py
-// checks this index math.
-// kGroups32: groups of 32 (two a region). A lane's 16 values would span two of them, and the quad's MMA sums its
-// lanes, so lane t takes word t of each 16-byte chunk instead (two 4-byte loads a row): k-steps 0-1 are the first
-// chunk (group), 2-3 the second, each flushed with its own scales; x comes from the same two chunks.
-template <typename T, WeightScales kScales, int NT, bool kGroups32>
+// The A pair of INT8 values 2j, 2j + 1 (j = 0, 1) of a word (bytes in k order) as packed T, less the zero point z
+// (exact: |q - z| <= 255). f16: one byte permute puts the biased bytes (u = q + 128, `biased` = word ^ 0x80808080)
+// under the exponent of 1024 and one packed subtract of 1152 + z leaves q - z (z2: that subtrahend as a packed pair);
+// bf16's 7-bit mantissa cannot hold u, so its pair goes through fp32 (dequant_i8x4's magic) and one packing.
+template <typename T, bool kZero>
+__device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigned z2, float z) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const uint32_t h = byte_perm(biased, 0x64646464u, j == 0 ? 0x4140u : 0x4342u);
+    const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&z2));
+    return *reinterpret_cast<const unsigned*>(&v);
+  } else {
+    const float offset = 8388736.0f + (kZero ? z : 0.0f);
+    const float lo = float_from_bits(byte_perm(biased, 0x4B000000u, 0x7540u | (2 * j))) - offset;
+    const float hi = float_from_bits(byte_perm(biased, 0x4B000000u, 0x7540u | (2 * j + 1))) - offset;
+    return pack_rounded<T>(lo, hi);
+  }
+}
+
+// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64,
+// 128) and W8A16 (below), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8
+// tokens (its N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps
+// warps by 64-value regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g
+// and g + 8 (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for
+// token g of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so
+// the A pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the
+// next pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's
+// scales (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory.
+// tests/quant/emulation/gemv_mma.py checks this index math. kGroups32: groups of 32 (two a region). A lane's 16 values
+// would span two of them, and the quad's MMA sums its lanes, so lane t takes word t of each 16-byte chunk instead (two
+// 4-byte loads a row): k-steps 0-1 are the first chunk (group), 2-3 the second, each flushed with its own scales; x
+// comes from the same two chunks. INT8 weights (kBits 8, any WeightScales): a region is 32 values, 2 k-steps; lane (g,
+// t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
+// + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
+// each region's.
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows;
-    constexpr bool kZeros = kScales == WeightScales::group_zero;
+    constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
+    constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
+    static_assert(kBits == 4 || !kGroups32, "groups of 32 hold whole INT8 regions");
     const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
     const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
-    const int64_t row_bytes = p.k / 2, groups = p.k >> p.group_shift;
-    const int regions = static_cast<int>(p.k / 64), region_shift = p.group_shift - 6;  // a region's group: r >> it
-    const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kGroups32 ? 8 * t : 16 * t, x_second = kGroups32 ? 32 : 8;
+    const int64_t row_bytes = p.k * kBits / 8, groups = kGroups ? p.k >> p.group_shift : 1;
+    // A region's group: r >> region_shift (a region lies in one group but for INT4 groups of 32).
+    const int regions = static_cast<int>(p.k / kRegion), region_shift = p.group_shift - (kBits == 4 ? 6 : 5);
+    const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kBits == 8 || kGroups32 ? 8 * t : 16 * t;
+    const int x_second = kGroups32 ? 32 : 8;
     const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + w_lane;
     const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + w_lane;
-    const T* xr[NT];  // token g of each tile, this lane's 16 values of a region on
+    const T* xr[NT];  // token g of each tile, this lane's values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
       xr[nt] = p.x + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + x_lane;
-    const float* const s_lo = p.scales + row_lo * groups;
-    const float* const s_hi = p.scales + row_hi * groups;
+    const float* const s_lo = p.scales + (kGroups ? row_lo * groups : 0);
+    const float* const s_hi = p.scales + (kGroups ? row_hi * groups : 0);
     const int8_t* const z_lo = kZeros ? p.zeros + row_lo * groups : nullptr;
     const int8_t* const z_hi = kZeros ? p.zeros + row_hi * groups : nullptr;
     const int step = k_warps * U;  // regions between a warp's batches
 
     float acc[NT][4] = {};  // C of each tile: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
     auto compute = [&](int r, const uint2(&w)[2]) {
-      unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 values (k-step s: pairs 2s, 2s + 1)
+      unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const uint4 xa = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r);
-        const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + 64 * r + x_second);
+        const uint4 xa = *reinterpret_cast<const uint4*>(xr[nt] + kRegion * r);
         xs[nt][0] = xa.x, xs[nt][1] = xa.y, xs[nt][2] = xa.z, xs[nt][3] = xa.w;
-        xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
+        if constexpr (kBits == 4) {
+          const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + kRegion * r + x_second);
+          xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
+        }
       }
+      // INT8: the words biased once (u = q + 128), as int8_pair_of takes them.
+      const uint2 b_lo = {w[0].x ^ 0x80808080u, w[0].y ^ 0x80808080u},
+                  b_hi = {w[1].x ^ 0x80808080u, w[1].y ^ 0x80808080u};
       float part[NT][4] = {};
       int grp = 0;
-      unsigned zl2 = 0, zh2 = 0;  // group_zero: the rows' zero points as packed T pairs (exact)
+      float zl = 0.0f, zh = 0.0f;  // group_zero: the rows' zero points
+      unsigned zl2 = 0, zh2 = 0;   // as the packed T pairs the pair helpers subtract (exact)
+      if constexpr (kBits == 8 && std::is_same_v<T, __half>) zl2 = zh2 = pack_rounded<T>(1152.0f, 1152.0f);
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        if (s == 0 || (kGroups32 && s == 2)) {  // a scale group starts
+      for (int s = 0; s < kSteps; ++s) {
+        if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
           grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
           if constexpr (kZeros) {
-            const float zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
-            zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+            zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
+            if constexpr (kBits == 4)
+              zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+            else if constexpr (std::is_same_v<T, __half>)
+              zl2 = pack_rounded<T>(1152.0f + zl, 1152.0f + zl), zh2 = pack_rounded<T>(1152.0f + zh, 1152.0f + zh);
           }
         }
-        const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
-        const int j = 2 * (s % 2);
-        const unsigned a[4] = {int4_pair_of<T, kZeros>(lo, j, zl2), int4_pair_of<T, kZeros>(hi, j, zh2),
-                               int4_pair_of<T, kZeros>(lo, j + 1, zl2), int4_pair_of<T, kZeros>(hi, j + 1, zh2)};
+        unsigned a[4];
+        if constexpr (kBits == 4) {
+          const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
+          const int j = 2 * (s % 2);
+          a[0] = int4_pair_of<T, kZeros>(lo, j, zl2), a[1] = int4_pair_of<T, kZeros>(hi, j, zh2);
+          a[2] = int4_pair_of<T, kZeros>(lo, j + 1, zl2), a[3] = int4_pair_of<T, kZeros>(hi, j + 1, zh2);
+        } else {
+          const uint32_t lo = s == 0 ? b_lo.x : b_lo.y, hi = s == 0 ? b_hi.x : b_hi.y;
+          a[0] = int8_pair_of<T, kZeros>(lo, 0, zl2, zl), a[1] = int8_pair_of<T, kZeros>(hi, 0, zh2, zh);
+          a[2] = int8_pair_of<T, kZeros>(lo, 1, zl2, zl), a[3] = int8_pair_of<T, kZeros>(hi, 1, zh2, zh);
+        }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
-        if (s == 3 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part * its scales
-          const float sl = __ldg(s_lo + grp), sh = __ldg(s_hi + grp);
+        if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
+          const float sl = kGroups ? __ldg(s_lo + grp) : 1.0f, sh = kGroups ? __ldg(s_hi + grp) : 1.0f;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
@@ -536,20 +578,20 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   p.zeros = a.zeros;
   return with_weight_form(a, [&](auto bits, auto scales) -> Status {
     constexpr WeightScales kScales = decltype(scales)::value;
-    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, decltype(bits)::value, kScales>(p, plan, stream);
-    if constexpr (decltype(bits)::value == 4) {  // the tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1): 1 or 2 tiles
-      if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
-        return Status(StatusCode::internal,
-                      "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
-      const bool g32 = a.group == 32, one = plan.tokens == kLinearMmaGemvTokens;
-      const auto kernel =
-          g32 ? (one ? linear_gemv_mma_kernel<T, kScales, 1, true> : linear_gemv_mma_kernel<T, kScales, 2, true>)
-              : (one ? linear_gemv_mma_kernel<T, kScales, 1, false> : linear_gemv_mma_kernel<T, kScales, 2, false>);
-      kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-      KK_CUDA_RETURN(cudaGetLastError());
-      return Status::Ok();
-    }
-    return Status(StatusCode::internal, "linear: the tensor-core GEMV takes INT4 weights");
+    constexpr int kBits = decltype(bits)::value;
+    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream);
+    // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1): 1 or 2 token tiles; INT4 groups of 32 their own mapping.
+    if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
+      return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
+    const bool one = plan.tokens == kLinearMmaGemvTokens;
+    auto kernel =
+        one ? linear_gemv_mma_kernel<T, kBits, kScales, 1, false> : linear_gemv_mma_kernel<T, kBits, kScales, 2, false>;
+    if constexpr (kBits == 4)
+      if (a.group == 32)
+        kernel = one ? linear_gemv_mma_kernel<T, 4, kScales, 1, true> : linear_gemv_mma_kernel<T, 4, kScales, 2, true>;
+    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+    KK_CUDA_RETURN(cudaGetLastError());
+    return Status::Ok();
   });
 }
 

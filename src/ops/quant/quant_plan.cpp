@@ -142,8 +142,8 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   int mma_gemv = 0;
   KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 1, &mma_gemv));
-  if (mma_gemv && bits == 4 && m <= kLinearMmaGemvMaxTokens && k % 64 == 0)  // whole 64-value regions
-    return plan_mma_gemv(prof, m, n, k, 64, p);
+  const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
+  if (mma_gemv && m <= kLinearMmaGemvMaxTokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p);
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;

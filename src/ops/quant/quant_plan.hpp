@@ -32,7 +32,7 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
-// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 (any group), up to kLinearMmaGemvMaxTokens tokens,
+// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
 // on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column, one or two
 // 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
 // spends about 155 instructions on a thread's 16 bytes of weights at m1 (sm_90 SASS: fp16 dequantization, conversion
@@ -73,8 +73,8 @@ namespace detail {
 // The quantizers' and the quantized linear ops' LaunchPlan (plan_op for the quant family).
 Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
 // The tensor-core GEMV's plan (kLinearMmaGemvRows) for m tokens (up to kLinearMmaGemvMaxTokens), n rows and k inputs
-// split between a block's warps by regions of `region` values: 64 for W4A16 (KERNELKIT_TUNE gemv_mma=1; k a
-// multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
+// split between a block's warps by regions of `region` values: 64 for W4A16 and 32 for W8A16 (KERNELKIT_TUNE
+// gemv_mma=1; k a multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
 Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out);
 }  // namespace detail
 

@@ -1,5 +1,5 @@
 # Pure-Python emulation of src/ops/quant/linear.cuh's tensor-core GEMVs, linear_gemv_mma_kernel (KERNELKIT_TUNE
-# gemv_mma=1) and linear_fp8_gemv_mma_kernel (fp8_gemv=2, m16n8k32 over byte codes: fp8_kernel below), lane by
+# gemv_mma=1; INT4 and, i8_warp_tile, INT8 weights) and linear_fp8_gemv_mma_kernel (fp8_gemv=2, m16n8k32 over byte codes: fp8_kernel below), lane by
 # lane, in float64: the INT4 kernel layout as quantize_int4_groupwise / pack_int4 write it, each lane's 8-byte share
 # of a 32-byte region of rows g and g + 8, the A pairs of int4_pair_of (raw nibbles j and j + 4 of word >> 4j, biased
 # by 8) less the zero points, the B pairs of x, mma.sync m16n8k16 as the PTX ISA defines its fragments (written from
@@ -123,6 +123,77 @@ def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
         x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32))
 
 
+def byte_perm(x, y, sel):
+    """__byte_perm: result byte i = byte (sel >> 4i) & 7 of the 8 bytes {x, y} (x = bytes 0..3)."""
+    both = x | (y << 32)
+    return sum(((both >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i) for i in range(4))
+
+
+def i8_pair(word, j, z):
+    """int8_pair_of's f16 path: the biased word's bytes 2j, 2j + 1 under the exponent of 1024 (0x64 bytes), each half
+    1024 + u (u = q + 128), less 1152 + z."""
+    h = byte_perm(word ^ 0x80808080, 0x64646464, 0x4342 if j else 0x4140)
+    halves = [(h >> (16 * i)) & 0xFFFF for i in range(2)]
+    assert all(v >> 8 == 0x64 for v in halves)
+    return tuple(1024 + (v & 0xFF) - (1152 + z) for v in halves)
+
+
+def i8_warp_tile(x, q, scales, zeros, n, m, n0, nt, warp, k, group, k_warps, U=4):
+    """linear_gemv_mma_kernel<kBits 8>: 32-value regions of 2 k-steps; lane (g, t) takes bytes 8t .. 8t + 7 of rows g,
+    g + 8 (k-step s: word s, its bytes 0-1 as a0 / a1 and 2-3 as a2 / a3, less the zero point) and x's same values;
+    group scales per region, or (group 0) one scale a row applied to the final sum (returned unscaled here)."""
+    acc = [[0.0] * 4 for _ in range(32)]
+    for r0 in range(warp, k // 32, k_warps * U):
+        for u in range(U):
+            r = r0 + u * k_warps
+            if r >= k // 32:
+                continue
+            grp = 32 * r // group if group else 0
+            part = [[0.0] * 4 for _ in range(32)]
+            for s in range(2):
+                A, B0, B1 = [], [], []
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
+                    o = 32 * r + 8 * t + 4 * s
+                    zl = zeros[lo][grp] if zeros else 0
+                    zh = zeros[hi][grp] if zeros else 0
+                    wlo = sum((q[lo][o + b] & 0xFF) << (8 * b) for b in range(4))  # word s: bytes in k order
+                    whi = sum((q[hi][o + b] & 0xFF) << (8 * b) for b in range(4))
+                    A.append([i8_pair(wlo, 0, zl), i8_pair(whi, 0, zh), i8_pair(wlo, 1, zl), i8_pair(whi, 1, zh)])
+                    xrow = x[min(8 * nt + g, m - 1)]
+                    B0.append((xrow[o], xrow[o + 1]))
+                    B1.append((xrow[o + 2], xrow[o + 3]))
+                part = mma(part, A, B0, B1)
+            for lane in range(32):
+                g = lane // 4
+                sl = scales[min(n0 + g, n - 1)][grp] if group else 1.0
+                sh = scales[min(n0 + g + 8, n - 1)][grp] if group else 1.0
+                acc[lane] = [acc[lane][0] + part[lane][0] * sl, acc[lane][1] + part[lane][1] * sl,
+                             acc[lane][2] + part[lane][2] * sh, acc[lane][3] + part[lane][3] * sh]
+    return acc
+
+
+def check_i8(n, k, m, group, k_warps, with_zeros, seed):
+    rnd = random.Random(seed)
+    groups = k // group if group else 1
+    q = [[rnd.randrange(-128, 128) for _ in range(k)] for _ in range(n)]
+    scales = [[rnd.uniform(0.5, 1.5) for _ in range(groups)] for _ in range(n)]
+    zeros = [[rnd.randrange(-128, 128) for _ in range(groups)] for _ in range(n)] if with_zeros else None
+    x = [[rnd.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
+    got = run_blocks(n, m, k_warps, lambda n0, nt, warp: i8_warp_tile(x, q, scales, zeros, n, m, n0, nt, warp, k,
+                                                                        group, k_warps))
+    worst = 0.0
+    for tok in range(m):
+        for row in range(n):
+            # group 0: the kernel's sums are unscaled until store_output multiplies by the row's scale
+            s_row = (lambda j: scales[row][j // group]) if group else (lambda j: 1.0)
+            want = sum(x[tok][j] * s_row(j) * (q[row][j] - (zeros[row][j // group] if zeros else 0)) for j in range(k))
+            worst = max(worst, abs(got[(tok, row)] - want))
+    assert len(got) == n * m and worst < 1e-9, f"i8 n{n} k{k} m{m} g{group} k_warps {k_warps}: worst error {worst}"
+    print(f"ok int8 n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
+
+
 def check(n, k, m, group, k_warps, with_zeros, seed):
     rnd = random.Random(seed)
     groups = k // group
@@ -207,3 +278,6 @@ if __name__ == "__main__":
     check(21, 384, 11, 32, 2, True, 8)     # groups of 32 with zero points, two token tiles, 2 warps
     check_fp8(16, 128, 1, 1, 9)
     check_fp8(23, 544, 12, 2, 10)          # a partial last region (k 544 = 4 x 128 + 32), two token tiles
+    check_i8(16, 128, 1, 0, 1, False, 11)     # per-channel scales (applied at the end)
+    check_i8(19, 320, 10, 32, 2, True, 12)    # groups of 32 with zero points, two token tiles, 2 warps
+    check_i8(33, 256, 5, 128, 1, True, 13)
