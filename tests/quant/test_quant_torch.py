@@ -28,6 +28,34 @@ def test_weight_only_linear_matches_dequantized_matmul(device, bits):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bits,group", [(4, 32), (4, 128), (8, 32), (8, 128)])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_weight_only_linear_with_zero_points(device, bits, group, dtype):
+    """zeros=: w = s (q - z) with int8 zero points per group (GPTQ / AWQ), every code and zeros across int8, against a
+    float64 product; one rounding of fp32 sums (the accuracy docs/tolerances.md states)."""
+    if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip("no bf16 on this GPU")
+    g = torch.Generator().manual_seed(bits * group)
+    n, k = 40, 256
+    lo = -(1 << (bits - 1))
+    v = torch.randint(lo, -lo, (n, k), generator=g, dtype=torch.int8)
+    q = kernelkit.formats.pack_int4(v) if bits == 4 else v
+    s = torch.rand(n, k // group, generator=g) * 0.01 + 0.001
+    z = torch.randint(-128, 128, (n, k // group), generator=g, dtype=torch.int8)
+    x = (torch.rand(3, k, generator=g) * 2 - 1).to(dtype)
+    y = kernelkit.linear_weight_only(x.to(device), q.to(device), s.to(device), bits, group, zeros=z.to(device))
+    deq = s.double().repeat_interleave(group, 1) * (v.double() - z.double().repeat_interleave(group, 1))
+    want = x.double() @ deq.T
+    u = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}[dtype]
+    bound = u * want.abs() + (k + 64) * 2.0 ** -23 * (x.double().abs() @ deq.abs().T)
+    assert y.dtype == dtype and ((y.cpu().double() - want).abs() <= bound).all()
+    with pytest.raises(ValueError, match="zeros dtype f32 must be i8"):
+        kernelkit.linear_weight_only(x, q, s, bits, group, zeros=z.float())
+    with pytest.raises(ValueError, match=r"zeros shape \[40, 1\] must be"):
+        kernelkit.linear_weight_only(x, q, s, bits, group, zeros=z[:, :1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_w8a8_linear_matches_exact_integer_matmul(device):
     w = rand(200, 272, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
     qw, sw = kernelkit.quantize_weight(w, bits=8)
