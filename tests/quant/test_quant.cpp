@@ -622,10 +622,17 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.hidden = 4080;  // INT8 k a multiple of 16 but not of 32: the FMA GEMV
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.tokens, 1);
-  // linear_fp8's (fp8_gemv=2): 128-value regions, the last one partial (k 544: 5 regions, one warp's batch).
+  // linear_fp8's (fp8_gemv=2): 128-value regions, the last one partial (k 544: 5 regions, one warp's batch), made
+  // over the W8A16 plan of the same shape (tensor-core tiles with k split over grid.z): no split of its own.
+  s = OpShape{12, 544, 1, 16};
+  s.out_features = 6144;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
+  refine_linear_tc_splits(1, 12, 6144, 544, &p);
   ASSERT_TRUE(detail::plan_mma_gemv(h200, 12, 6144, 544, 128, &p).ok());
   EXPECT_EQ(p.tokens, 16);
   EXPECT_EQ(p.grid, 6144 / 16);
+  EXPECT_EQ(p.k_splits, 1);
+  EXPECT_EQ(p.workspace_bytes, 0);
   EXPECT_EQ(p.k_warps, 1);
   EXPECT_EQ(p.vecs_per_thread, 5);
 }

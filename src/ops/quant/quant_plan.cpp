@@ -66,6 +66,8 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   const int64_t blocks = ceil_div(n, p->out_rows);
   KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, kLinearMmaGemvUnroll, p));
   p->stages = 0;
+  p->k_splits = 1;  // k is split inside the block (a plan made over another one keeps no split over grid.z)
+  p->k_tiles_per_split = p->workspace_bytes = 0;
   p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
   p->smem_optin = false;
   p->grid_x = p->grid = blocks;
