@@ -453,45 +453,45 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
                                                               std::pair<int64_t, int64_t>{256, 528},
                                                               std::pair<int64_t, int64_t>{1032, 4096})));
 
-// linear_fp8 at one and two tokens under KERNELKIT_TUNE fp8_gemv=1 (the weight-only GEMV over e4m3 codes): both
-// scalings, with and without a bias, accumulating into out, strided xq, one 16-byte chunk a row (k 16), an odd number
-// of chunks, and a decoder-sized layer.
-TEST(Fp8Linear, GemvMatchesTheDotProducts) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "fp8_gemv=1");
+namespace {
+// linear_fp8 under KERNELKIT_TUNE `setting` against the dot products: for each dtype, token count and (n, k), both
+// scalings (row-wise with a bias; per tensor on a strided xq), then accumulating into out.
+void expect_fp8_gemv(const char* setting, std::initializer_list<int64_t> ms,
+                     std::initializer_list<std::pair<int64_t, int64_t>> shapes, uint64_t seed) {
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
   for (DType dt : {DType::f16, DType::bf16})
-    for (int64_t m : {1, 2})
-      for (const auto [n, k] : {std::pair<int64_t, int64_t>{8, 16}, {88, 528}, {4104, 4096}})
+    for (int64_t m : ms)
+      for (const auto [n, k] : shapes)
         for (bool per_tensor : {false, true}) {
-          kernelkit::testing::W8A8Case c{
-              dt,        m, n, k, !per_tensor, per_tensor ? 32 : 0, static_cast<uint64_t>(m + n), OpId::linear_fp8,
-              per_tensor};
-          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
-                                          c.name() + " fp8_gemv=1");
-          c.accumulate = true;
-          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
-                                          c.name() + " fp8_gemv=1");
+          kernelkit::testing::W8A8Case c{dt,
+                                         m,
+                                         n,
+                                         k,
+                                         !per_tensor,
+                                         per_tensor ? 32 : 0,
+                                         static_cast<uint64_t>(m + n) + seed,
+                                         OpId::linear_fp8,
+                                         per_tensor};
+          for (bool accumulate : {false, true}) {
+            c.accumulate = accumulate;
+            kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                            c.name() + " " + setting);
+          }
         }
 }
+}  // namespace
 
-// KERNELKIT_TUNE fp8_gemv=2: linear_fp8 up to 16 tokens on the FP8 tensor-core GEMV (m16n8k32 e4m3), one and two
-// token tiles, full and partial; k with a partial last 128-value region (544), one region (128) and 4096; a partial
-// last block of 16 rows; both scalings, bias, strided xq, out +=. Profiles without FP8 refuse it (as expect_case
-// knows).
+// fp8_gemv=1, one and two tokens on the weight-only GEMV over e4m3 codes: one 16-byte chunk a row (k 16), an odd
+// number of chunks, and a decoder-sized layer.
+TEST(Fp8Linear, GemvMatchesTheDotProducts) {
+  expect_fp8_gemv("fp8_gemv=1", {1, 2}, {{8, 16}, {88, 528}, {4104, 4096}}, 0);
+}
+
+// fp8_gemv=2, up to 16 tokens on the FP8 tensor-core GEMV (m16n8k32 e4m3): one and two token tiles, full and partial;
+// k with a partial last 128-value region (544), one region (128) and 4096; a partial last block of 16 rows. Profiles
+// without FP8 refuse it (as expect_case knows).
 TEST(Fp8Linear, TensorCoreGemvMatchesTheDotProducts) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "fp8_gemv=2");
-  for (DType dt : {DType::f16, DType::bf16})
-    for (int64_t m : {1, 2, 5, 8, 9, 16})
-      for (const auto [n, k] : {std::pair<int64_t, int64_t>{8, 128}, {88, 544}, {4104, 4096}})
-        for (bool per_tensor : {false, true}) {
-          kernelkit::testing::W8A8Case c{
-              dt,        m, n, k, !per_tensor, per_tensor ? 32 : 0, static_cast<uint64_t>(m + n + 3), OpId::linear_fp8,
-              per_tensor};
-          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
-                                          c.name() + " fp8_gemv=2");
-          c.accumulate = true;
-          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
-                                          c.name() + " fp8_gemv=2");
-        }
+  expect_fp8_gemv("fp8_gemv=2", {1, 2, 5, 8, 9, 16}, {{8, 128}, {88, 544}, {4104, 4096}}, 3);
 }
 
 // linear_fp8 with block scales (linear_fp8_blockwise: cuBLASLt's VEC128_32F x BLK128x128_32F FP8 matmul) against the
