@@ -102,7 +102,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "fp8": ["fp8_gemv=1", "fp8_gemv=2"],  # 2: the FP8 tensor-core GEMV up to 16 tokens
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
-         "linear_mma": ["gemv_mma=1"]}  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
+         "linear_mma": ["gemv_mma=1"],  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
+         "linear_mma_wide": ["gemv_mma=2"]}  # the same to 32 tokens (m 17-32)
 
 
 def tuned(op, fns):
@@ -112,6 +113,11 @@ def tuned(op, fns):
     if not args.tuned:
         return []
     return [(s, [with_tune(s, f) for f in fns]) for s in TUNED[op]]
+
+
+def mma_gemv_tunes(m, fns):
+    """tuned() of the weight-only tensor-core GEMV that covers m tokens (none past 32)."""
+    return tuned("linear_mma", fns) if m <= 16 else tuned("linear_mma_wide", fns) if m <= 32 else []
 
 
 def with_tune(setting, fn):
@@ -540,7 +546,7 @@ def run_kv_write(dtype, runs, device, peak_gbps):
 def run_linear(dtype, runs, device, peak_gbps):
     rows = []
     shapes = [(11008, 4096), (4096, 11008), (28672, 8192)]
-    ms = (1, 16) if args.quick else (1, 8, 16, 64)
+    ms = (1, 16, 32) if args.quick else (1, 8, 16, 32, 64)
     for n, k in shapes[:1] if args.quick else shapes:
         w = torch.randn(n, k, device=device, dtype=dtype) * 0.02
         packs = {bits: kernelkit.quantize_weight(w, bits, 128) for bits in (8, 4)}
@@ -568,8 +574,7 @@ def run_linear(dtype, runs, device, peak_gbps):
                 else:
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = runs_
-                alternatives = (tuned("linear", runs_) if m <= 2 else []) + \
-                    (tuned("linear_mma", runs_) if m <= 16 else [])
+                alternatives = (tuned("linear", runs_) if m <= 2 else []) + mma_gemv_tunes(m, runs_)
                 for setting, calls in alternatives:  # the same sums in another order
                     check(f"w{bits}a16 " + setting, calls[0](), got, 1e-2)
                     impls[f"kernelkit w{bits}a16 {setting}"] = calls
@@ -610,7 +615,7 @@ def run_checkpoints(dtype, runs, device, peak_gbps):
     import copy
     rows = []
     shapes = [(13824, 5120), (5120, 13824), (14336, 4096), (4096, 14336), (28672, 8192), (151936, 3584)]
-    ms = (1, 16) if args.quick else (1, 2, 4, 8, 16, 32, 64)
+    ms = (1, 16, 32) if args.quick else (1, 2, 4, 8, 16, 32, 64)
     for n, k in shapes[:2] if args.quick else shapes:
         layers, deq = checkpoint_layers(n, k, device, seed=n + k)
         w = deq["awq"].to(dtype)
@@ -629,7 +634,7 @@ def run_checkpoints(dtype, runs, device, peak_gbps):
                 calls = [lambda st=st, name=name: st[1][name](st[0]) for st in sets]
                 row[f"max_err_{name}"] = check(name, calls[0](), x.float() @ deq[name].T, 1e-2)
                 impls[f"kernelkit {name}"] = calls
-                for setting, tuned_calls in tuned("linear_mma", calls) if m <= 16 else []:
+                for setting, tuned_calls in mma_gemv_tunes(m, calls):
                     check(f"{name} {setting}", tuned_calls[0](), x.float() @ deq[name].T, 1e-2)
                     impls[f"kernelkit {name} {setting}"] = tuned_calls
             impls["kernelkit int4 (symmetric, native)"] = [lambda st=st: kernelkit.linear_weight_only(

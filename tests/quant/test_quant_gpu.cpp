@@ -152,13 +152,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyCheckpointForms,
                                                               std::pair<int64_t, int64_t>{255, 2048},
                                                               std::pair<int64_t, int64_t>{4101, 1024})));
 
-// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 (W4A16 with groups of 32 / 64 / 128, W8A16 per channel or with
-// groups, symmetric or with zero points, up to 16 tokens in tiles of 8): one and several row blocks with a partial last
-// one, k of 2 to 128 regions (more warps than batches and fewer), one and two token tiles, full and partial; the
-// checkpoint forms and the quantizers' weights alike.
-TEST(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
-  uint64_t seed = 71;
+namespace {
+// The tensor-core GEMV's cases at `ms` tokens under the KERNELKIT_TUNE setting `tune_value`; the largest n only at
+// the first and last token counts.
+void expect_tensor_core_gemv(const char* tune_value, std::initializer_list<int64_t> ms, uint64_t seed) {
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tune_value);
   for (DType dt : {DType::f16, DType::bf16})
     for (const CheckpointForm f : {CheckpointForm{4, 128, false},
                                    {4, 64, false},
@@ -169,13 +167,23 @@ TEST(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
                                    {8, 0, false},
                                    {8, 128, false},
                                    {8, 32, true}})
-      for (int64_t m : {1, 2, 3, 5, 8, 9, 16})
+      for (int64_t m : ms)
         for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
-          if (n == 4101 && m != 1 && m != 16) continue;
+          if (n == 4101 && m != *ms.begin() && m != *std::prev(ms.end())) continue;
           WeightOnlyCase c{dt, f.bits, f.group, m, n, k, m != 2, m == 2 ? 8 : 0, seed++, m == 3, f.zeros};
           kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
-                                          c.name() + (m == 3 ? " accumulate" : "") + " gemv_mma=1");
+                                          c.name() + (m == 3 ? " accumulate " : " ") + tune_value);
         }
+}
+}  // namespace
+
+// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 / 2 (W4A16 with groups of 32 / 64 / 128, W8A16 per channel or
+// with groups, symmetric or with zero points, up to 16 / 32 tokens in tiles of 8): one and several row blocks with a
+// partial last one, k of 2 to 128 regions (more warps than batches and fewer), one, two and four token tiles, full and
+// partial; the checkpoint forms and the quantizers' weights alike.
+TEST(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
+  expect_tensor_core_gemv("gemv_mma=1", {1, 2, 3, 5, 8, 9, 16}, 71);
+  expect_tensor_core_gemv("gemv_mma=2", {17, 24, 32}, 571);
 }
 
 using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;

@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int U = kLinearMmaGemvUnroll, kRows = kLinearMmaGemvRows;
+    constexpr int U = mma_gemv_unroll(kLinearMmaGemvTokens * NT), kRows = kLinearMmaGemvRows;
     constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
     constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
     static_assert(kBits == 4 || !kGroups32, "groups of 32 hold whole INT8 regions");
@@ -580,18 +580,27 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
     constexpr WeightScales kScales = decltype(scales)::value;
     constexpr int kBits = decltype(bits)::value;
     if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream);
-    // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1): 1 or 2 token tiles; INT4 groups of 32 their own mapping.
-    if (plan.tokens != kLinearMmaGemvTokens && plan.tokens != 2 * kLinearMmaGemvTokens)
-      return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
-    const bool one = plan.tokens == kLinearMmaGemvTokens;
-    auto kernel =
-        one ? linear_gemv_mma_kernel<T, kBits, kScales, 1, false> : linear_gemv_mma_kernel<T, kBits, kScales, 2, false>;
-    if constexpr (kBits == 4)
-      if (a.group == 32)
-        kernel = one ? linear_gemv_mma_kernel<T, 4, kScales, 1, true> : linear_gemv_mma_kernel<T, 4, kScales, 2, true>;
-    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-    KK_CUDA_RETURN(cudaGetLastError());
-    return Status::Ok();
+    // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1 / 2): 1, 2 or 4 token tiles; INT4 groups of 32 their own mapping.
+    auto launch = [&](auto tiles) -> Status {
+      constexpr int NT = decltype(tiles)::value;
+      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false>;
+      if constexpr (kBits == 4)
+        if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true>;
+      kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
+      KK_CUDA_RETURN(cudaGetLastError());
+      return Status::Ok();
+    };
+    switch (plan.tokens / kLinearMmaGemvTokens) {
+      case 1:
+        return launch(std::integral_constant<int, 1>{});
+      case 2:
+        return launch(std::integral_constant<int, 2>{});
+      case 4:
+        return launch(std::integral_constant<int, 4>{});
+      default:
+        return Status(StatusCode::internal,
+                      "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
+    }
   });
 }
 

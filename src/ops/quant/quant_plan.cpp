@@ -61,10 +61,13 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   // Tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks this plan; the block's warps split the regions
   // of k as the FMA GEMV's split its chunks.
   p->vec = region;
-  p->tokens = static_cast<int>(ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens)) * kLinearMmaGemvTokens;
+  // 1, 2 or 4 tiles of 8 tokens (the kernels' NT; m 17-32 take four).
+  p->tokens = m <= kLinearMmaGemvMaxTokens
+                  ? static_cast<int>(ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens)) * kLinearMmaGemvTokens
+                  : kLinearMmaGemvWideTokens;
   p->out_rows = kLinearMmaGemvRows;
   const int64_t blocks = ceil_div(n, p->out_rows);
-  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, kLinearMmaGemvUnroll, p));
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, mma_gemv_unroll(p->tokens), p));
   p->stages = 0;
   p->k_splits = 1;  // k is split inside the block (a plan made over another one keeps no split over grid.z)
   p->k_tiles_per_split = p->workspace_bytes = 0;
@@ -143,9 +146,10 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   int mma_gemv = 0;
-  KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 1, &mma_gemv));
+  KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 2, &mma_gemv));
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
-  if (mma_gemv && m <= kLinearMmaGemvMaxTokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p);
+  const int64_t mma_tokens = mma_gemv == 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
+  if (mma_gemv && m <= mma_tokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p);
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;

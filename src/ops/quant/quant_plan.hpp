@@ -45,6 +45,14 @@ constexpr int kLinearMmaGemvRows = 16;
 constexpr int kLinearMmaGemvTokens = 8;  // an MMA's N: the plan's tokens are a multiple
 constexpr int kLinearMmaGemvMaxTokens = 16;
 constexpr int kLinearMmaGemvUnroll = 4;
+// KERNELKIT_TUNE gemv_mma=2: the same GEMV up to kLinearMmaGemvWideTokens tokens (four 8-token tiles, m 17-32), two
+// regions a batch: four tiles' x pairs and sums leave 128 registers room for two regions' weights, not four.
+constexpr int kLinearMmaGemvWideTokens = 32;
+constexpr int kLinearMmaGemvWideUnroll = 2;
+// The regions a warp's batch holds for a plan of `tokens` tokens.
+constexpr int mma_gemv_unroll(int tokens) {
+  return tokens > kLinearMmaGemvMaxTokens ? kLinearMmaGemvWideUnroll : kLinearMmaGemvUnroll;
+}
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
 // at m16). Blocks of kLinearTcThreads threads own a (16 or kLinearTcTileM tokens) x kLinearTcTileN output tile: one
@@ -72,7 +80,7 @@ constexpr int64_t kW8A8MaxK = 131072;  // |sum| <= 127^2 k stays below 2^31: the
 namespace detail {
 // The quantizers' and the quantized linear ops' LaunchPlan (plan_op for the quant family).
 Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* out);
-// The tensor-core GEMV's plan (kLinearMmaGemvRows) for m tokens (up to kLinearMmaGemvMaxTokens), n rows and k inputs
+// The tensor-core GEMV's plan (kLinearMmaGemvRows) for m tokens (up to kLinearMmaGemvWideTokens), n rows and k inputs
 // split between a block's warps by regions of `region` values: 64 for W4A16 and 32 for W8A16 (KERNELKIT_TUNE
 // gemv_mma=1; k a multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
 Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out);

@@ -1,5 +1,5 @@
 # Pure-Python emulation of src/ops/quant/linear.cuh's tensor-core GEMVs, linear_gemv_mma_kernel (KERNELKIT_TUNE
-# gemv_mma=1; INT4 and, i8_warp_tile, INT8 weights) and linear_fp8_gemv_mma_kernel (fp8_gemv=2, m16n8k32 over byte codes: fp8_kernel below), lane by
+# gemv_mma=1 / 2; INT4 and, i8_warp_tile, INT8 weights) and linear_fp8_gemv_mma_kernel (fp8_gemv=2, m16n8k32 over byte codes: fp8_kernel below), lane by
 # lane, in float64: the INT4 kernel layout as quantize_int4_groupwise / pack_int4 write it, each lane's 8-byte share
 # of a 32-byte region of rows g and g + 8, the A pairs of int4_pair_of (raw nibbles j and j + 4 of word >> 4j, biased
 # by 8) less the zero points, the B pairs of x, mma.sync m16n8k16 as the PTX ISA defines its fragments (written from
@@ -97,7 +97,7 @@ def run_blocks(n, m, k_warps, tile):
     """The block loop both kernels share: tile(n0, nt, warp) gives one warp's C fragments (acc[lane] = c0..c3) of
     token tile nt of the block at row n0; they go to the block's partials [warp][16 rows][tokens] (element e of lane
     (g, t): row g + 8 (e // 2), token 8 nt + 2t + e % 2) and each output is their sum over the warps."""
-    NT = 1 if m <= 8 else 2
+    NT = 1 if m <= 8 else 2 if m <= 16 else 4  # gemv_mma=2: four tiles for m 17-32
     tokens = 8 * NT
     out = {}
     for n0 in range(0, n, 16):
@@ -116,9 +116,10 @@ def run_blocks(n, m, k_warps, tile):
     return out
 
 
-def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=4):
+def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps):
     """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64)."""
     regions, shift = k // 64, group.bit_length() - 1 - 6
+    U = 4 if m <= 16 else 2  # mma_gemv_unroll
     return run_blocks(n, m, k_warps, lambda n0, nt, warp: warp_tile(
         x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32))
 
@@ -276,8 +277,11 @@ if __name__ == "__main__":
     check(16, 128, 16, 128, 1, False, 6)   # two full token tiles
     check(16, 256, 1, 32, 1, False, 7)     # groups of 32: word t of each chunk
     check(21, 384, 11, 32, 2, True, 8)     # groups of 32 with zero points, two token tiles, 2 warps
+    check(18, 640, 27, 64, 2, True, 14)    # four token tiles (the last partial), batches of two regions
+    check(16, 256, 32, 32, 1, True, 15)    # four full token tiles, groups of 32
     check_fp8(16, 128, 1, 1, 9)
     check_fp8(23, 544, 12, 2, 10)          # a partial last region (k 544 = 4 x 128 + 32), two token tiles
     check_i8(16, 128, 1, 0, 1, False, 11)     # per-channel scales (applied at the end)
     check_i8(19, 320, 10, 32, 2, True, 12)    # groups of 32 with zero points, two token tiles, 2 warps
     check_i8(33, 256, 5, 128, 1, True, 13)
+    check_i8(17, 192, 29, 64, 2, True, 16)    # four token tiles
