@@ -577,7 +577,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
 }
 
 // KERNELKIT_TUNE gemv_mma=1: W4A16 and W8A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block,
-// k split by warps over 32-byte regions: 64 INT4 or 32 INT8 values), groups of 32 too; 17 tokens keep their plans.
+// k split by warps over 32-byte regions: 64 INT4 or 32 INT8 values), groups of 32 too; 17 tokens keep their plans;
+// gemv_mma=2 to 32 tokens.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
   const DeviceProfile& h200 = *find_profile("h200");
@@ -635,27 +636,22 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   EXPECT_EQ(p.workspace_bytes, 0);
   EXPECT_EQ(p.k_warps, 1);
   EXPECT_EQ(p.vecs_per_thread, 5);
-}
 
-// KERNELKIT_TUNE gemv_mma=2: the same GEMV to 32 tokens (m 17-32: four tiles of 8, batches of two regions); 33 tokens
-// keep the tensor-core tiles.
-TEST(QuantPlanner, WideTensorCoreGemvUnderTheTuneSwitch) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=2");
-  const DeviceProfile& h200 = *find_profile("h200");
-  OpShape s{1, 4096, 1, 16};
+  // gemv_mma=2: the same GEMV to 32 tokens (m 17-32: four tiles of 8, batches of two regions); 33 tokens keep the
+  // tensor-core tiles.
+  const kernelkit::testing::ScopedEnv wide("KERNELKIT_TUNE", "gemv_mma=2");
+  s = OpShape{1, 4096, 1, 16};
   s.out_features = 14336;
   s.group = 128;
-  LaunchPlan p;
-  for (int64_t m : {1, 16, 17, 32}) {
+  for (int64_t m : {16, 17, 32}) {
     s.rows = m;
     ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
-    EXPECT_EQ(p.tokens, m <= 8 ? 8 : m <= 16 ? 16 : 32);
+    EXPECT_EQ(p.tokens, m <= 16 ? 16 : 32);
     EXPECT_EQ(p.k_warps, 4);
     EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 4);
     EXPECT_EQ(p.smem_bytes, 4 * 16 * p.tokens * 4);
   }
-  EXPECT_EQ(mma_gemv_unroll(32), kLinearMmaGemvWideUnroll);
-  s.out_features = 4096;  // 256 blocks; 64 regions hold 8 warps' batches of two (of four: 8 warps too)
+  s.out_features = 4096;  // 256 blocks
   s.hidden = 1024;        // 16 regions: 8 warps' batches of two, 4 warps' of four
   for (int64_t m : {16, 32}) {
     s.rows = m;
