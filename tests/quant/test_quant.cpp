@@ -592,12 +592,16 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
     EXPECT_EQ(p.tokens, m <= 8 ? 8 : 16);
     EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
     EXPECT_EQ(p.grid, 14336 / 16);
-    EXPECT_EQ(p.k_warps, 4);  // 896 blocks x 4 warps reach the 132 x 16 resident warps (128 registers) aimed for
-    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 4);
-    EXPECT_EQ(p.smem_bytes, 4 * 16 * p.tokens * 4);
+    EXPECT_EQ(p.k_warps, 2);  // 896 blocks x 2 warps: the most within one wave of 132 x 16 warps (128 registers)
+    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 2);
+    EXPECT_EQ(p.smem_bytes, 2 * 16 * p.tokens * 4);  // k_warps x 16 rows x tokens fp32 sums
     EXPECT_NE(p.to_string().find("mma.sync m16n8k16 over 64-weight regions"), std::string::npos) << p.to_string();
   }
-  s.out_features = 4096;  // 256 blocks: 8 warps (the 256-thread cap; 64 regions hold 8 warps' batches of 4)
+  s.out_features = 5120;  // 320 blocks: 6 warps (2112 / 320; 64 regions hold 16 warps' batches of 4)
+  s.rows = 1;
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, 6);
+  s.out_features = 4096;  // 256 blocks: 8 warps (the 256-thread cap)
   s.rows = 1;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 8);
@@ -647,9 +651,9 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
     s.rows = m;
     ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
     EXPECT_EQ(p.tokens, m <= 16 ? 16 : 32);
-    EXPECT_EQ(p.k_warps, 4);
-    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 4);
-    EXPECT_EQ(p.smem_bytes, 4 * 16 * p.tokens * 4);
+    EXPECT_EQ(p.k_warps, 2);
+    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 2);
+    EXPECT_EQ(p.smem_bytes, 2 * 16 * p.tokens * 4);  // k_warps x 16 rows x tokens fp32 sums
   }
   s.out_features = 4096;  // 256 blocks
   s.hidden = 1024;        // 16 regions: 8 warps' batches of two, 4 warps' of four
