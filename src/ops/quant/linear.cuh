@@ -367,7 +367,14 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     const int step = k_warps * U;  // regions between a warp's batches
 
     float acc[NT][4] = {};  // C of each tile: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
-    auto compute = [&](int r, const uint2(&w)[2]) {
+    // Region r's MMAs; `real` false for a batch's slots past the last region (r clamped to it): computed alike, their
+    // sums dropped, so a batch is straight-line code whose x and scale loads the compiler issues ahead of its MMAs.
+    // Guarded per region instead, each region's x and scale loads sat right before their MMAs and warps stalled on
+    // them (m1 n11008 k4096 W4A16 on the H100: 0.72 eligible warps a scheduler, half the stalls on L1TEX). One token
+    // tile's batch fits 128 registers so (the INT4 zero-point forms spill 4-12 B); two or four tiles' x does not (4-40
+    // B spilled on sm_75 / sm_80 / sm_90), so their batches stay guarded.
+    constexpr bool kStraightBatch = NT == 1;
+    auto compute = [&](int r, const uint2(&w)[2], bool real) {
       unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -415,8 +422,10 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
           const float sl = kGroups ? __ldg(s_lo + grp) : 1.0f, sh = kGroups ? __ldg(s_hi + grp) : 1.0f;
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
-            acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+            if (real) {
+              acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
+              acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+            }
             part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
           }
         }
@@ -442,8 +451,13 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     for (int r0 = warp; r0 < regions; r0 += step) {
       load(r0 + step, next);  // the next batch in flight while this one computes
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * k_warps < regions) compute(r0 + u * k_warps, cur[u]);
+      for (int u = 0; u < U; ++u) {
+        const int r = r0 + u * k_warps;
+        if constexpr (kStraightBatch)
+          compute(min(r, regions - 1), cur[u], r < regions);
+        else if (r < regions)
+          compute(r, cur[u], true);
+      }
 #pragma unroll
       for (int u = 0; u < U; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
     }
@@ -502,17 +516,22 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
     load(warp, cur);
     for (int r = warp; r < regions; r += k_warps) {
       load(r + k_warps, next);  // the next region in flight while this one computes
+      // The region's x codes first, all in flight before its MMAs (as the tensor-core GEMV's batches: see there).
+      uint2 xv[kSteps][NT];
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const int k0 = 32 * (kSteps * r + j);
+          xv[j][nt] = k0 < k ? *reinterpret_cast<const uint2*>(xr[nt] + k0) : uint2{0, 0};
+        }
       float part[NT][4] = {};
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
-        const int k0 = 32 * (kSteps * r + j);
-        if (k0 >= k) continue;
+        if (32 * (kSteps * r + j) >= k) continue;
         const unsigned a[4] = {cur[j][0].x, cur[j][1].x, cur[j][0].y, cur[j][1].y};
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const uint2 xv = *reinterpret_cast<const uint2*>(xr[nt] + k0);
-          mma_16x8x32_e4m3(part[nt], a, xv.x, xv.y);
-        }
+        for (int nt = 0; nt < NT; ++nt) mma_16x8x32_e4m3(part[nt], a, xv[j][nt].x, xv[j][nt].y);
       }
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
