@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -153,38 +154,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyCheckpointForms,
                                                               std::pair<int64_t, int64_t>{4101, 1024})));
 
 namespace {
-// The tensor-core GEMV's cases at `ms` tokens under the KERNELKIT_TUNE setting `tune_value`; the largest n only at
-// the first and last token counts.
-void expect_tensor_core_gemv(const char* tune_value, std::initializer_list<int64_t> ms, uint64_t seed) {
+// The tensor-core GEMV's forms: W4A16 with groups of 32 / 64 / 128, W8A16 per channel or with groups, symmetric or with
+// zero points.
+constexpr CheckpointForm kTunedGemvForms[] = {{4, 128, false}, {4, 64, false},  {4, 128, true},
+                                              {4, 64, true},   {4, 32, false},  {4, 32, true},
+                                              {8, 0, false},   {8, 128, false}, {8, 32, true}};
+
+// The tensor-core GEMV's cases of one dtype and form at `ms` tokens under the KERNELKIT_TUNE setting `tune_value`; the
+// largest n only at the first and last token counts.
+void expect_tensor_core_gemv(const char* tune_value, DType dt, CheckpointForm f, std::initializer_list<int64_t> ms,
+                             uint64_t seed) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", tune_value);
-  for (DType dt : {DType::f16, DType::bf16})
-    for (const CheckpointForm f : {CheckpointForm{4, 128, false},
-                                   {4, 64, false},
-                                   {4, 128, true},
-                                   {4, 64, true},
-                                   {4, 32, false},
-                                   {4, 32, true},
-                                   {8, 0, false},
-                                   {8, 128, false},
-                                   {8, 32, true}})
-      for (int64_t m : ms)
-        for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
-          if (n == 4101 && m != *ms.begin() && m != *std::prev(ms.end())) continue;
-          WeightOnlyCase c{dt, f.bits, f.group, m, n, k, m != 2, m == 2 ? 8 : 0, seed++, m == 3, f.zeros};
-          kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
-                                          c.name() + (m == 3 ? " accumulate " : " ") + tune_value);
-        }
+  for (int64_t m : ms)
+    for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
+      if (n == 4101 && m != *ms.begin() && m != *std::prev(ms.end())) continue;
+      WeightOnlyCase c{dt, f.bits, f.group, m, n, k, m != 2, m == 2 ? 8 : 0, seed++, m == 3, f.zeros};
+      kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
+                                      c.name() + (m == 3 ? " accumulate " : " ") + tune_value);
+    }
 }
 }  // namespace
 
-// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 / 2 (W4A16 with groups of 32 / 64 / 128, W8A16 per channel or
-// with groups, symmetric or with zero points, up to 16 / 32 tokens in tiles of 8): one and several row blocks with a
-// partial last one, k of 2 to 128 regions (more warps than batches and fewer), one, two and four token tiles, full and
-// partial; the checkpoint forms and the quantizers' weights alike.
-TEST(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
-  expect_tensor_core_gemv("gemv_mma=1", {1, 2, 3, 5, 8, 9, 16}, 71);
-  expect_tensor_core_gemv("gemv_mma=2", {17, 24, 32}, 571);
+class WeightOnlyTuned : public ::testing::TestWithParam<std::tuple<DType, int>> {};
+
+// The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 / 2 (up to 16 / 32 tokens in tiles of 8), one dtype and form a
+// test: one and several row blocks with a partial last one, k of 2 to 128 regions (more warps than batches and fewer),
+// one, two and four token tiles, full and partial; the checkpoint forms and the quantizers' weights alike.
+TEST_P(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
+  const auto [dt, form] = GetParam();
+  const uint64_t seed = 71 + 100 * static_cast<uint64_t>(form) + (dt == DType::bf16 ? 5000 : 0);
+  expect_tensor_core_gemv("gemv_mma=1", dt, kTunedGemvForms[form], {1, 2, 3, 5, 8, 9, 16}, seed);
+  expect_tensor_core_gemv("gemv_mma=2", dt, kTunedGemvForms[form], {17, 24, 32}, seed + 50);
 }
+INSTANTIATE_TEST_SUITE_P(Forms, WeightOnlyTuned,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Range(0, static_cast<int>(std::size(kTunedGemvForms)))));
 
 using QuantizeParam = std::tuple<OpId, DType, int64_t, int64_t>;
 class QuantizeGrid : public ::testing::TestWithParam<QuantizeParam> {};
@@ -462,45 +466,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Fp8LinearGrid,
                                                               std::pair<int64_t, int64_t>{1032, 4096})));
 
 namespace {
-// linear_fp8 under KERNELKIT_TUNE `setting` against the dot products: for each dtype, token count and (n, k), both
+// linear_fp8 in `dt` under KERNELKIT_TUNE `setting` against the dot products: for each token count and (n, k), both
 // scalings (row-wise with a bias; per tensor on a strided xq), then accumulating into out.
-void expect_fp8_gemv(const char* setting, std::initializer_list<int64_t> ms,
+void expect_fp8_gemv(const char* setting, DType dt, std::initializer_list<int64_t> ms,
                      std::initializer_list<std::pair<int64_t, int64_t>> shapes, uint64_t seed) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-  for (DType dt : {DType::f16, DType::bf16})
-    for (int64_t m : ms)
-      for (const auto [n, k] : shapes)
-        for (bool per_tensor : {false, true}) {
-          kernelkit::testing::W8A8Case c{dt,
-                                         m,
-                                         n,
-                                         k,
-                                         !per_tensor,
-                                         per_tensor ? 32 : 0,
-                                         static_cast<uint64_t>(m + n) + seed,
-                                         OpId::linear_fp8,
-                                         per_tensor};
-          for (bool accumulate : {false, true}) {
-            c.accumulate = accumulate;
-            kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
-                                            c.name() + " " + setting);
-          }
+  for (int64_t m : ms)
+    for (const auto [n, k] : shapes)
+      for (bool per_tensor : {false, true}) {
+        kernelkit::testing::W8A8Case c{
+            dt,        m, n, k, !per_tensor, per_tensor ? 32 : 0, static_cast<uint64_t>(m + n) + seed, OpId::linear_fp8,
+            per_tensor};
+        for (bool accumulate : {false, true}) {
+          c.accumulate = accumulate;
+          kernelkit::testing::expect_case(kernelkit::testing::run_w8a8_case(c, 0), OpId::linear_fp8, dt,
+                                          c.name() + " " + setting);
         }
+      }
 }
 }  // namespace
 
+class Fp8Gemv : public ::testing::TestWithParam<DType> {};
+
 // fp8_gemv=1, one and two tokens on the weight-only GEMV over e4m3 codes: one 16-byte chunk a row (k 16), an odd
 // number of chunks, and a decoder-sized layer.
-TEST(Fp8Linear, GemvMatchesTheDotProducts) {
-  expect_fp8_gemv("fp8_gemv=1", {1, 2}, {{8, 16}, {88, 528}, {4104, 4096}}, 0);
+TEST_P(Fp8Gemv, FmaGemvMatchesTheDotProducts) {
+  expect_fp8_gemv("fp8_gemv=1", GetParam(), {1, 2}, {{8, 16}, {88, 528}, {4104, 4096}}, 0);
 }
 
 // fp8_gemv=2, up to 16 tokens on the FP8 tensor-core GEMV (m16n8k32 e4m3): one and two token tiles, full and partial;
 // k with a partial last 128-value region (544), one region (128) and 4096; a partial last block of 16 rows. Profiles
 // without FP8 refuse it (as expect_case knows).
-TEST(Fp8Linear, TensorCoreGemvMatchesTheDotProducts) {
-  expect_fp8_gemv("fp8_gemv=2", {1, 2, 5, 8, 9, 16}, {{8, 128}, {88, 544}, {4104, 4096}}, 3);
+TEST_P(Fp8Gemv, TensorCoreGemvMatchesTheDotProducts) {
+  expect_fp8_gemv("fp8_gemv=2", GetParam(), {1, 2, 5, 8, 9, 16}, {{8, 128}, {88, 544}, {4104, 4096}}, 3);
 }
+INSTANTIATE_TEST_SUITE_P(Dtypes, Fp8Gemv, ::testing::Values(DType::f16, DType::bf16));
 
 // linear_fp8 with block scales (linear_fp8_blockwise: cuBLASLt's VEC128_32F x BLK128x128_32F FP8 matmul) against the
 // dot products of each 128-wide k block: every finite e4m3 code as input, x_scales token-major [k / 128][m] and
