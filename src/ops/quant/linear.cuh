@@ -485,7 +485,9 @@ __device__ __forceinline__ void mma_16x8x32_e4m3(float (&d)[4], const unsigned (
 // 32 s + 8t, the first 4 for the labels 4t .. 4t + 3 (a0, a1, b0), the next 4 for 16 + 4t .. (a2, a3, b1). The warps
 // split k by 128-value regions, whose 4 consecutive k-steps chain one MMA partial sum that then joins the fp32
 // accumulators: the promotion interval cuBLASLt uses (Hopper's FP8 MMA keeps about 14 bits of a running sum; the
-// tests' bound, docs/tolerances.md, models exactly this). Scaled by x's and the weights' scales at the end.
+// tests' bound, docs/tolerances.md, models exactly this). Scaled by x's and the weights' scales at the end. On sm_90
+// ptxas lowers this MMA to code conversions (F2FP) and f16 HMMAs: Hopper reaches its FP8 tensor cores through wgmma
+// only; sm_89 / sm_120 run it natively.
 template <typename T, int NT>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
     linear_fp8_gemv_mma_kernel(const LinearParams<T> p) {
