@@ -103,6 +103,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
          "linear_mma": ["gemv_mma=1"],  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
+         "linear_mma_pairs": ["gemv_mma=1", "gemv_mma=3"],  # m 9-16: batches of four or two regions
          "linear_mma_wide": ["gemv_mma=2"]}  # the same to 32 tokens (m 17-32)
 
 
@@ -117,7 +118,8 @@ def tuned(op, fns):
 
 def mma_gemv_tunes(m, fns):
     """tuned() of the weight-only tensor-core GEMV that covers m tokens (none past 32)."""
-    return tuned("linear_mma", fns) if m <= 16 else tuned("linear_mma_wide", fns) if m <= 32 else []
+    key = "linear_mma" if m <= 8 else "linear_mma_pairs" if m <= 16 else "linear_mma_wide" if m <= 32 else None
+    return tuned(key, fns) if key else []
 
 
 def with_tune(setting, fn):

@@ -45,10 +45,11 @@ struct LaunchPlan {
   double occupancy = 0;     // expected warps resident / max warps per SM
   // Weight-only linear plans (block = 32 x k_warps, grid = grid_x blocks over n x grid / grid_x over the token tiles):
   int out_rows = 0;  // output features (weight rows) per block
-  int tokens = 0;    // tokens per block: each weight load is used for all of them (8 or 16 with k_warps > 0: the
-                     // tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1)
+  int tokens = 0;    // tokens per block: each weight load is used for all of them (8, 16 or 32 with k_warps > 0: the
+                     // tensor-core GEMV of KERNELKIT_TUNE gemv_mma)
   int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
-  int stages = 0;    // GEMV: depth of each thread's cp.async ring of weight chunks (0: register prefetch, no cp.async)
+  int stages = 0;    // GEMV: depth of each thread's cp.async ring of weight chunks (0: register prefetch, no cp.async);
+                     // tensor-core GEMV: the regions a warp's batch holds
   // Tensor-core weight-only linear: k split over grid.z (grid counts all of them), fp32 partials in a workspace.
   int k_splits = 1;
   int64_t k_tiles_per_split = 0;

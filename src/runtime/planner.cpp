@@ -273,12 +273,14 @@ std::string LaunchPlan::to_string() const {
     return os.str();
   }
   if (k_warps > 0) {
+    const bool mma = tokens % kLinearMmaGemvTokens == 0;  // the tensor-core GEMV: stages = regions a warp's batch
     os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block 32x" << rows_per_block << " ("
        << block_threads << " threads, split-K " << k_warps << "), grid " << grid << ", "
-       << (stages > 0 ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows << " rows x "
-       << tokens << " tokens a block, "
-       << (tokens % kLinearMmaGemvTokens == 0 ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions"
-                                              : std::to_string(vec) + " weights a 16-byte load")
+       << (stages > 0 && !mma ? "cp.async ring of " + std::to_string(stages) + ", " : std::string()) << out_rows
+       << " rows x " << tokens << " tokens a block, "
+       << (mma ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions, batches of " +
+                     std::to_string(stages)
+               : std::to_string(vec) + " weights a 16-byte load")
        << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy "
        << static_cast<int>(occupancy * 100 + 0.5) << "%";
     return os.str();

@@ -665,6 +665,16 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.rows = 33;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 0);  // tensor-core tiles
+
+  // gemv_mma=3: two tiles (m 9-16) in batches of two regions (the plan's stages), one and four tiles as in 2.
+  const kernelkit::testing::ScopedEnv pairs("KERNELKIT_TUNE", "gemv_mma=3");
+  for (int64_t m : {8, 9, 16, 32}) {
+    s.rows = m;
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+    EXPECT_EQ(p.stages, m <= 8 ? 4 : 2) << m;
+    EXPECT_EQ(p.k_warps, m <= 8 ? 4 : 8) << m;  // 16 regions: 4 warps' batches of four, 8 of two
+    EXPECT_NE(p.to_string().find("batches of " + std::to_string(p.stages)), std::string::npos) << p.to_string();
+  }
 }
 
 TEST(QuantPlanner, QuantizerPlans) {

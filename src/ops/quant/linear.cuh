@@ -337,12 +337,12 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32>
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int U = mma_gemv_unroll(kLinearMmaGemvTokens * NT), kRows = kLinearMmaGemvRows;
+    constexpr int kRows = kLinearMmaGemvRows;
     constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
     constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
     static_assert(kBits == 4 || !kGroups32, "groups of 32 hold whole INT8 regions");
@@ -370,10 +370,9 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     // Region r's MMAs; `real` false for a batch's slots past the last region (r clamped to it): computed alike, their
     // sums dropped, so a batch is straight-line code whose x and scale loads the compiler issues ahead of its MMAs.
     // Guarded per region instead, each region's x and scale loads sat right before their MMAs and warps stalled on
-    // them (m1 n11008 k4096 W4A16 on the H100: 0.72 eligible warps a scheduler, half the stalls on L1TEX). One token
-    // tile's batch fits 128 registers so (the INT4 zero-point forms spill 4-12 B); two or four tiles' x does not (4-40
-    // B spilled on sm_75 / sm_80 / sm_90), so their batches stay guarded.
-    constexpr bool kStraightBatch = NT == 1;
+    // them (m1 n11008 k4096 W4A16 on the H100: 0.72 eligible warps a scheduler, half the stalls on L1TEX). Batches
+    // whose x exceeds kLinearMmaGemvStraightTiles tile-regions stay guarded.
+    constexpr bool kStraightBatch = NT * U <= kLinearMmaGemvStraightTiles;
     auto compute = [&](int r, const uint2(&w)[2], bool real) {
       unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
@@ -601,27 +600,28 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
     constexpr WeightScales kScales = decltype(scales)::value;
     constexpr int kBits = decltype(bits)::value;
     if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream);
-    // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1 / 2): 1, 2 or 4 token tiles; INT4 groups of 32 their own mapping.
-    auto launch = [&](auto tiles) -> Status {
-      constexpr int NT = decltype(tiles)::value;
-      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false>;
+    // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
+    // (mma_gemv_unroll); INT4 groups of 32 their own mapping.
+    auto launch = [&](auto tiles, auto unroll) -> Status {
+      constexpr int NT = decltype(tiles)::value, U = decltype(unroll)::value;
+      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U>;
       if constexpr (kBits == 4)
-        if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true>;
+        if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true, U>;
       kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());
       return Status::Ok();
     };
-    switch (plan.tokens / kLinearMmaGemvTokens) {
-      case 1:
-        return launch(std::integral_constant<int, 1>{});
-      case 2:
-        return launch(std::integral_constant<int, 2>{});
-      case 4:
-        return launch(std::integral_constant<int, 4>{});
-      default:
-        return Status(StatusCode::internal,
-                      "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) + " tokens");
-    }
+    using One = std::integral_constant<int, 1>;
+    using Two = std::integral_constant<int, 2>;
+    using Four = std::integral_constant<int, 4>;
+    static_assert(kLinearMmaGemvUnroll == 4 && kLinearMmaGemvWideUnroll == 2, "the batches instantiated below");
+    const int tiles = plan.tokens / kLinearMmaGemvTokens;
+    if (tiles == 1 && plan.stages == 4) return launch(One{}, Four{});
+    if (tiles == 2 && plan.stages == 4) return launch(Two{}, Four{});
+    if (tiles == 2 && plan.stages == 2) return launch(Two{}, Two{});
+    if (tiles == 4 && plan.stages == 2) return launch(Four{}, Two{});
+    return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) +
+                                            " tokens in batches of " + std::to_string(plan.stages) + " regions");
   });
 }
 

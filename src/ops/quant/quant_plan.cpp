@@ -66,7 +66,8 @@ Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_
 
 }  // namespace
 
-Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* p) {
+Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* p,
+                     bool short_pairs) {
   // Tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks this plan; the block's warps split the regions
   // of k as the FMA GEMV's split its chunks.
   p->vec = region;
@@ -76,8 +77,9 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
                   : kLinearMmaGemvWideTokens;
   p->out_rows = kLinearMmaGemvRows;
   const int64_t blocks = ceil_div(n, p->out_rows);
-  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, mma_gemv_unroll(p->tokens), p, true));
-  p->stages = 0;
+  const int unroll = mma_gemv_unroll(p->tokens, short_pairs);
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, unroll, p, true));
+  p->stages = unroll;
   p->k_splits = 1;  // k is split inside the block (a plan made over another one keeps no split over grid.z)
   p->k_tiles_per_split = p->workspace_bytes = 0;
   p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
@@ -155,10 +157,10 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
   int mma_gemv = 0;
-  KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 2, &mma_gemv));
+  KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 3, &mma_gemv));
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
-  const int64_t mma_tokens = mma_gemv == 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
-  if (mma_gemv && m <= mma_tokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p);
+  const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
+  if (mma_gemv && m <= mma_tokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3);
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;

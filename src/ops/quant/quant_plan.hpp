@@ -47,11 +47,18 @@ constexpr int kLinearMmaGemvMaxTokens = 16;
 constexpr int kLinearMmaGemvUnroll = 4;
 // KERNELKIT_TUNE gemv_mma=2: the same GEMV up to kLinearMmaGemvWideTokens tokens (four 8-token tiles, m 17-32), two
 // regions a batch: four tiles' x pairs and sums leave 128 registers room for two regions' weights, not four.
+// gemv_mma=3: as 2, but two tiles (m 9-16) take batches of two regions, straight-line (below).
 constexpr int kLinearMmaGemvWideTokens = 32;
 constexpr int kLinearMmaGemvWideUnroll = 2;
-// The regions a warp's batch holds for a plan of `tokens` tokens.
-constexpr int mma_gemv_unroll(int tokens) {
-  return tokens > kLinearMmaGemvMaxTokens ? kLinearMmaGemvWideUnroll : kLinearMmaGemvUnroll;
+// A batch is straight-line code (its x and scale loads issued ahead of its MMAs) when its x, token tiles x regions of
+// 8 registers each, is at most kLinearMmaGemvStraightTiles of them: more spilled 4-40 B (sm_75 / sm_80 / sm_90) and
+// stays guarded region by region.
+constexpr int kLinearMmaGemvStraightTiles = 4;
+// The regions a warp's batch holds for a plan of `tokens` tokens (`short_pairs`: gemv_mma=3's two-region batches for
+// two tiles).
+constexpr int mma_gemv_unroll(int tokens, bool short_pairs = false) {
+  return tokens > kLinearMmaGemvMaxTokens || (short_pairs && tokens > kLinearMmaGemvTokens) ? kLinearMmaGemvWideUnroll
+                                                                                            : kLinearMmaGemvUnroll;
 }
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
@@ -83,7 +90,9 @@ Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, D
 // The tensor-core GEMV's plan (kLinearMmaGemvRows) for m tokens (up to kLinearMmaGemvWideTokens), n rows and k inputs
 // split between a block's warps by regions of `region` values: 64 for W4A16 and 32 for W8A16 (KERNELKIT_TUNE
 // gemv_mma=1; k a multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
-Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out);
+// The plan's `stages` is the regions a warp's batch holds (mma_gemv_unroll; `short_pairs` as there).
+Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out,
+                     bool short_pairs = false);
 }  // namespace detail
 
 }  // namespace kernelkit

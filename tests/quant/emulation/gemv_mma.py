@@ -116,10 +116,10 @@ def run_blocks(n, m, k_warps, tile):
     return out
 
 
-def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps):
-    """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64)."""
+def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=None):
+    """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64); U: regions a batch (mma_gemv_unroll)."""
     regions, shift = k // 64, group.bit_length() - 1 - 6
-    U = 4 if m <= 16 else 2  # mma_gemv_unroll
+    U = U or (4 if m <= 16 else 2)
     return run_blocks(n, m, k_warps, lambda n0, nt, warp: warp_tile(
         x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32))
 
@@ -195,7 +195,7 @@ def check_i8(n, k, m, group, k_warps, with_zeros, seed):
     print(f"ok int8 n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
 
 
-def check(n, k, m, group, k_warps, with_zeros, seed):
+def check(n, k, m, group, k_warps, with_zeros, seed, U=None):
     rnd = random.Random(seed)
     groups = k // group
     vals = [[rnd.randrange(-8, 8) for _ in range(k)] for _ in range(n)]
@@ -204,7 +204,7 @@ def check(n, k, m, group, k_warps, with_zeros, seed):
     zeros = [[rnd.randrange(-128, 128) if rnd.random() < 0.25 else rnd.randrange(-8, 9) for _ in range(groups)]
              for _ in range(n)] if with_zeros else None
     x = [[rnd.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
-    got = kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps)
+    got = kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U)
     worst = 0.0
     for tok in range(m):
         for row in range(n):
@@ -279,6 +279,7 @@ if __name__ == "__main__":
     check(21, 384, 11, 32, 2, True, 8)     # groups of 32 with zero points, two token tiles, 2 warps
     check(18, 640, 27, 64, 2, True, 14)    # four token tiles (the last partial), batches of two regions
     check(16, 256, 32, 32, 1, True, 15)    # four full token tiles, groups of 32
+    check(20, 448, 14, 64, 3, True, 17, U=2)  # gemv_mma=3: two tiles, batches of two regions, 3 warps
     check_fp8(16, 128, 1, 1, 9)
     check_fp8(23, 544, 12, 2, 10)          # a partial last region (k 544 = 4 x 128 + 32), two token tiles
     check_i8(16, 128, 1, 0, 1, False, 11)     # per-channel scales (applied at the end)
