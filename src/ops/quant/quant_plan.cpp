@@ -39,18 +39,23 @@ namespace {
 // The GEMVs' split-K inside a block: k_warps warps (from `first`, doubled while the grid holds fewer warps than the GPU
 // keeps resident at kLinearRegisters and each warp still gets `per_warp` of the `units` k units: 16-byte chunks, a
 // lane each, or 64-value regions, a warp each (`lanes` units a warp step)), or KERNELKIT_TUNE gemv_kwarps.
-// `one_wave` (the tensor-core GEMV, whose grid of 16-row blocks is a wave or two): instead the most warps, any count,
-// that keep the grid within one wave of those resident warps. Doubling past it leaves a second wave of a few blocks
-// that costs as much as the first: m1 n11008 k4096 W4A16 as 688 blocks x 4 warps where 660 fit took 24.3 us under
-// Nsight Compute on the H100 (SMs active 63% of the time), the FMA GEMV 16.2.
+// `smem_per_warp` > 0 (the tensor-core GEMV, whose grid of 16-row blocks is a wave or two, each warp's sums
+// smem_per_warp bytes of shared memory): instead the most warps, any count, whose blocks all stay resident at once
+// (blocks_per_sm at kLinearRegisters, block-granular), else `first`. Past that a second wave of a few blocks costs as
+// much as the first: m1 n11008 k4096 W4A16 as 688 blocks x 4 warps where 660 fit took 24.3 us under Nsight Compute
+// on the H100 (SMs active 63% of the time), the FMA GEMV 16.2.
 Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_t units, int lanes, int per_warp,
-                    LaunchPlan* p, bool one_wave = false) {
+                    LaunchPlan* p, int64_t smem_per_warp = 0) {
   const int64_t want_warps = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / kWarp,
                                                            prof.regs_per_sm / (kLinearRegisters * kWarp)});
   p->k_warps = first;
-  if (one_wave) {
-    const int64_t most = std::min<int64_t>(kLinearMaxThreads / kWarp, std::max<int64_t>(1, units / per_warp));
-    p->k_warps = static_cast<int>(std::clamp<int64_t>(want_warps / blocks, first, most));
+  if (smem_per_warp > 0) {
+    const int most = static_cast<int>(std::min<int64_t>(kLinearMaxThreads / kWarp, units / per_warp));
+    for (int w = most; w > first; --w)
+      if (blocks <= int64_t{prof.sms} * blocks_per_sm(prof, w * kWarp, w * smem_per_warp, kLinearRegisters)) {
+        p->k_warps = w;
+        break;
+      }
   } else {
     while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
            int64_t{p->k_warps} * 2 * per_warp <= units)
@@ -78,11 +83,12 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   p->out_rows = kLinearMmaGemvRows;
   const int64_t blocks = ceil_div(n, p->out_rows);
   const int unroll = mma_gemv_unroll(p->tokens, short_pairs);
-  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, unroll, p, true));
+  const int64_t sums_bytes = int64_t{p->out_rows} * p->tokens * static_cast<int64_t>(sizeof(float));  // a warp's
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, unroll, p, sums_bytes));
   p->stages = unroll;
   p->k_splits = 1;  // k is split inside the block (a plan made over another one keeps no split over grid.z)
   p->k_tiles_per_split = p->workspace_bytes = 0;
-  p->smem_bytes = int64_t{p->k_warps} * p->out_rows * p->tokens * static_cast<int64_t>(sizeof(float));
+  p->smem_bytes = p->k_warps * sums_bytes;
   p->smem_optin = false;
   p->grid_x = p->grid = blocks;
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
