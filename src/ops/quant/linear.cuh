@@ -321,10 +321,11 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
   }
 }
 
-// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma=1; quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64,
-// 128) and W8A16 (below), up to 16 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8
+// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma; quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64,
+// 128) and W8A16 (below), up to 32 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8
 // tokens (its N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps
-// warps by 64-value regions (warp w takes regions w, w + k_warps, ...). In a region lane (g, t) loads 8 bytes of rows g
+// warps by 64-value regions (warp w takes regions w, w + k_warps, ..., U of them a batch, the next batch's weights
+// loaded while one computes). In a region lane (g, t) loads 8 bytes of rows g
 // and g + 8 (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for
 // token g of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so
 // the A pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the
