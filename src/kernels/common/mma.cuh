@@ -65,6 +65,21 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4
 #endif
 }
 
+// d += a b on FP8 tensor cores (sm_89+): m16n8k32, e4m3 A and B (4 codes a register), fp32 accumulators. On sm_90
+// ptxas lowers it to code conversions (F2FP) and f16 HMMAs: Hopper reaches its FP8 tensor cores through wgmma only;
+// sm_89 / sm_120 run it natively.
+__device__ __forceinline__ void mma_16x8x32_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if KK_DEVICE_HAS_FP8
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // unreachable: FP8 ops are refused below sm_89
+#endif
+}
+
 // Shared-memory tile layouts that keep ldmatrix free of bank conflicts (an ldmatrix phase reads one 16-byte chunk
 // from each of 8 consecutive rows):
 // element (row, col) of a [rows][D] tile of 2-byte values, 16-byte chunks swizzled by row % 8 (col % 8 stays in its

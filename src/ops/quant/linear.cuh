@@ -466,28 +466,14 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// d += a b on FP8 tensor cores (sm_89+): m16n8k32, e4m3 A and B (4 codes a register), fp32 accumulators.
-__device__ __forceinline__ void mma_16x8x32_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if KK_DEVICE_HAS_FP8
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();  // unreachable: FP8 ops are refused below sm_89
-#endif
-}
-
 // linear_fp8 (per-tensor or per-token x per-channel scales) for up to 16 tokens on mma.sync m16n8k32 e4m3
 // (KERNELKIT_TUNE fp8_gemv=2, an experiment, sm_89+): the tensor-core GEMV's organization with FP8 codes as they are,
 // no dequantization. A k-step is 32 values: lane (g, t) loads 8 bytes of rows g and g + 8 and of its token's x at
 // 32 s + 8t, the first 4 for the labels 4t .. 4t + 3 (a0, a1, b0), the next 4 for 16 + 4t .. (a2, a3, b1). The warps
 // split k by 128-value regions, whose 4 consecutive k-steps chain one MMA partial sum that then joins the fp32
 // accumulators: the promotion interval cuBLASLt uses (Hopper's FP8 MMA keeps about 14 bits of a running sum; the
-// tests' bound, docs/tolerances.md, models exactly this). Scaled by x's and the weights' scales at the end. On sm_90
-// ptxas lowers this MMA to code conversions (F2FP) and f16 HMMAs: Hopper reaches its FP8 tensor cores through wgmma
-// only; sm_89 / sm_120 run it natively.
+// tests' bound, docs/tolerances.md, models exactly this). Scaled by x's and the weights' scales at the end. (On sm_90
+// its MMA is a conversion to f16: see mma_16x8x32_e4m3.)
 template <typename T, int NT>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
     linear_fp8_gemv_mma_kernel(const LinearParams<T> p) {

@@ -32,11 +32,22 @@ def pair_of(word, j, zero):
     return ((bits & 0xF) - 8 - zero, ((bits >> 16) & 0xF) - 8 - zero)
 
 
+def product(C, Am, Bm):
+    """D = Am Bm + C on the 16 x 8 accumulator tile, C and D as lanes' fragments c0..c3 (rows g, g + 8; columns
+    2t, 2t + 1): the part both MMA shapes share."""
+    Cm = [[0.0] * 8 for _ in range(16)]
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        Cm[g][2 * t], Cm[g][2 * t + 1], Cm[g + 8][2 * t], Cm[g + 8][2 * t + 1] = C[lane]
+    D = [[Cm[i][j] + sum(Am[i][kk] * Bm[kk][j] for kk in range(len(Bm))) for j in range(8)] for i in range(16)]
+    return [[D[l // 4][2 * (l % 4)], D[l // 4][2 * (l % 4) + 1], D[l // 4 + 8][2 * (l % 4)],
+             D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+
+
 def mma(C, A, B0, B1):
     """D = A B + C for m16n8k16: A[lane] = 4 pairs (a0..a3), B0 / B1[lane] pairs, C[lane] = c0..c3 (PTX ISA layouts)."""
     Am = [[0.0] * 16 for _ in range(16)]
     Bm = [[0.0] * 8 for _ in range(16)]
-    Cm = [[0.0] * 8 for _ in range(16)]
     for lane in range(32):
         g, t = lane // 4, lane % 4
         a = A[lane]
@@ -46,10 +57,7 @@ def mma(C, A, B0, B1):
         Am[g + 8][2 * t + 8], Am[g + 8][2 * t + 9] = a[3]
         Bm[2 * t][g], Bm[2 * t + 1][g] = B0[lane]
         Bm[2 * t + 8][g], Bm[2 * t + 9][g] = B1[lane]
-        Cm[g][2 * t], Cm[g][2 * t + 1], Cm[g + 8][2 * t], Cm[g + 8][2 * t + 1] = C[lane]
-    D = [[Cm[i][j] + sum(Am[i][kk] * Bm[kk][j] for kk in range(16)) for j in range(8)] for i in range(16)]
-    return [[D[l // 4][2 * (l % 4)], D[l // 4][2 * (l % 4) + 1], D[l // 4 + 8][2 * (l % 4)],
-             D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+    return product(C, Am, Bm)
 
 
 def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, g32):
@@ -220,17 +228,13 @@ def mma_k32(C, A, B0, B1):
     """m16n8k32 (8-bit operands): A[lane] = 4 groups of 4 values (a0..a3), B0 / B1[lane] 4 values (PTX ISA layouts)."""
     Am = [[0.0] * 32 for _ in range(16)]
     Bm = [[0.0] * 8 for _ in range(32)]
-    Cm = [[0.0] * 8 for _ in range(16)]
     for lane in range(32):
         g, t = lane // 4, lane % 4
         for i in range(4):
             Am[g][4 * t + i], Am[g + 8][4 * t + i] = A[lane][0][i], A[lane][1][i]
             Am[g][16 + 4 * t + i], Am[g + 8][16 + 4 * t + i] = A[lane][2][i], A[lane][3][i]
             Bm[4 * t + i][g], Bm[16 + 4 * t + i][g] = B0[lane][i], B1[lane][i]
-        Cm[g][2 * t], Cm[g][2 * t + 1], Cm[g + 8][2 * t], Cm[g + 8][2 * t + 1] = C[lane]
-    D = [[Cm[i][j] + sum(Am[i][kk] * Bm[kk][j] for kk in range(32)) for j in range(8)] for i in range(16)]
-    return [[D[l // 4][2 * (l % 4)], D[l // 4][2 * (l % 4) + 1], D[l // 4 + 8][2 * (l % 4)],
-             D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+    return product(C, Am, Bm)
 
 
 def fp8_warp_tile(x, w, n, m, k, n0, nt, warp, k_warps):
