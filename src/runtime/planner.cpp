@@ -24,7 +24,7 @@ constexpr int kRowBlockThreads = 256;
 constexpr std::string_view kTuneKeys[] = {
     "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",   "decode_stages", "decode_splits", "decode_tc",
     "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",   "ew_waves",      "softmax_stage", "rows_held",
-    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv",      "gemv_mma"};
+    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv",      "gemv_mma",      "rows_lean"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -125,6 +125,17 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
   const bool capped = op == OpId::rms_norm || (rows_cap == 2 && op_quant_out_dtype(op).has_value());
   p->min_blocks = rows_cap >= 1 && capped && p->held > 0 && dtype == DType::bf16 ? 2 : 1;
+  // An experiment for the RMS norms' held rows (Liger-Kernel's one-row-a-program kernel is 9% ahead at 65536 x 4096
+  // bf16 on the H200): KERNELKIT_TUNE rows_lean=N (1-4) takes the lean kernel with a __launch_bounds__ minimum of N
+  // 512-thread blocks (1: uncapped; 4: 32 registers), where a row is whole warps, one a block, of 16-byte vectors.
+  int lean = 0;
+  KK_RETURN_IF_ERROR(tune_value("rows_lean", 0, 4, &lean));
+  const bool lean_op = op == OpId::rms_norm || op == OpId::fused_add_rms_norm;
+  p->lean = lean_op && p->held > 0 && tpr % kWarp == 0 && tpr <= kRowHeldMaxThreads && p->rows_per_block == 1 &&
+                    p->vec == max_vec
+                ? lean
+                : 0;
+  if (p->lean > 0) p->min_blocks = 1;
   // An experiment for the norm + quantization ops (rms_norm_quant_fp8 at 60% of the copy ceiling, two reductions a
   // row): KERNELKIT_TUNE rows_onepass=1 takes max |y| from the sum's pass (see LaunchPlan::one_pass).
   int one_pass = 0;
@@ -163,6 +174,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
   p->waves = p->held > 0 || ceil_div(s.rows, p->rows_per_block) >= kRowStreamWaves * wave ? 0 : 1;
   KK_RETURN_IF_ERROR(tune_value("rows_waves", 0, 1024, &p->waves));
+  if (p->waves != 0) p->lean = 0;  // the lean kernel has no row loop
   size_grid(prof, s.rows, p);
   return Status::Ok();
 }
@@ -296,9 +308,10 @@ std::string LaunchPlan::to_string() const {
   if (op_info(op).family == OpFamily::activation && op_quant_out_dtype(op))
     os << (held > 0 ? "y held in registers" : "inputs re-read for the codes") << ", ";
   if (op_info(op).family == OpFamily::norm)
-    os << (held > 0 ? "rows held in registers"
-           : cached ? "rows staged in smem"
-                    : "rows re-read (too long to stage)")
+    os << (lean > 0   ? "rows held in registers (lean kernel)"
+           : held > 0 ? "rows held in registers"
+           : cached   ? "rows staged in smem"
+                      : "rows re-read (too long to stage)")
        << ", ";
   os << "smem " << smem_bytes
      << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM, occupancy "

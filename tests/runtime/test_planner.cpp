@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <tuple>
 #include <utility>
 
 #include "kernelkit/planner.hpp"
@@ -607,6 +608,33 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, dtype, &l).ok());
         EXPECT_EQ(l.min_blocks, 1) << op_info(op).name;
       }
+    }
+    {
+      // rows_lean=N: the RMS norms' held rows of whole warps (at most 512 threads), one a block, of 16-byte vectors.
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.lean, 0);
+      Env lean("rows_lean=3");
+      for (auto [op, hidden, dtype, want] : {std::tuple{OpId::rms_norm, 4096, DType::bf16, 3},
+                                             {OpId::fused_add_rms_norm, 5120, DType::f16, 3},
+                                             {OpId::rms_norm, 4096, DType::f32, 3},
+                                             {OpId::rms_norm, 8192, DType::f32, 0},  // 1024 threads: staged
+                                             {OpId::rms_norm, 2048, DType::bf16, 0},
+                                             {OpId::rms_norm, 4100, DType::bf16, 0},  // 4-element vectors
+                                             {OpId::rms_norm, 256, DType::bf16, 0},   // 16 threads a row
+                                             {OpId::layer_norm, 4096, DType::bf16, 0},
+                                             {OpId::rms_norm_quant_fp8, 4096, DType::bf16, 0}}) {
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, hidden, 1, 16}, dtype, &l).ok());
+        EXPECT_EQ(l.lean, want) << op_info(op).name << " " << hidden;
+        if (want > 0) {
+          EXPECT_EQ(l.rows_per_block, 1);
+          EXPECT_EQ(l.grid, 65536);
+          EXPECT_EQ(l.min_blocks, 1);
+          EXPECT_NE(l.to_string().find("lean kernel"), std::string::npos);
+        }
+      }
+      Env looping("rows_lean=1,rows_waves=1");  // a looping grid: the general kernel
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.lean, 0);
     }
     // rows_held=1: 65536 x 4096 bf16 as Liger-Kernel splits it, 256 threads of 2 vectors a row, a block a row.
     Env e("rows_held=1");

@@ -405,6 +405,85 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
   }
 }
 
+// The lean held RMS kernel (LaunchPlan::lean; rms_norm and fused_add_rms_norm): one row a block of whole warps
+// (blockDim = (threads_per_row, 1), threads_per_row a multiple of 32), each thread's vectors of x, of the residual
+// and of the weight loaded at once before anything waits on them, one straight-line reduction (shuffles over the
+// warp, one barrier, every warp then reducing all warps' partials), no row loop. The general kernel above serves any
+// block shape and row count per block: its reduction width is a runtime value (a branch per shuffle level) and it
+// reads the weights after the reduction, so a block waits on two rounds of loads where this one waits on one.
+// kMinBlocks: __launch_bounds__'s minimum of resident kRowHeldMaxThreads-thread blocks (the plan's lean), where an SM
+// holds that many (sm_75 holds 2).
+template <typename T, int VEC, bool kResidual, int kMinBlocks>
+__global__ void __launch_bounds__(kRowHeldMaxThreads,
+                                  kMinBlocks* kRowHeldMaxThreads <= KK_DEVICE_MAX_THREADS_PER_SM ? kMinBlocks : 1)
+    held_rms_kernel(const RowNormParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    using V = Vec<T, VEC>;
+    __shared__ float partials[kRowHeldMaxThreads / kWarpSize];
+    const int tx = threadIdx.x, tpr = blockDim.x;
+    const int nvec = static_cast<int>(p.hidden / VEC);
+    const int64_t row = blockIdx.x;
+    const float inv_hidden = 1.0f / static_cast<float>(p.hidden);  // while the loads are in flight
+    const T* xr = p.x + row * p.x_stride;
+    T* rr = kResidual ? p.residual + row * p.residual_stride : nullptr;
+    V x[kRowHeldVecs], r[kRowHeldVecs], w[kRowHeldVecs];
+#pragma unroll
+    for (int c = 0; c < kRowHeldVecs; ++c) {
+      const int i = tx + c * tpr;
+      if (i < nvec) {
+        x[c] = V::load(xr + i * VEC);
+        if constexpr (kResidual) r[c] = V::load(rr + i * VEC);
+        if (p.weight) w[c] = V::load(p.weight + i * VEC);
+      }
+    }
+    // [x + residual, rounded to T and stored as the next layer's residual]; its sum of squares.
+    float acc = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kRowHeldVecs; ++c) {
+      const int i = tx + c * tpr;
+      if (i < nvec) {
+        float f[VEC];
+        to_floats(x[c], f);
+        if constexpr (kResidual) {
+          float g[VEC];
+          to_floats(r[c], g);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) f[j] += g[j];
+          x[c] = from_floats<T>(f);
+          x[c].store(rr + i * VEC);
+          to_floats(x[c], f);
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc = fmaf(f[j], f[j], acc);
+      }
+    }
+    acc = warp_sum(acc);
+    if (tx % kWarpSize == 0) partials[tx / kWarpSize] = acc;
+    __syncthreads();
+    const int lane = tx % kWarpSize;
+    acc = warp_sum(lane < tpr / kWarpSize ? partials[lane] : 0.0f);
+    const float rstd = rsqrtf(acc * inv_hidden + p.eps);
+    T* outr = p.out + row * p.out_stride;
+#pragma unroll
+    for (int c = 0; c < kRowHeldVecs; ++c) {
+      const int i = tx + c * tpr;
+      if (i < nvec) {
+        float y[VEC], g[VEC];
+        to_floats(x[c], y);
+        if (p.weight) to_floats(w[c], g);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          y[j] *= rstd;
+          if (p.weight) y[j] *= p.weight_offset + g[j];
+        }
+        store_rounded<T, VEC>(outr + i * VEC, y);
+      }
+    }
+  }
+}
+
 // The one place an op maps to its kernel: calls f(kernel) with the instantiation for (op, vector width, staged or
 // held).
 template <typename T, typename F>
@@ -425,6 +504,27 @@ Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
              : plan.cached ? row_norm_kernel<T, V, Variant, true, 0>
                            : row_norm_kernel<T, V, Variant, false, 0>;
     };
+    // The lean kernel (plan.lean: its __launch_bounds__ minimum of blocks), full 16-byte vectors only.
+    auto lean = [&](auto residual) -> Status {
+      if constexpr (V == 16 / sizeof(T)) {
+        constexpr bool kResidual = decltype(residual)::value;
+        switch (plan.lean) {
+          case 1:
+            return f(held_rms_kernel<T, V, kResidual, 1>);
+          case 2:
+            return f(held_rms_kernel<T, V, kResidual, 2>);
+          case 3:
+            return f(held_rms_kernel<T, V, kResidual, 3>);
+          case 4:
+            return f(held_rms_kernel<T, V, kResidual, 4>);
+          default:
+            break;
+        }
+      }
+      return Status(StatusCode::internal, "no lean row-norm kernel for this plan");
+    };
+    if (plan.lean > 0 && (op == OpId::rms_norm || op == OpId::fused_add_rms_norm))
+      return op == OpId::rms_norm ? lean(std::false_type{}) : lean(std::true_type{});
     switch (op) {
       case OpId::rms_norm:  // the one variant with a register-capped held kernel (the planner's min_blocks)
         if constexpr (std::is_same_v<T, __nv_bfloat16>)
