@@ -125,16 +125,19 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
   const bool capped = op == OpId::rms_norm || (rows_cap == 2 && op_quant_out_dtype(op).has_value());
   p->min_blocks = rows_cap >= 1 && capped && p->held > 0 && dtype == DType::bf16 ? 2 : 1;
-  // An experiment for the RMS norms' held rows (Liger-Kernel's one-row-a-program kernel is 9% ahead at 65536 x 4096
-  // bf16 on the H200): KERNELKIT_TUNE rows_lean=N (1-4) takes the lean kernel with a __launch_bounds__ minimum of N
-  // 512-thread blocks (1: uncapped; 4: 32 registers), where a row is whole warps, one a block, of 16-byte vectors.
+  // An experiment for the rows held in registers (Liger-Kernel's one-row-a-program kernels are 9% ahead at 65536 x
+  // 4096 bf16 on the H200: rms_norm 260 against 284 us, softmax 265 against 288): KERNELKIT_TUNE rows_lean=N (1-4)
+  // takes the lean kernels (straight-line reductions, no row loop) where a row is whole warps, one a block, of 16-byte
+  // vectors, at most 2 a thread: rms_norm and fused_add_rms_norm with a __launch_bounds__ minimum of N 512-thread
+  // blocks (1: uncapped; 4: 32 registers), softmax and causal_softmax uncapped.
   int lean = 0;
   KK_RETURN_IF_ERROR(tune_value("rows_lean", 0, 4, &lean));
-  const bool lean_op = op == OpId::rms_norm || op == OpId::fused_add_rms_norm;
-  p->lean = lean_op && p->held > 0 && tpr % kWarp == 0 && tpr <= kRowHeldMaxThreads && p->rows_per_block == 1 &&
-                    p->vec == max_vec
-                ? lean
-                : 0;
+  const bool softmax = op_info(op).family == OpFamily::softmax;
+  const bool lean_rows = op == OpId::rms_norm || op == OpId::fused_add_rms_norm ? p->held > 0
+                         : softmax                                              ? p->vecs_per_thread <= kRowHeldVecs
+                                                                                : false;
+  const bool whole_warps = tpr % kWarp == 0 && tpr <= kRowHeldMaxThreads && p->rows_per_block == 1;
+  p->lean = lean_rows && whole_warps && p->vec == max_vec ? lean : 0;
   if (p->lean > 0) p->min_blocks = 1;
   // An experiment for the norm + quantization ops (rms_norm_quant_fp8 at 60% of the copy ceiling, two reductions a
   // row): KERNELKIT_TUNE rows_onepass=1 takes max |y| from the sum's pass (see LaunchPlan::one_pass).
@@ -160,6 +163,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   p->block_threads = tpr * p->rows_per_block;
   p->stage_offset = scratch(p->rows_per_block);
   p->cached = stage && p->stage_offset + 2 * p->rows_per_block * row_bytes <= budget;
+  if (p->cached) p->lean = 0;  // softmax_stage=1: the staged kernel
   p->smem_bytes = p->stage_offset + (p->cached ? 2 * p->rows_per_block * row_bytes : 0);
   p->smem_optin = p->smem_bytes > prof.smem_per_block_default;
 
@@ -172,7 +176,7 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
     return unsupported("row reduction: a block of " + std::to_string(p->block_threads) + " threads does not fit profile " +
                        prof.key);
   const int64_t wave = static_cast<int64_t>(prof.sms) * p->blocks_per_sm;
-  p->waves = p->held > 0 || ceil_div(s.rows, p->rows_per_block) >= kRowStreamWaves * wave ? 0 : 1;
+  p->waves = p->held > 0 || p->lean > 0 || ceil_div(s.rows, p->rows_per_block) >= kRowStreamWaves * wave ? 0 : 1;
   KK_RETURN_IF_ERROR(tune_value("rows_waves", 0, 1024, &p->waves));
   if (p->waves != 0) p->lean = 0;  // the lean kernel has no row loop
   size_grid(prof, s.rows, p);
@@ -307,6 +311,7 @@ std::string LaunchPlan::to_string() const {
   if (out_rows > 0) os << "tiles of " << tokens << " tokens x " << out_rows << " outputs, ";
   if (op_info(op).family == OpFamily::activation && op_quant_out_dtype(op))
     os << (held > 0 ? "y held in registers" : "inputs re-read for the codes") << ", ";
+  if (op_info(op).family == OpFamily::softmax && lean > 0) os << "rows held in registers (lean kernel), ";
   if (op_info(op).family == OpFamily::norm)
     os << (lean > 0   ? "rows held in registers (lean kernel)"
            : held > 0 ? "rows held in registers"

@@ -622,7 +622,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
                                              {OpId::rms_norm, 4100, DType::bf16, 0},  // 4-element vectors
                                              {OpId::rms_norm, 256, DType::bf16, 0},   // 16 threads a row
                                              {OpId::layer_norm, 4096, DType::bf16, 0},
-                                             {OpId::rms_norm_quant_fp8, 4096, DType::bf16, 0}}) {
+                                             {OpId::rms_norm_quant_fp8, 4096, DType::bf16, 0},
+                                             {OpId::softmax, 4096, DType::bf16, 3},
+                                             {OpId::causal_softmax, 8192, DType::f16, 3},
+                                             {OpId::softmax, 16384, DType::bf16, 0}}) {  // 4 vectors a thread
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, hidden, 1, 16}, dtype, &l).ok());
         EXPECT_EQ(l.lean, want) << op_info(op).name << " " << hidden;
         if (want > 0) {
@@ -630,6 +633,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
           EXPECT_EQ(l.grid, 65536);
           EXPECT_EQ(l.min_blocks, 1);
           EXPECT_NE(l.to_string().find("lean kernel"), std::string::npos);
+          EXPECT_EQ(l.waves, 0);
         }
       }
       Env looping("rows_lean=1,rows_waves=1");  // a looping grid: the general kernel

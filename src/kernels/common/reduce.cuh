@@ -51,18 +51,26 @@ __device__ __forceinline__ typename Op::Value warp_reduce(typename Op::Value v, 
 __device__ __forceinline__ float warp_sum(float v, int width = kWarpSize) { return warp_reduce<SumOp>(v, width); }
 __device__ __forceinline__ float warp_max(float v, int width = kWarpSize) { return warp_reduce<MaxOp>(v, width); }
 
+// block_reduce with one barrier, where no earlier reduction of the block still reads `scratch` (its first use; a
+// kernel with several reductions gives each its own scratch). Straight-line: shuffles over every warp, the warps'
+// totals through `scratch`, then every warp reduces them.
+template <typename Op>
+__device__ __forceinline__ typename Op::Value block_reduce_fresh(typename Op::Value v, typename Op::Value* scratch) {
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int warps = blockDim.x * blockDim.y * blockDim.z / kWarpSize;
+  v = warp_reduce<Op>(v);
+  if (tid % kWarpSize == 0) scratch[tid / kWarpSize] = v;
+  __syncthreads();
+  return warp_reduce<Op>(tid % kWarpSize < warps ? scratch[tid % kWarpSize] : Op::identity());
+}
+
 // The total over all threads of a block (any shape whose thread count is a multiple of 32), to every thread: the
 // warps' totals through `scratch` (32 values of shared memory), then shuffles. Every thread of the block must call it
 // equally often; the first barrier keeps a call from overwriting the partials a previous call is still reading.
 template <typename Op>
 __device__ __forceinline__ typename Op::Value block_reduce(typename Op::Value v, typename Op::Value* scratch) {
-  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const int warps = blockDim.x * blockDim.y * blockDim.z / kWarpSize;
-  v = warp_reduce<Op>(v);
   __syncthreads();
-  if (tid % kWarpSize == 0) scratch[tid / kWarpSize] = v;
-  __syncthreads();
-  return warp_reduce<Op>(tid % kWarpSize < warps ? scratch[tid % kWarpSize] : Op::identity());
+  return block_reduce_fresh<Op>(v, scratch);
 }
 
 // The reductions of a block's rows, any number in a row. `scratch`: row_reduce_scratch_bytes(blockDim.y, group)

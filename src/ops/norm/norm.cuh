@@ -459,11 +459,7 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads,
         for (int j = 0; j < VEC; ++j) acc = fmaf(f[j], f[j], acc);
       }
     }
-    acc = warp_sum(acc);
-    if (tx % kWarpSize == 0) partials[tx / kWarpSize] = acc;
-    __syncthreads();
-    const int lane = tx % kWarpSize;
-    acc = warp_sum(lane < tpr / kWarpSize ? partials[lane] : 0.0f);
+    acc = block_reduce_fresh<SumOp>(acc, partials);
     const float rstd = rsqrtf(acc * inv_hidden + p.eps);
     T* outr = p.out + row * p.out_stride;
 #pragma unroll

@@ -186,6 +186,67 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
   }
 }
 
+// The lean held softmax (LaunchPlan::lean, KERNELKIT_TUNE rows_lean): one row a block of whole warps (blockDim =
+// (threads_per_row, 1)), at most 2 vectors a thread loaded at once, the max and the sum each one straight-line block
+// reduction with its own scratch (one barrier each), no row loop: the held path of softmax_kernel without its
+// runtime-width reductions and row loop (see held_rms_kernel).
+template <typename T, int VEC, bool kCausal>
+__global__ void __launch_bounds__(kRowHeldMaxThreads) held_softmax_kernel(const SoftmaxParams<T> p) {
+  if constexpr (!kDeviceHasType<T>) {
+    __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
+  } else {
+    using V = Vec<T, VEC>;
+    constexpr int kVecs = 2;
+    __shared__ float maxes[kRowHeldMaxThreads / kWarpSize], sums[kRowHeldMaxThreads / kWarpSize];
+    const int tx = threadIdx.x, tpr = blockDim.x;
+    const int nvec = static_cast<int>(p.hidden / VEC);
+    const int64_t row = blockIdx.x;
+    const T* xr = p.x + row * p.x_stride;
+    V in[kVecs];
+#pragma unroll
+    for (int c = 0; c < kVecs; ++c)
+      if (tx + c * tpr < nvec) in[c] = V::load(xr + static_cast<int64_t>(tx + c * tpr) * VEC);
+    const float scale2 = p.scale * kLog2e;
+    const int64_t limit = kCausal ? row % p.s_q + p.hidden - p.s_q : p.hidden - 1;  // last visible key
+    float v[kVecs][VEC];
+    float m = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kVecs; ++c) {
+      const int i = tx + c * tpr;
+      float f[VEC];
+      if (i < nvec) to_floats(in[c], f);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        v[c][j] = i >= nvec || (kCausal && static_cast<int64_t>(i) * VEC + j > limit) ? -INFINITY : f[j] * scale2;
+        m = fmaxf(m, v[c][j]);
+      }
+    }
+    const float row_max = block_reduce_fresh<MaxOp>(m, maxes);
+    const float shift = row_max == -INFINITY ? 0.0f : row_max;  // an empty row sums exp2(-inf) = 0
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kVecs; ++c)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        v[c][j] = exp2_ftz(v[c][j] - shift);
+        sum += v[c][j];
+      }
+    const float row_sum = block_reduce_fresh<SumOp>(sum, sums);
+    const float inv = row_max == -INFINITY ? 0.0f : 1.0f / row_sum;  // an empty row writes zeros
+    T* outr = p.out + row * p.out_stride;
+#pragma unroll
+    for (int c = 0; c < kVecs; ++c) {
+      const int i = tx + c * tpr;
+      if (i < nvec) {
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) y[j] = v[c][j] * inv;
+        store_rounded<T, VEC>(outr + static_cast<int64_t>(i) * VEC, y);
+      }
+    }
+  }
+}
+
 // The one place a plan maps to its kernel: calls f(kernel) with the instantiation for (vector width, rows held in
 // registers or not, staged or not, causal). Rows are held in registers whenever the plan gives each thread at most
 // kSoftmaxCachedVecs vectors (every row up to 1024 threads x kSoftmaxCachedVecs vectors), in a kernel sized for 2
@@ -200,6 +261,11 @@ Status with_softmax_kernel(bool causal, const LaunchPlan& plan, F&& f) {
       return plan.cached ? (causal ? softmax_kernel<T, V, C, true, true> : softmax_kernel<T, V, C, false, true>)
                          : (causal ? softmax_kernel<T, V, C, true> : softmax_kernel<T, V, C, false>);
     };
+    if (plan.lean > 0) {
+      if constexpr (V == 16 / sizeof(T))
+        return f(causal ? held_softmax_kernel<T, V, true> : held_softmax_kernel<T, V, false>);
+      return Status(StatusCode::internal, "no lean softmax kernel for this plan");
+    }
     auto kernel = plan.vecs_per_thread <= 2 ? held(std::integral_constant<int, 2>{})
                   : plan.vecs_per_thread <= kSoftmaxCachedVecs
                       ? held(std::integral_constant<int, kSoftmaxCachedVecs>{})
