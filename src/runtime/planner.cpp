@@ -95,8 +95,12 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   const bool layer = op == OpId::layer_norm || op == OpId::ada_layer_norm;
   int rows_held = -1;
   KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
-  const bool hold = norm && (rows_held == 1 || (rows_held == -1 && !layer &&
-                                                ceil_div(nvec, kRowHeldVecs) <= kRowHeldMaxThreads));
+  // KERNELKIT_TUNE rows_lean (below) holds layer_norm's rows too.
+  int lean = 0;
+  KK_RETURN_IF_ERROR(tune_value("rows_lean", 0, 4, &lean));
+  const bool fits_held = ceil_div(nvec, kRowHeldVecs) <= kRowHeldMaxThreads;
+  const bool hold =
+      norm && (rows_held == 1 || (rows_held == -1 && fits_held && (!layer || (lean > 0 && op == OpId::layer_norm))));
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
   const bool half = op_info(op).family == OpFamily::softmax || (few_rows && norm);
   int vecs_target = hold ? kRowHeldVecs : half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
@@ -125,17 +129,16 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
   const bool capped = op == OpId::rms_norm || (rows_cap == 2 && op_quant_out_dtype(op).has_value());
   p->min_blocks = rows_cap >= 1 && capped && p->held > 0 && dtype == DType::bf16 ? 2 : 1;
-  // An experiment for the rows held in registers (Liger-Kernel's one-row-a-program kernels are 9% ahead at 65536 x
-  // 4096 bf16 on the H200: rms_norm 260 against 284 us, softmax 265 against 288): KERNELKIT_TUNE rows_lean=N (1-4)
-  // takes the lean kernels (straight-line reductions, no row loop) where a row is whole warps, one a block, of 16-byte
-  // vectors, at most 2 a thread: rms_norm and fused_add_rms_norm with a __launch_bounds__ minimum of N 512-thread
-  // blocks (1: uncapped; 4: 32 registers), softmax and causal_softmax uncapped.
-  int lean = 0;
-  KK_RETURN_IF_ERROR(tune_value("rows_lean", 0, 4, &lean));
+  // An experiment for the rows held in registers (Liger-Kernel's one-row-a-program kernels are ahead at 65536 x 4096
+  // bf16 on the H200: rms_norm 260 against 284 us, softmax 265 against 288, layer_norm 278 against 373):
+  // KERNELKIT_TUNE rows_lean=N (1-4) takes the lean kernels (straight-line reductions, no row loop) where a row is
+  // whole warps, one a block, of 16-byte vectors, at most 2 a thread: rms_norm, fused_add_rms_norm and layer_norm with
+  // a __launch_bounds__ minimum of N 512-thread blocks (1: uncapped; 4: 32 registers), softmax and causal_softmax
+  // uncapped.
   const bool softmax = op_info(op).family == OpFamily::softmax;
-  const bool lean_rows = op == OpId::rms_norm || op == OpId::fused_add_rms_norm ? p->held > 0
-                         : softmax                                              ? p->vecs_per_thread <= kRowHeldVecs
-                                                                                : false;
+  const bool lean_rows = op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op == OpId::layer_norm ? p->held > 0
+                         : softmax ? p->vecs_per_thread <= kRowHeldVecs
+                                   : false;
   const bool whole_warps = tpr % kWarp == 0 && tpr <= kRowHeldMaxThreads && p->rows_per_block == 1;
   p->lean = lean_rows && whole_warps && p->vec == max_vec ? lean : 0;
   if (p->lean > 0) p->min_blocks = 1;

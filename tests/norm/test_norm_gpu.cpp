@@ -208,13 +208,14 @@ TEST(PlannerAlternatives, TunedNormsMatchReference) {
   }
 }
 
-// The lean held RMS kernel (KERNELKIT_TUNE rows_lean=N) at every register cap: rows of whole warps (256, 288 of them
-// with a partial second vector, 320, 512), with and without a weight, Gemma's 1 + w, strided rows and fp16's extremes.
-TEST(PlannerAlternatives, LeanRmsNormsMatchReference) {
+// The lean held kernel (KERNELKIT_TUNE rows_lean=N) at every register cap: rows of whole warps (256, 288 of them with a
+// partial second vector, 320, 512), with and without a weight (and bias), Gemma's 1 + w, strided rows and fp16's
+// extremes.
+TEST(PlannerAlternatives, LeanNormsMatchReference) {
   uint64_t seed = 211;
   for (const char* setting : {"rows_lean=1", "rows_lean=2", "rows_lean=3", "rows_lean=4"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-    for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm})
+    for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm})
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (const auto& [rows, hidden] : {std::pair{333, 4096}, {65, 4160}, {40, 5120}, {17, 8192}})
           for (int form = 0; form < 4; ++form) {
@@ -224,8 +225,8 @@ TEST(PlannerAlternatives, LeanRmsNormsMatchReference) {
             c.rows = rows;
             c.hidden = hidden;
             c.seed = seed++;
-            c.weight = form != 1;
-            c.weight_offset = form == 2 ? 1.0f : 0.0f;
+            c.weight = c.bias = form != 1;
+            c.weight_offset = form == 2 && op != OpId::layer_norm ? 1.0f : 0.0f;  // Gemma: the RMS norms
             c.row_pad = form == 3 ? 8 : 0;
             if (form == 3 && dt == DType::f16 && op == OpId::rms_norm) c.magnitude = 3e4;  // sum of squares past fp16
             kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), dt, c.name() + " " + setting);

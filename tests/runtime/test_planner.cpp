@@ -610,7 +610,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       }
     }
     {
-      // rows_lean=N: the RMS norms' held rows of whole warps (at most 512 threads), one a block, of 16-byte vectors.
+      // rows_lean=N: rows of whole warps (at most 512 threads), one a block, of 16-byte vectors, at most 2 a thread.
       ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
       EXPECT_EQ(l.lean, 0);
       Env lean("rows_lean=3");
@@ -621,7 +621,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
                                              {OpId::rms_norm, 2048, DType::bf16, 0},
                                              {OpId::rms_norm, 4100, DType::bf16, 0},  // 4-element vectors
                                              {OpId::rms_norm, 256, DType::bf16, 0},   // 16 threads a row
-                                             {OpId::layer_norm, 4096, DType::bf16, 0},
+                                             {OpId::layer_norm, 4096, DType::bf16, 3},
                                              {OpId::rms_norm_quant_fp8, 4096, DType::bf16, 0},
                                              {OpId::softmax, 4096, DType::bf16, 3},
                                              {OpId::causal_softmax, 8192, DType::f16, 3},

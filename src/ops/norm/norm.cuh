@@ -405,40 +405,48 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
   }
 }
 
-// The lean held RMS kernel (LaunchPlan::lean; rms_norm and fused_add_rms_norm): one row a block of whole warps
-// (blockDim = (threads_per_row, 1), threads_per_row a multiple of 32), each thread's vectors of x, of the residual
-// and of the weight loaded at once before anything waits on them, one straight-line reduction (shuffles over the
-// warp, one barrier, every warp then reducing all warps' partials), no row loop. The general kernel above serves any
-// block shape and row count per block: its reduction width is a runtime value (a branch per shuffle level) and it
-// reads the weights after the reduction, so a block waits on two rounds of loads where this one waits on one.
+// The lean held kernel (LaunchPlan::lean; rms_norm, fused_add_rms_norm and layer_norm: Variant's norm, residual and
+// bias): one row a block of whole warps (blockDim = (threads_per_row, 1), threads_per_row a multiple of 32), each
+// thread's vectors of x, of the residual, of the weight and of the bias loaded at once before anything waits on
+// them, straight-line reductions (shuffles over the warp, one barrier, every warp then reducing all warps' partials;
+// each reduction its own scratch), no row loop. The general kernel above serves any block shape and row count per
+// block: its reduction width is a runtime value (a branch per shuffle level) and it reads the weights after the
+// reductions, so a block waits on two rounds of loads where this one waits on one. Same numerics as the general
+// kernel, except that layer norm always normalizes as (v - mean) rstd.
 // kMinBlocks: __launch_bounds__'s minimum of resident kRowHeldMaxThreads-thread blocks (the plan's lean), where an SM
 // holds that many (sm_75 holds 2).
-template <typename T, int VEC, bool kResidual, int kMinBlocks>
+template <typename T, int VEC, typename Variant, int kMinBlocks>
 __global__ void __launch_bounds__(kRowHeldMaxThreads,
                                   kMinBlocks* kRowHeldMaxThreads <= KK_DEVICE_MAX_THREADS_PER_SM ? kMinBlocks : 1)
-    held_rms_kernel(const RowNormParams<T> p) {
+    held_row_kernel(const RowNormParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
+    static_assert(!Variant::gelu && !Variant::modulate && Variant::quant == QuantOut::none, "the plain norms only");
+    constexpr bool kLayer = Variant::norm == NormType::layer;
     using V = Vec<T, VEC>;
-    __shared__ float partials[kRowHeldMaxThreads / kWarpSize];
+    constexpr int kWarps = kRowHeldMaxThreads / kWarpSize;
+    __shared__ float scratch[kLayer ? 2 : 1][kWarps];
     const int tx = threadIdx.x, tpr = blockDim.x;
     const int nvec = static_cast<int>(p.hidden / VEC);
     const int64_t row = blockIdx.x;
     const float inv_hidden = 1.0f / static_cast<float>(p.hidden);  // while the loads are in flight
     const T* xr = p.x + row * p.x_stride;
-    T* rr = kResidual ? p.residual + row * p.residual_stride : nullptr;
-    V x[kRowHeldVecs], r[kRowHeldVecs], w[kRowHeldVecs];
+    T* rr = Variant::residual ? p.residual + row * p.residual_stride : nullptr;
+    V x[kRowHeldVecs], r[kRowHeldVecs], w[kRowHeldVecs], b[kRowHeldVecs];
 #pragma unroll
     for (int c = 0; c < kRowHeldVecs; ++c) {
       const int i = tx + c * tpr;
       if (i < nvec) {
         x[c] = V::load(xr + i * VEC);
-        if constexpr (kResidual) r[c] = V::load(rr + i * VEC);
+        if constexpr (Variant::residual) r[c] = V::load(rr + i * VEC);
         if (p.weight) w[c] = V::load(p.weight + i * VEC);
+        if (Variant::bias && p.bias) b[c] = V::load(p.bias + i * VEC);
       }
     }
-    // [x + residual, rounded to T and stored as the next layer's residual]; its sum of squares.
+    // [x + residual, rounded to T and stored as the next layer's residual, in place of x]. Each pass converts the
+    // vectors to fp32 again (one integer instruction an element for bf16): kept as floats, they would take twice the
+    // registers across the reductions.
     float acc = 0.0f;
 #pragma unroll
     for (int c = 0; c < kRowHeldVecs; ++c) {
@@ -446,7 +454,7 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads,
       if (i < nvec) {
         float f[VEC];
         to_floats(x[c], f);
-        if constexpr (kResidual) {
+        if constexpr (Variant::residual) {
           float g[VEC];
           to_floats(r[c], g);
 #pragma unroll
@@ -456,23 +464,41 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads,
           to_floats(x[c], f);
         }
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc = fmaf(f[j], f[j], acc);
+        for (int j = 0; j < VEC; ++j) acc = kLayer ? acc + f[j] : fmaf(f[j], f[j], acc);
       }
     }
-    acc = block_reduce_fresh<SumOp>(acc, partials);
+    float mean = 0.0f;
+    acc = block_reduce_fresh<SumOp>(acc, scratch[0]);
+    if constexpr (kLayer) {
+      // The mean as the general kernel takes it (one Newton step), then the centred second moment.
+      mean = acc * inv_hidden;
+      mean = fmaf(fmaf(-mean, static_cast<float>(p.hidden), acc), inv_hidden, mean);
+      acc = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kRowHeldVecs; ++c)
+        if (tx + c * tpr < nvec) {
+          float f[VEC];
+          to_floats(x[c], f);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) acc = fmaf(f[j] - mean, f[j] - mean, acc);
+        }
+      acc = block_reduce_fresh<SumOp>(acc, scratch[kLayer ? 1 : 0]);
+    }
     const float rstd = rsqrtf(acc * inv_hidden + p.eps);
     T* outr = p.out + row * p.out_stride;
 #pragma unroll
     for (int c = 0; c < kRowHeldVecs; ++c) {
       const int i = tx + c * tpr;
       if (i < nvec) {
-        float y[VEC], g[VEC];
+        float y[VEC], g[VEC], h[VEC];
         to_floats(x[c], y);
         if (p.weight) to_floats(w[c], g);
+        if (Variant::bias && p.bias) to_floats(b[c], h);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          y[j] *= rstd;
+          y[j] = (kLayer ? y[j] - mean : y[j]) * rstd;
           if (p.weight) y[j] *= p.weight_offset + g[j];
+          if (Variant::bias && p.bias) y[j] += h[j];
         }
         store_rounded<T, VEC>(outr + i * VEC, y);
       }
@@ -501,26 +527,29 @@ Status with_row_norm_kernel(OpId op, const LaunchPlan& plan, F&& f) {
                            : row_norm_kernel<T, V, Variant, false, 0>;
     };
     // The lean kernel (plan.lean: its __launch_bounds__ minimum of blocks), full 16-byte vectors only.
-    auto lean = [&](auto residual) -> Status {
+    auto lean = [&](auto variant) -> Status {
+      using Variant = decltype(variant);
       if constexpr (V == 16 / sizeof(T)) {
-        constexpr bool kResidual = decltype(residual)::value;
         switch (plan.lean) {
           case 1:
-            return f(held_rms_kernel<T, V, kResidual, 1>);
+            return f(held_row_kernel<T, V, Variant, 1>);
           case 2:
-            return f(held_rms_kernel<T, V, kResidual, 2>);
+            return f(held_row_kernel<T, V, Variant, 2>);
           case 3:
-            return f(held_rms_kernel<T, V, kResidual, 3>);
+            return f(held_row_kernel<T, V, Variant, 3>);
           case 4:
-            return f(held_rms_kernel<T, V, kResidual, 4>);
+            return f(held_row_kernel<T, V, Variant, 4>);
           default:
             break;
         }
       }
       return Status(StatusCode::internal, "no lean row-norm kernel for this plan");
     };
-    if (plan.lean > 0 && (op == OpId::rms_norm || op == OpId::fused_add_rms_norm))
-      return op == OpId::rms_norm ? lean(std::false_type{}) : lean(std::true_type{});
+    if (plan.lean > 0) {
+      if (op == OpId::rms_norm) return lean(RowVariant<NormType::rms, false, false, false>{});
+      if (op == OpId::fused_add_rms_norm) return lean(RowVariant<NormType::rms, true, false, false>{});
+      if (op == OpId::layer_norm) return lean(RowVariant<NormType::layer, false, false, false>{});
+    }
     switch (op) {
       case OpId::rms_norm:  // the one variant with a register-capped held kernel (the planner's min_blocks)
         if constexpr (std::is_same_v<T, __nv_bfloat16>)

@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kRowNormMaxThreads) softmax_kernel(const Softm
 // The lean held softmax (LaunchPlan::lean, KERNELKIT_TUNE rows_lean): one row a block of whole warps (blockDim =
 // (threads_per_row, 1)), at most 2 vectors a thread loaded at once, the max and the sum each one straight-line block
 // reduction with its own scratch (one barrier each), no row loop: the held path of softmax_kernel without its
-// runtime-width reductions and row loop (see held_rms_kernel).
+// runtime-width reductions and row loop (see held_row_kernel).
 template <typename T, int VEC, bool kCausal>
 __global__ void __launch_bounds__(kRowHeldMaxThreads) held_softmax_kernel(const SoftmaxParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
