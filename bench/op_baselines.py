@@ -103,8 +103,9 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
          "linear_mma": ["gemv_mma=1"],  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
-         "linear_mma_pairs": ["gemv_mma=1", "gemv_mma=3"],  # m 9-16: batches of four or two regions
-         "linear_mma_wide": ["gemv_mma=2"]}  # the same to 32 tokens (m 17-32)
+         # m 9-16: the tiles, and batches of four or two regions (the default for W4A16 groups of 128 on sm_90)
+         "linear_mma_pairs": ["gemv_mma=0", "gemv_mma=1", "gemv_mma=3"],
+         "linear_mma_wide": ["gemv_mma=0", "gemv_mma=2"]}  # the tiles and the same GEMV to 32 tokens (m 17-32)
 
 
 def tuned(op, fns):

@@ -90,24 +90,40 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // Softmax always takes 2 a thread: its rows live in registers as fp32, and the 2-vector kernel's 32 registers (57 at
   // 4) double the resident blocks: at 65536 x 4096 bf16 308 us against 348, 16 x 4096 2.4 against 3.1.
   // Held rows (kRowHeldVecs vectors a thread unless rows_vpt says otherwise): the RMS norms' up to
-  // kRowHeldMaxThreads threads a row. KERNELKIT_TUNE rows_held=0 holds none; 1 every norm's that fits a block.
+  // kRowHeldMaxThreads threads a row, and layer_norm's where the lean kernel takes them. KERNELKIT_TUNE rows_held=0
+  // holds none; 1 every norm's that fits a block.
   const bool norm = op_info(op).family == OpFamily::norm;
   const bool layer = op == OpId::layer_norm || op == OpId::ada_layer_norm;
   int rows_held = -1;
   KK_RETURN_IF_ERROR(tune_value("rows_held", 0, 1, &rows_held));
-  // KERNELKIT_TUNE rows_lean (below) holds layer_norm's rows too.
-  int lean = 0;
+  auto row_threads = [](int64_t want) {
+    return want <= kWarp ? next_pow2(want)
+                         : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kRowNormMaxThreads));
+  };
+  // The lean kernels (LaunchPlan::lean): rows of whole warps at kRowHeldVecs vectors a thread, one row a block
+  // (kRowBlockThreads threads or more), at most kRowHeldMaxThreads, of 16-byte vectors. By default rms_norm,
+  // fused_add_rms_norm and softmax take them uncapped (38 and 32 registers) and layer_norm, whose rows they then
+  // hold, with a 40-register cap (a minimum of 3 512-thread blocks): H100, bf16, one process (us, lean / general):
+  // rms_norm 16 x 4096 1.89 / 2.46, 2048 x 4096 14.1 / 15.3, 2 x 4096 x 3072 37.0 / 38.0; fused_add 2.21 / 2.72, 25.9 /
+  // 26.9; layer_norm 2.31 / 2.89, 14.5 / 17.1, 37.5 / 40.9; softmax 2.14 / 2.41, 14.4 / 15.0; 16384 x 8192 and 65536 x
+  // 4096 within 1% (layer_norm uncapped: 216 / 185 at 16384 x 8192). KERNELKIT_TUNE rows_lean=0: the general kernels;
+  // N (1-4): a minimum of N blocks for the norms (1 uncapped, 4 32 registers).
+  const int held_threads = row_threads(ceil_div(nvec, kRowHeldVecs));
+  const bool lean_shape = held_threads % kWarp == 0 && held_threads >= kRowBlockThreads &&
+                          held_threads <= kRowHeldMaxThreads && p->vec == max_vec;
+  const bool softmax = op_info(op).family == OpFamily::softmax;
+  const bool lean_op = op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op == OpId::layer_norm || softmax;
+  int lean = -1;
   KK_RETURN_IF_ERROR(tune_value("rows_lean", 0, 4, &lean));
+  if (lean == -1) lean = op == OpId::layer_norm ? 3 : 1;
+  if (!lean_op || !lean_shape) lean = 0;
   const bool fits_held = ceil_div(nvec, kRowHeldVecs) <= kRowHeldMaxThreads;
-  const bool hold =
-      norm && (rows_held == 1 || (rows_held == -1 && fits_held && (!layer || (lean > 0 && op == OpId::layer_norm))));
+  const bool hold = norm && (rows_held == 1 || (rows_held == -1 && fits_held && (!layer || lean > 0)));
   const bool few_rows = s.rows * ceil_div(nvec, kRowVecsPerThread) < int64_t{prof.sms} * prof.max_threads_per_sm / 2;
   const bool half = op_info(op).family == OpFamily::softmax || (few_rows && norm);
   int vecs_target = hold ? kRowHeldVecs : half ? kRowVecsPerThread / 2 : kRowVecsPerThread;
   KK_RETURN_IF_ERROR(tune_value("rows_vpt", 1, 16, &vecs_target));
-  const int64_t want = ceil_div(nvec, vecs_target);
-  const int tpr = want <= kWarp ? next_pow2(want)
-                                : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kRowNormMaxThreads));
+  const int tpr = row_threads(ceil_div(nvec, vecs_target));
   p->threads_per_row = tpr;
   p->vecs_per_thread = static_cast<int>(ceil_div(nvec, tpr));
   p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
@@ -117,30 +133,21 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // each pass instead; blocks shrink to fewer rows before giving the stages up.
   // Softmax holds a row of at most kRowVecsPerThread vectors a thread in registers and stages nothing (row_bytes 0 ->
   // scratch only) unless KERNELKIT_TUNE's softmax_stage=1 asks for the norms' staging.
-  // Held norm rows (at most kRowHeldVecs vectors a thread) stage nothing. Held bf16 rms_norm rows run a kernel capped
-  // at 32 registers (8 blocks of 256 threads an SM where 47 registers allow 5; no spill on sm_80 / sm_90, where the
-  // f16 kernel, converting element by element, spills 24-52 bytes): H100, one process, 16384 x 8192 182 against 200 us
-  // (torch.compile 182), 2 x 1024 x 2048 8.5 against 9.4, the other shapes within 1%. KERNELKIT_TUNE rows_cap=0: the
-  // uncapped kernel; rows_cap=2 (an experiment) caps the bf16 norm + quantization kernels too: uncapped, their 48
-  // registers allow 5 blocks an SM, 40 KB of rows in flight where 8 blocks would hold 64 (rms_norm_quant_fp8 measured
-  // 60% of the copy ceiling).
+  // Held norm rows (at most kRowHeldVecs vectors a thread) stage nothing. Held bf16 rms_norm rows that the lean kernel
+  // does not take run the general kernel capped at 32 registers (8 blocks of 256 threads an SM where 47 registers allow
+  // 5; no spill on sm_80 / sm_90, where the f16 kernel, converting element by element, spills 24-52 bytes): H100, one
+  // process, 16384 x 8192 182 against 200 us (torch.compile 182), 2 x 1024 x 2048 8.5 against 9.4, the other shapes
+  // within 1%. KERNELKIT_TUNE rows_cap=0: the uncapped kernel; rows_cap=2 (an experiment) caps the bf16 norm +
+  // quantization kernels too: uncapped, their 48 registers allow 5 blocks an SM, 40 KB of rows in flight where 8 blocks
+  // would hold 64 (rms_norm_quant_fp8 measured 60% of the copy ceiling).
   p->held = hold && p->vecs_per_thread <= kRowHeldVecs ? kRowHeldVecs : 0;
   int rows_cap = 1;
   KK_RETURN_IF_ERROR(tune_value("rows_cap", 0, 2, &rows_cap));
   const bool capped = op == OpId::rms_norm || (rows_cap == 2 && op_quant_out_dtype(op).has_value());
   p->min_blocks = rows_cap >= 1 && capped && p->held > 0 && dtype == DType::bf16 ? 2 : 1;
-  // An experiment for the rows held in registers (Liger-Kernel's one-row-a-program kernels are ahead at 65536 x 4096
-  // bf16 on the H200: rms_norm 260 against 284 us, softmax 265 against 288, layer_norm 278 against 373):
-  // KERNELKIT_TUNE rows_lean=N (1-4) takes the lean kernels (straight-line reductions, no row loop) where a row is
-  // whole warps, one a block, of 16-byte vectors, at most 2 a thread: rms_norm, fused_add_rms_norm and layer_norm with
-  // a __launch_bounds__ minimum of N 512-thread blocks (1: uncapped; 4: 32 registers), softmax and causal_softmax
-  // uncapped.
-  const bool softmax = op_info(op).family == OpFamily::softmax;
-  const bool lean_rows = op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op == OpId::layer_norm ? p->held > 0
-                         : softmax ? p->vecs_per_thread <= kRowHeldVecs
-                                   : false;
-  const bool whole_warps = tpr % kWarp == 0 && tpr <= kRowHeldMaxThreads && p->rows_per_block == 1;
-  p->lean = lean_rows && whole_warps && p->vec == max_vec ? lean : 0;
+  // The lean kernel where the plan is the row split it was chosen for (rows_held / rows_vpt may change it).
+  const bool lean_rows = softmax ? p->vecs_per_thread <= kRowHeldVecs : p->held > 0;
+  p->lean = lean_rows && tpr == held_threads && p->rows_per_block == 1 ? lean : 0;
   if (p->lean > 0) p->min_blocks = 1;
   // An experiment for the norm + quantization ops (rms_norm_quant_fp8 at 60% of the copy ceiling, two reductions a
   // row): KERNELKIT_TUNE rows_onepass=1 takes max |y| from the sum's pass (see LaunchPlan::one_pass).

@@ -186,9 +186,10 @@ TEST(NormRandom, MatchesReference) {
 // The row reductions' KERNELKIT_TUNE work splits (vectors a thread, waves of blocks) stay correct.
 TEST(PlannerAlternatives, TunedNormsMatchReference) {
   uint64_t seed = 93;
-  for (const char* setting : {"rows_vpt=1", "rows_vpt=2,rows_waves=3", "rows_vpt=16", "rows_held=1",
-                              "rows_held=1,rows_waves=1", "rows_held=0", "rows_held=0,rows_waves=1",
-                              "rows_held=1,rows_vpt=1,rows_waves=2", "rows_cap=0", "rows_cap=2", "rows_onepass=1"}) {
+  for (const char* setting :
+       {"rows_vpt=1", "rows_vpt=2,rows_waves=3", "rows_vpt=16", "rows_held=1", "rows_held=1,rows_waves=1",
+        "rows_held=0", "rows_held=0,rows_waves=1", "rows_held=1,rows_vpt=1,rows_waves=2", "rows_lean=0",
+        "rows_lean=0,rows_cap=0", "rows_cap=2", "rows_onepass=1"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (OpId op :
          {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm, OpId::ada_layer_norm, OpId::rms_norm_gelu,

@@ -466,6 +466,16 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
                          std::to_string(n) + " k" + std::to_string(k));
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
+            if (op == OpId::linear_w4a16 && prof.sm >= 90 && m >= kLinearMmaGemvMinTokens &&
+                m <= kLinearMmaGemvWideTokens) {  // the tensor-core GEMV (kLinearMmaGemvMinTokens)
+              EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens ? kLinearMmaGemvMaxTokens : kLinearMmaGemvWideTokens);
+              EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
+              EXPECT_EQ(p.grid, (n + kLinearMmaGemvRows - 1) / kLinearMmaGemvRows);
+              EXPECT_GE(p.k_warps, 1);
+              EXPECT_EQ(p.stages, kLinearMmaGemvWideUnroll);  // two-region batches (gemv_mma=3)
+              EXPECT_EQ(p.k_splits, 1);
+              continue;
+            }
             if (m >= kLinearTcMinM) {  // tensor-core tiles: 16 tokens up to 16, else 64; k split over grid.z
               const int tokens = m <= 16 ? 16 : kLinearTcTileM;
               const int64_t tiles = (n + kLinearTcTileN - 1) / kLinearTcTileN * ((m + tokens - 1) / tokens);

@@ -221,6 +221,7 @@ TEST(Planner, VectorWidthFollowsTheGcdRule) {
 TEST(Planner, RowsAreStagedInSharedMemoryWhenTwoStagesFit) {
   const auto h200 = profile("h200"), t4 = profile("t4");
   LaunchPlan p;
+  Env general("rows_lean=0");  // the general kernels (the lean ones hold layer_norm's 4096-element rows)
   ASSERT_TRUE(plan_op(h200, OpId::layer_norm, {4096, 4096, 1, 16}, DType::bf16, &p).ok());  // rows that fill the GPU
   EXPECT_TRUE(p.cached);
   EXPECT_EQ(p.threads_per_row, 128);  // 512 vectors / 4 per thread
@@ -557,11 +558,13 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(l.waves, 0);
       EXPECT_EQ(l.grid, rows);
     }
-    // Longer RMS rows and every layer norm row are staged: a block a group over 4 waves of them, else one wave.
+    // Longer RMS rows and the layer norm rows the lean kernel does not take are staged: a block a group over 4 waves
+    // of them, else one wave.
     ASSERT_TRUE(plan_op(h200, OpId::fused_add_rms_norm, OpShape{4096, 14336, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.held, 0);
     EXPECT_TRUE(l.cached);
     EXPECT_EQ(l.waves, 0);
+    Env general("rows_lean=0");
     ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.held, 0);
     EXPECT_TRUE(l.cached);
@@ -578,18 +581,19 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   }
   {
     {
-      // The held bf16 rms_norm kernel capped at 32 registers (rows_cap=0: uncapped); nothing else is.
+      // The general held bf16 rms_norm kernel capped at 32 registers (rows_cap=0: uncapped); nothing else is.
+      Env general("rows_lean=0");
       ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
       EXPECT_EQ(l.min_blocks, 2);
       {
-        Env uncapped("rows_cap=0");
+        Env uncapped("rows_lean=0,rows_cap=0");
         ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.min_blocks, 1);
       }
       for (OpId op : {OpId::rms_norm_quant_fp8, OpId::fused_add_rms_norm_quant_int8}) {  // rows_cap=2: these too
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.min_blocks, 1);
-        Env quant("rows_cap=2");
+        Env quant("rows_lean=0,rows_cap=2");
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.min_blocks, 2);
         ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::f16, &l).ok());
@@ -610,9 +614,32 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       }
     }
     {
-      // rows_lean=N: rows of whole warps (at most 512 threads), one a block, of 16-byte vectors, at most 2 a thread.
-      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
-      EXPECT_EQ(l.lean, 0);
+      // The lean kernels: rows of whole warps (256 to 512 threads), one a block, of 16-byte vectors, at most 2 a
+      // thread; by default uncapped (1) but for layer_norm (3); rows_lean=N forces N, 0 the general kernels.
+      for (auto [op, want] : {std::pair{OpId::rms_norm, 1},
+                              {OpId::fused_add_rms_norm, 1},
+                              {OpId::layer_norm, 3},
+                              {OpId::softmax, 1},
+                              {OpId::causal_softmax, 1},
+                              {OpId::ada_layer_norm, 0},
+                              {OpId::rms_norm_gelu, 0}}) {
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, want) << op_info(op).name;
+        EXPECT_EQ(l.min_blocks, 1) << op_info(op).name;
+      }
+      ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, 4100, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.lean, 0);  // 4-element vectors: staged, as without the lean kernel
+      EXPECT_EQ(l.held, 0);
+      EXPECT_TRUE(l.cached);
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.lean, 0);  // 128 threads a row: two rows a block
+      {
+        Env general("rows_lean=0");
+        ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, 0);
+        ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.held, 0);
+      }
       Env lean("rows_lean=3");
       for (auto [op, hidden, dtype, want] : {std::tuple{OpId::rms_norm, 4096, DType::bf16, 3},
                                              {OpId::fused_add_rms_norm, 5120, DType::f16, 3},
@@ -675,6 +702,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
   }
   {
     // Staged norms over too few rows to fill half the GPU's threads take 2 vectors a thread; softmax always takes 2.
+    Env general("rows_lean=0");
     ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{16, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, 2);
     ASSERT_TRUE(plan_op(h200, OpId::layer_norm, OpShape{2048, 4096, 1, 16}, DType::bf16, &l).ok());

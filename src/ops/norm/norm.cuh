@@ -13,12 +13,14 @@
 // row owns vectors tx, tx + tpr, tx + 2 tpr, ...
 //
 // Data path: held rows (`held`, at most 2 vectors a thread) are loaded into registers at once, every pass computed
-// from them. Otherwise, when the plan caches rows (`cached`), each row is copied global -> shared memory with
-// cp.async (sm_80+)
-// into one of two stages, and the copy of the block's *next* row group is issued before the current one is reduced:
-// the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the reduction and the
-// stores. Each thread copies and later reads only its own vectors, so the stages need no barrier. Rows too long for
-// two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit L2).
+// from them; where such a row is whole warps, one a block (the plan's `lean`, the default there for rms_norm,
+// fused_add_rms_norm and layer_norm), held_row_kernel below runs it with its weights loaded alongside and
+// straight-line reductions. Otherwise, when the plan caches rows (`cached`), each row is copied global -> shared memory
+// with cp.async (sm_80+) into one of two stages, and the copy of the block's *next* row group is issued before the
+// current one is reduced: the bytes in flight are bounded by shared memory, not by registers, and loading overlaps the
+// reduction and the stores. Each thread copies and later reads only its own vectors, so the stages need no barrier.
+// Rows too long for two stages (`cached` = 0) read global memory in every pass (the second and third reads mostly hit
+// L2).
 //
 // Numerics: fp32 accumulation, statistics from the row values (layer norm: the mean first, then the centred second
 // moment; no E[x^2] - E[x]^2 cancellation), one rounding per output. The fused residual is rounded to T before it is

@@ -162,8 +162,13 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
-  int mma_gemv = 0;
+  int mma_gemv = -1;  // unset: the default rule (kLinearMmaGemvMinTokens)
   KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 3, &mma_gemv));
+  if (mma_gemv == -1)
+    mma_gemv =
+        bits == 4 && s.group == 128 && prof.sm >= 90 && m >= kLinearMmaGemvMinTokens && m <= kLinearMmaGemvWideTokens
+            ? 3
+            : 0;
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
   const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
   if (mma_gemv && m <= mma_tokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3);

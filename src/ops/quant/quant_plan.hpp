@@ -50,6 +50,13 @@ constexpr int kLinearMmaGemvUnroll = 4;
 // gemv_mma=3: as 2, but two tiles (m 9-16) take batches of two regions, straight-line (below).
 constexpr int kLinearMmaGemvWideTokens = 32;
 constexpr int kLinearMmaGemvWideUnroll = 2;
+// By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
+// kLinearMmaGemvMinTokens to kLinearMmaGemvWideTokens tokens, as gemv_mma=3 plans it, instead of the tensor-core
+// tiles. H100, bf16, one run of bench/dev/gemv_sweep.py (us, GEMV against tiles): m16 n11008 k4096 20.4 / 23.9,
+// n4096 k11008 16.9 / 23.1, n28672 k8192 82.1 / 94.0, n13824 k5120 27.3 / 36.0, n5120 k13824 29.7 / 33.3; m32 32.4 /
+// 34.7, 25.6 / 33.4, 136 / 162, 45.4 / 56.4 (F.linear 54.6), 44.3 / 51.8. At m1 the FMA GEMV stays ahead (n11008
+// 13.2 / 14.4, n28672 48.9 / 55.1). INT8, other groups and the A100 / T4 profiles keep the tiles (not measured).
+constexpr int kLinearMmaGemvMinTokens = 9;
 // A batch is straight-line code (its x and scale loads issued ahead of its MMAs) when its x, token tiles x regions of
 // 8 registers each, is at most kLinearMmaGemvStraightTiles of them: more spilled 4-40 B (sm_75 / sm_80 / sm_90) and
 // stays guarded region by region.

@@ -4,8 +4,9 @@
 // row norms (block = threads_per_row x rows_per_block, a grid-stride loop over row groups). Rows that fit a block are
 // read once into registers: the row's max, then its sum of exponentials, two reductions. Longer rows reduce each
 // thread's elements online to a (max, sum of exp) pair in one pass, combine the pairs in one reduction
-// (sum_i s_i exp(m_i - max)), and re-read x for the output. Fully masked or all -inf rows give zeros (max = -inf is
-// tested, never exp(-inf - -inf)).
+// (sum_i s_i exp(m_i - max)), and re-read x for the output. Rows of whole warps at 2 vectors a thread, one a block
+// (the plan's `lean`, the default there), run held_softmax_kernel: the same math, straight-line reductions. Fully
+// masked or all -inf rows give zeros (max = -inf is tested, never exp(-inf - -inf)).
 #pragma once
 
 #include <cuda_runtime.h>
