@@ -183,6 +183,19 @@ TEST(NormRandom, MatchesReference) {
   });
 }
 
+namespace {
+// A case of the op at rows x hidden with the harness's defaults for the rest.
+kernelkit::testing::NormCase shaped_case(OpId op, DType dt, int64_t rows, int64_t hidden, uint64_t seed) {
+  kernelkit::testing::NormCase c;
+  c.op = op;
+  c.dtype = dt;
+  c.rows = rows;
+  c.hidden = hidden;
+  c.seed = seed;
+  return c;
+}
+}  // namespace
+
 // The row reductions' KERNELKIT_TUNE work splits (vectors a thread, waves of blocks) stay correct.
 TEST(PlannerAlternatives, TunedNormsMatchReference) {
   uint64_t seed = 93;
@@ -197,12 +210,7 @@ TEST(PlannerAlternatives, TunedNormsMatchReference) {
       for (DType dt : {DType::f32, DType::bf16})
         for (const auto& [rows, hidden] : {std::pair{333, 4096}, {8, 5125}}) {
           if (!(op_info(op).dtypes & dtype_bit(dt))) continue;
-          kernelkit::testing::NormCase c;
-          c.op = op;
-          c.dtype = dt;
-          c.rows = rows;
-          c.hidden = hidden;
-          c.seed = seed++;
+          kernelkit::testing::NormCase c = shaped_case(op, dt, rows, hidden, seed++);
           if (const auto fp8 = op_fp8_dtype(op); fp8 && !kernelkit::testing::case_profile().supports(*fp8)) continue;
           kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), dt, c.name() + " " + setting);
         }
@@ -220,12 +228,7 @@ TEST(PlannerAlternatives, LeanNormsMatchReference) {
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
         for (const auto& [rows, hidden] : {std::pair{333, 4096}, {65, 4160}, {40, 5120}, {17, 8192}})
           for (int form = 0; form < 4; ++form) {
-            kernelkit::testing::NormCase c;
-            c.op = op;
-            c.dtype = dt;
-            c.rows = rows;
-            c.hidden = hidden;
-            c.seed = seed++;
+            kernelkit::testing::NormCase c = shaped_case(op, dt, rows, hidden, seed++);
             c.weight = c.bias = form != 1;
             c.weight_offset = form == 2 && op != OpId::layer_norm ? 1.0f : 0.0f;  // Gemma: the RMS norms
             c.row_pad = form == 3 ? 8 : 0;
