@@ -22,9 +22,10 @@ constexpr int kRowBlockThreads = 256;
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {
-    "attn_mw",      "attn_stages", "attn_bn",       "attn_wgmma",   "decode_stages", "decode_splits", "decode_tc",
-    "gemv_stages",  "gemv_kwarps", "rows_vpt",      "rows_waves",   "ew_waves",      "softmax_stage", "rows_held",
-    "decode_waves", "rows_cap",    "decode_f16mma", "rows_onepass", "fp8_gemv",      "gemv_mma",      "rows_lean"};
+    "attn_mw",       "attn_stages", "attn_bn",      "attn_wgmma",   "decode_stages", "decode_splits",
+    "decode_tc",     "gemv_stages", "gemv_kwarps",  "rows_vpt",     "rows_waves",    "ew_waves",
+    "softmax_stage", "rows_held",   "decode_waves", "rows_cap",     "decode_f16mma", "rows_onepass",
+    "fp8_gemv",      "gemv_mma",    "rows_lean",    "rows_lean_min"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -108,9 +109,14 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   // 26.9; layer_norm 2.31 / 2.89, 14.5 / 17.1, 37.5 / 40.9; softmax 2.14 / 2.41, 14.4 / 15.0; 16384 x 8192 and 65536 x
   // 4096 within 1% (layer_norm uncapped: 216 / 185 at 16384 x 8192). KERNELKIT_TUNE rows_lean=0: the general kernels;
   // N (1-4): a minimum of N blocks for the norms (1 uncapped, 4 32 registers).
+  // KERNELKIT_TUNE rows_lean_min=N (an experiment; 32-256): rows of N threads or more take the lean kernel, one row
+  // a block also below kRowBlockThreads (2048-element bf16 rows, 128 threads: Liger-Kernel's one-row programs take
+  // 7.15 us at 2 x 1024 x 2048 on the H100 where two rows a block take 8.4).
+  int lean_min = kRowBlockThreads;
+  KK_RETURN_IF_ERROR(tune_value("rows_lean_min", kWarp, kRowBlockThreads, &lean_min));
   const int held_threads = row_threads(ceil_div(nvec, kRowHeldVecs));
-  const bool lean_shape = held_threads % kWarp == 0 && held_threads >= kRowBlockThreads &&
-                          held_threads <= kRowHeldMaxThreads && p->vec == max_vec;
+  const bool lean_shape =
+      held_threads % kWarp == 0 && held_threads >= lean_min && held_threads <= kRowHeldMaxThreads && p->vec == max_vec;
   const bool softmax = op_info(op).family == OpFamily::softmax;
   const bool lean_op = op == OpId::rms_norm || op == OpId::fused_add_rms_norm || op == OpId::layer_norm || softmax;
   int lean = -1;
@@ -126,7 +132,8 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   const int tpr = row_threads(ceil_div(nvec, vecs_target));
   p->threads_per_row = tpr;
   p->vecs_per_thread = static_cast<int>(ceil_div(nvec, tpr));
-  p->rows_per_block = tpr >= kRowBlockThreads ? 1 : kRowBlockThreads / tpr;
+  const bool lean_split = lean > 0 && (hold || softmax) && tpr == held_threads;  // the lean kernel's: a row a block
+  p->rows_per_block = tpr >= kRowBlockThreads || lean_split ? 1 : kRowBlockThreads / tpr;
 
   // Shared memory: reduction scratch (when a row spans warps), then two stages of the rows (x, and the residual for
   // the fused op) so the next row group loads while this one is reduced. Rows that do not fit read global memory in

@@ -222,11 +222,16 @@ TEST(PlannerAlternatives, TunedNormsMatchReference) {
 // extremes.
 TEST(PlannerAlternatives, LeanNormsMatchReference) {
   uint64_t seed = 211;
-  for (const char* setting : {"rows_lean=1", "rows_lean=2", "rows_lean=3", "rows_lean=4"}) {
+  for (const char* setting : {"rows_lean=1", "rows_lean=2", "rows_lean=3", "rows_lean=4", "rows_lean_min=32"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (OpId op : {OpId::rms_norm, OpId::fused_add_rms_norm, OpId::layer_norm})
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
-        for (const auto& [rows, hidden] : {std::pair{333, 4096}, {65, 4160}, {40, 5120}, {17, 8192}})
+        for (const auto& [rows, hidden] : {std::pair{333, 4096},
+                                           {65, 4160},
+                                           {40, 5120},
+                                           {17, 8192},
+                                           {70, 2048},
+                                           {9, 520}})  // the last two: 128 and 64 (bf16) threads, rows_lean_min
           for (int form = 0; form < 4; ++form) {
             kernelkit::testing::NormCase c = shaped_case(op, dt, rows, hidden, seed++);
             c.weight = c.bias = form != 1;

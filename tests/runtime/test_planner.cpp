@@ -633,6 +633,24 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_TRUE(l.cached);
       ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
       EXPECT_EQ(l.lean, 0);  // 128 threads a row: two rows a block
+      EXPECT_EQ(l.rows_per_block, 2);
+      {
+        Env small("rows_lean_min=64");  // ... or, from 64 threads, the lean kernel's one row a block
+        for (OpId op : {OpId::rms_norm, OpId::layer_norm, OpId::softmax}) {
+          ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
+          EXPECT_EQ(l.lean, op == OpId::layer_norm ? 3 : 1) << op_info(op).name;
+          EXPECT_EQ(l.threads_per_row, 128);
+          EXPECT_EQ(l.rows_per_block, 1);
+          EXPECT_EQ(l.grid, 65536);
+        }
+        ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 512, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, 0);  // 32 threads
+        EXPECT_EQ(l.rows_per_block, 8);
+        Env staged("rows_lean_min=64,rows_held=0,rows_vpt=2");  // staged rows keep their blocks of rows
+        ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, 0);
+        EXPECT_EQ(l.rows_per_block, 2);
+      }
       {
         Env general("rows_lean=0");
         ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
@@ -712,10 +730,11 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);  // 4096 vectors: 1024 threads (a block) of 4
   }
-  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-                                std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-                                std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
-                                std::pair{"rows_cap=3", OpId::rms_norm}}) {
+  for (const auto& [bad, op] :
+       {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+        std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
+        std::pair{"rows_cap=3", OpId::rms_norm}, std::pair{"rows_lean_min=16", OpId::rms_norm}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }

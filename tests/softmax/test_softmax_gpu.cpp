@@ -46,8 +46,9 @@ TEST(SoftmaxRandom, MatchesReference) {
 // 4-vector one, 8: the re-reading kernel) and several waves of blocks.
 TEST(PlannerAlternatives, TunedSoftmaxMatchesReference) {
   uint64_t seed = 91;
-  for (const char* setting : {"softmax_stage=1", "softmax_stage=1,rows_waves=4", "rows_vpt=1", "rows_vpt=4",
-                              "rows_vpt=8", "softmax_stage=1,rows_vpt=4", "rows_waves=1", "rows_lean=0"}) {
+  for (const char* setting :
+       {"softmax_stage=1", "softmax_stage=1,rows_waves=4", "rows_vpt=1", "rows_vpt=4", "rows_vpt=8",
+        "softmax_stage=1,rows_vpt=4", "rows_waves=1", "rows_lean=0", "rows_lean_min=32"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (OpId op : {OpId::softmax, OpId::causal_softmax})
       for (DType dt : {DType::f32, DType::f16, DType::bf16})
