@@ -35,8 +35,9 @@ struct LaunchPlan {
                             // looping over row groups; 0: one block a row group (no loop)
   int min_blocks = 1;       // row norms: the kernel's __launch_bounds__ minimum of 1024-thread blocks an SM (2: at
                             // most 32 registers a thread: held bf16 rms_norm rows unless KERNELKIT_TUNE rows_cap=0)
-  int lean = 0;  // held RMS rows of whole warps, one a block: the lean kernel (KERNELKIT_TUNE rows_lean=N), its
-                 // __launch_bounds__ minimum N blocks of 512 threads (1 uncapped, 3 40 registers, 4 32)
+  int lean = 0;  // rows of whole warps held at 2 vectors a thread, one a block (rms_norm, fused_add_rms_norm,
+                 // layer_norm, softmax): the lean kernels; for the norms their __launch_bounds__ minimum of 512-thread
+                 // blocks (1 uncapped, 3: 40 registers, layer_norm's default; KERNELKIT_TUNE rows_lean)
   bool one_pass = false;    // held norm + quantization rows: y = (x w) rstd, and a dynamic scale's max |y| taken from
                             // the sum of squares' pass, one reduction a row (KERNELKIT_TUNE rows_onepass=1)
   int64_t stage_offset = 0; // bytes of reduction scratch before the stages

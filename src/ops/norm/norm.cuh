@@ -100,6 +100,22 @@ struct RowVariant {
   static_assert(!kOnePass || (kNorm == NormType::rms && kQuant != QuantOut::none), "one_pass: quantized RMS norms");
 };
 
+// The fused add of one vector: x + residual rounded to T (the residual stream the next layer sees), stored to `dst`
+// (the residual) and returned; f gets its values as floats, what the norm then normalizes.
+template <typename T, int VEC>
+__device__ __forceinline__ Vec<T, VEC> add_residual(const Vec<T, VEC>& x, const Vec<T, VEC>& r, T* dst,
+                                                    float (&f)[VEC]) {
+  float g[VEC];
+  to_floats(x, f);
+  to_floats(r, g);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) f[j] += g[j];
+  const Vec<T, VEC> sum = from_floats<T>(f);
+  sum.store(dst);
+  to_floats(sum, f);
+  return sum;
+}
+
 // The register cap (kRowNormMaxThreads threads -> at most 64 registers per thread) is what the planner assumes when it
 // counts resident blocks (kRowNormRegisters). kStaged: the plan's `cached` (rows through the two shared-memory
 // stages); a template parameter so that each kernel has one data path (a runtime flag leaves both paths' unpacking
@@ -196,16 +212,9 @@ __global__ void __launch_bounds__(kRowNormMaxThreads, kDeviceHasType<T> ? kMinBl
       auto value = [&](int c, int i, bool first, float(&f)[VEC]) {
         if constexpr (Variant::residual) {
           if (!first) return to_floats(kStaged || kHeld > 0 ? x_vec(c, i) : V::load(rr + i * VEC), f);
-          float r[VEC];
-          to_floats(x_vec(c, i), f);
-          to_floats(r_vec(c, i), r);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) f[j] += r[j];
-          const V sum = from_floats<T>(f);
-          sum.store(rr + i * VEC);
+          const V sum = add_residual<T, VEC>(x_vec(c, i), r_vec(c, i), rr + i * VEC, f);
           if constexpr (kStaged) buf[i] = sum;
           if constexpr (kHeld > 0) x_held[c] = sum;
-          to_floats(sum, f);
         } else {
           to_floats(x_vec(c, i), f);
         }
@@ -455,16 +464,10 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads,
       const int i = tx + c * tpr;
       if (i < nvec) {
         float f[VEC];
-        to_floats(x[c], f);
-        if constexpr (Variant::residual) {
-          float g[VEC];
-          to_floats(r[c], g);
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) f[j] += g[j];
-          x[c] = from_floats<T>(f);
-          x[c].store(rr + i * VEC);
+        if constexpr (Variant::residual)
+          x[c] = add_residual<T, VEC>(x[c], r[c], rr + i * VEC, f);
+        else
           to_floats(x[c], f);
-        }
 #pragma unroll
         for (int j = 0; j < VEC; ++j) acc = kLayer ? acc + f[j] : fmaf(f[j], f[j], acc);
       }
@@ -484,7 +487,7 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads,
 #pragma unroll
           for (int j = 0; j < VEC; ++j) acc = fmaf(f[j] - mean, f[j] - mean, acc);
         }
-      acc = block_reduce_fresh<SumOp>(acc, scratch[kLayer ? 1 : 0]);
+      acc = block_reduce_fresh<SumOp>(acc, scratch[1]);
     }
     const float rstd = rsqrtf(acc * inv_hidden + p.eps);
     T* outr = p.out + row * p.out_stride;
