@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kRowHeldMaxThreads) held_softmax_kernel(const 
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
     using V = Vec<T, VEC>;
-    constexpr int kVecs = 2;
+    constexpr int kVecs = kRowHeldVecs;  // the plan's vectors a thread (planner: at most this many)
     __shared__ float maxes[kRowHeldMaxThreads / kWarpSize], sums[kRowHeldMaxThreads / kWarpSize];
     const int tx = threadIdx.x, tpr = blockDim.x;
     const int nvec = static_cast<int>(p.hidden / VEC);
