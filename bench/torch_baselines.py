@@ -628,9 +628,11 @@ def time_calls(calls, runs, host=True):
     stream.wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
+    # What the calls return stays referenced until the graph is gone: the graph's memory pool would otherwise hand the
+    # block one call's output frees to the next call, whose output then overwrites lines still in L2 (their DRAM
+    # writes never happen) where kernelkit writes each set's own outputs cold.
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-        for c in calls:
-            c()
+        kept = [c() for c in calls]
     # Replays for at least WARM_S before timing: right after setup the GPU's clocks and memory traffic have not
     # settled, and the first implementation timed in a shape measured up to 14% slow with a 3-replay warm-up.
     t0 = time.perf_counter()
@@ -647,7 +649,7 @@ def time_calls(calls, runs, host=True):
         end.record()
     torch.cuda.synchronize()
     per_call = [s.elapsed_time(e) * 1e3 / len(calls) for s, e in events]  # ms -> us
-    del graph
+    del graph, kept
     result = {"gpu_us": statistics.median(per_call), "gpu_min_us": min(per_call), "gpu_max_us": max(per_call),
               "replays": runs, "calls_per_replay": len(calls), "host_us": None}
     if host:
@@ -750,7 +752,27 @@ def bind(formula, eps):
     return fn
 
 
-def time_tuned(op, kk, sets, dtype_name, setting, runs, nbytes, peak_gbps, default):
+def kk_calls(op, kk, sets, reuse=False):
+    """One kernelkit call per buffer set, writing the set's own outputs or, with reuse, output tensors allocated at
+    each call (as kernelkit's PyTorch ops do; see baseline_calls)."""
+    fresh = [k for k in op.outputs if k not in op.inputs] if reuse else []
+
+    def call(t):
+        op.kernelkit(kk, dict(t, **{k: torch.empty_like(t[k]) for k in fresh}) if fresh else t, op.eps)
+    return [lambda t=t: call(t) for t in sets]
+
+
+def baseline_calls(fn, args, sets, reuse=False):
+    """One call of a baseline per buffer set. Its outputs are returned (time_calls keeps them: each set's outputs
+    have their own memory) or, with reuse, dropped: inside the capture the graph's pool then hands the block one call
+    frees to the next, so every call writes the same addresses, whose lines are still in L2."""
+    def call(t):
+        out = fn(*(t[k] for k in args))
+        return None if reuse else out
+    return [lambda t=t: call(t) for t in sets]
+
+
+def time_tuned(op, kk, sets, dtype_name, setting, runs, nbytes, peak_gbps, default, reuse=False):
     """kernelkit's check and GPU time with KERNELKIT_TUNE=setting (the planner reads it at every call, so the capture
     records the kernels it picks), against its default timing `default`."""
     before = os.environ.get("KERNELKIT_TUNE")
@@ -759,7 +781,7 @@ def time_tuned(op, kk, sets, dtype_name, setting, runs, nbytes, peak_gbps, defau
         c = check(op, kk, sets[0], dtype_name)
         if not c["ok"]:
             return {"error": f"CHECK FAILED: {c['mismatches']} of {c['elements']} elements; first: {c['first_mismatch']}"}
-        r = time_calls([lambda t=t: op.kernelkit(kk, t, op.eps) for t in sets], runs, host=False)
+        r = time_calls(kk_calls(op, kk, sets, reuse), runs, host=False)
     except Exception as err:  # e.g. a setting the planner refuses for this shape
         return {"error": f"{type(err).__name__}: {err}"[:300]}
     finally:
@@ -785,7 +807,7 @@ def tuned_table(rows):
                     align="llll")
 
 
-def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps, tune=()):
+def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps, tune=(), reuse=False):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
     b, s, h = shape
     row = {"op": op.name, "shape": list(shape), "label": shape_label(shape), "dtype": dtype_name, "rows": b * s,
@@ -810,13 +832,13 @@ def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps, tune=()):
                                               f"{c['worst_err_over_tol']:.3g}; first: {c['first_mismatch']}")
     sets += [make_set(op, shape, dtype, gen) for _ in range(nsets - 1)]
     try:
-        kkr = time_calls([lambda t=t: op.kernelkit(kk, t, op.eps) for t in sets], runs)
+        kkr = time_calls(kk_calls(op, kk, sets, reuse), runs)
     except Exception as err:  # e.g. a launch refused during capture
         return dict(row, status="error", error=f"kernelkit timing: {type(err).__name__}: {err}")
     kkr["gbps"] = row["bytes"] / kkr["gpu_us"] / 1e3
     kkr["pct_peak"] = 100 * kkr["gbps"] / peak_gbps
     row["kernelkit"] = kkr
-    row["tuned"] = {setting: time_tuned(op, kk, sets, dtype_name, setting, runs, row["bytes"], peak_gbps, kkr)
+    row["tuned"] = {setting: time_tuned(op, kk, sets, dtype_name, setting, runs, row["bytes"], peak_gbps, kkr, reuse)
                     for setting in tune}
     row["baselines"] = {}
     for base in op.baselines:
@@ -824,7 +846,7 @@ def run_case(op, shape, dtype_name, kk, runs, l2_bytes, peak_gbps, tune=()):
         if base.compiled:
             fn = torch.compile(fn, fullgraph=True, dynamic=False)
         try:
-            r = time_calls([lambda t=t: fn(*(t[k] for k in base.args)) for t in sets], runs)
+            r = time_calls(baseline_calls(fn, base.args, sets, reuse), runs)
             r["ratio"] = r["gpu_us"] / kkr["gpu_us"]
         except Exception as err:
             r = {"error": f"{type(err).__name__}: {err}"[:500]}
@@ -850,6 +872,9 @@ def parse_args(argv=None):
     p.add_argument("--tune", action="append", default=[], metavar="SETTING",
                    help="also time kernelkit with KERNELKIT_TUNE=SETTING (e.g. rows_vpt=2,rows_waves=4; repeatable), "
                         "each checked first, reported beside the default")
+    p.add_argument("--reuse-outputs", action="store_true",
+                   help="every implementation writes outputs allocated at each call, which inside the graph's capture "
+                        "reuse the block the previous call freed (L2-resident); default: each buffer set's own outputs")
     p.add_argument("--self-test", action="store_true", help="doctests and the ctypes binding on host memory (no GPU)")
     a = p.parse_args(argv)
     if a.runs < 50:
@@ -926,7 +951,8 @@ def main(argv=None):
             "commit": args.commit, "kernelkit_version": kk.version, "lib": kk.path, "copy_peak": peak,
             "protocol": {"runs": args.runs, "max_sets": MAX_SETS, "tolerance": TOLERANCE, "seed": SEED,
                          "gpu_time": "CUDA graph of one call per buffer set, median replay / calls",
-                         "host_time": "perf_counter around plain calls + synchronize, / calls"}}
+                         "host_time": "perf_counter around plain calls + synchronize, / calls",
+                         "outputs": "allocated at each call, reused" if args.reuse_outputs else "each set's own"}}
     try:
         import triton
         meta["triton"] = triton.__version__
@@ -942,7 +968,7 @@ def main(argv=None):
     cases = [(op, s, d) for op in args.op_list for d in args.dtypes for s in args.shape_list]
     rows = []
     for n, (op, shape, dt) in enumerate(cases, 1):
-        r = run_case(op, shape, dt, kk, args.runs, l2, peak["gbps"], args.tune)
+        r = run_case(op, shape, dt, kk, args.runs, l2, peak["gbps"], args.tune, args.reuse_outputs)
         rows.append(r)
         if r["status"] == "ok":
             best, res = best_baseline(r)
