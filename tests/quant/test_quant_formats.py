@@ -207,11 +207,14 @@ def test_formats_refuse_what_they_do_not_hold():
         formats.pack_int4(torch.full((2, 8), 8, dtype=torch.int8))
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("method", ["gptq", "awq"])
-def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_twin(method, tmp_path):
+def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_twin(method, device, tmp_path):
     """A small transformers Llama whose every decoder linear is stored in the format (asymmetric; GPTQ with
-    act-order), saved as a hub checkpoint directory: loaded by kernelkit.nn.load_checkpoint in float16, its logits
-    match a float16 twin holding the dequantized weights, and greedy generation gives the same tokens."""
+    act-order), saved as a hub checkpoint directory: loaded by kernelkit.nn.load_checkpoint in float16 on `device`
+    (on a GPU its linears run kernelkit's W4A16 kernels: the tensor-core path on the 24-token prompt, the GEMV on each
+    generated pair of tokens), its logits match a float16 twin holding the dequantized weights, and greedy generation
+    gives the same tokens."""
     transformers = pytest.importorskip("transformers")
     from safetensors.torch import save_file
     torch.manual_seed(0)
@@ -235,10 +238,11 @@ def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_t
     cfg.quantization_config = {"quant_method": method, "bits": 4, "group_size": 128, "desc_act": method == "gptq"}
     cfg.save_pretrained(tmp_path)
     save_file(tensors, tmp_path / "model.safetensors")
-    model = kernelkit.nn.load_checkpoint(tmp_path, torch.float16)
+    twin.to(device)
+    model = kernelkit.nn.load_checkpoint(tmp_path, torch.float16, device)
     assert sum(type(m) is kernelkit.nn.ZeroPointLinear for m in model.modules()) == 2 * 7  # q k v o gate up down
     assert (model.model.layers[0].mlp.down_proj.perm is not None) == (method == "gptq")  # k 256: two groups
-    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1)).to(device)
     with torch.no_grad():
         got, want = model(ids).logits.double(), twin(ids).logits.double()
         # The linears round differently (fp32 sums of exact products, one rounding, where the twin rounds the
