@@ -17,6 +17,13 @@ namespace {
 // Row reductions use 256-thread blocks (the seeds' rule for element-wise and row ops: enough warps per block to hide
 // latency, small enough that several blocks share an SM and the grid can be a multiple of the SM count).
 constexpr int kRowBlockThreads = 256;
+// The lean kernels take rows of kRowLeanMinThreads threads or more, one row a block, also below kRowBlockThreads
+// (rows of 128 threads, where the general kernel puts two in a block, and of 192). H100, bf16, one process, outputs
+// kept per buffer set (us, lean / general kernel; Liger-Kernel's one-row programs): layer_norm 2 x 1024 x 2048 8.45
+// / 10.6 (9.14), 2 x 4096 x 3072 37.4 / 40.8 (38.5); softmax 7.80 / 8.45 (7.93), 37.1 / 37.9 (35.4); rms_norm 8.13
+// / 8.46 (8.25), 36.8 / 37.8 (35.8); fused_add_rms_norm 14.1 / 14.5 (13.9), 70.6 / 71.3 (70.3); rows of 256 threads and
+// more unchanged. Rows of 64 threads (hidden 1024) are not measured.
+constexpr int kRowLeanMinThreads = 128;
 
 }  // namespace
 
@@ -102,17 +109,15 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
                          : static_cast<int>(std::min<int64_t>(ceil_div(want, kWarp) * kWarp, kRowNormMaxThreads));
   };
   // The lean kernels (LaunchPlan::lean): rows of whole warps at kRowHeldVecs vectors a thread, one row a block
-  // (kRowBlockThreads threads or more), at most kRowHeldMaxThreads, of 16-byte vectors. By default rms_norm,
+  // (kRowLeanMinThreads threads or more), at most kRowHeldMaxThreads, of 16-byte vectors. By default rms_norm,
   // fused_add_rms_norm and softmax take them uncapped (38 and 32 registers) and layer_norm, whose rows they then
   // hold, with a 40-register cap (a minimum of 3 512-thread blocks): H100, bf16, one process (us, lean / general):
   // rms_norm 16 x 4096 1.89 / 2.46, 2048 x 4096 14.1 / 15.3, 2 x 4096 x 3072 37.0 / 38.0; fused_add 2.21 / 2.72, 25.9 /
   // 26.9; layer_norm 2.31 / 2.89, 14.5 / 17.1, 37.5 / 40.9; softmax 2.14 / 2.41, 14.4 / 15.0; 16384 x 8192 and 65536 x
   // 4096 within 1% (layer_norm uncapped: 216 / 185 at 16384 x 8192). KERNELKIT_TUNE rows_lean=0: the general kernels;
   // N (1-4): a minimum of N blocks for the norms (1 uncapped, 4 32 registers).
-  // KERNELKIT_TUNE rows_lean_min=N (an experiment; 32-256): rows of N threads or more take the lean kernel, one row
-  // a block also below kRowBlockThreads (2048-element bf16 rows, 128 threads: Liger-Kernel's one-row programs take
-  // 7.15 us at 2 x 1024 x 2048 on the H100 where two rows a block take 8.4).
-  int lean_min = kRowBlockThreads;
+  // KERNELKIT_TUNE rows_lean_min=N (32-256): rows of N threads or more take the lean kernel (kRowLeanMinThreads).
+  int lean_min = kRowLeanMinThreads;
   KK_RETURN_IF_ERROR(tune_value("rows_lean_min", kWarp, kRowBlockThreads, &lean_min));
   const int held_threads = row_threads(ceil_div(nvec, kRowHeldVecs));
   const bool lean_shape =

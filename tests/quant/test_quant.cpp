@@ -456,7 +456,7 @@ TEST(QuantOpInfo, BytesAreDominatedByTheWeights) {
 TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   for (const DeviceProfile& prof : profile_table())
     for (OpId op : {OpId::linear_w8a16, OpId::linear_w4a16})
-      for (int64_t m : {1, 2, 3, 8, 9, 16, 17, 64})
+      for (int64_t m : {1, 2, 3, 4, 8, 9, 16, 17, 64})
         for (int64_t n : {7, 1024, 11008})
           for (int64_t k : {128, 4096, 16384}) {
             OpShape s{m, k, 1, 16};
@@ -468,11 +468,15 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
             if (op == OpId::linear_w4a16 && prof.sm >= 90 && m >= kLinearMmaGemvMinTokens &&
                 m <= kLinearMmaGemvWideTokens) {  // the tensor-core GEMV (kLinearMmaGemvMinTokens)
-              EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens ? kLinearMmaGemvMaxTokens : kLinearMmaGemvWideTokens);
+              // Whole 8-token tiles up to kLinearMmaGemvMaxTokens, else four.
+              EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens
+                                      ? (m + kLinearMmaGemvTokens - 1) / kLinearMmaGemvTokens * kLinearMmaGemvTokens
+                                      : kLinearMmaGemvWideTokens);
               EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
               EXPECT_EQ(p.grid, (n + kLinearMmaGemvRows - 1) / kLinearMmaGemvRows);
               EXPECT_GE(p.k_warps, 1);
-              EXPECT_EQ(p.stages, kLinearMmaGemvWideUnroll);  // two-region batches (gemv_mma=3)
+              // One tile: batches of kLinearMmaGemvUnroll regions; more: of two (gemv_mma=3).
+              EXPECT_EQ(p.stages, m <= kLinearMmaGemvTokens ? kLinearMmaGemvUnroll : kLinearMmaGemvWideUnroll);
               EXPECT_EQ(p.k_splits, 1);
               continue;
             }

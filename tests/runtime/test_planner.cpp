@@ -631,22 +631,28 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(l.lean, 0);  // 4-element vectors: staged, as without the lean kernel
       EXPECT_EQ(l.held, 0);
       EXPECT_TRUE(l.cached);
-      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
-      EXPECT_EQ(l.lean, 0);  // 128 threads a row: two rows a block
-      EXPECT_EQ(l.rows_per_block, 2);
+      // 128 threads a row: the lean kernel's one row a block (kRowLeanMinThreads)
+      for (OpId op : {OpId::rms_norm, OpId::layer_norm, OpId::softmax}) {
+        ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, op == OpId::layer_norm ? 3 : 1) << op_info(op).name;
+        EXPECT_EQ(l.threads_per_row, 128);
+        EXPECT_EQ(l.rows_per_block, 1);
+        EXPECT_EQ(l.grid, 65536);
+      }
+      ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 1024, 1, 16}, DType::bf16, &l).ok());
+      EXPECT_EQ(l.lean, 0);  // 64 threads a row: four rows a block ...
+      EXPECT_EQ(l.rows_per_block, 4);
       {
-        Env small("rows_lean_min=64");  // ... or, from 64 threads, the lean kernel's one row a block
-        for (OpId op : {OpId::rms_norm, OpId::layer_norm, OpId::softmax}) {
-          ASSERT_TRUE(plan_op(h200, op, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
-          EXPECT_EQ(l.lean, op == OpId::layer_norm ? 3 : 1) << op_info(op).name;
-          EXPECT_EQ(l.threads_per_row, 128);
-          EXPECT_EQ(l.rows_per_block, 1);
-          EXPECT_EQ(l.grid, 65536);
-        }
+        Env small("rows_lean_min=64");  // ... or, with rows_lean_min=64, the lean kernel
+        ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 1024, 1, 16}, DType::bf16, &l).ok());
+        EXPECT_EQ(l.lean, 1);
+        EXPECT_EQ(l.rows_per_block, 1);
         ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 512, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.lean, 0);  // 32 threads
         EXPECT_EQ(l.rows_per_block, 8);
-        Env staged("rows_lean_min=64,rows_held=0,rows_vpt=2");  // staged rows keep their blocks of rows
+      }
+      {
+        Env staged("rows_held=0,rows_vpt=2");  // staged rows keep their blocks of rows
         ASSERT_TRUE(plan_op(h200, OpId::rms_norm, OpShape{65536, 2048, 1, 16}, DType::bf16, &l).ok());
         EXPECT_EQ(l.lean, 0);
         EXPECT_EQ(l.rows_per_block, 2);
@@ -663,7 +669,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
                                              {OpId::fused_add_rms_norm, 5120, DType::f16, 3},
                                              {OpId::rms_norm, 4096, DType::f32, 3},
                                              {OpId::rms_norm, 8192, DType::f32, 0},  // 1024 threads: staged
-                                             {OpId::rms_norm, 2048, DType::bf16, 0},
+                                             {OpId::rms_norm, 2048, DType::bf16, 3},
+                                             {OpId::rms_norm, 1024, DType::bf16, 0},  // 64 threads a row
                                              {OpId::rms_norm, 4100, DType::bf16, 0},  // 4-element vectors
                                              {OpId::rms_norm, 256, DType::bf16, 0},   // 16 threads a row
                                              {OpId::layer_norm, 4096, DType::bf16, 3},

@@ -54,9 +54,12 @@ constexpr int kLinearMmaGemvWideUnroll = 2;
 // kLinearMmaGemvMinTokens to kLinearMmaGemvWideTokens tokens, as gemv_mma=3 plans it, instead of the tensor-core
 // tiles. H100, bf16, one run of bench/dev/gemv_sweep.py (us, GEMV against tiles): m16 n11008 k4096 20.4 / 23.9,
 // n4096 k11008 16.9 / 23.1, n28672 k8192 82.1 / 94.0, n13824 k5120 27.3 / 36.0, n5120 k13824 29.7 / 33.3; m32 32.4 /
-// 34.7, 25.6 / 33.4, 136 / 162, 45.4 / 56.4 (F.linear 54.6), 44.3 / 51.8. At m1 the FMA GEMV stays ahead (n11008
-// 13.2 / 14.4, n28672 48.9 / 55.1). INT8, other groups and the A100 / T4 profiles keep the tiles (not measured).
-constexpr int kLinearMmaGemvMinTokens = 9;
+// 34.7, 25.6 / 33.4, 136 / 162, 45.4 / 56.4 (F.linear 54.6), 44.3 / 51.8. From 4 tokens it also replaces the FMA
+// GEMV (us, MMA / FMA GEMV): m4 15.1 / 22.9, 14.3 / 22.3, 56.4 / 86.2, 19.8 / 34.1, 21.4 / 31.5; m8 15.3 / 23.3,
+// 14.5 / 23.4, 58.9 / 91.7, 20.0 / 34.5, 21.8 / 32.0. At m1 the FMA GEMV stays ahead (n11008 13.5 / 14.8, n28672
+// 48.4 / 55.3, n5120 k13824 19.4 / 21.3; m2 and m3 not measured). INT8, other groups and the A100 / T4 profiles keep
+// the FMA GEMV and the tiles (not measured).
+constexpr int kLinearMmaGemvMinTokens = 4;
 // A batch is straight-line code (its x and scale loads issued ahead of its MMAs) when its x, token tiles x regions of
 // 8 registers each, is at most kLinearMmaGemvStraightTiles of them: more spilled 4-40 B (sm_75 / sm_80 / sm_90) and
 // stays guarded region by region.
