@@ -212,9 +212,10 @@ def test_formats_refuse_what_they_do_not_hold():
 def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_twin(method, device, tmp_path):
     """A small transformers Llama whose every decoder linear is stored in the format (asymmetric; GPTQ with
     act-order), saved as a hub checkpoint directory: loaded by kernelkit.nn.load_checkpoint in float16 on `device`
-    (on a GPU its linears run kernelkit's W4A16 kernels: the tensor-core path on the 24-token prompt, the GEMV on each
+    (on a GPU its linears run kernelkit's W4A16 kernels: the tensor-core kernels on the 24-token prompt, the GEMV on each
     generated pair of tokens), its logits match a float16 twin holding the dequantized weights, and greedy generation
-    gives the same tokens."""
+    gives the same tokens or, where two logits lie closer than the linears' rounding difference, tokens the twin ranks
+    first within it."""
     transformers = pytest.importorskip("transformers")
     from safetensors.torch import save_file
     torch.manual_seed(0)
@@ -247,6 +248,14 @@ def test_a_quantized_llama_checkpoint_loads_and_generates_like_its_dequantized_t
         got, want = model(ids).logits.double(), twin(ids).logits.double()
         # The linears round differently (fp32 sums of exact products, one rounding, where the twin rounds the
         # dequantized weights to float16 first): a few float16 steps (2^-11) through two layers.
-        assert (got - want).abs().max().item() < 1e-2 * want.abs().max().item(), (got - want).abs().max().item()
+        tol = 1e-2 * want.abs().max().item()
+        assert (got - want).abs().max().item() < tol, (got - want).abs().max().item()
         gen = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
-        assert torch.equal(model.generate(ids, **gen), twin.generate(ids, **gen))
+        out = model.generate(ids, **gen)
+        if not torch.equal(out, twin.generate(ids, **gen)):
+            # Greedy decoding parts where two logits lie closer than that rounding difference (seen on the GPU): each
+            # token kernelkit chose is then, within the tolerance, the twin's best on kernelkit's own sequence.
+            logits = twin(out[:, :-1]).logits[:, ids.shape[1] - 1:].double()
+            chosen = logits.gather(-1, out[:, ids.shape[1]:, None])[..., 0]
+            gap = (logits.max(-1).values - chosen).max().item()
+            assert gap < tol, f"a generated token {gap} below the twin's best logit (tolerance {tol})"
