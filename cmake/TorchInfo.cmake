@@ -4,7 +4,7 @@
 # every error the core reports into a crash (torch wheels since 2.7 use the C++11 ABI, which is also g++'s default).
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 execute_process(
-  COMMAND ${Python3_EXECUTABLE} -c "import torch, torch.utils.cpp_extension as c; print(','.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None))"
+  COMMAND ${Python3_EXECUTABLE} -c "import sysconfig, torch, torch.utils.cpp_extension as c; print(','.join(c.include_paths())); print(c.library_paths()[0]); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); print(int(torch.version.cuda is not None)); print(sysconfig.get_paths()['include'])"
   OUTPUT_VARIABLE KK_TORCH_INFO OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE KK_TORCH_RC ERROR_QUIET)
 if(NOT KK_TORCH_RC EQUAL 0)
   message(FATAL_ERROR "KERNELKIT_BUILD_TORCH: `import torch` failed with ${Python3_EXECUTABLE}; install torch first")
@@ -14,6 +14,7 @@ list(GET KK_TORCH_INFO 0 KK_TORCH_INCLUDES)
 list(GET KK_TORCH_INFO 1 KK_TORCH_LIBDIR)
 list(GET KK_TORCH_INFO 2 KK_TORCH_CXX11_ABI)
 list(GET KK_TORCH_INFO 3 KK_TORCH_HAS_CUDA)
+list(GET KK_TORCH_INFO 4 KK_PYTHON_INCLUDE)  # Python.h's folder, for the op library's eager fast path
 string(REPLACE "," ";" KK_TORCH_INCLUDES "${KK_TORCH_INCLUDES}")
 if(NOT KK_TORCH_CXX11_ABI)
   # Only when it differs from libstdc++'s default: unchanged command lines keep the ccache hits shared with the other

@@ -303,3 +303,66 @@ def test_an_output_that_partly_overlaps_an_input_is_refused():
     want = kernelkit.rms_norm(x)
     kernelkit.rms_norm(x, out=x)
     assert torch.equal(x, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device, monkeypatch):
+    """The op library's Python module (torch-ext/csrc/fast.cpp) serves the eager calls of rms_norm,
+    fused_add_rms_norm, layer_norm, softmax and the activations: each such call takes it, gives the bits of the same
+    op called through torch.ops, keeps an `out` it is given, and still goes through the dispatcher (a dispatch mode
+    sees the op)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kernelkit import _activation, _common, _norm, _softmax
+    from kernelkit._ops import ops
+    if _common._fast is None:
+        pytest.skip("the op library was built without Python's headers: no eager fast path")
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    torch.manual_seed(0)
+    x = rand(3, 5, 64, dtype=dtype, device=device)
+    w, b = rand(64, dtype=dtype, device=device, lo=0.5, hi=1.5), rand(64, dtype=dtype, device=device)
+    taken = []
+
+    class Spy:
+        def __getattr__(self, name):
+            taken.append(name)
+            return getattr(_common._fast, name)
+
+    for module in (_norm, _softmax, _activation):
+        monkeypatch.setattr(module, "_fast", Spy())
+
+    def fresh(shape=x.shape):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    cases = [  # (fast call, the same op through torch.ops into `out`, out's shape)
+        (lambda: kernelkit.rms_norm(x, w, 1e-5), lambda o: ops.rms_norm(o, x, w, 1e-5, 0.0), x.shape),
+        (lambda: kernelkit.layer_norm(x, w, b, 1e-5), lambda o: ops.layer_norm(o, x, w, b, 1e-5), x.shape),
+        (lambda: kernelkit.softmax(x, 0.5), lambda o: ops.softmax(o, x, 0.5, False), x.shape),
+        (lambda: kernelkit.gelu_tanh(x), lambda o: ops.activation(o, x, "gelu_tanh"), x.shape),
+        (lambda: kernelkit.silu_and_mul(x), lambda o: ops.act_and_mul(o, x, "silu"), (3, 5, 32)),
+    ]
+    for fast, slow, shape in cases:
+        want = fresh(shape)
+        slow(want)
+        assert torch.equal(fast(), want)
+    assert taken == ["rms_norm", "layer_norm", "softmax", "activation", "act_and_mul"]
+    out = fresh()
+    assert kernelkit.rms_norm(x, w, out=out) is out
+    r = rand(3, 5, 64, dtype=dtype, device=device)
+    x2, r2, x3, r3 = x.clone(), r.clone(), x.clone(), r.clone()
+    kernelkit.fused_add_rms_norm(x2, r2, w)
+    ops.fused_add_rms_norm(x3, r3, w, 1e-6, 0.0)
+    assert torch.equal(x2, x3) and torch.equal(r2, r3)
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Seen() as seen:
+        kernelkit.rms_norm(x, w)
+    assert any("rms_norm" in op for op in seen.ops), seen.ops

@@ -7,6 +7,14 @@ from typing import Optional
 import torch
 
 
+try:  # the eager fast path of the most called ops (torch-ext/csrc/fast.cpp)
+    from . import _kernelkit_fast as _fast
+except ImportError:  # built without Python's headers (or for another Python): torch.ops alone
+    _fast = None
+# True while Dynamo traces (it folds the call), where the wrappers keep to torch.ops: the fast path is for eager calls.
+_compiling = torch.compiler.is_compiling
+
+
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """x itself when its leading dims collapse to one row stride with a contiguous last dim (what the ops take),
     else a contiguous copy (e.g. the [batch, heads, seq, head_dim] transposed views attention code normalizes)."""
