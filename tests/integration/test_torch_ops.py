@@ -307,7 +307,7 @@ def test_an_output_that_partly_overlaps_an_input_is_refused():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device, monkeypatch):
-    """The op library's Python module (torch-ext/csrc/fast.cpp) serves the eager calls of rms_norm,
+    """The op library's Python module (torch-ext/fast/fast.cpp) serves the eager calls of rms_norm,
     fused_add_rms_norm, layer_norm, softmax and the activations: each such call takes it, gives the bits of the same
     op called through torch.ops, keeps an `out` it is given, and still goes through the dispatcher (a dispatch mode
     sees the op)."""

@@ -7,7 +7,7 @@ from typing import Optional
 import torch
 
 
-try:  # the eager fast path of the most called ops (torch-ext/csrc/fast.cpp)
+try:  # the eager fast path of the most called ops (torch-ext/fast/fast.cpp)
     from . import _kernelkit_fast as _fast
 except ImportError:  # built without Python's headers (or for another Python): torch.ops alone
     _fast = None

@@ -89,13 +89,19 @@ at::Tensor act_and_mul(const at::Tensor& x, c10::string_view act, const OptTenso
 
 PYBIND11_MODULE(_kernelkit_fast, m) {
   using namespace kernelkit::torch_ext;
-  m.def("rms_norm", &rms_norm);
-  m.def("fused_add_rms_norm", &fused_add_rms_norm);
-  m.def("layer_norm", &layer_norm);
-  m.def("softmax", &softmax);
+  // Without the GIL while the op runs, as torch.ops calls it (the CPU reference may take a while; a dispatch mode or
+  // fake kernel written in Python takes the GIL back itself).
+  const auto nogil = pybind11::call_guard<pybind11::gil_scoped_release>();
+  m.def("rms_norm", &rms_norm, nogil);
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, nogil);
+  m.def("layer_norm", &layer_norm, nogil);
+  m.def("softmax", &softmax, nogil);
   // str arguments arrive as std::string (pybind11), the schema's str as c10::string_view.
-  m.def("activation",
-        [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return activation(x, act, out); });
-  m.def("act_and_mul",
-        [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return act_and_mul(x, act, out); });
+  m.def(
+      "activation",
+      [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return activation(x, act, out); }, nogil);
+  m.def(
+      "act_and_mul",
+      [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return act_and_mul(x, act, out); },
+      nogil);
 }
