@@ -307,10 +307,10 @@ def test_an_output_that_partly_overlaps_an_input_is_refused():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device, monkeypatch):
-    """The op library's Python module (torch-ext/fast/fast.cpp) serves the eager calls of rms_norm,
-    fused_add_rms_norm, layer_norm, softmax and the activations: each such call takes it, gives the bits of the same
-    op called through torch.ops, keeps an `out` it is given, and still goes through the dispatcher (a dispatch mode
-    sees the op)."""
+    """The eager fast path (torch-ext/fast/fast.cpp) serves the eager calls of rms_norm, fused_add_rms_norm,
+    layer_norm, softmax, the activations, RoPE, the weight-only linear and decode attention: each such call takes it,
+    gives the bits of the same op called through torch.ops, keeps an `out` it is given, and still goes through the
+    dispatcher (a dispatch mode sees the op)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from kernelkit import _activation, _common, _norm, _softmax
@@ -326,10 +326,12 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
     class Spy:
         def __getattr__(self, name):
             taken.append(name)
-            return getattr(_common._fast, name)
+            return getattr(real, name)
 
+    real = _common._fast
+    monkeypatch.setattr(_common, "_fast", Spy())  # _eager_ops() reads it there
     for module in (_norm, _softmax, _activation):
-        monkeypatch.setattr(module, "_fast", Spy())
+        monkeypatch.setattr(module, "_fast", _common._fast)
 
     def fresh(shape=x.shape):
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
@@ -348,11 +350,32 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
     assert taken == ["rms_norm", "layer_norm", "softmax", "activation", "act_and_mul"]
     out = fresh()
     assert kernelkit.rms_norm(x, w, out=out) is out
+    # The destination-passing ops: the same arguments as torch.ops.
     r = rand(3, 5, 64, dtype=dtype, device=device)
     x2, r2, x3, r3 = x.clone(), r.clone(), x.clone(), r.clone()
     kernelkit.fused_add_rms_norm(x2, r2, w)
     ops.fused_add_rms_norm(x3, r3, w, 1e-6, 0.0)
     assert torch.equal(x2, x3) and torch.equal(r2, r3)
+    q, k = rand(9, 4, 64, dtype=dtype, device=device), rand(9, 2, 64, dtype=dtype, device=device)
+    pos = torch.randint(0, 16, (9,), device=device)
+    ang = torch.arange(16, dtype=torch.float32, device=device)[:, None] * torch.rand(32, device=device)[None]
+    cache = torch.cat([ang.cos(), ang.sin()], -1)
+    q2, k2 = kernelkit.rotary_embedding(q, k, pos, cache, inplace=False)
+    q3, k3 = q.clone(), k.clone()
+    ops.rotary_embedding_(pos, q3, k3, cache, True)
+    assert torch.equal(q2, q3) and torch.equal(k2, k3)
+    xh = rand(5, 256, dtype=torch.float16, device=device)
+    qw, sw = kernelkit.quantize_weight(rand(96, 256, dtype=torch.float32, device=device, lo=-0.1, hi=0.1), 4, 64)
+    want = fresh((5, 96)).half()
+    ops.linear_weight_only(want, xh, qw, sw, 4, 64, None, None)
+    assert torch.equal(kernelkit.linear_weight_only(xh, qw, sw, 4, 64), want)
+    qd = rand(2, 1, 8, 64, dtype=torch.float16, device=device)
+    kc, vc = (rand(2, 48, 2, 64, dtype=torch.float16, device=device) for _ in range(2))
+    lens = torch.tensor([40, 17], dtype=torch.int32, device=device)
+    want = fresh(qd.shape).half()
+    ops.decode_attention(want, None, qd, kc, vc, None, lens, 0.0, False, -1, 0.0, None, None, None)
+    assert torch.equal(kernelkit.decode_attention(qd, kc, vc, seqlens_k=lens), want)
+    assert taken[6:] == ["fused_add_rms_norm", "rotary_embedding_", "linear_weight_only", "decode_attention"]
 
     class Seen(TorchDispatchMode):
         def __init__(self):

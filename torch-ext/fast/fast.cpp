@@ -7,8 +7,11 @@
 // build without Python's headers leaves it out and the wrappers use torch.ops alone (CMakeLists.txt).
 #include <torch/extension.h>
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifndef KERNELKIT_TORCH_NAMESPACE
@@ -18,70 +21,83 @@
 namespace kernelkit::torch_ext {
 namespace {
 
-// The registered op `name` of this library's namespace, typed as Signature (its schema's C++ form).
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> typed_op(const char* name) {
-  return c10::Dispatcher::singleton()
-      .findSchemaOrThrow((std::string(C10_STRINGIZE(KERNELKIT_TORCH_NAMESPACE)) + "::" + name).c_str(), "")
-      .typed<Signature>();
-}
-
 using OptTensor = std::optional<at::Tensor>;
+namespace py = pybind11;
 
-// out, or a new tensor like x (contiguous: the wrappers route only contiguous x here), as torch.empty_like.
-at::Tensor out_for(const at::Tensor& x, const OptTensor& out) { return out ? *out : at::empty_like(x); }
-
-at::Tensor rms_norm(const at::Tensor& x, const OptTensor& weight, double eps, const OptTensor& out,
-                    double weight_offset) {
-  static const auto op = typed_op<void(at::Tensor&, const at::Tensor&, const OptTensor&, double, double)>("rms_norm");
-  at::Tensor y = out_for(x, out);
-  op.call(y, x, weight, eps, weight_offset);
-  return y;
-}
-
-void fused_add_rms_norm(at::Tensor& x, at::Tensor& residual, const OptTensor& weight, double eps,
-                        double weight_offset) {
-  static const auto op =
-      typed_op<void(at::Tensor&, at::Tensor&, const OptTensor&, double, double)>("fused_add_rms_norm");
-  op.call(x, residual, weight, eps, weight_offset);
-}
-
-at::Tensor layer_norm(const at::Tensor& x, const OptTensor& weight, const OptTensor& bias, double eps,
-                      const OptTensor& out) {
-  static const auto op =
-      typed_op<void(at::Tensor&, const at::Tensor&, const OptTensor&, const OptTensor&, double)>("layer_norm");
-  at::Tensor y = out_for(x, out);
-  op.call(y, x, weight, bias, eps);
-  return y;
-}
-
-at::Tensor softmax(const at::Tensor& x, double scale, bool causal, const OptTensor& out) {
-  static const auto op = typed_op<void(at::Tensor&, const at::Tensor&, double, bool)>("softmax");
-  at::Tensor y = out_for(x, out);
-  op.call(y, x, scale, causal);
-  return y;
-}
-
-at::Tensor activation(const at::Tensor& x, c10::string_view act, const OptTensor& out) {
-  static const auto op = typed_op<void(at::Tensor&, const at::Tensor&, c10::string_view)>("activation");
-  at::Tensor y = out_for(x, out);
-  op.call(y, x, act);
-  return y;
-}
-
-// act(x[..., :d]) * x[..., d:] into out, or a new [..., d] tensor.
-at::Tensor act_and_mul(const at::Tensor& x, c10::string_view act, const OptTensor& out) {
-  static const auto op = typed_op<void(at::Tensor&, const at::Tensor&, c10::string_view)>("act_and_mul");
-  at::Tensor y;
-  if (out) {
-    y = *out;
-  } else {
-    std::vector<int64_t> sizes = x.sizes().vec();
-    sizes.back() /= 2;
-    y = at::empty(sizes, x.options());
+// The registered op `name` of this library's namespace, typed as Sig (its schema's C++ form, the signature of its
+// function in torch-ext/csrc/<family>.cpp), looked up at the first call: the op library registers its ops when
+// _ops.py loads it, which may come after this module's import.
+template <typename Sig>
+class Op {
+ public:
+  explicit Op(const char* name) : name_(name) {}
+  template <typename... Args>
+  void operator()(Args&&... args) {
+    std::call_once(found_, [this] {
+      handle_.emplace(
+          c10::Dispatcher::singleton()
+              .findSchemaOrThrow((std::string(C10_STRINGIZE(KERNELKIT_TORCH_NAMESPACE)) + "::" + name_).c_str(), "")
+              .template typed<Sig>());
+    });
+    handle_->call(std::forward<Args>(args)...);
   }
-  op.call(y, x, act);
-  return y;
+
+ private:
+  const char* name_;
+  std::once_flag found_;
+  std::optional<c10::TypedOperatorHandle<Sig>> handle_;
+};
+
+// Without the GIL while the op runs, as torch.ops calls it (the CPU reference may take a while; a dispatch mode or
+// fake kernel written in Python takes the GIL back itself).
+const auto nogil = py::call_guard<py::gil_scoped_release>();
+
+// Defines `name` as the op itself (destination passing: the Python wrapper allocates), for an op of signature Sig.
+template <typename Sig>
+struct Entry;
+template <typename... Args>
+struct Entry<void(Args...)> {
+  static void def(py::module_& m, const char* name) {
+    auto op = std::make_shared<Op<void(Args...)>>(name);
+    m.def(
+        name, [op](Args... args) { (*op)(std::forward<Args>(args)...); }, nogil);
+  }
+};
+
+// The ops whose output is the shape of x: `name(x, ...args, out=None)` returns out, or a new tensor like x (the
+// wrappers route only contiguous x here: torch.empty_like's layout).
+template <typename... Args>
+void def_like_x(py::module_& m, const char* name) {
+  auto op = std::make_shared<Op<void(at::Tensor&, const at::Tensor&, Args...)>>(name);
+  m.def(
+      name,
+      [op](const at::Tensor& x, Args... args, const OptTensor& out) {
+        at::Tensor y = out ? *out : at::empty_like(x);
+        (*op)(y, x, std::forward<Args>(args)...);
+        return y;
+      },
+      nogil);
+}
+
+// act(x[..., :d]) * x[..., d:] into out, or a new [..., d] tensor. str arguments arrive as std::string (pybind11),
+// the schema's str is a c10::string_view.
+void def_act_and_mul(py::module_& m) {
+  auto op = std::make_shared<Op<void(at::Tensor&, const at::Tensor&, c10::string_view)>>("act_and_mul");
+  m.def(
+      "act_and_mul",
+      [op](const at::Tensor& x, const std::string& act, const OptTensor& out) {
+        at::Tensor y;
+        if (out) {
+          y = *out;
+        } else {
+          std::vector<int64_t> sizes = x.sizes().vec();
+          sizes.back() /= 2;
+          y = at::empty(sizes, x.options());
+        }
+        (*op)(y, x, c10::string_view(act));
+        return y;
+      },
+      nogil);
 }
 
 }  // namespace
@@ -89,19 +105,26 @@ at::Tensor act_and_mul(const at::Tensor& x, c10::string_view act, const OptTenso
 
 PYBIND11_MODULE(_kernelkit_fast, m) {
   using namespace kernelkit::torch_ext;
-  // Without the GIL while the op runs, as torch.ops calls it (the CPU reference may take a while; a dispatch mode or
-  // fake kernel written in Python takes the GIL back itself).
-  const auto nogil = pybind11::call_guard<pybind11::gil_scoped_release>();
-  m.def("rms_norm", &rms_norm, nogil);
-  m.def("fused_add_rms_norm", &fused_add_rms_norm, nogil);
-  m.def("layer_norm", &layer_norm, nogil);
-  m.def("softmax", &softmax, nogil);
-  // str arguments arrive as std::string (pybind11), the schema's str as c10::string_view.
+  using T = const at::Tensor&;
+  // Output like x: rms_norm(x, weight, eps, weight_offset, out), layer_norm(x, weight, bias, eps, out),
+  // softmax(x, scale, causal, out).
+  def_like_x<const OptTensor&, double, double>(m, "rms_norm");
+  def_like_x<const OptTensor&, const OptTensor&, double>(m, "layer_norm");
+  def_like_x<double, bool>(m, "softmax");
   m.def(
       "activation",
-      [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return activation(x, act, out); }, nogil);
-  m.def(
-      "act_and_mul",
-      [](const at::Tensor& x, const std::string& act, const OptTensor& out) { return act_and_mul(x, act, out); },
+      [op = std::make_shared<Op<void(at::Tensor&, T, c10::string_view)>>("activation")](T x, const std::string& act,
+                                                                                        const OptTensor& out) {
+        at::Tensor y = out ? *out : at::empty_like(x);
+        (*op)(y, x, c10::string_view(act));
+        return y;
+      },
       nogil);
+  def_act_and_mul(m);
+  // Destination passing, the schemas' arguments in order.
+  Entry<void(at::Tensor&, at::Tensor&, const OptTensor&, double, double)>::def(m, "fused_add_rms_norm");
+  Entry<void(T, at::Tensor&, at::Tensor&, T, bool)>::def(m, "rotary_embedding_");
+  Entry<void(at::Tensor&, T, T, T, int64_t, int64_t, const OptTensor&, const OptTensor&)>::def(m, "linear_weight_only");
+  Entry<void(at::Tensor&, const OptTensor&, T, T, T, const OptTensor&, const OptTensor&, double, bool, int64_t, double,
+             const OptTensor&, const OptTensor&, const OptTensor&)>::def(m, "decode_attention");
 }

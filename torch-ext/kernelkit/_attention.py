@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _dims, _inference_only
+from ._common import _dims, _eager_ops, _inference_only
 from ._ops import ops
 
 __all__ = ["attention", "decode_attention", "write_kv_cache"]
@@ -76,8 +76,9 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     _dims("decode_attention", "q", q, (4,), "[batch, s_q, heads, head_dim]")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device) if return_lse else None
-    ops.decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k, 0.0 if scale is None else scale,
-                         causal, window_left, softcap, alibi_slopes, k_scale, v_scale)
+    _eager_ops().decode_attention(out, lse, q, k_cache, v_cache, block_table, seqlens_k,
+                                  0.0 if scale is None else scale, causal, window_left, softcap, alibi_slopes, k_scale,
+                                  v_scale)
     return (out, lse) if return_lse else out
 
 

@@ -6,6 +6,8 @@ from typing import Optional
 
 import torch
 
+from ._ops import ops
+
 
 try:  # the eager fast path of the most called ops (torch-ext/fast/fast.cpp)
     from . import _kernelkit_fast as _fast
@@ -13,6 +15,12 @@ except ImportError:  # built without Python's headers (or for another Python): t
     _fast = None
 # True while Dynamo traces (it folds the call), where the wrappers keep to torch.ops: the fast path is for eager calls.
 _compiling = torch.compiler.is_compiling
+
+
+def _eager_ops():
+    """Where a destination-passing op is called: the fast path's module (the same ops, the same arguments) for an eager
+    call, torch.ops' namespace where Dynamo traces or the fast path is absent."""
+    return _fast if _fast and not _compiling() else ops
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:

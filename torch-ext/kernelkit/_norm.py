@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _compiling, _fast, _inference_only, _out_for, _quant_outputs, _rows
+from ._common import _compiling, _eager_ops, _fast, _inference_only, _out_for, _quant_outputs, _rows
 from ._ops import ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
@@ -23,7 +23,7 @@ def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float 
     """
     _inference_only("rms_norm", x, weight)
     if _fast and x.is_contiguous() and not _compiling():
-        return _fast.rms_norm(x, weight, eps, out, weight_offset)
+        return _fast.rms_norm(x, weight, eps, weight_offset, out)
     x = _rows(x)
     out = _out_for(x, out)
     ops.rms_norm(out, x, weight, eps, weight_offset)
@@ -37,7 +37,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional
     Returns (x, residual).
     """
     _inference_only("fused_add_rms_norm", x, residual, weight)
-    (_fast if _fast and not _compiling() else ops).fused_add_rms_norm(x, residual, weight, eps, weight_offset)
+    _eager_ops().fused_add_rms_norm(x, residual, weight, eps, weight_offset)
     return x, residual
 
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _dims, _inference_only, _rows
+from ._common import _dims, _eager_ops, _inference_only, _rows
 from ._ops import ops
 
 __all__ = ["quantize_weight", "linear_weight_only", "quantize_per_token", "quantize_per_tensor",
@@ -73,7 +73,7 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
     if bits == 8 and scales.dim() == 1:
         group = 0  # one scale per output channel: the group (a quantize_weight default) does not apply
-    ops.linear_weight_only(out, x2, qweight, scales, bits, group, bias, zeros)
+    _eager_ops().linear_weight_only(out, x2, qweight, scales, bits, group, bias, zeros)
     return out.reshape(*lead, qweight.shape[0])
 
 

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _dims, _inference_only
+from ._common import _dims, _eager_ops, _inference_only
 from ._ops import ops
 
 __all__ = ["rotary_embedding"]
@@ -35,7 +35,7 @@ def rotary_embedding(q: torch.Tensor, k: torch.Tensor, positions: Optional[torch
     if cos_sin_cache is not None:
         if positions is None:
             raise ValueError("rotary_embedding: cos_sin_cache needs positions")
-        ops.rotary_embedding_(positions, q, k, cos_sin_cache, neox)
+        _eager_ops().rotary_embedding_(positions, q, k, cos_sin_cache, neox)
     else:
         if cos is None or sin is None:
             raise ValueError("rotary_embedding: pass cos_sin_cache and positions, or cos and sin")
