@@ -2,7 +2,8 @@
 // ops _kernelkit_ops.so registers through the dispatcher's typed (unboxed) entry. A call from Python through
 // torch.ops boxes every argument by its schema; this path converts the arguments once (pybind11) and keeps everything
 // the dispatcher does (CPU / CUDA kernels, autograd and in-place bookkeeping, fake tensors, dispatch modes). The
-// Python wrappers take it for contiguous inputs outside torch.compile (Dynamo traces torch.ops). A module of its own:
+// Python wrappers take it for eager calls (Dynamo traces torch.ops), those that allocate their output here for a
+// contiguous x only (a strided one takes _rows' copy and torch.ops). A module of its own:
 // it needs libtorch_python, which the op library must not (C++ programs load that, e.g. AOTInductor's runners); a
 // build without Python's headers leaves it out and the wrappers use torch.ops alone (CMakeLists.txt).
 #include <torch/extension.h>
