@@ -308,9 +308,9 @@ def test_an_output_that_partly_overlaps_an_input_is_refused():
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device, monkeypatch):
     """The eager fast path (torch-ext/fast/fast.cpp) serves the eager calls of rms_norm, fused_add_rms_norm,
-    layer_norm, softmax, the activations, RoPE, the weight-only linear and decode attention: each such call takes it,
-    gives the bits of the same op called through torch.ops, keeps an `out` it is given, and still goes through the
-    dispatcher (a dispatch mode sees the op)."""
+    layer_norm, softmax, the activations, RoPE, the weight-only linear, attention, decode attention and the KV-cache
+    write: each such call takes it, gives the bits of the same op called through torch.ops, keeps an `out` it is
+    given, and still goes through the dispatcher (a dispatch mode sees the op)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from kernelkit import _activation, _common, _norm, _softmax
@@ -375,7 +375,19 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
     want = fresh(qd.shape).half()
     ops.decode_attention(want, None, qd, kc, vc, None, lens, 0.0, False, -1, 0.0, None, None, None)
     assert torch.equal(kernelkit.decode_attention(qd, kc, vc, seqlens_k=lens), want)
-    assert taken[6:] == ["fused_add_rms_norm", "rotary_embedding_", "linear_weight_only", "decode_attention"]
+    qp = rand(2, 12, 8, 64, dtype=torch.float16, device=device)
+    kp, vp = (rand(2, 12, 2, 64, dtype=torch.float16, device=device) for _ in range(2))
+    want = fresh(qp.shape).half()
+    ops.attention(want, None, qp, kp, vp, 0.0, True, None, None, None, None, -1, 0.0, None, None, None)
+    assert torch.equal(kernelkit.attention(qp, kp, vp, causal=True), want)
+    slots = torch.tensor([3, -1, 40, 7], device=device)
+    kt, vt = (rand(4, 2, 64, dtype=torch.float16, device=device) for _ in range(2))
+    kc2, vc2, kc3, vc3 = kc.clone(), vc.clone(), kc.clone(), vc.clone()
+    kernelkit.write_kv_cache(kc2, vc2, kt, vt, slots)
+    ops.write_kv_cache(kc3, vc3, kt, vt, slots, None, None, None, None, True, None, None)
+    assert torch.equal(kc2, kc3) and torch.equal(vc2, vc3) and not torch.equal(kc2, kc)
+    assert taken[6:] == ["fused_add_rms_norm", "rotary_embedding_", "linear_weight_only", "decode_attention",
+                         "attention", "write_kv_cache"]
 
     class Seen(TorchDispatchMode):
         def __init__(self):

@@ -128,4 +128,9 @@ PYBIND11_MODULE(_kernelkit_fast, m) {
   Entry<void(at::Tensor&, T, T, T, int64_t, int64_t, const OptTensor&, const OptTensor&)>::def(m, "linear_weight_only");
   Entry<void(at::Tensor&, const OptTensor&, T, T, T, const OptTensor&, const OptTensor&, double, bool, int64_t, double,
              const OptTensor&, const OptTensor&, const OptTensor&)>::def(m, "decode_attention");
+  Entry<void(at::Tensor&, const OptTensor&, T, T, T, double, bool, const OptTensor&, const OptTensor&,
+             std::optional<int64_t>, std::optional<int64_t>, int64_t, double, const OptTensor&, const OptTensor&,
+             const OptTensor&)>::def(m, "attention");
+  Entry<void(at::Tensor&, at::Tensor&, T, T, T, const OptTensor&, const OptTensor&, const OptTensor&, const OptTensor&,
+             bool, const OptTensor&, const OptTensor&)>::def(m, "write_kv_cache");
 }

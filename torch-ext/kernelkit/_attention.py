@@ -6,7 +6,6 @@ from typing import Optional
 import torch
 
 from ._common import _dims, _eager_ops, _inference_only
-from ._ops import ops
 
 __all__ = ["attention", "decode_attention", "write_kv_cache"]
 # The torch.ops.kernelkit ops these functions call (fake implementations are registered for them).
@@ -50,8 +49,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if return_lse:
         shape = (q.shape[1], q.shape[0]) if cu_seqlens_q is not None else (q.shape[0], q.shape[2], q.shape[1])
         lse = torch.empty(shape, dtype=torch.float32, device=q.device)
-    ops.attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k,
-                  max_seqlen_q, max_seqlen_k, window_left, softcap, alibi_slopes, k_scale, v_scale)
+    _eager_ops().attention(out, lse, q, k, v, 0.0 if scale is None else scale, causal, cu_seqlens_q, cu_seqlens_k,
+                           max_seqlen_q, max_seqlen_k, window_left, softcap, alibi_slopes, k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 
@@ -110,6 +109,6 @@ def write_kv_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor
         raise ValueError("write_kv_cache: RoPE needs q, positions and cos_sin_cache together")
     if q is not None and q_out is None:
         q_out = q
-    ops.write_kv_cache(k_cache, v_cache, k, v, slot_mapping, q_out, q, positions, cos_sin_cache, style == "neox",
-                       k_scale, v_scale)
+    _eager_ops().write_kv_cache(k_cache, v_cache, k, v, slot_mapping, q_out, q, positions, cos_sin_cache,
+                                style == "neox", k_scale, v_scale)
     return q_out
