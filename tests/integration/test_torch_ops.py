@@ -307,10 +307,10 @@ def test_an_output_that_partly_overlaps_an_input_is_refused():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device, monkeypatch):
-    """The eager fast path (torch-ext/fast/fast.cpp) serves the eager calls of rms_norm, fused_add_rms_norm,
-    layer_norm, softmax, the activations, RoPE, the weight-only linear, attention, decode attention and the KV-cache
-    write: each such call takes it, gives the bits of the same op called through torch.ops, keeps an `out` it is
-    given, and still goes through the dispatcher (a dispatch mode sees the op)."""
+    """The eager fast path (torch-ext/fast/fast.cpp) serves the eager calls of the norms (with and without
+    quantization), softmax, the activations (silu_and_mul_quant too), RoPE, the weight-only linear, attention, decode
+    attention and the KV-cache write: each such call takes it, gives the bits of the same op called through torch.ops,
+    keeps an `out` it is given, and still goes through the dispatcher (a dispatch mode sees the op)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from kernelkit import _activation, _common, _norm, _softmax
@@ -386,8 +386,30 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
     kernelkit.write_kv_cache(kc2, vc2, kt, vt, slots)
     ops.write_kv_cache(kc3, vc3, kt, vt, slots, None, None, None, None, True, None, None)
     assert torch.equal(kc2, kc3) and torch.equal(vc2, vc3) and not torch.equal(kc2, kc)
+    sc, sh = rand(3, 64, dtype=dtype, device=device), rand(3, 64, dtype=dtype, device=device)
+    want = fresh()
+    ops.ada_layer_norm(want, x, sc, sh, None, None, 1e-6)
+    assert torch.equal(kernelkit.ada_layer_norm(x, sc, sh), want)
+    want = fresh()
+    ops.rms_norm_gelu(want, x, w, 1e-6)
+    assert torch.equal(kernelkit.rms_norm_gelu(x, w), want)
+    xh, rh = (rand(3, 5, 64, dtype=torch.float16, device=device) for _ in range(2))
+    wh = rand(64, dtype=torch.float16, device=device, lo=0.5, hi=1.5)
+    q1, s1 = kernelkit.rms_norm_quant(xh, wh, dtype=torch.int8)
+    q2, s2 = torch.empty_like(q1), torch.empty_like(s1)
+    ops.rms_norm_quant(q2, s2, xh, wh, 1e-6, False, 0.0)
+    assert torch.equal(q1, q2) and torch.equal(s1, s2)
+    r1, r2 = rh.clone(), rh.clone()
+    q1, s1 = kernelkit.fused_add_rms_norm_quant(xh, r1, wh, dtype=torch.int8)
+    ops.fused_add_rms_norm_quant(q2, s2, xh, r2, wh, 1e-6, False, 0.0)
+    assert torch.equal(q1, q2) and torch.equal(s1, s2) and torch.equal(r1, r2)
+    g = rand(3, 5, 128, dtype=torch.float16, device=device)
+    q1, s1 = kernelkit.silu_and_mul_quant(g, torch.int8)
+    ops.silu_and_mul_quant(q2, s2, g, False)
+    assert torch.equal(q1, q2) and torch.equal(s1, s2)
     assert taken[6:] == ["fused_add_rms_norm", "rotary_embedding_", "linear_weight_only", "decode_attention",
-                         "attention", "write_kv_cache"]
+                         "attention", "write_kv_cache", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
+                         "fused_add_rms_norm_quant", "silu_and_mul_quant"]
 
     class Seen(TorchDispatchMode):
         def __init__(self):

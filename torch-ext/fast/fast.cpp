@@ -124,6 +124,12 @@ PYBIND11_MODULE(_kernelkit_fast, m) {
   def_act_and_mul(m);
   // Destination passing, the schemas' arguments in order.
   Entry<void(at::Tensor&, at::Tensor&, const OptTensor&, double, double)>::def(m, "fused_add_rms_norm");
+  Entry<void(at::Tensor&, T, T, T, const OptTensor&, const OptTensor&, double)>::def(m, "ada_layer_norm");
+  Entry<void(at::Tensor&, T, const OptTensor&, double)>::def(m, "rms_norm_gelu");
+  Entry<void(at::Tensor&, at::Tensor&, T, const OptTensor&, double, bool, double)>::def(m, "rms_norm_quant");
+  Entry<void(at::Tensor&, at::Tensor&, T, at::Tensor&, const OptTensor&, double, bool, double)>::def(
+      m, "fused_add_rms_norm_quant");
+  Entry<void(at::Tensor&, at::Tensor&, T, bool)>::def(m, "silu_and_mul_quant");
   Entry<void(T, at::Tensor&, at::Tensor&, T, bool)>::def(m, "rotary_embedding_");
   Entry<void(at::Tensor&, T, T, T, int64_t, int64_t, const OptTensor&, const OptTensor&)>::def(m, "linear_weight_only");
   Entry<void(at::Tensor&, const OptTensor&, T, T, T, const OptTensor&, const OptTensor&, double, bool, int64_t, double,

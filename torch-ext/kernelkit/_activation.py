@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _compiling, _dims, _fast, _inference_only, _out_for, _quant_outputs, _rows
+from ._common import _compiling, _dims, _eager_ops, _fast, _inference_only, _out_for, _quant_outputs, _rows
 from ._ops import ops
 
 __all__ = ["gelu", "gelu_tanh", "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu",
@@ -93,5 +93,5 @@ def silu_and_mul_quant(x: torch.Tensor, dtype: torch.dtype = torch.float8_e4m3fn
     _dims("silu_and_mul_quant", "x", x, 1, "[..., 2d]")
     x = _rows(x)
     q, s = _quant_outputs("silu_and_mul_quant", x, dtype, scale, x.shape[-1] // 2)
-    ops.silu_and_mul_quant(q, s, x, scale is not None)
+    _eager_ops().silu_and_mul_quant(q, s, x, scale is not None)
     return q, s

@@ -63,7 +63,7 @@ def ada_layer_norm(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, we
     _inference_only("ada_layer_norm", x, scale, shift, weight, bias)
     x = _rows(x)
     out = _out_for(x, out)
-    ops.ada_layer_norm(out, x, scale, shift, weight, bias, eps)
+    _eager_ops().ada_layer_norm(out, x, scale, shift, weight, bias, eps)
     return out
 
 
@@ -73,7 +73,7 @@ def rms_norm_gelu(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: f
     _inference_only("rms_norm_gelu", x, weight)
     x = _rows(x)
     out = _out_for(x, out)
-    ops.rms_norm_gelu(out, x, weight, eps)
+    _eager_ops().rms_norm_gelu(out, x, weight, eps)
     return out
 
 
@@ -90,7 +90,7 @@ def rms_norm_quant(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: 
     """
     _inference_only("rms_norm_quant", x, weight)
     q, s = _quant_outputs("rms_norm_quant", x, dtype, scale)
-    ops.rms_norm_quant(q, s, x, weight, eps, scale is not None, weight_offset)
+    _eager_ops().rms_norm_quant(q, s, x, weight, eps, scale is not None, weight_offset)
     return q, s
 
 
@@ -104,5 +104,5 @@ def fused_add_rms_norm_quant(x: torch.Tensor, residual: torch.Tensor, weight: Op
     """
     _inference_only("fused_add_rms_norm_quant", x, residual, weight)
     q, s = _quant_outputs("fused_add_rms_norm_quant", x, dtype, scale)
-    ops.fused_add_rms_norm_quant(q, s, x, residual, weight, eps, scale is not None, weight_offset)
+    _eager_ops().fused_add_rms_norm_quant(q, s, x, residual, weight, eps, scale is not None, weight_offset)
     return q, s
