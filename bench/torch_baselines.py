@@ -9,8 +9,9 @@ shape and dtype:
      formula, every element, |got - ref| <= atol + rtol * |ref| (rtol 2^-7 bf16, 2^-10 fp16); a failing case is reported
      and not timed;
   2. GPU time: each implementation's calls, one per buffer set over all sets (sets rotate so that their total exceeds
-     2x L2: cold L2; capped at 64 sets, labelled 'L2-warm' when the cap wins), captured in one CUDA graph; the median of
-     >= 50 replays (CUDA events) divided by the calls per replay;
+     2x L2: cold L2; capped at 64 sets, labelled 'L2-warm' when the cap wins), each writing its set's own outputs
+     (--reuse-outputs: outputs allocated at each call), captured in one CUDA graph; the median of >= 50 replays (CUDA
+     events) divided by the calls per replay;
   3. host-inclusive latency: plain calls back to back, time.perf_counter() around them with a final synchronize,
      divided by the count (includes Python, ctypes and torch dispatch overhead);
   4. GB/s from the op's minimal bytes (each input read once, each output written once) and % of the device-to-device

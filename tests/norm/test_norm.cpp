@@ -137,13 +137,12 @@ class ReferenceProperties
 
 TEST_P(ReferenceProperties, FusedEqualsComposedAndStatisticsHold) {
   const auto [op, dt, rows, hidden, pad] = GetParam();
-  kernelkit::testing::NormCase c;
-  c.op = op;
-  c.dtype = dt;
-  c.rows = rows;
-  c.hidden = hidden;
-  c.row_pad = pad;
-  c.seed = static_cast<uint64_t>(rows * 1000 + hidden);
+  kernelkit::testing::NormCase c{.op = op,
+                                 .dtype = dt,
+                                 .rows = rows,
+                                 .hidden = hidden,
+                                 .row_pad = pad,
+                                 .seed = static_cast<uint64_t>(rows * 1000 + hidden)};
   const bool quant = op_quant_out_dtype(op).has_value();
   for (bool weight : {true, false})
     for (bool static_scale : {false, true}) {

@@ -155,13 +155,12 @@ class NormQuantStatic : public ::testing::TestWithParam<std::tuple<OpId, DType>>
 TEST_P(NormQuantStatic, ReadsTheScale) {
   const auto [op, dt] = GetParam();
   for (const auto& [rows, hidden] : {std::pair{1, 64}, {83, 769}, {4096, 4096}, {7, 8192}}) {
-    kernelkit::testing::NormCase c;
-    c.op = op;
-    c.dtype = dt;
-    c.rows = rows;
-    c.hidden = hidden;
-    c.static_scale = true;
-    c.seed = 41 + rows;
+    kernelkit::testing::NormCase c{.op = op,
+                                   .dtype = dt,
+                                   .rows = rows,
+                                   .hidden = hidden,
+                                   .seed = static_cast<uint64_t>(41 + rows),
+                                   .static_scale = true};
     check(c);
     c.magnitude = 100;  // the sums only: y is still about unit RMS
     c.row_pad = 8;
@@ -183,19 +182,6 @@ TEST(NormRandom, MatchesReference) {
   });
 }
 
-namespace {
-// A case of the op at rows x hidden with the harness's defaults for the rest.
-kernelkit::testing::NormCase shaped_case(OpId op, DType dt, int64_t rows, int64_t hidden, uint64_t seed) {
-  kernelkit::testing::NormCase c;
-  c.op = op;
-  c.dtype = dt;
-  c.rows = rows;
-  c.hidden = hidden;
-  c.seed = seed;
-  return c;
-}
-}  // namespace
-
 // The row reductions' KERNELKIT_TUNE work splits (vectors a thread, waves of blocks) stay correct.
 TEST(PlannerAlternatives, TunedNormsMatchReference) {
   uint64_t seed = 93;
@@ -210,7 +196,7 @@ TEST(PlannerAlternatives, TunedNormsMatchReference) {
       for (DType dt : {DType::f32, DType::bf16})
         for (const auto& [rows, hidden] : {std::pair{333, 4096}, {8, 5125}}) {
           if (!(op_info(op).dtypes & dtype_bit(dt))) continue;
-          kernelkit::testing::NormCase c = shaped_case(op, dt, rows, hidden, seed++);
+          kernelkit::testing::NormCase c{.op = op, .dtype = dt, .rows = rows, .hidden = hidden, .seed = seed++};
           if (const auto fp8 = op_fp8_dtype(op); fp8 && !kernelkit::testing::case_profile().supports(*fp8)) continue;
           kernelkit::testing::expect_case(kernelkit::testing::run_norm_case_cuda(c, 0), dt, c.name() + " " + setting);
         }
@@ -231,9 +217,9 @@ TEST(PlannerAlternatives, LeanNormsMatchReference) {
                                            {40, 5120},
                                            {17, 8192},
                                            {70, 2048},
-                                           {9, 520}})  // the last two: 128 and 64 (bf16) threads, rows_lean_min
+                                           {9, 520}})  // the last two: 128 (bf16: lean by default) and 64 threads
           for (int form = 0; form < 4; ++form) {
-            kernelkit::testing::NormCase c = shaped_case(op, dt, rows, hidden, seed++);
+            kernelkit::testing::NormCase c{.op = op, .dtype = dt, .rows = rows, .hidden = hidden, .seed = seed++};
             c.weight = c.bias = form != 1;
             c.weight_offset = form == 2 && op != OpId::layer_norm ? 1.0f : 0.0f;  // Gemma: the RMS norms
             c.row_pad = form == 3 ? 8 : 0;
