@@ -51,14 +51,15 @@ class TrustedDevicePointers {
 };
 bool device_pointers_trusted();  // inside a TrustedDevicePointers scope on this thread
 
-// Index values that only the device sees (a paged cache's block_table and seqlens_k, RoPE positions) are checked by the
-// kernels that use them: a kernel never follows an out-of-range index (decode skips those keys, RoPE clamps the
-// position into the cache) and records the first violation, op, argument, index, value and bound, in a fixed
-// per-device record, without stopping the stream (so CUDA-graph replay stays valid). check_errors waits for the
-// device, returns that record as an error and clears it; Ok when nothing was recorded, and always without a CUDA
-// device. Not while a stream is being captured into a CUDA graph (it synchronizes). The quantizers record an inf or
-// NaN input the same way (the activation quantizers: per token, per tensor, per token group; the weight quantizers wait
-// and refuse it at the call), and a per-tensor static scale that is not finite and > 0.
+// Index values that only the device sees (a paged cache's block_table and seqlens_k, RoPE positions, write_kv_cache's
+// slots, linear_weight_only's perm) are checked by the kernels that use them: a kernel never follows an out-of-range
+// index (decode skips those keys, RoPE clamps the position into the cache, the act-order gather reads 0) and records
+// the first violation, op, argument, index, value and bound, in a fixed per-device record, without stopping the stream
+// (so CUDA-graph replay stays valid). check_errors waits for the device, returns that record as an error and clears it;
+// Ok when nothing was recorded, and always without a CUDA device. Not while a stream is being captured into a CUDA
+// graph (it synchronizes). The quantizers record an inf or NaN input the same way (the activation quantizers: per
+// token, per tensor, per token group; the weight quantizers wait and refuse it at the call), and a per-tensor static
+// scale that is not finite and > 0.
 Status check_errors(int device = 0);
 // Debug mode: after each CUDA op, wait for its stream and run check_errors, so the error comes back from the call
 // that caused it (skipped while the stream is being captured). Off unless the environment sets KERNELKIT_CHECK=1 (or

@@ -41,6 +41,9 @@ std::string device_check_message(OpId op, DeviceCheck arg, int64_t i, int64_t j,
       what = "cache.seqlens_k" + at + " must be in [0, " + b + "] (the cache capacity)";
       break;
     case DeviceCheck::positions: what = "positions" + at + " is outside the cache [0, " + b + ")"; break;
+    case DeviceCheck::perm:
+      what = "perm" + at + " must be an input of x in [0, k = " + b + ")";
+      break;
     case DeviceCheck::slot_mapping:
       what = "slot_mapping" + at + " must be -1 (skip) or a cache slot in [0, " + b + ")";
       break;

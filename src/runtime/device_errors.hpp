@@ -18,7 +18,8 @@ namespace kernelkit::detail {
 // -1 for a whole row) of a quantizer's input w / x holds inf or NaN (no value or bound); cu_seqlens_q / k: entry i
 // breaks the rise from 0 to the packed token count `bound`; max_seqlen_q / k: sequence i's `value` tokens exceed the
 // max_seqlen `bound` given; static_scale: a quantizer's given scale (`value`: its fp32 bits) is not finite and > 0;
-// k_scale / v_scale: entry i of an e4m3 KV cache's scale (`value`: its fp32 bits) is not finite and > 0.
+// k_scale / v_scale: entry i of an e4m3 KV cache's scale (`value`: its fp32 bits) is not finite and > 0; perm: entry i
+// of a weight-only linear's input order is not an input of x in [0, bound = k).
 enum class DeviceCheck : int32_t {
   block_table = 1,
   seqlens_k = 2,
@@ -32,7 +33,8 @@ enum class DeviceCheck : int32_t {
   slot_mapping = 10,
   static_scale = 11,
   k_scale = 12,
-  v_scale = 13
+  v_scale = 13,
+  perm = 14
 };
 
 struct DeviceErrorRecord {

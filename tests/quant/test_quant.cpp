@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "expect_case.hpp"
@@ -295,6 +297,48 @@ TEST(WeightOnlyReference, ZeroPointsAndGroupsByHand) {
   }
 }
 
+// Act-order: with perm the layer multiplies the weights' column j by input perm[j] of x, as the same call without perm
+// on x gathered by hand does (i32 and i64 indices); an entry outside [0, k) is refused naming it, before out is
+// written.
+TEST(WeightOnlyReference, PermGathersTheInputs) {
+  const int64_t m = 3, n = 5, k = 128, group = 64;
+  auto w = random_matrix(DType::f32, n, k, 0.1, 31);
+  std::vector<uint8_t> q(n * k / 2);
+  std::vector<float> s(n * k / group);
+  const TensorView qv = mat(q.data(), DType::i4x2, n, k / 2), sv = mat(s.data(), DType::f32, n, k / group);
+  ASSERT_TRUE(quantize_int4_groupwise(qv, sv, mat(w.data(), DType::f32, n, k), group).ok());
+  std::vector<int64_t> order(k);
+  for (int64_t j = 0; j < k; ++j) order[j] = (j * 37 + 11) % k;  // 37 is prime to 128: a permutation
+  std::vector<int32_t> perm32(order.begin(), order.end());
+  for (DType dt : {DType::f16, DType::bf16}) {
+    auto x = random_matrix(dt, m, k, 1.0, 32);
+    kernelkit::testing::HostBuffer gathered(dt, m * k), want(dt, m * n), got(dt, m * n);
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < k; ++j) gathered.set(t * k + j, x.get(t * k + order[j]));
+    ASSERT_TRUE(
+        linear_weight_only(mat(want.data(), dt, m, n), mat(gathered.data(), dt, m, k), qv, sv, 4, group, std::nullopt)
+            .ok());
+    for (const TensorView& pv : {vec(order.data(), DType::i64, k), vec(perm32.data(), DType::i32, k)}) {
+      got.poison();
+      ASSERT_TRUE(linear_weight_only(mat(got.data(), dt, m, n), mat(x.data(), dt, m, k), qv, sv, 4, group, std::nullopt,
+                                     nullptr, false, std::nullopt, pv)
+                      .ok());
+      for (int64_t i = 0; i < m * n; ++i) EXPECT_EQ(got.get(i), want.get(i)) << dtype_name(pv.dtype) << " " << i;
+    }
+    std::vector<int32_t> bad = perm32;
+    for (int32_t v : {-1, 128, std::numeric_limits<int32_t>::max()}) {
+      bad[9] = v;
+      got.poison();
+      const Status st = linear_weight_only(mat(got.data(), dt, m, n), mat(x.data(), dt, m, k), qv, sv, 4, group,
+                                           std::nullopt, nullptr, false, std::nullopt, vec(bad.data(), DType::i32, k));
+      EXPECT_EQ(st.code(), StatusCode::invalid_argument);
+      EXPECT_EQ(st.message(),
+                "linear_w4a16: perm[9] = " + std::to_string(v) + " must be an input of x in [0, k = 128)");
+      for (int64_t i = 0; i < m * n; ++i) EXPECT_TRUE(std::isnan(got.get(i))) << "out written before the refusal";
+    }
+  }
+}
+
 TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
   const int64_t m = 2, n = 3, k = 128;
   std::vector<uint16_t> x(m * k), out(m * n), bias(n);
@@ -356,6 +400,15 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
       {linear_weight_only(ov, TensorView::strided(x.data(), DType::f16, {m, k}, {1, m}), q8v, s8v, 8, 0, std::nullopt),
        "x must have a contiguous last dim"},
       {linear_weight_only(ov, xv, mat(nullptr, DType::i8, n, k), s8v, 8, 0, std::nullopt), "qweight is a null pointer"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt, nullptr, false, std::nullopt,
+                          vec(xf.data(), DType::f32, k)),
+       "perm dtype f32 must be i32 or i64"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt, nullptr, false, std::nullopt,
+                          vec(s4.data(), DType::i32, 6)),
+       "perm shape [6] must be [128]"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt, nullptr, false, std::nullopt,
+                          TensorView::strided(xf.data(), DType::i32, {k}, {2})),
+       "perm must be contiguous"},
       {linear_weight_only(ov, xv, TensorView::contiguous(q8.data(), DType::i8, {n, k}, Device::cuda()), s8v, 8, 0,
                           std::nullopt),
        "qweight is on cuda:0 but the first tensor is on cpu"},
@@ -746,11 +799,14 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
 // hold together (a harness bug would otherwise first show on the GPU machine).
 TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
   for (DType dt : {DType::f16, DType::bf16})
-    for (auto [bits, group, zeros] : {std::tuple{8, 0, false}, std::tuple{4, 64, false}, std::tuple{4, 128, false},
-                                      std::tuple{8, 32, false}, std::tuple{8, 128, true}, std::tuple{4, 32, true}})
+    for (auto [bits, group, zeros, perm] : {std::tuple{8, 0, false, DType::f32}, std::tuple{4, 64, false, DType::f32},
+                                            std::tuple{4, 128, false, DType::f32}, std::tuple{8, 32, false, DType::f32},
+                                            std::tuple{8, 128, true, DType::f32}, std::tuple{4, 32, true, DType::f32},
+                                            std::tuple{4, 128, true, DType::i32}, std::tuple{8, 64, false, DType::i64}})
       for (int64_t m : {1, 3})
         for (bool acc : {false, true}) {
-          const kernelkit::testing::WeightOnlyCase c{dt, bits, group, m, 7, 256, m == 1, m == 1 ? 0 : 8, 2, acc, zeros};
+          const kernelkit::testing::WeightOnlyCase c{dt,     bits,           group, m,   7,     256,
+                                                     m == 1, m == 1 ? 0 : 8, 2,     acc, zeros, perm};
           const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
           ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
           EXPECT_EQ(r.checked, m * 7) << c.name();

@@ -56,6 +56,36 @@ def test_weight_only_linear_with_zero_points(device, bits, group, dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_weight_only_linear_perm_gathers_x(device, m, index_dtype):
+    """perm= (act-order): the same bits as the call on x[..., perm] (the GEMV at 1 token, tensor cores at 5), and an
+    index outside [0, k) refused naming it (on CUDA through kernelkit.check_errors)."""
+    g = torch.Generator().manual_seed(m)
+    n, k = 48, 256
+    v = torch.randint(-8, 8, (n, k), generator=g, dtype=torch.int8)
+    q = kernelkit.formats.pack_int4(v).to(device)
+    s = (torch.rand(n, k // 128, generator=g) * 0.01 + 0.001).to(device)
+    z = torch.randint(-8, 9, (n, k // 128), generator=g, dtype=torch.int8).to(device)
+    x = (torch.rand(m, k, generator=g) * 2 - 1).to(torch.float16).to(device)
+    perm = torch.randperm(k, generator=g).to(index_dtype).to(device)
+    y = kernelkit.linear_weight_only(x, q, s, 4, 128, zeros=z, perm=perm)
+    want = kernelkit.linear_weight_only(x[..., perm].contiguous(), q, s, 4, 128, zeros=z)
+    assert torch.equal(y, want)
+    bad = perm.clone()
+    bad[7] = k
+    if device == "cpu":
+        with pytest.raises(ValueError, match=r"perm\[7\] = 256 must be an input of x in \[0, k = 256\)"):
+            kernelkit.linear_weight_only(x, q, s, 4, 128, zeros=z, perm=bad)
+    else:
+        kernelkit.linear_weight_only(x, q, s, 4, 128, zeros=z, perm=bad)
+        with pytest.raises(ValueError, match=r"perm\[7\] = 256 must be an input of x in \[0, k = 256\)"):
+            kernelkit.check_errors()
+    with pytest.raises(ValueError, match="perm dtype f32 must be i32 or i64"):
+        kernelkit.linear_weight_only(x, q, s, 4, 128, perm=perm.float())
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_w8a8_linear_matches_exact_integer_matmul(device):
     w = rand(200, 272, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)
     qw, sw = kernelkit.quantize_weight(w, bits=8)
@@ -394,6 +424,9 @@ def test_opcheck(device):
                                                  torch.empty(16, device=device), w8, 8, 0)),
         (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
                                                     torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None)),
+        (kernelkit.ops.linear_weight_only.default, (torch.empty(3, 16, device=device, dtype=h),
+                                                    torch.randn(3, 128, device=device, dtype=h), q8, s8, 8, 0, None,
+                                                    None, torch.randperm(128, device=device).int())),
         (kernelkit.ops.quantize_per_token.default, (torch.empty(3, 128, dtype=torch.int8, device=device),
                                                     torch.empty(3, device=device), torch.randn(3, 128, device=device))),
         (kernelkit.ops.linear_w8a8.default, (torch.empty(3, 16, device=device, dtype=h),

@@ -1,11 +1,10 @@
 // What the kernels check on the device. Index values only the device sees (a paged cache's block_table, seqlens_k,
-// RoPE positions, write_kv_cache's slots): a bad one is never followed, it is recorded and comes back from
-// check_errors (or, in debug mode, from the call itself) naming the op, the argument, the index, the value and the
-// bound; the record is then clear.
-// Negative, == bound and huge values on each, both decode kernels, one split and several, and a CUDA-graph replay;
-// packed varlen cu_seqlens given max_seqlen (not read back), on both prefill kernels.
-// The quantizers' inputs: inf or NaN is refused at the call for weights, recorded for per-token activations.
-// memcheck runs these too (gpu-check).
+// RoPE positions, write_kv_cache's slots, linear_weight_only's perm): a bad one is never followed, it is recorded and
+// comes back from check_errors (or, in debug mode, from the call itself) naming the op, the argument, the index, the
+// value and the bound; the record is then clear. Negative, == bound and huge values on each, both decode kernels, one
+// split and several, and a CUDA-graph replay; packed varlen cu_seqlens given max_seqlen (not read back), on both
+// prefill kernels. The quantizers' inputs: inf or NaN is refused at the call for weights, recorded for per-token
+// activations. memcheck runs these too (gpu-check).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -245,6 +244,35 @@ TEST(GpuIndexCheck, KvWriteSlotsOutsideTheCache) {
   DeviceBuffer slots = upload(ints(DType::i64, {3, 4, 5})), pos = upload(ints(DType::i64, {3, 100, 99}));
   expect_index_error([&] { return call(DType::i64, slots, &pos); },
                      "write_kv_cache: positions[1] = 100 is outside the cache [0, 100)");
+}
+
+// linear_weight_only's act-order perm: an entry outside [0, k) on the GEMV (1 token) and the tensor-core path (5
+// tokens), i32 and i64; the gather reads no x for it.
+TEST(GpuIndexCheck, WeightOnlyPermOutsideTheInputs) {
+  const Device d = Device::cuda(0);
+  const int64_t n = 16, k = 128, group = 64;
+  DeviceBuffer x = upload(random_host(DType::f16, 5 * k, 41)), q = upload(random_host(DType::i8, n * k / 2, 42));
+  DeviceBuffer s = upload(random_host(DType::f32, n * k / group, 43)), out;
+  ASSERT_TRUE(out.alloc(5 * n * 2).ok());
+  for (DType pdt : {DType::i32, DType::i64})
+    for (int64_t m : {1, 5})
+      for (int64_t bad : {int64_t{-1}, k, int64_t{std::numeric_limits<int32_t>::max()}}) {
+        SCOPED_TRACE(std::string(dtype_name(pdt)) + " m" + std::to_string(m) + " " + std::to_string(bad));
+        std::vector<int64_t> perm(k);
+        for (int64_t j = 0; j < k; ++j) perm[j] = k - 1 - j;
+        perm[70] = bad;
+        DeviceBuffer p = upload(ints(pdt, perm));
+        expect_index_error(
+            [&] {
+              return linear_weight_only(TensorView::contiguous(out.data(), DType::f16, {m, n}, d),
+                                        TensorView::contiguous(x.data(), DType::f16, {m, k}, d),
+                                        TensorView::contiguous(q.data(), DType::i4x2, {n, k / 2}, d),
+                                        TensorView::contiguous(s.data(), DType::f32, {n, k / group}, d), 4, group,
+                                        std::nullopt, nullptr, false, std::nullopt,
+                                        TensorView::contiguous(p.data(), pdt, {k}, d));
+            },
+            "linear_w4a16: perm[70] = " + std::to_string(bad) + " must be an input of x in [0, k = 128)");
+      }
 }
 
 // A packed varlen prefill given max_seqlen_q / k, so nothing is read back: 3 sequences of (5, 7), (0, 2), (7, 11)

@@ -19,12 +19,12 @@ void quantize_weight(at::Tensor& qweight, at::Tensor& scales, const at::Tensor& 
 
 void linear_weight_only(at::Tensor& out, const at::Tensor& x, const at::Tensor& qweight, const at::Tensor& scales,
                         int64_t bits, int64_t group, const std::optional<at::Tensor>& bias,
-                        const std::optional<at::Tensor>& zeros) {
+                        const std::optional<at::Tensor>& zeros, const std::optional<at::Tensor>& perm) {
   const Call c("linear_weight_only", x);
   const TensorView xv = c(x, "x"), qv = c(qweight, "qweight", /*packed_int4=*/true), sv = c(scales, "scales"),
                    outv = c(out, "out");
   c.check(kernelkit::linear_weight_only(outv, xv, qv, sv, c.i32(bits, "bits"), c.i32(group, "group"), c(bias, "bias"),
-                                        c.stream(), false, c(zeros, "zeros")));
+                                        c.stream(), false, c(zeros, "zeros"), c(perm, "perm")));
 }
 
 void quantize_per_token(at::Tensor& q, at::Tensor& scales, const at::Tensor& x) {
@@ -89,7 +89,7 @@ KK_TORCH_OPS(m) {
          &quantize_weight);
   def_op(m,
          "linear_weight_only(Tensor! out, Tensor x, Tensor qweight, Tensor scales, int bits, int group, "
-         "Tensor? bias, Tensor? zeros=None) -> ()",
+         "Tensor? bias, Tensor? zeros=None, Tensor? perm=None) -> ()",
          &linear_weight_only);
   def_op(m, "quantize_per_token(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token);
   def_op(m, "quantize_per_token_fp8(Tensor! q, Tensor(b!) scales, Tensor x) -> ()", &quantize_per_token_fp8);

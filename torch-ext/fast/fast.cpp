@@ -131,7 +131,8 @@ PYBIND11_MODULE(_kernelkit_fast, m) {
       m, "fused_add_rms_norm_quant");
   Entry<void(at::Tensor&, at::Tensor&, T, bool)>::def(m, "silu_and_mul_quant");
   Entry<void(T, at::Tensor&, at::Tensor&, T, bool)>::def(m, "rotary_embedding_");
-  Entry<void(at::Tensor&, T, T, T, int64_t, int64_t, const OptTensor&, const OptTensor&)>::def(m, "linear_weight_only");
+  Entry<void(at::Tensor&, T, T, T, int64_t, int64_t, const OptTensor&, const OptTensor&, const OptTensor&)>::def(
+      m, "linear_weight_only");
   Entry<void(at::Tensor&, const OptTensor&, T, T, T, const OptTensor&, const OptTensor&, double, bool, int64_t, double,
              const OptTensor&, const OptTensor&, const OptTensor&)>::def(m, "decode_attention");
   Entry<void(at::Tensor&, const OptTensor&, T, T, T, double, bool, const OptTensor&, const OptTensor&,

@@ -39,12 +39,12 @@ def tolerance(dtype: torch.dtype) -> tuple[float, float]:
 
 def check_errors(device: int | str | torch.device | None = None) -> None:
     """Raises ValueError for the first out-of-range index a kernel met on the device since the last check (a paged
-    cache's block_table or seqlens_k, RoPE positions, write_kv_cache's slots: the kernels never follow one, they
-    skip or clamp the work behind it and record it), naming the op, the argument, the index, its value and the
-    bound, or for an inf / NaN that an activation quantizer (quantize_per_token, quantize_per_tensor,
-    quantize_per_token_group) met, the row, or for a static scale that is not finite and > 0, its value; and clears the
-    record. It waits for the device (not inside a CUDA-graph capture); nothing to do without CUDA. device: an index, "cuda:1", a
-    torch.device, or None for the current device."""
+    cache's block_table or seqlens_k, RoPE positions, write_kv_cache's slots, linear_weight_only's perm: the kernels
+    never follow one, they skip or clamp the work behind it and record it), naming the op, the argument, the index,
+    its value and the bound, or for an inf / NaN that an activation quantizer (quantize_per_token,
+    quantize_per_tensor, quantize_per_token_group) met, the row, or for a static scale that is not finite and > 0, its
+    value; and clears the record. It waits for the device (not inside a CUDA-graph capture); nothing to do without
+    CUDA. device: an index, "cuda:1", a torch.device, or None for the current device."""
     if not torch.cuda.is_available():
         return
     if device is None:

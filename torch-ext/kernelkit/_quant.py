@@ -54,7 +54,8 @@ def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[t
 
 
 def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, bits: int, group: int = 0,
-                       bias: Optional[torch.Tensor] = None, zeros: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       bias: Optional[torch.Tensor] = None, zeros: Optional[torch.Tensor] = None,
+                       perm: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = x @ dequant(qweight)^T (+ bias) with fp32 accumulation: W8A16 (bits=8) or W4A16 (bits=4).
 
     x [..., k] float16 / bfloat16. bits=8: qweight int8 [n, k] with scales float32 [n] (per output channel; group is
@@ -63,7 +64,10 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     (`kernelkit.nn`).
     zeros: optional int8 [n, k / group] zero points of asymmetric weights, w = scales * (q - zeros) with q the signed
     stored value (a checkpoint's unsigned zero z is z - 8 for 4 bits, z - 128 for 8 bits); subtracted exactly in the
-    kernels. On CUDA: a GEMV for 1-2 tokens, tensor cores from 3 on (any count).
+    kernels. perm: optional int32 / int64 [k], the weights' k order as inputs of x (act-order checkpoints): the
+    layer computes x[..., perm] @ dequant(qweight)^T, the gather inside the op (on sm_90 overlapped with the GEMV's
+    first weight loads); entries outside [0, k) are an error (raised on the CPU, recorded on CUDA for
+    `kernelkit.check_errors`). On CUDA: a GEMV for 1-2 tokens, tensor cores from 3 on (any count).
     """
     _inference_only("linear_weight_only", x, bias)
     _dims("linear_weight_only", "x", x, 1, "[..., k]")
@@ -73,7 +77,7 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
     out = torch.empty((x2.shape[0], qweight.shape[0]), dtype=x.dtype, device=x.device)
     if bits == 8 and scales.dim() == 1:
         group = 0  # one scale per output channel: the group (a quantize_weight default) does not apply
-    _eager_ops().linear_weight_only(out, x2, qweight, scales, bits, group, bias, zeros)
+    _eager_ops().linear_weight_only(out, x2, qweight, scales, bits, group, bias, zeros, perm)
     return out.reshape(*lead, qweight.shape[0])
 
 

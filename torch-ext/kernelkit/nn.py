@@ -121,7 +121,7 @@ class ZeroPointLinear(_Float32Scales):
     Repacked once: q - 2^(b-1) in kernelkit's signed layout (INT4 interleaved, INT8 as it is) with the checkpoint's
     scales and the zero points z - 2^(b-1) as int8 (none for symmetric checkpoints, where z = 2^(b-1)), which the
     kernels subtract exactly while dequantizing: one `linear_weight_only` call. Act-order checkpoints (g_idx) have k
-    permuted once so each group is contiguous, and x is gathered to match. Groups of any multiple of 32 inputs, or one
+    permuted once so each group is contiguous, and the op gathers x to match (its `perm`). Groups of any multiple of 32 inputs, or one
     per output channel (k a multiple of 32)."""
 
     def __init__(self, in_features: int, out_features: int, bits: int, group: int):
@@ -130,7 +130,7 @@ class ZeroPointLinear(_Float32Scales):
         self.register_buffer("qweight", torch.empty(0, dtype=torch.uint8 if bits == 4 else torch.int8))
         self.register_buffer("scales", torch.empty(0, dtype=torch.float32))
         self.register_buffer("zeros", None)  # int8 [n, k / group]: z - 2^(bits-1); None when symmetric
-        self.register_buffer("perm", None)  # act-order: x[..., perm] is what the repacked weights expect
+        self.register_buffer("perm", None)  # act-order, int32 [k]: x[..., perm] is what the repacked weights expect
         self.bias = None
 
     @classmethod
@@ -164,15 +164,14 @@ class ZeroPointLinear(_Float32Scales):
         layer.scales = w.scales.float().repeat_interleave(repeat, dim=1).contiguous()
         if bool((zeros != 0).any()):
             layer.zeros = zeros.to(torch.int8).contiguous()
-        layer.perm = perm
+        layer.perm = None if perm is None else perm.to(torch.int32)
         if bias is not None:
             layer.bias = nn.Parameter(bias.detach().clone(), requires_grad=False)
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xp = x if self.perm is None else x[..., self.perm]
         bias = None if self.bias is None else self.bias.to(x.dtype)
-        return linear_weight_only(xp, self.qweight, self.scales, self.bits, self.group, bias, self.zeros)
+        return linear_weight_only(x, self.qweight, self.scales, self.bits, self.group, bias, self.zeros, self.perm)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bits={self.bits}, "

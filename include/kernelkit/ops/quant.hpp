@@ -110,14 +110,21 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed);
 //     w[r, j] = scales[r, g] * (q[r, j] - zeros[r, g]) with g = j / group, q the signed stored value; any int8 zero
 //     (a checkpoint's unsigned zero z of 4-bit codes u = q + 8 is z - 8, of 8-bit codes z - 128). Without zeros,
 //     w = scales * q.
+//   perm (optional): i32 or i64 [k], contiguous: the weights' k order as inputs of x (act-order checkpoints, whose
+//     inputs were permuted once at load so each scale group is contiguous): out = x[:, perm] @ dequant(qweight)^T.
+//     Each entry must be in [0, k) (checked where the values are read: the CPU backend returns the error, a CUDA
+//     kernel records it for check_errors and reads no x for it).
 // accumulate: out += ... (out is read first; the decoder layer's residual add).
 // CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split
 // over the grid when the tiles are few, the partial sums in stream-ordered scratch); q - zero is exact in both. Rows
-// of x and qweight must be 16-byte aligned. The CPU backend is the fp64 reference.
+// of x and qweight must be 16-byte aligned. With perm, a gather kernel writes x[:, perm] into stream-ordered scratch
+// and, on sm_90, the GEMV is launched as its programmatic dependent: its blocks start loading weights while the
+// gather runs and wait for it only before they read x. The CPU backend is the fp64 reference.
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
                           Stream stream = nullptr, bool accumulate = false,
-                          const std::optional<TensorView>& zeros = std::nullopt);
+                          const std::optional<TensorView>& zeros = std::nullopt,
+                          const std::optional<TensorView>& perm = std::nullopt);
 
 // W8A8 linear layer on INT8 tensor cores: out = (xq @ qweight^T, exact int32) * x_scales[m] * w_scales[n] (+ bias),
 // converted to fp32 once and rounded once to out's dtype.

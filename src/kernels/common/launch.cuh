@@ -98,5 +98,15 @@ Status launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t
   KK_CUDA_RETURN(cudaLaunchKernelEx(&config, kernel, args...));
   return Status::Ok();
 }
+// kernel<<<grid, block, smem, stream>>>(args...), or as launch_dependent when `dependent` (its threads call
+// wait_for_prior_grid() before they read what the kernel before it writes).
+template <typename... Params, typename... Args>
+Status launch_kernel(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                     const Args&... args) {
+  if (dependent) return launch_dependent(kernel, grid, block, smem, stream, args...);
+  kernel<<<grid, block, smem, stream>>>(args...);
+  KK_CUDA_RETURN(cudaGetLastError());
+  return Status::Ok();
+}
 
 }  // namespace kernelkit::cuda

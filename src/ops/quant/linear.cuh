@@ -19,6 +19,9 @@
 // Scales (WeightScales): per group of k (INT4 always, INT8 when group > 0; groups of 32, 64 or 128): a 16-byte chunk
 // (32 INT4 or 16 INT8 values) lies inside one group, so one scale (and zero point) a row serves the whole chunk, the
 // zero point folded into the exact dequantization; per row (INT8 with group 0): applied to the final sum.
+// Act-order (perm): gather_inputs_kernel writes x[:, perm] to scratch first; every kernel here issues its first weight
+// loads and only then waits for that grid (wait_for_prior_grid: it is launched as the gather's programmatic
+// dependent on sm_90), so the gather overlaps the weights' first round trip instead of adding a launch gap.
 // linear_fp8 at m <= 2 (KERNELKIT_TUNE fp8_gemv=1, an experiment: cuBLASLt's row-wise FP8 GEMM takes 27.3 us at m1
 // n14336 k4096 on the H100 where the 58.7 MB of weights stream in 19.4 at the copy ceiling): the same kernel (kFp8)
 // over e4m3 codes of x and of the weights, each converted exactly to fp32, sums scaled by x's and the weights' scales
@@ -33,9 +36,11 @@
 #include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
+#include "kernels/common/device_check.cuh"
 #include "kernels/common/e4m3.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
+#include "kernels/common/scratch.hpp"
 #include "kernels/common/vec.cuh"
 #include "ops/quant/linear_tc.cuh"
 #include "ops/quant/quant.hpp"
@@ -213,6 +218,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
         cp_async_commit();
       };
       for (int s = 0; s < p.stages - 1; ++s) issue(c_first + s * c_step, s);
+      wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the weights already in flight
       int s = 0;  // the slot of chunk c
       for (int64_t c = c_first; c < chunks; c += c_step) {
         // The chunk stages - 1 steps ahead goes into the slot chunk c - c_step used (read back a step ago).
@@ -233,6 +239,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       if (c < chunks)
 #pragma unroll
         for (int r = 0; r < kRows; ++r) wcur[r] = load_weights(wrow[r] + c * 16);
+      wait_for_prior_grid();  // as in the ring
       for (; c < chunks; c += c_step) {
         uint4 wnext[kRows];
         const int64_t cn = c + c_step;
@@ -448,6 +455,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     };
     uint2 cur[U][2] = {}, next[U][2] = {};
     load(warp, cur);
+    wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
     for (int r0 = warp; r0 < regions; r0 += step) {
       load(r0 + step, next);  // the next batch in flight while this one computes
 #pragma unroll
@@ -536,7 +544,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
 // The GEMV of plan's token tile and weight path (register prefetch or the cp.async ring); one-dimensional grid (token
 // tiles fastest, see above), block 32 x k_warps.
 template <typename T, int kBits, WeightScales kScales, bool kFp8 = false>
-Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_t stream) {
+Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_t stream, bool dependent = false) {
   constexpr int kRows = kLinearGemvRows;
   auto launch = [&](auto tokens) -> Status {
     constexpr int kTokens = decltype(tokens)::value;
@@ -545,9 +553,8 @@ Status launch_gemv(const LinearParams<T>& p, const LaunchPlan& plan, cudaStream_
                                               std::to_string(plan.tokens) + " tokens has no kernel");
     const auto kernel = plan.stages > 0 ? linear_gemv_kernel<T, kBits, kTokens, kRows, true, kScales, kFp8>
                                         : linear_gemv_kernel<T, kBits, kTokens, kRows, false, kScales, kFp8>;
-    kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-    KK_CUDA_RETURN(cudaGetLastError());
-    return Status::Ok();
+    return launch_kernel(dependent, kernel, grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream,
+                         p);
   };
   switch (plan.tokens) {
     case 1:
@@ -578,15 +585,61 @@ LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& p
           .stages = plan.stages};
 }
 
+// Act-order: xg [m, k] (contiguous) = x[:, perm], one thread per 16 bytes of xg (kVec inputs of one token). An entry of
+// perm outside [0, k) is recorded (once, from token 0) and its input reads as 0. The GEMV after it is this grid's
+// programmatic dependent: every block lets it launch first thing (it waits for this grid's end before reading xg).
+template <typename T, typename Index>
+__global__ void __launch_bounds__(kElementwiseThreads)
+    gather_inputs_kernel(const T* x, int64_t x_stride, const Index* perm, T* xg, int64_t m, int64_t k,
+                         detail::DeviceErrorRecord* err, OpId op) {
+  constexpr int kVec = 16 / sizeof(T);
+  allow_dependent_launch();
+  const int64_t vecs = k / kVec, i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= m * vecs) return;
+  const int64_t t = i / vecs, j0 = (i % vecs) * kVec;
+  Vec<T, kVec> v;
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    const int64_t src = perm[j0 + e];
+    const bool inside = src >= 0 && src < k;
+    if (!inside && t == 0) record_device_error(err, op, detail::DeviceCheck::perm, j0 + e, -1, src, k);
+    v.v[e] = inside ? x[t * x_stride + src] : from_float<T>(0.0f);
+  }
+  v.store(xg + t * k + j0);
+}
+
 template <typename T>
 Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cudaStream_t stream) {
+  if (a.perm) {  // x gathered into the weights' k order (stream-ordered scratch), then this call on it
+    static_assert(16 % sizeof(T) == 0);
+    const int64_t vecs = a.rows * a.k / (16 / sizeof(T));  // k is a multiple of 16 (validate_weight_only)
+    detail::DeviceErrorRecord* err = nullptr;
+    KK_RETURN_IF_ERROR(device_error_record(a.device.index, &err));
+    return with_stream_scratch(static_cast<size_t>(a.rows * a.k) * sizeof(T), stream, [&](void* xg) -> Status {
+      const auto gather = [&](auto index) {
+        using Index = decltype(index);
+        gather_inputs_kernel<T, Index><<<one_thread_each(vecs), kElementwiseThreads, 0, stream>>>(
+            static_cast<const T*>(a.x), a.x_stride, static_cast<const Index*>(a.perm), static_cast<T*>(xg), a.rows, a.k,
+            err, a.op);
+      };
+      if (a.perm_i64)
+        gather(int64_t{});
+      else
+        gather(int32_t{});
+      KK_CUDA_RETURN(cudaGetLastError());
+      detail::WeightOnlyArgs g = a;
+      g.x = xg, g.x_stride = a.k, g.perm = nullptr, g.x_from_prior_grid = true;
+      return launch_linear<T>(g, plan, stream);
+    });
+  }
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
   LinearParams<T> p = gemv_params<T>(a, plan);
   p.zeros = a.zeros;
+  const bool dependent = a.x_from_prior_grid;
   return with_weight_form(a, [&](auto bits, auto scales) -> Status {
     constexpr WeightScales kScales = decltype(scales)::value;
     constexpr int kBits = decltype(bits)::value;
-    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream);
+    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream, dependent);
     // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
     // (mma_gemv_unroll); INT4 groups of 32 their own mapping.
     auto launch = [&](auto tiles, auto unroll) -> Status {
@@ -594,9 +647,8 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
       auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U>;
       if constexpr (kBits == 4)
         if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true, U>;
-      kernel<<<grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-      KK_CUDA_RETURN(cudaGetLastError());
-      return Status::Ok();
+      return launch_kernel(dependent, kernel, grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes),
+                           stream, p);
     };
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;

@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
     constexpr bool kGroups = kScales != WeightScales::row, kZeros = kScales == WeightScales::group_zero;
     constexpr int kTileGroups = BK / 16 / kGroupSteps;     // scale groups a k tile spans
     extern __shared__ __align__(16) unsigned char smem[];  // [S][BM][BK] of x, then [S][BN][kRowBytes] of weights
+    wait_for_prior_grid();  // x written by the kernel before (act-order's gather; launch_linear)
     T* const sX = reinterpret_cast<T*>(smem);
     unsigned char* const sW = smem + S * BM * BK * sizeof(T);
 
@@ -303,8 +304,8 @@ Status launch_linear_tc(const detail::WeightOnlyArgs& a, LaunchPlan plan, cudaSt
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
     p.partial = static_cast<float*>(workspace);
     // One-dimensional blocks (the kernel indexes threadIdx.x only); the grid from the plan.
-    kernel<<<grid_of(plan), kLinearTcThreads, static_cast<size_t>(plan.smem_bytes), stream>>>(p);
-    KK_CUDA_RETURN(cudaGetLastError());
+    KK_RETURN_IF_ERROR(launch_kernel(a.x_from_prior_grid, kernel, grid_of(plan), dim3(kLinearTcThreads),
+                                     static_cast<size_t>(plan.smem_bytes), stream, p));
     if (plan.k_splits > 1) {
       KK_RETURN_IF_ERROR(launch_dependent(linear_splitk_reduce_kernel<T>, one_thread_each(a.rows * a.n),
                                           dim3(kElementwiseThreads), 0, stream, p, plan.k_splits));

@@ -310,7 +310,8 @@ Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scal
 
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
-                          Stream stream, bool accumulate, const std::optional<TensorView>& zeros) {
+                          Stream stream, bool accumulate, const std::optional<TensorView>& zeros,
+                          const std::optional<TensorView>& perm) {
   using detail::dt;
   if (bits != 8 && bits != 4)
     return invalid_argument("linear_weight_only: bits must be 8 or 4, got " + std::to_string(bits));
@@ -353,6 +354,13 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
     KK_RETURN_IF_ERROR(c.tensor(scales, "scales", DType::f32, {a.n, a.k / group}));
   if (zeros) KK_RETURN_IF_ERROR(c.tensor(*zeros, "zeros", DType::i8, {a.n, a.k / group}));
   if (bias) KK_RETURN_IF_ERROR(c.tensor(*bias, "bias", x.dtype, {a.n}));
+  if (perm) {
+    if (perm->dtype != DType::i32 && perm->dtype != DType::i64)
+      return c.err("perm", "dtype " + dt(perm->dtype) + " must be i32 or i64");
+    KK_RETURN_IF_ERROR(c.tensor(*perm, "perm", perm->dtype, {a.k}));
+    a.perm = perm->data;
+    a.perm_i64 = perm->dtype == DType::i64;
+  }
   KK_RETURN_IF_ERROR(c.tensor(out, "out", x.dtype, {a.rows, a.n}, true));
   if (out.data == x.data && a.rows * a.n > 0)
     return invalid_argument(name + ": out must not be x (every output reads all of x's row)");
@@ -372,7 +380,8 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
                                                {&qweight, "qweight"},
                                                {&scales, "scales"},
                                                {zeros ? &*zeros : nullptr, "zeros"},
-                                               {bias ? &*bias : nullptr, "bias"}}));
+                                               {bias ? &*bias : nullptr, "bias"},
+                                               {perm ? &*perm : nullptr, "perm"}}));
   return detail::run_row_op(a, stream, detail::validate_weight_only, detail::weight_only_reference,
                             detail::weight_only_cuda);
 }

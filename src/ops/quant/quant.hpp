@@ -100,8 +100,13 @@ struct WeightOnlyArgs {
   const void* bias = nullptr;     // [n] or null
   void* out = nullptr;            // [m, n], row stride out_stride elements
   int64_t out_stride = 0;
+  const void* perm = nullptr;  // [k] i32 / i64 (perm_i64), or null: the weights' k order as inputs of x
+  bool perm_i64 = false;
   bool accumulate = false;  // out += x @ dequant(q)^T (+ bias): the residual add of a decoder layer
   int align_bytes = 16;  // of x's pointer and row stride (the weights' rows are checked on their own)
+  // CUDA: x was written by the kernel launched just before on the stream (perm's gather): the GEMV or tensor-core
+  // kernel is launched as its programmatic dependent (launch_kernel) and waits for it before reading x.
+  bool x_from_prior_grid = false;
 
   OpShape shape() const {
     OpShape s{rows, k, 1, align_bytes};

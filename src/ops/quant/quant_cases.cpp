@@ -18,6 +18,7 @@ std::string WeightOnlyCase::name() const {
   os << (bits == 8 ? "linear_w8a16" : "linear_w4a16");
   if (group) os << " g" << group;
   if (zeros) os << " zeros";
+  if (perm != DType::f32) os << " act-order " << dtype_name(perm);
   os << " " << dtype_name(dtype) << " m" << m << " n" << n << " k" << k << (bias ? " bias" : "");
   if (x_pad) os << " x_pad " << x_pad;
   return os.str();
@@ -78,6 +79,13 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
   for (int64_t i = 0; i < bias.size(); ++i) bias.set(i, ub(rng));
   if (c.accumulate)  // out starts random and is added to
     for (int64_t i = 0; i < out.size(); ++i) out.set(i, ux(rng));
+  // act-order: weight column j multiplies input order[j] of x (a random permutation).
+  std::vector<int64_t> order(static_cast<size_t>(c.k));
+  for (int64_t j = 0; j < c.k; ++j) order[j] = j;
+  const bool act_order = c.perm != DType::f32;
+  if (act_order) std::shuffle(order.begin(), order.end(), rng);
+  HostBuffer perm(act_order ? c.perm : DType::i32, c.k);
+  for (int64_t j = 0; j < c.k; ++j) perm.set(j, static_cast<double>(order[j]));
   HostBuffer want = out;
   const auto call = [&](const std::vector<void*>& p, Device d) {
     const TensorView xv = TensorView::strided(p[0], c.dtype, {c.m, c.k}, {xs, 1}, d);
@@ -85,22 +93,20 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
     const TensorView sv = c.group == 0 ? TensorView::contiguous(p[2], DType::f32, {c.n}, d)
                                        : TensorView::contiguous(p[2], DType::f32, {c.n, groups}, d);
     const TensorView ov = TensorView::contiguous(p[5], c.dtype, {c.m, c.n}, d);
-    std::optional<TensorView> bv, zv;
+    std::optional<TensorView> bv, zv, pv;
     if (c.bias) bv = TensorView::contiguous(p[3], c.dtype, {c.n}, d);
     if (c.zeros) zv = TensorView::contiguous(p[4], DType::i8, {c.n, groups}, d);
-    return linear_weight_only(ov, xv, qv, sv, c.bits, c.group, bv, nullptr, c.accumulate, zv);
+    if (act_order) pv = TensorView::contiguous(p[6], c.perm, {c.k}, d);
+    return linear_weight_only(ov, xv, qv, sv, c.bits, c.group, bv, nullptr, c.accumulate, zv, pv);
   };
   HostBuffer got = out;
   const Role written = c.accumulate ? Role::inout : Role::out;
-  if (r.status = run_reference(
-          {{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&z, Role::in}, {&want, written}}, call);
-      !r.status.ok())
-    return r;
-  if (r.status = run_under_test(
-          {{&x, Role::in}, {&q, Role::in}, {&s, Role::in}, {&bias, Role::in}, {&z, Role::in}, {&got, written}}, call,
-          device);
-      !r.status.ok())
-    return r;
+  const auto buffers = [&](HostBuffer* result) -> std::vector<CaseBuffer> {
+    return {{&x, Role::in}, {&q, Role::in},    {&s, Role::in},   {&bias, Role::in},
+            {&z, Role::in}, {result, written}, {&perm, Role::in}};
+  };
+  if (r.status = run_reference(buffers(&want), call); !r.status.ok()) return r;
+  if (r.status = run_under_test(buffers(&got), call, device); !r.status.ok()) return r;
 
   // sum_j |x w| per output, from the dequantized weights (the reference's own values, decoded independently).
   std::vector<double> wd(static_cast<size_t>(c.n * c.k)), xd(static_cast<size_t>(c.m * c.k));
@@ -120,15 +126,21 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
       wd[static_cast<size_t>(row * c.k + j)] = (v - (c.zeros ? z.get(g) : 0.0)) * s.get(g);
     }
   for (int64_t t = 0; t < c.m; ++t)
-    for (int64_t j = 0; j < c.k; ++j) xd[static_cast<size_t>(t * c.k + j)] = x.get(t * xs + j);
+    for (int64_t j = 0; j < c.k; ++j) xd[static_cast<size_t>(t * c.k + j)] = x.get(t * xs + order[j]);
+  // The reference itself is held to the dot products of these independently decoded values (with act-order, x in
+  // the case's own order): a reference that ignored perm, the zero points or the layout would fail here.
   const Tolerance tol = tolerance(c.dtype);
   for (int64_t t = 0; t < c.m; ++t)
     for (int64_t row = 0; row < c.n; ++row) {
       double l1 = c.bias ? std::fabs(bias.get(row)) : 0.0;
+      double dot = (c.bias ? bias.get(row) : 0.0) + (c.accumulate ? out.get(t * c.n + row) : 0.0);
       const double* xr = &xd[static_cast<size_t>(t * c.k)];
       const double* wr = &wd[static_cast<size_t>(row * c.k)];
-      for (int64_t j = 0; j < c.k; ++j) l1 += std::fabs(xr[j] * wr[j]);
+      for (int64_t j = 0; j < c.k; ++j) l1 += std::fabs(xr[j] * wr[j]), dot += xr[j] * wr[j];
       const double want_v = want.get(t * c.n + row);
+      if (!(std::fabs(want_v - dot) <= tol.atol + tol.rtol * std::fabs(dot) + 1e-9 * l1))
+        note_mismatch(&r, "reference out[" + std::to_string(t) + ", " + std::to_string(row) +
+                              "] = " + std::to_string(want_v) + " but the decoded weights give " + std::to_string(dot));
       check_element(&r, "out", got.get(t * c.n + row), want_v, tol.atol + tol.rtol * std::fabs(want_v) + 1e-6 * l1, t,
                     row);
     }
@@ -451,13 +463,20 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
     // The quantizers' forms, and the checkpoints' (GPTQ / AWQ: groups of 32, INT8 groups, zero points) on the GEMV
     // and the first tensor-core m at the large shape.
     const int bits = op_weight_bits(op);
+    // GPTQ act-order (a permutation of k): i32 indices at INT4, i64 at INT8.
     struct Form {
       int group;
       bool zeros, checkpoint;
+      DType perm = DType::f32;
     };
     const std::vector<Form> forms =
-        bits == 8 ? std::vector<Form>{{0, false, false}, {32, false, true}, {128, true, true}}
-                  : std::vector<Form>{{64, false, false}, {128, false, false}, {32, false, true}, {128, true, true}};
+        bits == 8
+            ? std::vector<Form>{{0, false, false}, {32, false, true}, {128, true, true}, {128, true, true, DType::i64}}
+            : std::vector<Form>{{64, false, false},
+                                {128, false, false},
+                                {32, false, true},
+                                {128, true, true},
+                                {128, true, true, DType::i32}};
     for (const Form f : forms)
       for (int64_t m : {1, 3, 8, 64})
         for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
@@ -465,6 +484,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
           if (f.checkpoint && n > 7 && m > 3) continue;
           WeightOnlyCase c{dtype, bits, f.group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
           c.zeros = f.zeros;
+          c.perm = f.perm;
           out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
         }
   } else {  // the quantizers, bit for bit

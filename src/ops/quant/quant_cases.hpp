@@ -30,7 +30,8 @@ struct WeightOnlyCase {
   uint64_t seed = 1;
   bool accumulate = false;  // out starts random: out += x @ dequant(q)^T (+ bias)
   bool zeros = false;       // zero points (random int8 per group): w = s (q - zero)
-  std::string name() const;  // "linear_w4a16 g128 zeros bf16 m3 n255 k512 bias"
+  DType perm = DType::f32;  // act-order: i32 or i64 for a random permutation of k as `perm` (f32: none)
+  std::string name() const;  // "linear_w4a16 g128 zeros act-order i32 bf16 m3 n255 k512 bias"
 };
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);

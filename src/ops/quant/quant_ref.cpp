@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ops/quant/quant.hpp"
 #include "runtime/device_errors.hpp"
@@ -140,6 +141,14 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
   const auto* qw = static_cast<const uint8_t*>(a.qweight);
   const int64_t groups = a.group > 0 ? a.k / a.group : 1;
   const int64_t row_bytes = a.bits == 8 ? a.k : a.k / 2;
+  // The input of x that weight column j multiplies (perm: checked before anything is written).
+  std::vector<int64_t> input(static_cast<size_t>(a.k));
+  for (int64_t j = 0; j < a.k; ++j) {
+    input[j] = !a.perm      ? j
+               : a.perm_i64 ? static_cast<const int64_t*>(a.perm)[j]
+                            : static_cast<const int32_t*>(a.perm)[j];
+    if (input[j] < 0 || input[j] >= a.k) return device_check_error(a.op, DeviceCheck::perm, j, -1, input[j], a.k);
+  }
   for (int64_t r = 0; r < a.n; ++r) {
     const uint8_t* row = qw + r * row_bytes;
     for (int64_t t = 0; t < a.rows; ++t) {
@@ -148,7 +157,8 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
         const int q = a.bits == 8 ? static_cast<int8_t>(row[j]) : int4_kernel_value(row, j);
         const int64_t g = a.group > 0 ? r * groups + j / a.group : r;
         const int zero = a.zeros ? a.zeros[g] : 0;
-        acc += load_as_double(a.x, a.dtype, t * a.x_stride + j) * ((q - zero) * static_cast<double>(a.scales[g]));
+        acc +=
+            load_as_double(a.x, a.dtype, t * a.x_stride + input[j]) * ((q - zero) * static_cast<double>(a.scales[g]));
       }
       if (a.bias) acc += load_as_double(a.bias, a.dtype, r);
       if (a.accumulate) acc += load_as_double(a.out, a.dtype, t * a.out_stride + r);
