@@ -313,7 +313,7 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
     keeps an `out` it is given, and still goes through the dispatcher (a dispatch mode sees the op)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from kernelkit import _activation, _common, _norm, _softmax
+    from kernelkit import _common
     from kernelkit._ops import ops
     if _common._fast is None:
         pytest.skip("the op library was built without Python's headers: no eager fast path")
@@ -329,9 +329,7 @@ def test_the_eager_fast_path_gives_torch_ops_bits_through_the_dispatcher(device,
             return getattr(real, name)
 
     real = _common._fast
-    monkeypatch.setattr(_common, "_fast", Spy())  # _eager_ops() reads it there
-    for module in (_norm, _softmax, _activation):
-        monkeypatch.setattr(module, "_fast", _common._fast)
+    monkeypatch.setattr(_common, "_fast", Spy())  # _eager_ops() and _fast_for() read it there
 
     def fresh(shape=x.shape):
         return torch.full(shape, float("nan"), dtype=dtype, device=device)

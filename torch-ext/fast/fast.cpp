@@ -80,16 +80,18 @@ void def_like_x(py::module_& m, const char* name) {
       nogil);
 }
 
-// act(x[..., :d]) * x[..., d:] into out, or a new [..., d] tensor. str arguments arrive as std::string (pybind11),
-// the schema's str is a c10::string_view.
-void def_act_and_mul(py::module_& m) {
-  auto op = std::make_shared<Op<void(at::Tensor&, const at::Tensor&, c10::string_view)>>("act_and_mul");
+// activation: act(x), or (`gated`, act_and_mul) act(x[..., :d]) * x[..., d:], into out or a new tensor (like x, or
+// [..., d]). str arguments arrive as std::string (pybind11), the schema's str is a c10::string_view.
+void def_act(py::module_& m, const char* name, bool gated) {
+  auto op = std::make_shared<Op<void(at::Tensor&, const at::Tensor&, c10::string_view)>>(name);
   m.def(
-      "act_and_mul",
-      [op](const at::Tensor& x, const std::string& act, const OptTensor& out) {
+      name,
+      [op, gated](const at::Tensor& x, const std::string& act, const OptTensor& out) {
         at::Tensor y;
         if (out) {
           y = *out;
+        } else if (!gated) {
+          y = at::empty_like(x);
         } else {
           std::vector<int64_t> sizes = x.sizes().vec();
           sizes.back() /= 2;
@@ -108,20 +110,12 @@ PYBIND11_MODULE(_kernelkit_fast, m) {
   using namespace kernelkit::torch_ext;
   using T = const at::Tensor&;
   // Output like x: rms_norm(x, weight, eps, weight_offset, out), layer_norm(x, weight, bias, eps, out),
-  // softmax(x, scale, causal, out).
+  // softmax(x, scale, causal, out); activation(x, act, out), act_and_mul(x, act, out).
   def_like_x<const OptTensor&, double, double>(m, "rms_norm");
   def_like_x<const OptTensor&, const OptTensor&, double>(m, "layer_norm");
   def_like_x<double, bool>(m, "softmax");
-  m.def(
-      "activation",
-      [op = std::make_shared<Op<void(at::Tensor&, T, c10::string_view)>>("activation")](T x, const std::string& act,
-                                                                                        const OptTensor& out) {
-        at::Tensor y = out ? *out : at::empty_like(x);
-        (*op)(y, x, c10::string_view(act));
-        return y;
-      },
-      nogil);
-  def_act_and_mul(m);
+  def_act(m, "activation", false);
+  def_act(m, "act_and_mul", true);
   // Destination passing, the schemas' arguments in order.
   Entry<void(at::Tensor&, at::Tensor&, const OptTensor&, double, double)>::def(m, "fused_add_rms_norm");
   Entry<void(at::Tensor&, T, T, T, const OptTensor&, const OptTensor&, double)>::def(m, "ada_layer_norm");

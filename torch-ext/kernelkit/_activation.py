@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _compiling, _dims, _eager_ops, _fast, _inference_only, _out_for, _quant_outputs, _rows
+from ._common import _dims, _eager_ops, _fast_for, _inference_only, _out_for, _quant_outputs, _rows
 from ._ops import ops
 
 __all__ = ["gelu", "gelu_tanh", "silu", "silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul", "geglu", "swiglu",
@@ -18,8 +18,8 @@ _OPS = ("activation", "act_and_mul", "act_mul", "silu_and_mul_quant")
 def _activation(name: str):
     def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         _inference_only(name, x)
-        if _fast and x.is_contiguous() and not _compiling():
-            return _fast.activation(x, name, out)
+        if fast := _fast_for(x):
+            return fast.activation(x, name, out)
         x = _rows(x)
         out = _out_for(x, out)
         ops.activation(out, x, name)
@@ -40,8 +40,8 @@ def _act_and_mul(name: str):
     def fn(x: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         _inference_only(name + "_and_mul", x)
         _dims(name + "_and_mul", "x", x, 1, "[..., 2d]")
-        if _fast and x.is_contiguous() and not _compiling():
-            return _fast.act_and_mul(x, name, out)
+        if fast := _fast_for(x):
+            return fast.act_and_mul(x, name, out)
         x = _rows(x)
         if out is None:
             out = x.new_empty(x.shape[:-1] + (x.shape[-1] // 2,))

@@ -23,6 +23,12 @@ def _eager_ops():
     return _fast if _fast and not _compiling() else ops
 
 
+def _fast_for(x: torch.Tensor):
+    """The fast path's module for an eager call on a contiguous x, whose output it allocates like x (torch.empty_like's
+    layout); else None, and the wrapper takes _rows and torch.ops."""
+    return _fast if _fast and x.is_contiguous() and not _compiling() else None
+
+
 def _rows(x: torch.Tensor) -> torch.Tensor:
     """x itself when its leading dims collapse to one row stride with a contiguous last dim (what the ops take),
     else a contiguous copy (e.g. the [batch, heads, seq, head_dim] transposed views attention code normalizes)."""

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _compiling, _eager_ops, _fast, _inference_only, _out_for, _quant_outputs, _rows
+from ._common import _eager_ops, _fast_for, _inference_only, _out_for, _quant_outputs, _rows
 from ._ops import ops
 
 __all__ = ["rms_norm", "fused_add_rms_norm", "layer_norm", "ada_layer_norm", "rms_norm_gelu", "rms_norm_quant",
@@ -22,8 +22,8 @@ def rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, eps: float 
     `weight` may be None (diffusers' elementwise_affine=False); weight_offset=1 gives Gemma's (1 + weight).
     """
     _inference_only("rms_norm", x, weight)
-    if _fast and x.is_contiguous() and not _compiling():
-        return _fast.rms_norm(x, weight, eps, weight_offset, out)
+    if fast := _fast_for(x):
+        return fast.rms_norm(x, weight, eps, weight_offset, out)
     x = _rows(x)
     out = _out_for(x, out)
     ops.rms_norm(out, x, weight, eps, weight_offset)
@@ -45,8 +45,8 @@ def layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor] = None, bias: Opt
                eps: float = 1e-5, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim (biased variance, as torch)."""
     _inference_only("layer_norm", x, weight, bias)
-    if _fast and x.is_contiguous() and not _compiling():
-        return _fast.layer_norm(x, weight, bias, eps, out)
+    if fast := _fast_for(x):
+        return fast.layer_norm(x, weight, bias, eps, out)
     x = _rows(x)
     out = _out_for(x, out)
     ops.layer_norm(out, x, weight, bias, eps)

@@ -5,7 +5,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _compiling, _fast, _inference_only, _out_for, _rows
+from ._common import _fast_for, _inference_only, _out_for, _rows
 from ._ops import ops
 
 __all__ = ["softmax"]
@@ -21,8 +21,8 @@ def softmax(x: torch.Tensor, scale: float = 1.0, causal: bool = False,
     masked entries are 0.
     """
     _inference_only("softmax", x)
-    if _fast and x.is_contiguous() and not _compiling():
-        return _fast.softmax(x, scale, causal, out)
+    if fast := _fast_for(x):
+        return fast.softmax(x, scale, causal, out)
     x = _rows(x)
     out = _out_for(x, out)
     ops.softmax(out, x, scale, causal)
