@@ -554,19 +554,25 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             EXPECT_EQ(p.tokens, static_cast<int>(m));
             EXPECT_EQ(p.vec, op == OpId::linear_w8a16 ? 16 : 32);
             EXPECT_EQ(p.out_rows, 4);
-            EXPECT_TRUE(p.k_warps == 2 || p.k_warps == 4 || p.k_warps == 8);
+            const int64_t chunks = k / p.vec;
+            // One warp when its lanes take fewer than kLinearGemvRingMinVecs chunks each, else from two.
+            const int first = (chunks + 31) / 32 < kLinearGemvRingMinVecs ? 1 : 2;
+            EXPECT_TRUE(p.k_warps == first || p.k_warps == 2 * first || p.k_warps == 4 * first ||
+                        p.k_warps == 8 * first);
             EXPECT_EQ(p.block_threads, 32 * p.k_warps);
             EXPECT_LE(p.block_threads, kLinearMaxThreads);
             const int64_t blocks = (n + p.out_rows - 1) / p.out_rows * ((m + p.tokens - 1) / p.tokens);
             EXPECT_EQ(p.grid, blocks);
             EXPECT_EQ(p.grid_x, blocks);  // one-dimensional
-            const int64_t chunks = k / p.vec;
-            // Split-K grows only while the grid has too few warps, and never past one warp-wide step per warp.
+            // Split-K grows only while the grid has fewer than half the resident warps, and never past one
+            // warp-wide step per warp.
             const int64_t want = int64_t{prof.sms} * std::min({kLinearWarpsPerSm, prof.max_threads_per_sm / 32,
                                                                prof.regs_per_sm / (kLinearRegisters * 32)});
-            if (p.k_warps > 2) {
-              EXPECT_LT(blocks * (p.k_warps / 2), want);
+            if (p.k_warps > first) {
+              EXPECT_LT(blocks * p.k_warps, want);
               EXPECT_LE(int64_t{p.k_warps} * 32, chunks);
+            } else if (int64_t{p.k_warps} * 64 <= chunks && p.k_warps * 2 * 32 <= kLinearMaxThreads) {
+              EXPECT_GE(blocks * p.k_warps * 2, want);  // it stopped because the grid holds half the warps
             }
             // Register prefetch, or on sm_80+ for long per-thread loops the cp.async ring, whose slots (4 rows x
             // 16 bytes a thread) the warps' partial sums reuse.

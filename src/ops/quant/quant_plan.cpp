@@ -27,18 +27,23 @@ namespace detail {
 //  - 128 x 128 blocks: a 256-thread block a weight block (its max, then its codes), one wave over the blocks.
 //  - linear_fp8: cuBLASLt (library plans, FP8 profiles only); linear_fp8_blockwise too, on sm_90 profiles only.
 //  - Linear (GEMV, m < kLinearTcMinM): the split-K kernel (see kLinearMaxThreads). Tokens per block: m (1 or 2);
-//    4 rows per block. Split-K (k_warps) starts at 2 (so that the blocks-per-SM limit never caps the warps: 2048
-//    threads / 32 blocks on sm_80/90, 1024 / 16 on sm_75) and doubles while the grid has fewer warps than can be
-//    resident (kLinearWarpsPerSm, the thread and the register limits) and every warp still gets a full warp-wide step
-//    of 16-byte chunks. (Always splitting 8 ways was measured slower on the H200: W8A16 m1 n11008 k4096 28.3 us
-//    against 22.3 us with this rule. A warp-per-row kernel without split-K, each warp walking whole rows with the next
-//    chunks in flight, is slower at every m = 1 shape measured on the H200, e.g. W4A16 n11008 k4096 18.5 us against
-//    14.2, n28672 k8192 71.0 against 48.1 us.)
+//    4 rows per block. Split-K (k_warps) starts at 1 warp when its lanes walk the rows in fewer than
+//    kLinearGemvRingMinVecs chunks each (the register-prefetch loop), else at 2, and doubles while the grid has fewer
+//    warps than half of what can be resident (kLinearWarpsPerSm, the thread and the register limits: at most 16 warps
+//    an SM at 128 registers, so 1-warp blocks stay within every profile's blocks-per-SM limit) and every warp still
+//    gets a full warp-wide step of 16-byte chunks. One bench/dev/gemv_sweep.py run on the H100 (W4A16, bf16, m1, us, 1
+//    / 2 / 4 warps): n13824 k5120 17.7 / 19.8 / 22.8, n14336 k4096 14.6 / 16.2 / 18.1, n11008 k4096 12.8 / 13.1 / 14.6,
+//    n4096 k4096 (1024 warps at 1) 6.3 / 6.1 / 7.0, n4096 k11008 16.3 / 12.5 / 12.7; m2 n13824 k5120 20.9 / 25.0
+//    / 27.0. Fewer warps, each with a longer loop that keeps its next chunks in flight, beat more warps with a
+//    shared-memory reduction as long as the grid holds half the resident warps. (Always splitting 8 ways was measured
+//    slower on the H200: W8A16 m1 n11008 k4096 28.3 us against 22.3 us. A warp-per-row kernel without split-K is slower
+//    at every m = 1 shape measured on the H200, e.g. W4A16 n11008 k4096 18.5 us against 14.2, n28672 k8192 71.0
+//    against 48.1 us.)
 namespace {
 
-// The GEMVs' split-K inside a block: k_warps warps (from `first`, doubled while the grid holds fewer warps than the GPU
-// keeps resident at kLinearRegisters and each warp still gets `per_warp` of the `units` k units: 16-byte chunks, a
-// lane each, or 64-value regions, a warp each (`lanes` units a warp step)), or KERNELKIT_TUNE gemv_kwarps.
+// The GEMVs' split-K inside a block: k_warps warps (from `first`, doubled while the grid holds fewer warps than half of
+// what the GPU keeps resident at kLinearRegisters and each warp still gets `per_warp` of the `units` k units: 16-byte
+// chunks, a lane each, or 64-value regions, a warp each (`lanes` units a warp step)), or KERNELKIT_TUNE gemv_kwarps.
 // `smem_per_warp` > 0 (the tensor-core GEMV, whose grid of 16-row blocks is a wave or two, each warp's sums
 // smem_per_warp bytes of shared memory): instead the most warps, any count, whose blocks all stay resident at once
 // (blocks_per_sm at kLinearRegisters, block-granular), else `first`. Past that a second wave of a few blocks costs as
@@ -57,7 +62,7 @@ Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_
         break;
       }
   } else {
-    while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps < want_warps &&
+    while (p->k_warps * kWarp * 2 <= kLinearMaxThreads && blocks * p->k_warps * 2 < want_warps &&
            int64_t{p->k_warps} * 2 * per_warp <= units)
       p->k_warps *= 2;
   }
@@ -200,7 +205,9 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->tokens = static_cast<int>(std::min<int64_t>(next_pow2(std::max<int64_t>(m, 1)), kLinearMaxTokens));
   p->out_rows = 4;
   const int64_t blocks = ceil_div(n, p->out_rows) * ceil_div(std::max<int64_t>(m, 1), p->tokens);
-  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 2, ceil_div(k, p->vec), kWarp, kWarp, p));
+  const int64_t chunks = ceil_div(k, p->vec);
+  const int first_warps = ceil_div(chunks, int64_t{kWarp}) < kLinearGemvRingMinVecs ? 1 : 2;
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, first_warps, chunks, kWarp, kWarp, p));
   // Weights: register prefetch (stages 0), or from kLinearGemvRingMinVecs chunks a thread on sm_80+ the cp.async ring
   // of kLinearGemvRingStages (see there); the ring's shared memory is what the warps' partial sums reuse.
   const int64_t slot_bytes = int64_t{p->out_rows} * p->block_threads * 16;  // one stage: 16 bytes a row a thread
