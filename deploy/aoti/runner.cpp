@@ -9,8 +9,11 @@
 #include <iostream>
 #include <vector>
 
+// The loader and the few tensor calls used, not <torch/torch.h> (the whole C++ frontend: 5x the compile time).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
-#include <torch/torch.h>
 
 // Progress on stderr (unbuffered), so a crash shows the last stage reached.
 static void stage(const char* what) { std::fprintf(stderr, "aoti_runner: %s\n", what); }
@@ -36,13 +39,13 @@ int main(int argc, char** argv) {
     stage("package loaded");
     const auto meta = loader.get_metadata();
     const bool cuda = meta.count("AOTI_DEVICE_KEY") && meta.at("AOTI_DEVICE_KEY") == "cuda";
-    torch::Tensor input = torch::from_blob(ids.data(), {rows, cols}, torch::kInt64).clone();
-    if (cuda) input = input.to(torch::kCUDA);
-    torch::NoGradGuard no_grad;
+    at::Tensor input = at::from_blob(ids.data(), {rows, cols}, at::kLong).clone();
+    if (cuda) input = input.to(at::kCUDA);
+    c10::NoGradGuard no_grad;
     stage(cuda ? "running on cuda" : "running on cpu");
-    std::vector<torch::Tensor> out = loader.run({input});
+    std::vector<at::Tensor> out = loader.run({input});
     stage("ran");
-    torch::Tensor logits = out.at(0).to(torch::kCPU).to(torch::kFloat32).contiguous();
+    at::Tensor logits = out.at(0).to(at::kCPU).to(at::kFloat).contiguous();
     std::ofstream(argv[6], std::ios::binary)
         .write(reinterpret_cast<const char*>(logits.data_ptr<float>()), logits.numel() * sizeof(float));
     std::cout << "ran " << argv[2] << " on " << (cuda ? "cuda" : "cpu") << ": logits " << logits.sizes() << "\n";

@@ -4,7 +4,7 @@
 // core checks every argument, so a binding only converts.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 

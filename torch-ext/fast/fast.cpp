@@ -6,7 +6,12 @@
 // contiguous x only (a strided one takes _rows' copy and torch.ops). A module of its own:
 // it needs libtorch_python, which the op library must not (C++ programs load that, e.g. AOTInductor's runners); a
 // build without Python's headers leaves it out and the wrappers use torch.ops alone (CMakeLists.txt).
-#include <torch/extension.h>
+// What it uses of torch, not <torch/extension.h> (the whole C++ frontend: twice the compile time).
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/csrc/utils/pybind.h>  // pybind11 with torch's Tensor caster
 
 #include <memory>
 #include <mutex>

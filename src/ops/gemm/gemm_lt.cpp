@@ -5,6 +5,7 @@
 // linear_w8a8 and the FP8 matmul of linear_fp8 (src/ops/quant/) take the same reading.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <map>
@@ -20,6 +21,57 @@
 
 namespace kernelkit {
 namespace {
+
+// cuBLASLt is loaded at the first GEMM handle (dlopen) instead of linked: loading it runs its initialization, about
+// 70 ms of every process's start on the CI machine (an empty program linked with it starts in 0.07 s, 0.00 without),
+// which every kernelkit program and test process paid whether or not it ran a GEMM. The functions used, typed by
+// cublasLt.h:
+#define KK_LT_FUNCTIONS(X)                                                                                         \
+  X(cublasLtCreate)                                                                                                \
+  X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulDescCreate)               \
+      X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulPreferenceCreate)             \
+          X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) \
+              X(cublasLtMatrixLayoutDestroy)
+struct LtApi {
+#define KK_LT_MEMBER(name) decltype(&::name) name = nullptr;
+  KK_LT_FUNCTIONS(KK_LT_MEMBER)
+#undef KK_LT_MEMBER
+};
+
+// The library by the soname of the cuBLAS major version compiled against (the one a process may already have loaded,
+// e.g. by torch), else the file the build linked against; then its functions. Once per process; the error stays.
+struct LtLoad {
+  LtApi api;
+  std::string error;
+};
+const LtLoad& lt_load() {
+  static const LtLoad loaded = [] {
+    LtLoad l;
+    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+#ifdef KERNELKIT_CUBLASLT_PATH
+    if (!lib) lib = dlopen(KERNELKIT_CUBLASLT_PATH, RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!lib) {
+      const char* why = dlerror();
+      l.error = "linear: cannot load cuBLASLt (" + soname + "): " + (why ? why : "not found");
+      return l;
+    }
+#define KK_LT_RESOLVE(name)                                            \
+  l.api.name = reinterpret_cast<decltype(&::name)>(dlsym(lib, #name)); \
+  if (!l.api.name && l.error.empty()) l.error = "linear: " + soname + " has no " #name;
+    KK_LT_FUNCTIONS(KK_LT_RESOLVE)
+#undef KK_LT_RESOLVE
+    return l;
+  }();
+  return loaded;
+}
+Status load_lt() {
+  const LtLoad& l = lt_load();
+  return l.error.empty() ? Status::Ok() : unsupported(l.error);
+}
+// The loaded functions: only after load_lt() succeeded (GemmHandle::init, which every path here passes first).
+const LtApi& cublaslt() { return lt_load().api; }
 
 Status lt_error(const char* what, cublasStatus_t s) {
   return Status(StatusCode::cuda_error, std::string("linear: ") + what + " failed: cuBLAS status " +
@@ -52,37 +104,42 @@ int alignment(const void* p) {
 }
 
 // Owns a cuBLASLt descriptor of type H through its destroy function.
-template <typename H, cublasStatus_t (*Destroy)(H)>
+template <typename H, auto LtApi::*Destroy>
 struct Desc {
   H h = nullptr;
   ~Desc() {
-    if (h) Destroy(h);
+    if (h) (cublaslt().*Destroy)(h);
   }
 };
 
 // The descriptors of one D [n, m] = op(A)^T B problem in the reading above (A = w as [k, n], B = x as [k, m], D as
 // [n, m]; row strides as leading dims), with its epilogue set and its bias (of D's type) when given.
 struct TnMatmul {
-  Desc<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op;
-  Desc<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> a, b, d;
+  Desc<cublasLtMatmulDesc_t, &LtApi::cublasLtMatmulDescDestroy> op;
+  Desc<cublasLtMatrixLayout_t, &LtApi::cublasLtMatrixLayoutDestroy> a, b, d;
 };
 struct TnShape {
   int64_t m, n, k, x_stride, w_stride, d_stride;
 };
 Status make_tn(cublasComputeType_t compute, cudaDataType_t scale, cudaDataType_t in, cudaDataType_t out,
                const TnShape& s, cublasLtEpilogue_t epilogue, const void* bias, TnMatmul* t) {
-  KK_LT_RETURN(cublasLtMatmulDescCreate(&t->op.h, compute, scale));
+  KK_LT_RETURN(cublaslt().cublasLtMatmulDescCreate(&t->op.h, compute, scale));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  KK_LT_RETURN(
+      cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+  KK_LT_RETURN(
+      cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+  KK_LT_RETURN(
+      cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (bias) {
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof out));
+    KK_LT_RETURN(
+        cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    KK_LT_RETURN(
+        cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out, sizeof out));
   }
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->a.h, in, s.k, s.n, s.w_stride));
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->b.h, in, s.k, s.m, s.x_stride));
-  KK_LT_RETURN(cublasLtMatrixLayoutCreate(&t->d.h, out, s.n, s.m, s.d_stride));
+  KK_LT_RETURN(cublaslt().cublasLtMatrixLayoutCreate(&t->a.h, in, s.k, s.n, s.w_stride));
+  KK_LT_RETURN(cublaslt().cublasLtMatrixLayoutCreate(&t->b.h, in, s.k, s.m, s.x_stride));
+  KK_LT_RETURN(cublaslt().cublasLtMatrixLayoutCreate(&t->d.h, out, s.n, s.m, s.d_stride));
   return Status::Ok();
 }
 
@@ -97,7 +154,7 @@ struct GemmHandle::Impl {
   std::set<AlgoKey> no_algo;  // problems cuBLASLt's heuristic has no algorithm for: asked once
   ~Impl() {
     if (workspace) cudaFree(workspace);
-    if (lt) cublasLtDestroy(lt);
+    if (lt) cublaslt().cublasLtDestroy(lt);
   }
 };
 
@@ -113,7 +170,8 @@ Status GemmHandle::init(int device, size_t workspace_bytes) {
   KK_RETURN_IF_ERROR(guard.set(device));
   auto impl = std::make_unique<Impl>();
   impl->device = device;
-  KK_LT_RETURN(cublasLtCreate(&impl->lt));
+  KK_RETURN_IF_ERROR(load_lt());
+  KK_LT_RETURN(cublaslt().cublasLtCreate(&impl->lt));
   if (workspace_bytes > 0 && cudaMalloc(&impl->workspace, workspace_bytes) != cudaSuccess) {
     (void)cudaGetLastError();
     return Status(StatusCode::cuda_error, "linear: cannot allocate a cuBLASLt workspace of " +
@@ -160,16 +218,17 @@ Status algorithm_for(GemmHandle::Impl* h, const AlgoKey& key, cublasLtMatmulDesc
       *out = nullptr;
       return Status::Ok();
     }
-    Desc<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> pref;
-    KK_LT_RETURN(cublasLtMatmulPreferenceCreate(&pref.h));
-    KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                      &workspace_bytes, sizeof workspace_bytes));
+    Desc<cublasLtMatmulPreference_t, &LtApi::cublasLtMatmulPreferenceDestroy> pref;
+    KK_LT_RETURN(cublaslt().cublasLtMatmulPreferenceCreate(&pref.h));
+    KK_LT_RETURN(cublaslt().cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                 &workspace_bytes, sizeof workspace_bytes));
     for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      KK_LT_RETURN(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof align));
+      KK_LT_RETURN(cublaslt().cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &align, sizeof align));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
+    const cublasStatus_t st =
+        cublaslt().cublasLtMatmulAlgoGetHeuristic(h->lt, op, la, lb, ld, ld, pref.h, 1, &result, &found);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) {
       h->no_algo.insert(key);
       *out = nullptr;
@@ -193,8 +252,8 @@ Status run_matmul(GemmHandle::Impl* h, cublasLtMatmulDesc_t op, float alpha, con
   KK_CUDA_RETURN(cudaStreamIsCapturing(s, &capturing));
   const size_t graph_bytes = capturing == cudaStreamCaptureStatusActive ? h->workspace_bytes : 0;
   return cuda::with_stream_scratch(graph_bytes, s, [&](void* scratch) -> Status {
-    KK_LT_RETURN(cublasLtMatmul(h->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &algo,
-                                scratch ? scratch : h->workspace, h->workspace_bytes, s));
+    KK_LT_RETURN(cublaslt().cublasLtMatmul(h->lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &algo,
+                                           scratch ? scratch : h->workspace, h->workspace_bytes, s));
     return Status::Ok();
   });
 }
@@ -208,18 +267,22 @@ Status fp8_matmul_for(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, TnMatmu
   KK_RETURN_IF_ERROR(make_tn(CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_8F_E4M3, cuda_type(a.out_dtype),
                              {a.m, a.n, a.k, a.x_stride, a.w_stride, a.out_stride},
                              a.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, a.bias, t));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
+  KK_LT_RETURN(
+      cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.sw, sizeof a.sw));
+  KK_LT_RETURN(
+      cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a.sx, sizeof a.sx));
   if (a.scaling != detail::Fp8Scaling::tensor) {
     const bool block = a.scaling == detail::Fp8Scaling::block;
     const int32_t a_mode =
         block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
+    KK_LT_RETURN(
+        cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
+    KK_LT_RETURN(
+        cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof b_mode));
   }
   const int8_t fast = a.fast_accumulation ? 1 : 0;
-  KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+  KK_LT_RETURN(cublaslt().cublasLtMatmulDescSetAttribute(t->op.h, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
 
   const int align = std::min({alignment(a.x), alignment(a.w), alignment(a.out), a.bias ? alignment(a.bias) : 256});
   // The FP8 problems' keys: the dtype slot past every DType (the output dtype in it), the epilogue slot the options.
@@ -256,7 +319,8 @@ Status fp8_gemm_padded(GemmHandle::Impl* h, const detail::Fp8GemmArgs& a, const 
     if (a.accumulate)
       KK_CUDA_RETURN(cudaMemcpy2DAsync(d, p.out_stride * es, a.out, a.out_stride * es, a.n * es, a.m,
                                        cudaMemcpyDeviceToDevice, s));
-    KK_LT_RETURN(cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
+    KK_LT_RETURN(
+        cublaslt().cublasLtMatmulDescSetAttribute(t.op.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
     KK_RETURN_IF_ERROR(
         run_matmul(h, t.op.h, 1.0f, a.w, t.a.h, x, t.b.h, a.accumulate ? 1.0f : 0.0f, d, t.d.h, algo, stream));
     KK_CUDA_RETURN(
@@ -358,8 +422,9 @@ Status int8_gemm_cuda(const Device& device, const int8_t* xq, int64_t x_stride, 
       algorithm_for(h, key, t.op.h, t.a.h, t.b.h, t.d.h, static_cast<uint32_t>(align), workspace_bytes, &algo));
   if (!algo) return Status::Ok();  // no INT8 algorithm here: the caller runs its own kernel
   const int32_t alpha = 1, beta = 0;
-  const cublasStatus_t st = cublasLtMatmul(h->lt, t.op.h, &alpha, w, t.a.h, xq, t.b.h, &beta, y, t.d.h, y, t.d.h, algo,
-                                           workspace, workspace_bytes, reinterpret_cast<cudaStream_t>(stream));
+  const cublasStatus_t st =
+      cublaslt().cublasLtMatmul(h->lt, t.op.h, &alpha, w, t.a.h, xq, t.b.h, &beta, y, t.d.h, y, t.d.h, algo, workspace,
+                                workspace_bytes, reinterpret_cast<cudaStream_t>(stream));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return Status::Ok();  // refused at launch: the caller's kernel instead
   KK_LT_RETURN(st);
   *ran = true;
