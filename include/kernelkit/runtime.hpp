@@ -71,6 +71,21 @@ bool debug_checks();
 // (a synchronization: used only where an op must see small device values on the host, e.g. varlen cu_seqlens).
 Status copy_to_host(void* dst, const void* src, size_t bytes, int device, Stream stream);
 
+// Stream-ordered scratch memory for the kernels' temporaries (split-K partial sums, act-order's gathered x, cuBLASLt's
+// workspace inside a CUDA graph capture): cudaMallocAsync from the device's default memory pool unless an allocator
+// is installed. allocate(bytes, stream) returns memory of the current CUDA device usable in `stream`'s order (null
+// when it has none); release(p, stream) takes it back after the work queued on `stream` so far. The PyTorch op
+// library installs torch's caching allocator, so an op's temporaries come from the pool its tensors and CUDA graphs
+// use (and count in torch.cuda's memory statistics).
+struct ScratchAllocator {
+  void* (*allocate)(size_t bytes, Stream stream) = nullptr;
+  void (*release)(void* p, Stream stream) = nullptr;
+};
+// Installs `allocator` for the process (null: cudaMallocAsync again); the struct must outlive its use. Set it
+// before ops run, not while they do.
+void set_scratch_allocator(const ScratchAllocator* allocator);
+const ScratchAllocator* scratch_allocator();  // the installed one, or null
+
 // Memory kernelkit owns for a caller (workspaces, tables): host memory for Device::cpu(), else CUDA device memory on
 // that device. Move-only; freed on destruction.
 class Buffer {

@@ -1,4 +1,5 @@
 // Buffer and copy_rows: the host half here, the device half behind detail::device_* (cuda/memory.cpp, or the stub).
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -7,6 +8,13 @@
 #include "kernelkit/runtime.hpp"
 
 namespace kernelkit {
+
+namespace {
+std::atomic<const ScratchAllocator*> g_scratch_allocator{nullptr};
+}  // namespace
+
+void set_scratch_allocator(const ScratchAllocator* allocator) { g_scratch_allocator.store(allocator); }
+const ScratchAllocator* scratch_allocator() { return g_scratch_allocator.load(); }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
   if (this != &o) {

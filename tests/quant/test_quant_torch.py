@@ -81,6 +81,29 @@ def test_weight_only_linear_perm_gathers_x(device, m, index_dtype):
         kernelkit.linear_weight_only(x, q, s, 4, 128, perm=perm.float())
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_op_scratch_comes_from_torchs_allocator():
+    """An op's temporaries (act-order's gathered x) are allocated by torch's caching allocator: one allocation more
+    than the same call without perm (its output), none outside torch's pool."""
+    g = torch.Generator().manual_seed(3)
+    n, k = 64, 512
+    q = kernelkit.formats.pack_int4(torch.randint(-8, 8, (n, k), generator=g, dtype=torch.int8)).cuda()
+    s = (torch.rand(n, k // 128, generator=g) * 0.01 + 0.001).cuda()
+    x = torch.rand(1, k, generator=g).half().cuda()
+    perm = torch.randperm(k, generator=g).to(torch.int32).cuda()
+
+    def allocations(call):
+        call()  # warm: plans and cached blocks
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_stats()["allocation.all.allocated"]
+        call()
+        return torch.cuda.memory_stats()["allocation.all.allocated"] - before
+
+    plain = allocations(lambda: kernelkit.linear_weight_only(x, q, s, 4, 128))
+    gathered = allocations(lambda: kernelkit.linear_weight_only(x, q, s, 4, 128, perm=perm))
+    assert gathered == plain + 1
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_w8a8_linear_matches_exact_integer_matmul(device):
     w = rand(200, 272, dtype=torch.float32, device=device, lo=-0.1, hi=0.1)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -121,4 +122,76 @@ TEST(GpuThreads, ConcurrentCallsMatchReference) {
       EXPECT_GT(r.checked, 0) << name;
       EXPECT_EQ(r.mismatches, 0) << name << "\n" << r.detail;
     }
+}
+
+// An installed ScratchAllocator serves the ops' temporaries (here act-order's gathered x, m k halves), each block
+// released once on the op's stream, and the output is the same bits as with cudaMallocAsync's pool; an allocator with
+// no memory makes the op fail naming the bytes, without a launch.
+namespace {
+struct CountingScratch {
+  static inline int allocations = 0, releases = 0;
+  static inline size_t bytes = 0;
+  static inline bool refuse = false;
+  static void* allocate(size_t n, Stream stream) {
+    if (refuse) return nullptr;
+    void* p = nullptr;
+    if (cudaMallocAsync(&p, n, stream) != cudaSuccess) return nullptr;
+    ++allocations, bytes += n;
+    return p;
+  }
+  static void release(void* p, Stream stream) {
+    ++releases;
+    cudaFreeAsync(p, stream);
+  }
+};
+}  // namespace
+
+TEST(GpuScratch, InstalledAllocatorServesTheTemporaries) {
+  using kernelkit::testing::DeviceBuffer;
+  using kernelkit::testing::HostBuffer;
+  const Device d = Device::cuda(0);
+  const int64_t m = 3, n = 32, k = 256, group = 128;
+  auto upload = [](const HostBuffer& h) {
+    DeviceBuffer b;
+    EXPECT_TRUE(b.alloc(h.bytes()).ok());
+    EXPECT_TRUE(b.upload(h).ok());
+    return b;
+  };
+  DeviceBuffer x = upload(kernelkit::testing::random_host(DType::f16, m * k, 7));
+  DeviceBuffer q = upload(kernelkit::testing::random_host(DType::i8, n * k / 2, 8));
+  HostBuffer scales_host(DType::f32, n * k / group);
+  for (int64_t i = 0; i < scales_host.size(); ++i) static_cast<float*>(scales_host.data())[i] = 0.01f + 0.001f * i;
+  DeviceBuffer s = upload(scales_host);
+  HostBuffer perm_host(DType::i32, k);
+  for (int64_t j = 0; j < k; ++j) static_cast<int32_t*>(perm_host.data())[j] = static_cast<int32_t>((j * 37 + 5) % k);
+  DeviceBuffer perm = upload(perm_host);
+  DeviceBuffer out_pool, out_installed;
+  ASSERT_TRUE(out_pool.alloc(m * n * 2).ok());
+  ASSERT_TRUE(out_installed.alloc(m * n * 2).ok());
+  ASSERT_TRUE(out_installed.poison().ok());
+  auto run = [&](const DeviceBuffer& out) {
+    return linear_weight_only(TensorView::contiguous(out.data(), DType::f16, {m, n}, d),
+                              TensorView::contiguous(x.data(), DType::f16, {m, k}, d),
+                              TensorView::contiguous(q.data(), DType::i4x2, {n, k / 2}, d),
+                              TensorView::contiguous(s.data(), DType::f32, {n, k / group}, d), 4, group, std::nullopt,
+                              nullptr, false, std::nullopt, TensorView::contiguous(perm.data(), DType::i32, {k}, d));
+  };
+  ASSERT_TRUE(run(out_pool).ok());
+  const ScratchAllocator counting{CountingScratch::allocate, CountingScratch::release};
+  set_scratch_allocator(&counting);
+  const Status installed = run(out_installed);
+  CountingScratch::refuse = true;
+  const Status refused = run(out_installed);
+  set_scratch_allocator(nullptr);
+  ASSERT_TRUE(installed.ok()) << installed.to_string();
+  EXPECT_GE(CountingScratch::allocations, 1);  // the gather's x (and the tiles' split-K partial sums, if planned)
+  EXPECT_EQ(CountingScratch::releases, CountingScratch::allocations);
+  EXPECT_GE(CountingScratch::bytes, static_cast<size_t>(m * k * 2));
+  EXPECT_EQ(refused.code(), StatusCode::cuda_error);
+  EXPECT_NE(refused.message().find("bytes of scratch"), std::string::npos) << refused.message();
+  ASSERT_TRUE(kernelkit::testing::device_synchronize().ok());
+  HostBuffer a(DType::f16, m * n), b(DType::f16, m * n);
+  ASSERT_TRUE(out_pool.download(&a).ok());
+  ASSERT_TRUE(out_installed.download(&b).ok());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.bytes()), 0);
 }

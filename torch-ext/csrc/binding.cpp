@@ -9,6 +9,7 @@
 #include <tuple>
 
 #ifdef KERNELKIT_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -75,6 +76,21 @@ void check_errors(int64_t device) {
                     "got ", device);
   raise_if_error(kernelkit::check_errors(static_cast<int>(device)));
 }
+
+#ifdef KERNELKIT_HAS_CUDA
+// The ops' scratch memory (kernelkit::ScratchAllocator) from torch's caching allocator: the pool the op's tensors
+// come from, the graph's private pool while a stream is captured, and counted in torch.cuda's memory statistics.
+// Freed blocks are reused in the order of the stream they were allocated on.
+void* torch_scratch(size_t bytes, Stream stream) {
+  try {
+    return c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream);
+  } catch (const c10::Error&) {  // out of memory: the op reports it
+    return nullptr;
+  }
+}
+void torch_scratch_release(void* p, Stream) { c10::cuda::CUDACachingAllocator::raw_delete(p); }
+const ScratchAllocator kTorchScratch{torch_scratch, torch_scratch_release};
+#endif
 
 void set_debug_checks(bool on) { kernelkit::set_debug_checks(on); }
 bool debug_checks() { return kernelkit::debug_checks(); }
@@ -146,6 +162,9 @@ KK_TORCH_LIBRARY_(KERNELKIT_TORCH_NAMESPACE, m) {
   TORCH_CHECK(kernelkit::core_string_abi() == _GLIBCXX_USE_CXX11_ABI, "kernelkit: the core was compiled with "
               "_GLIBCXX_USE_CXX11_ABI=", kernelkit::core_string_abi(), ", torch and this op library with ",
               _GLIBCXX_USE_CXX11_ABI, "; rebuild with one ABI (cmake/TorchInfo.cmake)");
+#ifdef KERNELKIT_HAS_CUDA
+  kernelkit::set_scratch_allocator(&kernelkit::torch_ext::kTorchScratch);
+#endif
   m.def("tolerance(ScalarType dtype) -> (float, float)");
   m.impl("tolerance", c10::DispatchKey::CompositeExplicitAutograd, &kernelkit::torch_ext::tolerance);
   m.def("check_errors(int device) -> ()");

@@ -59,7 +59,7 @@ struct AttentionOptions {
 // 16-byte aligned and the other strides multiples of 8 elements (whole 16-byte rows for cp.async). k and v are q's
 // dtype, or both f8e4m3 with options.k_scale / v_scale (KvCache's conventions; on CUDA a profile with FP8, head_dim a
 // multiple of 16 and strides multiples of 16 elements). The CPU backend dequantizes exactly. CUDA first dequantizes
-// the k and v rows of the view into a stream-ordered temporary of q's dtype (cudaMallocAsync, 2 b s_k h_kv d
+// the k and v rows of the view into a stream-ordered temporary of q's dtype (scratch memory, 2 b s_k h_kv d
 // elements), code * scale rounded to it once (the one difference from the CPU backend; exact where the product fits
 // the dtype), then runs the 16-bit prefill on it: an extra pass over K/V (3 bytes an element), so the e4m3 cache
 // saves memory, not prefill time. A product past the dtype's range (f16: 65504) becomes inf there.
@@ -87,7 +87,7 @@ struct KvCache {
 // Decode: a few query tokens per sequence (q, out [b, s_q, h, d]; the last s_q positions of each sequence when causal)
 // against a long KV cache. The keys are split across blocks (partial results merged by their lse); every KV head is
 // read once for all of its query heads. lse [b, h, s_q] f32 or none. On CUDA, splits use a stream-ordered temporary
-// (cudaMallocAsync) for the partial results.
+// (scratch memory, kernelkit/runtime.hpp) for the partial results.
 Status decode_attention(const TensorView& out, const std::optional<TensorView>& lse, const TensorView& q,
                         const KvCache& cache, const AttentionOptions& options = {}, Stream stream = nullptr);
 
