@@ -26,12 +26,13 @@ namespace {
 // 70 ms of every process's start on the CI machine (an empty program linked with it starts in 0.07 s, 0.00 without),
 // which every kernelkit program and test process paid whether or not it ran a GEMM. The functions used, typed by
 // cublasLt.h:
-#define KK_LT_FUNCTIONS(X)                                                                                         \
-  X(cublasLtCreate)                                                                                                \
-  X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulDescCreate)               \
-      X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) X(cublasLtMatmulPreferenceCreate)             \
-          X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) \
-              X(cublasLtMatrixLayoutDestroy)
+// clang-format off
+#define KK_LT_FUNCTIONS(X)                                                                                \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtMatmul) X(cublasLtMatmulAlgoGetHeuristic)                \
+  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)              \
+  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                                    \
+  X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)
+// clang-format on
 struct LtApi {
 #define KK_LT_MEMBER(name) decltype(&::name) name = nullptr;
   KK_LT_FUNCTIONS(KK_LT_MEMBER)
