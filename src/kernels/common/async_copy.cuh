@@ -35,12 +35,6 @@ __device__ __forceinline__ void copy_async_or_zero16(void* smem_dst, const void*
 #endif
 }
 
-// Asks L2 for the line holding gmem_src, holding no register and waiting for nothing: a kernel that may not read yet
-// (wait_for_prior_grid) can still start streaming what it will read later.
-__device__ __forceinline__ void prefetch_l2(const void* gmem_src) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(gmem_src));
-}
-
 // Closes the group of copies issued since the last commit (every thread commits, so group counts stay uniform).
 __device__ __forceinline__ void cp_async_commit() {
 #if KK_DEVICE_HAS_CP_ASYNC

@@ -20,9 +20,8 @@
 // (32 INT4 or 16 INT8 values) lies inside one group, so one scale (and zero point) a row serves the whole chunk, the
 // zero point folded into the exact dequantization; per row (INT8 with group 0): applied to the final sum.
 // Act-order (perm): gather_inputs_kernel writes x[:, perm] to scratch first; every kernel here issues its first weight
-// loads (and L2 prefetches of the next ones) and only then waits for that grid (wait_for_prior_grid: it is launched as
-// the gather's programmatic dependent on sm_90), so the gather overlaps the weights' streaming instead of adding a
-// launch gap.
+// loads and only then waits for that grid (wait_for_prior_grid: it is launched as the gather's programmatic
+// dependent on sm_90), so the gather overlaps the weights' first round trip instead of adding a launch gap.
 // linear_fp8 at m <= 2 (KERNELKIT_TUNE fp8_gemv=1, an experiment: cuBLASLt's row-wise FP8 GEMM takes 27.3 us at m1
 // n14336 k4096 on the H100 where the 58.7 MB of weights stream in 19.4 at the copy ceiling): the same kernel (kFp8)
 // over e4m3 codes of x and of the weights, each converted exactly to fp32, sums scaled by x's and the weights' scales
@@ -61,7 +60,6 @@ struct LinearParams {
   int group_shift;  // log2 of the scale group along k (32, 64 or 128); 0 for WeightScales::row
   int accumulate;  // out += ... (each output is read by the one thread that writes it)
   int stages;      // GEMV: the cp.async ring's depth (2 to 4), 0 for register prefetch
-  int prefetch;    // launched as a dependent (act-order): L2 prefetches of the next weights before the wait
   // linear_fp8 (the kFp8 GEMV): x's e4m3 codes [m, k] (row stride x_stride), its scales x_scales[token * xs_stride],
   // the weights' scales[row * ws_stride] (stride 0: one for the tensor). A kernel reads xq or zeros, never both: one
   // member (a longer parameter block made ptxas reschedule the default GEMV kernels).
@@ -196,14 +194,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
 
     const int64_t c_step = static_cast<int64_t>(k_warps) * kWarpSize;
     const int64_t c_first = static_cast<int64_t>(warp) * kWarpSize + lane;
-    // The kLinearDependentPrefetch chunks of each row this thread takes from chunk c on (quant_plan.hpp).
-    auto prefetch_weights = [&](int64_t c) {
-#pragma unroll
-      for (int i = 0; i < kLinearDependentPrefetch; ++i)
-        if (c + i * c_step < chunks)
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) prefetch_l2(wrow[r] + (c + i * c_step) * 16);
-    };
     auto compute = [&](const uint4(&w)[kRows], int64_t c) {
       float scale[kRows], zero[kRows];
 #pragma unroll
@@ -228,7 +218,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
         cp_async_commit();
       };
       for (int s = 0; s < p.stages - 1; ++s) issue(c_first + s * c_step, s);
-      if (p.prefetch) prefetch_weights(c_first + (p.stages - 1) * c_step);
       wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the weights already in flight
       int s = 0;  // the slot of chunk c
       for (int64_t c = c_first; c < chunks; c += c_step) {
@@ -250,7 +239,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       if (c < chunks)
 #pragma unroll
         for (int r = 0; r < kRows; ++r) wcur[r] = load_weights(wrow[r] + c * 16);
-      if (p.prefetch) prefetch_weights(c + c_step);
       wait_for_prior_grid();  // as in the ring
       for (; c < chunks; c += c_step) {
         uint4 wnext[kRows];
@@ -467,12 +455,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     };
     uint2 cur[U][2] = {}, next[U][2] = {};
     load(warp, cur);
-    if (p.prefetch)  // the next kLinearDependentPrefetch regions of both rows (quant_plan.hpp)
-#pragma unroll
-      for (int i = 0; i < kLinearDependentPrefetch; ++i) {
-        const int r = warp + (U + i) * k_warps;
-        if (r < regions) prefetch_l2(w_lo + 32 * r), prefetch_l2(w_hi + 32 * r);
-      }
     wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
     for (int r0 = warp; r0 < regions; r0 += step) {
       load(r0 + step, next);  // the next batch in flight while this one computes
@@ -600,8 +582,7 @@ LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& p
           .out_stride = a.out_stride,
           .group_shift = a.group > 0 ? std::countr_zero(static_cast<unsigned>(a.group)) : 0,
           .accumulate = a.accumulate ? 1 : 0,
-          .stages = plan.stages,
-          .prefetch = a.x_from_prior_grid ? 1 : 0};
+          .stages = plan.stages};
 }
 
 // Act-order: xg [m, k] (contiguous) = x[:, perm], one thread per 16 bytes of xg (kVec inputs of one token). An entry of

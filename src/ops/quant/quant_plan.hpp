@@ -32,10 +32,6 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
-// A GEMV launched as the act-order gather's programmatic dependent issues its first weights, then may not read x
-// until the gather's grid ends: meanwhile each thread asks L2 for the next kLinearDependentPrefetch 16-byte chunks of
-// its rows (tensor-core GEMV: regions), so HBM keeps streaming through the gather.
-constexpr int kLinearDependentPrefetch = 4;
 // KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
 // on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column, one or two
 // 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
