@@ -26,6 +26,7 @@ using namespace kernelkit;
 using kernelkit::testing::DeviceBuffer;
 using kernelkit::testing::HostBuffer;
 using kernelkit::testing::random_host;
+using kernelkit::testing::upload;
 
 namespace {
 
@@ -62,13 +63,6 @@ void expect_index_error(const std::function<Status()>& call, const std::string& 
     EXPECT_NE(s.message().find(want), std::string::npos) << s.message() << "\nwanted: " << want;
     EXPECT_TRUE(check_errors(0).ok());
   }
-}
-
-DeviceBuffer upload(const HostBuffer& h) {
-  DeviceBuffer d;
-  EXPECT_TRUE(d.alloc(h.bytes()).ok());
-  EXPECT_TRUE(d.upload(h).ok());
-  return d;
 }
 
 // A fresh random f16 [rows, k] tensor on the GPU holding `bad` at element `at`.

@@ -149,14 +149,9 @@ struct CountingScratch {
 TEST(GpuScratch, InstalledAllocatorServesTheTemporaries) {
   using kernelkit::testing::DeviceBuffer;
   using kernelkit::testing::HostBuffer;
+  using kernelkit::testing::upload;
   const Device d = Device::cuda(0);
   const int64_t m = 3, n = 32, k = 256, group = 128;
-  auto upload = [](const HostBuffer& h) {
-    DeviceBuffer b;
-    EXPECT_TRUE(b.alloc(h.bytes()).ok());
-    EXPECT_TRUE(b.upload(h).ok());
-    return b;
-  };
   DeviceBuffer x = upload(kernelkit::testing::random_host(DType::f16, m * k, 7));
   DeviceBuffer q = upload(kernelkit::testing::random_host(DType::i8, n * k / 2, 8));
   HostBuffer scales_host(DType::f32, n * k / group);

@@ -87,4 +87,12 @@ class ScopedEnv {
   bool had_ = false;
 };
 
+// A device copy of `h` (the test fails if it cannot be made).
+inline DeviceBuffer upload(const HostBuffer& h) {
+  DeviceBuffer d;
+  EXPECT_TRUE(d.alloc(h.bytes()).ok());
+  EXPECT_TRUE(d.upload(h).ok());
+  return d;
+}
+
 }  // namespace kernelkit::testing
