@@ -105,7 +105,12 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "linear_mma": ["gemv_mma=1"],  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
          # m 9-16: the tiles, and batches of four or two regions (the default for W4A16 groups of 128 on sm_90)
          "linear_mma_pairs": ["gemv_mma=0", "gemv_mma=1", "gemv_mma=3"],
-         "linear_mma_wide": ["gemv_mma=0", "gemv_mma=2"]}  # the tiles and the same GEMV to 32 tokens (m 17-32)
+         "linear_mma_wide": ["gemv_mma=0", "gemv_mma=2"],  # the tiles and the same GEMV to 32 tokens (m 17-32)
+         # INT4 with groups of 64+: 2 or 4 row tiles a warp (each region's x shared by them), by token tiles
+         "linear_mma_mtiles": ["gemv_mma=1,gemv_mma_mtiles=2", "gemv_mma=1,gemv_mma_mtiles=4"],
+         "linear_mma_mtiles_pairs": ["gemv_mma=3,gemv_mma_mtiles=2", "gemv_mma=1,gemv_mma_mtiles=2",
+                                     "gemv_mma=3,gemv_mma_mtiles=4"],
+         "linear_mma_mtiles_wide": ["gemv_mma=3,gemv_mma_mtiles=2"]}
 
 
 def tuned(op, fns):
@@ -117,10 +122,13 @@ def tuned(op, fns):
     return [(s, [with_tune(s, f) for f in fns]) for s in TUNED[op]]
 
 
-def mma_gemv_tunes(m, fns):
-    """tuned() of the weight-only tensor-core GEMV that covers m tokens (none past 32)."""
-    key = "linear_mma" if m <= 8 else "linear_mma_pairs" if m <= 16 else "linear_mma_wide" if m <= 32 else None
-    return tuned(key, fns) if key else []
+def mma_gemv_tunes(m, fns, int4_groups=False):
+    """tuned() of the weight-only tensor-core GEMV that covers m tokens (none past 32); `int4_groups` (INT4 weights
+    with groups of 64 or more): its row-tile forms too."""
+    size = "" if m <= 8 else "_pairs" if m <= 16 else "_wide" if m <= 32 else None
+    if size is None:
+        return []
+    return tuned("linear_mma" + size, fns) + (tuned("linear_mma_mtiles" + size, fns) if int4_groups else [])
 
 
 def with_tune(setting, fn):
@@ -577,7 +585,7 @@ def run_linear(dtype, runs, device, peak_gbps):
                 else:
                     row["max_err_w4_vs_fp"] = check("w4a16", got, x.float() @ w.float().T, 0.25)
                 impls[f"kernelkit w{bits}a16"] = runs_
-                alternatives = (tuned("linear", runs_) if m <= 2 else []) + mma_gemv_tunes(m, runs_)
+                alternatives = (tuned("linear", runs_) if m <= 2 else []) + mma_gemv_tunes(m, runs_, bits == 4)
                 for setting, calls in alternatives:  # the same sums in another order
                     check(f"w{bits}a16 " + setting, calls[0](), got, 1e-2)
                     impls[f"kernelkit w{bits}a16 {setting}"] = calls
@@ -637,7 +645,7 @@ def run_checkpoints(dtype, runs, device, peak_gbps):
                 calls = [lambda st=st, name=name: st[1][name](st[0]) for st in sets]
                 row[f"max_err_{name}"] = check(name, calls[0](), x.float() @ deq[name].T, 1e-2)
                 impls[f"kernelkit {name}"] = calls
-                for setting, tuned_calls in mma_gemv_tunes(m, calls):
+                for setting, tuned_calls in mma_gemv_tunes(m, calls, True):
                     check(f"{name} {setting}", tuned_calls[0](), x.float() @ deq[name].T, 1e-2)
                     impls[f"kernelkit {name} {setting}"] = tuned_calls
             impls["kernelkit int4 (symmetric, native)"] = [lambda st=st: kernelkit.linear_weight_only(

@@ -751,6 +751,42 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
     EXPECT_EQ(p.k_warps, m <= 8 ? 4 : 8) << m;  // 16 regions: 4 warps' batches of four, 8 of two
     EXPECT_NE(p.to_string().find("batches of " + std::to_string(p.stages)), std::string::npos) << p.to_string();
   }
+
+  // gemv_mma_mtiles=2 / 4: 32- or 64-row blocks, batches of mma_gemv_unroll / row tiles regions (at least one), for
+  // INT4 with groups of 64 or more and at most 8 row tiles x token tiles.
+  s = OpShape{16, 4096, 1, 16};
+  s.out_features = 14336;
+  s.group = 128;
+  {
+    const kernelkit::testing::ScopedEnv two("KERNELKIT_TUNE", "gemv_mma=3,gemv_mma_mtiles=2");
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+    EXPECT_EQ(p.out_rows, 32);
+    EXPECT_EQ(p.grid, 14336 / 32);
+    EXPECT_EQ(p.stages, 1);
+    EXPECT_EQ(p.k_warps, 4);  // 448 blocks: 4 of 4 warps an SM (16 warps at 128 registers) hold them, 2 of 8 not
+    EXPECT_EQ(p.smem_bytes, 4 * 32 * 16 * 4);
+    s.rows = 32;
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+    EXPECT_EQ(p.tokens, 32);
+    EXPECT_EQ(p.stages, 1);
+    s.group = 32;
+    EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
+    s.group = 0;
+    EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
+    s.group = 128;
+  }
+  {
+    const kernelkit::testing::ScopedEnv four("KERNELKIT_TUNE", "gemv_mma=3,gemv_mma_mtiles=4");
+    s.rows = 1;
+    ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+    EXPECT_EQ(p.out_rows, 64);
+    EXPECT_EQ(p.stages, 1);
+    s.rows = 17;  // four token tiles x four row tiles
+    EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
+  }
+  const kernelkit::testing::ScopedEnv three("KERNELKIT_TUNE", "gemv_mma_mtiles=3");
+  s.rows = 16;  // the tensor-core GEMV by default
+  EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
 }
 
 TEST(QuantPlanner, QuantizerPlans) {

@@ -178,15 +178,21 @@ void expect_tensor_core_gemv(const char* tune_value, DType dt, CheckpointForm f,
 class WeightOnlyTuned : public ::testing::TestWithParam<std::tuple<DType, int>> {};
 
 // The tensor-core GEMV of KERNELKIT_TUNE gemv_mma=1 / 2 / 3 (up to 16 / 32 tokens in tiles of 8; two tiles in
-// batches of four / two regions), one dtype and form a test: one and several row blocks with a partial last one, k of 2
-// to 128 regions (more warps than batches and fewer), one, two and four token tiles, full and partial; the checkpoint
-// forms and the quantizers' weights alike.
+// batches of four / two regions) and gemv_mma_mtiles (2 and 4 row tiles a warp), one dtype and form a test: one and
+// several row blocks with a partial last one, k of 2 to 128 regions (more warps than batches and fewer), one, two and
+// four token tiles, full and partial; the checkpoint forms and the quantizers' weights alike.
 TEST_P(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
   const auto [dt, form] = GetParam();
   const uint64_t seed = 71 + 100 * static_cast<uint64_t>(form) + (dt == DType::bf16 ? 5000 : 0);
   expect_tensor_core_gemv("gemv_mma=1", dt, kTunedGemvForms[form], {1, 2, 3, 5, 8, 9, 16}, seed);
   expect_tensor_core_gemv("gemv_mma=2", dt, kTunedGemvForms[form], {17, 24, 32}, seed + 50);
   expect_tensor_core_gemv("gemv_mma=3", dt, kTunedGemvForms[form], {9, 16}, seed + 75);
+  // Two and four row tiles a warp (INT4 with groups of 64 or more): every batch form the launcher instantiates.
+  if (kTunedGemvForms[form].bits == 4 && kTunedGemvForms[form].group >= 64) {
+    expect_tensor_core_gemv("gemv_mma=1,gemv_mma_mtiles=2", dt, kTunedGemvForms[form], {1, 5, 9, 16}, seed + 100);
+    expect_tensor_core_gemv("gemv_mma=3,gemv_mma_mtiles=2", dt, kTunedGemvForms[form], {9, 16, 17, 32}, seed + 125);
+    expect_tensor_core_gemv("gemv_mma=1,gemv_mma_mtiles=4", dt, kTunedGemvForms[form], {1, 8, 9, 16}, seed + 150);
+  }
 }
 INSTANTIATE_TEST_SUITE_P(Forms, WeightOnlyTuned,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),

@@ -273,20 +273,23 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   }
 }
 
-// The tensor-core GEMVs' end: each warp's C fragments into shared memory ([k_warps][16 rows][NT 8 tokens]: element e
-// of lane (g, t) in tile nt is row g + 8 (e / 2), token 8 nt + 2t + e % 2), then each output's sum over the warps,
-// stored by store_output.
-template <typename T, WeightScales kScales, bool kFp8, int NT>
-__device__ __forceinline__ void mma_gemv_store(const LinearParams<T>& p, const float (&acc)[NT][4], int64_t n0) {
-  constexpr int kRows = kLinearMmaGemvRows, kTokens = kLinearMmaGemvTokens * NT;
+// The tensor-core GEMVs' end: each warp's C fragments into shared memory ([k_warps][MT x 16 rows][NT 8 tokens]:
+// element e of lane (g, t) in row tile mt and token tile nt is row 16 mt + g + 8 (e / 2), token 8 nt + 2t + e % 2),
+// then each output's sum over the warps, stored by store_output.
+template <typename T, WeightScales kScales, bool kFp8, int NT, int MT>
+__device__ __forceinline__ void mma_gemv_store(const LinearParams<T>& p, const float (&acc)[MT][NT][4], int64_t n0) {
+  constexpr int kRows = kLinearMmaGemvRows * MT, kTokens = kLinearMmaGemvTokens * NT;
   extern __shared__ __align__(16) unsigned char smem[];
   float* partials = reinterpret_cast<float*>(smem);
   const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      partials[(warp * kRows + g + 8 * (e / 2)) * kTokens + kLinearMmaGemvTokens * nt + 2 * t + e % 2] = acc[nt][e];
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        partials[(warp * kRows + kLinearMmaGemvRows * mt + g + 8 * (e / 2)) * kTokens + kLinearMmaGemvTokens * nt +
+                 2 * t + e % 2] = acc[mt][nt][e];
   __syncthreads();
   for (int i = warp * kWarpSize + lane; i < kRows * kTokens; i += k_warps * kWarpSize) {
     const int r = i / kTokens, tok = i % kTokens;
@@ -329,10 +332,11 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 }
 
 // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma; quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64,
-// 128) and W8A16 (below), up to 32 tokens. Block: kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8
-// tokens (its N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps
-// warps by 64-value regions (warp w takes regions w, w + k_warps, ..., U of them a batch, the next batch's weights
-// loaded while one computes). In a region lane (g, t) loads 8 bytes of rows g
+// 128) and W8A16 (below), up to 32 tokens. Block: MT row tiles of kLinearMmaGemvRows = 16 weight rows (the MMA's M) x
+// NT tiles of 8 tokens (its N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between
+// the k_warps warps by 64-value regions (warp w takes regions w, w + k_warps, ..., U of them a batch, the next batch's
+// weights loaded while one computes); a region's x fragments serve all MT row tiles (quant_plan.hpp
+// kLinearMmaGemvMaxRowTiles). In a region lane (g, t) loads 8 bytes of rows g
 // and g + 8 (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for
 // token g of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so
 // the A pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the
@@ -345,43 +349,51 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U>
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1>
 __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
-    constexpr int kRows = kLinearMmaGemvRows;
+    constexpr int kRows = kLinearMmaGemvRows * MT;
     constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
     constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
     static_assert(kBits == 4 || !kGroups32, "groups of 32 hold whole INT8 regions");
     const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
-    const int64_t row_lo = min(n0 + g, p.n - 1), row_hi = min(n0 + g + 8, p.n - 1);  // past n: read, never stored
     const int64_t row_bytes = p.k * kBits / 8, groups = kGroups ? p.k >> p.group_shift : 1;
     // A region's group: r >> region_shift (a region lies in one group but for INT4 groups of 32).
     const int regions = static_cast<int>(p.k / kRegion), region_shift = p.group_shift - (kBits == 4 ? 6 : 5);
     const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kBits == 8 || kGroups32 ? 8 * t : 16 * t;
     const int x_second = kGroups32 ? 32 : 8;
-    const uint8_t* const w_lo = p.qweight + row_lo * row_bytes + w_lane;
-    const uint8_t* const w_hi = p.qweight + row_hi * row_bytes + w_lane;
+    // Row tile mt's rows g (h 0) and g + 8 (h 1) (rows past n: row n - 1, read, never stored), as offsets from row g's
+    // weights (bytes) and scales and zero points (groups): 32-bit, since the k of this plan is at most
+    // kLinearMmaGemvMaxK, and one base pointer each, so 4 row tiles cost 16 registers, not 48.
+    const int64_t row0 = min(n0 + g, p.n - 1);
+    const uint8_t* const w0 = p.qweight + row0 * row_bytes + w_lane;
+    const float* const s0 = p.scales + (kGroups ? row0 * groups : 0);
+    const int8_t* const z0 = kZeros ? p.zeros + row0 * groups : nullptr;
+    int w_off[MT][2], g_off[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t d = min(n0 + kLinearMmaGemvRows * mt + g + 8 * h, p.n - 1) - row0;
+        w_off[mt][h] = static_cast<int>(d * row_bytes), g_off[mt][h] = static_cast<int>(d * groups);
+      }
     const T* xr[NT];  // token g of each tile, this lane's values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
       xr[nt] = p.x + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + x_lane;
-    const float* const s_lo = p.scales + (kGroups ? row_lo * groups : 0);
-    const float* const s_hi = p.scales + (kGroups ? row_hi * groups : 0);
-    const int8_t* const z_lo = kZeros ? p.zeros + row_lo * groups : nullptr;
-    const int8_t* const z_hi = kZeros ? p.zeros + row_hi * groups : nullptr;
     const int step = k_warps * U;  // regions between a warp's batches
 
-    float acc[NT][4] = {};  // C of each tile: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
+    float acc[MT][NT][4] = {};  // C of each tile pair: rows g (tokens 2t, 2t + 1) and g + 8 (the same tokens)
     // Region r's MMAs; `real` false for a batch's slots past the last region (r clamped to it): computed alike, their
     // sums dropped, so a batch is straight-line code whose x and scale loads the compiler issues ahead of its MMAs.
     // Guarded per region instead, each region's x and scale loads sat right before their MMAs and warps stalled on
     // them (m1 n11008 k4096 W4A16 on the H100: 0.72 eligible warps a scheduler, half the stalls on L1TEX). Batches
     // whose x exceeds kLinearMmaGemvStraightTiles tile-regions stay guarded.
     constexpr bool kStraightBatch = NT * U <= kLinearMmaGemvStraightTiles;
-    auto compute = [&](int r, const uint2(&w)[2], bool real) {
+    auto compute = [&](int r, const uint2(&w)[MT][2], bool real) {
       unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -392,48 +404,53 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
           xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
         }
       }
-      // INT8: the words biased once (u = q + 128), as int8_pair_of takes them.
-      const uint2 b_lo = {w[0].x ^ 0x80808080u, w[0].y ^ 0x80808080u},
-                  b_hi = {w[1].x ^ 0x80808080u, w[1].y ^ 0x80808080u};
-      float part[NT][4] = {};
-      int grp = 0;
-      float zl = 0.0f, zh = 0.0f;  // group_zero: the rows' zero points
-      unsigned zl2 = 0, zh2 = 0;   // as the packed T pairs the pair helpers subtract (exact)
-      if constexpr (kBits == 8 && std::is_same_v<T, __half>) zl2 = zh2 = pack_rounded<T>(1152.0f, 1152.0f);
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
-          grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
-          if constexpr (kZeros) {
-            zl = __ldg(z_lo + grp), zh = __ldg(z_hi + grp);
-            if constexpr (kBits == 4)
-              zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
-            else if constexpr (std::is_same_v<T, __half>)
-              zl2 = pack_rounded<T>(1152.0f + zl, 1152.0f + zl), zh2 = pack_rounded<T>(1152.0f + zh, 1152.0f + zh);
-          }
-        }
-        unsigned a[4];
-        if constexpr (kBits == 4) {
-          const uint32_t lo = s < 2 ? w[0].x : w[0].y, hi = s < 2 ? w[1].x : w[1].y;
-          const int j = 2 * (s % 2);
-          a[0] = int4_pair_of<T, kZeros>(lo, j, zl2), a[1] = int4_pair_of<T, kZeros>(hi, j, zh2);
-          a[2] = int4_pair_of<T, kZeros>(lo, j + 1, zl2), a[3] = int4_pair_of<T, kZeros>(hi, j + 1, zh2);
-        } else {
-          const uint32_t lo = s == 0 ? b_lo.x : b_lo.y, hi = s == 0 ? b_hi.x : b_hi.y;
-          a[0] = int8_pair_of<T, kZeros>(lo, 0, zl2, zl), a[1] = int8_pair_of<T, kZeros>(hi, 0, zh2, zh);
-          a[2] = int8_pair_of<T, kZeros>(lo, 1, zl2, zl), a[3] = int8_pair_of<T, kZeros>(hi, 1, zh2, zh);
-        }
+      for (int mt = 0; mt < MT; ++mt) {
+        // INT8: the words biased once (u = q + 128), as int8_pair_of takes them.
+        const uint2 b_lo = {w[mt][0].x ^ 0x80808080u, w[mt][0].y ^ 0x80808080u},
+                    b_hi = {w[mt][1].x ^ 0x80808080u, w[mt][1].y ^ 0x80808080u};
+        float part[NT][4] = {};
+        int grp = 0;
+        float zl = 0.0f, zh = 0.0f;  // group_zero: the rows' zero points
+        unsigned zl2 = 0, zh2 = 0;   // as the packed T pairs the pair helpers subtract (exact)
+        if constexpr (kBits == 8 && std::is_same_v<T, __half>) zl2 = zh2 = pack_rounded<T>(1152.0f, 1152.0f);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
-        if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
-          const float sl = kGroups ? __ldg(s_lo + grp) : 1.0f, sh = kGroups ? __ldg(s_hi + grp) : 1.0f;
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            if (real) {
-              acc[nt][0] = fmaf(part[nt][0], sl, acc[nt][0]), acc[nt][1] = fmaf(part[nt][1], sl, acc[nt][1]);
-              acc[nt][2] = fmaf(part[nt][2], sh, acc[nt][2]), acc[nt][3] = fmaf(part[nt][3], sh, acc[nt][3]);
+        for (int s = 0; s < kSteps; ++s) {
+          if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
+            grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
+            if constexpr (kZeros) {
+              zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
+              if constexpr (kBits == 4)
+                zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+              else if constexpr (std::is_same_v<T, __half>)
+                zl2 = pack_rounded<T>(1152.0f + zl, 1152.0f + zl), zh2 = pack_rounded<T>(1152.0f + zh, 1152.0f + zh);
             }
-            part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+          }
+          unsigned a[4];
+          if constexpr (kBits == 4) {
+            const uint32_t lo = s < 2 ? w[mt][0].x : w[mt][0].y, hi = s < 2 ? w[mt][1].x : w[mt][1].y;
+            const int j = 2 * (s % 2);
+            a[0] = int4_pair_of<T, kZeros>(lo, j, zl2), a[1] = int4_pair_of<T, kZeros>(hi, j, zh2);
+            a[2] = int4_pair_of<T, kZeros>(lo, j + 1, zl2), a[3] = int4_pair_of<T, kZeros>(hi, j + 1, zh2);
+          } else {
+            const uint32_t lo = s == 0 ? b_lo.x : b_lo.y, hi = s == 0 ? b_hi.x : b_hi.y;
+            a[0] = int8_pair_of<T, kZeros>(lo, 0, zl2, zl), a[1] = int8_pair_of<T, kZeros>(hi, 0, zh2, zh);
+            a[2] = int8_pair_of<T, kZeros>(lo, 1, zl2, zl), a[3] = int8_pair_of<T, kZeros>(hi, 1, zh2, zh);
+          }
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
+          if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
+            const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + grp) : 1.0f,
+                        sh = kGroups ? __ldg(s0 + g_off[mt][1] + grp) : 1.0f;
+            float(&c)[NT][4] = acc[mt];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              if (real) {
+                c[nt][0] = fmaf(part[nt][0], sl, c[nt][0]), c[nt][1] = fmaf(part[nt][1], sl, c[nt][1]);
+                c[nt][2] = fmaf(part[nt][2], sh, c[nt][2]), c[nt][3] = fmaf(part[nt][3], sh, c[nt][3]);
+              }
+              part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+            }
           }
         }
       }
@@ -446,14 +463,17 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
       else
         return load_weights8(q);
     };
-    auto load = [&](int r0, uint2(&w)[U][2]) {
+    auto load = [&](int r0, uint2(&w)[U][MT][2]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * k_warps;
-        if (r < regions) w[u][0] = load_share(w_lo + 32 * r), w[u][1] = load_share(w_hi + 32 * r);
+        if (r < regions)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
       }
     };
-    uint2 cur[U][2] = {}, next[U][2] = {};
+    uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
     load(warp, cur);
     wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
     for (int r0 = warp; r0 < regions; r0 += step) {
@@ -467,7 +487,9 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
           compute(r, cur[u], true);
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) cur[u][0] = next[u][0], cur[u][1] = next[u][1];
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
     }
 
     mma_gemv_store<T, kScales, false>(p, acc, n0);
@@ -500,7 +522,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
     for (int nt = 0; nt < NT; ++nt)
       xr[nt] = p.xq + min(static_cast<int64_t>(kLinearMmaGemvTokens * nt + g), p.m - 1) * p.x_stride + 8 * t;
 
-    float acc[NT][4] = {};
+    float acc[1][NT][4] = {};                       // one row tile (mma_gemv_store's MT)
     auto load = [&](int r, uint2(&w)[kSteps][2]) {  // region r's k-steps (those before k)
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
@@ -532,7 +554,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] += part[nt][e];
+        for (int e = 0; e < 4; ++e) acc[0][nt][e] += part[nt][e];
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) cur[j][0] = next[j][0], cur[j][1] = next[j][1];
     }
@@ -641,11 +663,12 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
     constexpr int kBits = decltype(bits)::value;
     if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream, dependent);
     // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
-    // (mma_gemv_unroll); INT4 groups of 32 their own mapping.
-    auto launch = [&](auto tiles, auto unroll) -> Status {
-      constexpr int NT = decltype(tiles)::value, U = decltype(unroll)::value;
-      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U>;
-      if constexpr (kBits == 4)
+    // (mma_gemv_unroll); INT4 groups of 32 their own mapping; INT4 with groups of 64 or more also 2 or 4 row tiles a
+    // warp (KERNELKIT_TUNE gemv_mma_mtiles).
+    auto launch = [&](auto row_tiles, auto tiles, auto unroll) -> Status {
+      constexpr int MT = decltype(row_tiles)::value, NT = decltype(tiles)::value, U = decltype(unroll)::value;
+      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U, MT>;
+      if constexpr (kBits == 4 && MT == 1)
         if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true, U>;
       return launch_kernel(dependent, kernel, grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes),
                            stream, p);
@@ -653,14 +676,43 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;
     using Four = std::integral_constant<int, 4>;
-    static_assert(kLinearMmaGemvUnroll == 4 && kLinearMmaGemvWideUnroll == 2, "the batches instantiated below");
-    const int tiles = plan.tokens / kLinearMmaGemvTokens;
-    if (tiles == 1 && plan.stages == 4) return launch(One{}, Four{});
-    if (tiles == 2 && plan.stages == 4) return launch(Two{}, Four{});
-    if (tiles == 2 && plan.stages == 2) return launch(Two{}, Two{});
-    if (tiles == 4 && plan.stages == 2) return launch(Four{}, Two{});
-    return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.tokens) +
-                                            " tokens in batches of " + std::to_string(plan.stages) + " regions");
+    static_assert(kLinearMmaGemvUnroll == 4 && kLinearMmaGemvWideUnroll == 2 && kLinearMmaGemvMaxRowTiles == 4,
+                  "the batches instantiated below");
+    const int tiles = plan.tokens / kLinearMmaGemvTokens, row_tiles = plan.out_rows / kLinearMmaGemvRows;
+    const int form = 100 * row_tiles + 10 * tiles + plan.stages;  // row tiles, token tiles, regions a batch
+    switch (form) {
+      case 114:
+        return launch(One{}, One{}, Four{});
+      case 124:
+        return launch(One{}, Two{}, Four{});
+      case 122:
+        return launch(One{}, Two{}, Two{});
+      case 142:
+        return launch(One{}, Four{}, Two{});
+      default:
+        break;
+    }
+    if constexpr (kBits == 4) {
+      if (a.group != 32) switch (form) {
+          case 212:
+            return launch(Two{}, One{}, Two{});
+          case 222:
+            return launch(Two{}, Two{}, Two{});
+          case 221:
+            return launch(Two{}, Two{}, One{});
+          case 241:
+            return launch(Two{}, Four{}, One{});
+          case 411:
+            return launch(Four{}, One{}, One{});
+          case 421:
+            return launch(Four{}, Two{}, One{});
+          default:
+            break;
+        }
+    }
+    return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.out_rows) +
+                                            " rows x " + std::to_string(plan.tokens) + " tokens in batches of " +
+                                            std::to_string(plan.stages) + " regions");
   });
 }
 

@@ -77,7 +77,7 @@ Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_
 }  // namespace
 
 Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* p,
-                     bool short_pairs) {
+                     bool short_pairs, int row_tiles) {
   // Tokens a multiple of kLinearMmaGemvTokens with k_warps > 0 marks this plan; the block's warps split the regions
   // of k as the FMA GEMV's split its chunks.
   p->vec = region;
@@ -85,9 +85,9 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   p->tokens = m <= kLinearMmaGemvMaxTokens
                   ? static_cast<int>(ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens)) * kLinearMmaGemvTokens
                   : kLinearMmaGemvWideTokens;
-  p->out_rows = kLinearMmaGemvRows;
+  p->out_rows = kLinearMmaGemvRows * row_tiles;
   const int64_t blocks = ceil_div(n, p->out_rows);
-  const int unroll = mma_gemv_unroll(p->tokens, short_pairs);
+  const int unroll = std::max(1, mma_gemv_unroll(p->tokens, short_pairs) / row_tiles);
   const int64_t sums_bytes = int64_t{p->out_rows} * p->tokens * static_cast<int64_t>(sizeof(float));  // a warp's
   KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, unroll, p, sums_bytes));
   p->stages = unroll;
@@ -176,7 +176,18 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
             : 0;
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
   const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
-  if (mma_gemv && m <= mma_tokens && k % region == 0) return plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3);
+  if (mma_gemv && m <= mma_tokens && k % region == 0 && k <= kLinearMmaGemvMaxK) {
+    int row_tiles = 1;
+    KK_RETURN_IF_ERROR(tune_value("gemv_mma_mtiles", 1, kLinearMmaGemvMaxRowTiles, &row_tiles));
+    const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens);
+    if (row_tiles > 1 && (bits != 4 || s.group < 64 || (row_tiles & (row_tiles - 1)) != 0 ||
+                          row_tiles * next_pow2(tiles) > kLinearMmaGemvMaxTiles))
+      return invalid_argument("KERNELKIT_TUNE: gemv_mma_mtiles=" + std::to_string(row_tiles) +
+                              " needs INT4 weights with groups of 64 or more, 1, 2 or 4 row tiles, and at most " +
+                              std::to_string(kLinearMmaGemvMaxTiles) +
+                              " row tiles x 8-token tiles (m = " + std::to_string(m) + ")");
+    return plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3, row_tiles);
+  }
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
     p->block_threads = kLinearTcThreads;

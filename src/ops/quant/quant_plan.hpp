@@ -50,6 +50,16 @@ constexpr int kLinearMmaGemvUnroll = 4;
 // gemv_mma=3: as 2, but two tiles (m 9-16) take batches of two regions, straight-line (below).
 constexpr int kLinearMmaGemvWideTokens = 32;
 constexpr int kLinearMmaGemvWideUnroll = 2;
+// KERNELKIT_TUNE gemv_mma_mtiles=2 or 4 (INT4 with groups of 64 or more): each warp takes 2 or 4 row tiles of 16 (a
+// block 32 or 64 rows), so each region's x fragments, loaded once, serve that many MMAs' A tiles. At one row tile a
+// warp reads 2 bytes of x through L1 for every byte of INT4 weights a token tile (m16: 4, m32: 8), and the GEMV's time
+// grows with m accordingly (H100, m1 / m16 / m32 n13824 k5120: about 19 / 27 / 45 us). A batch then holds
+// mma_gemv_unroll / row tiles regions (at least one), and row tiles x token tiles stay within
+// kLinearMmaGemvMaxTiles (the accumulators: 4 registers a tile pair).
+constexpr int kLinearMmaGemvMaxRowTiles = 4;
+constexpr int kLinearMmaGemvMaxTiles = 8;
+// The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
+constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
 // By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
 // kLinearMmaGemvMinTokens to kLinearMmaGemvWideTokens tokens, as gemv_mma=3 plans it, instead of the tensor-core
 // tiles. H100, bf16, one run of bench/dev/gemv_sweep.py (us, GEMV against tiles): m16 n11008 k4096 20.4 / 23.9,
@@ -101,8 +111,9 @@ Status plan_quant(const DeviceProfile& profile, OpId op, const OpShape& shape, D
 // split between a block's warps by regions of `region` values: 64 for W4A16 and 32 for W8A16 (KERNELKIT_TUNE
 // gemv_mma=1; k a multiple), 128 for linear_fp8 (fp8_gemv=2; the last region may be partial).
 // The plan's `stages` is the regions a warp's batch holds (mma_gemv_unroll; `short_pairs` as there).
+// `row_tiles`: 16-row tiles a warp (kLinearMmaGemvMaxRowTiles).
 Status plan_mma_gemv(const DeviceProfile& profile, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* out,
-                     bool short_pairs = false);
+                     bool short_pairs = false, int row_tiles = 1);
 }  // namespace detail
 
 }  // namespace kernelkit
