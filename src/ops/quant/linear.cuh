@@ -679,22 +679,34 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
     // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
     // (mma_gemv_unroll); INT4 groups of 32 their own mapping; INT4 with groups of 64 or more also 2 or 4 row tiles a
     // warp (KERNELKIT_TUNE gemv_mma_mtiles).
+    const auto none = [&] {
+      return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.out_rows) +
+                                              " rows x " + std::to_string(plan.tokens) + " tokens in batches of " +
+                                              std::to_string(plan.stages) + " regions");
+    };
     auto launch = [&](auto row_tiles, auto tiles, auto unroll) -> Status {
       constexpr int MT = decltype(row_tiles)::value, NT = decltype(tiles)::value, U = decltype(unroll)::value;
-      auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U, MT>;
-      if constexpr (kBits == 4 && MT == 1)
-        if (a.group == 32) kernel = linear_gemv_mma_kernel<T, 4, kScales, NT, true, U>;
-      return launch_kernel(dependent, kernel, grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes),
-                           stream, p);
+      if constexpr (MT > 1 && kBits != 4) {
+        return none();  // row tiles: INT4 only (the planner's rule)
+      } else {
+        auto kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, false, U, MT>;
+        if (kBits == 4 && a.group == 32) {
+          if constexpr (MT > 1)
+            return none();
+          else
+            kernel = linear_gemv_mma_kernel<T, kBits, kScales, NT, kBits == 4, U>;
+        }
+        return launch_kernel(dependent, kernel, grid_of(plan), block_of(plan), static_cast<size_t>(plan.smem_bytes),
+                             stream, p);
+      }
     };
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;
     using Four = std::integral_constant<int, 4>;
     static_assert(kLinearMmaGemvUnroll == 4 && kLinearMmaGemvWideUnroll == 2 && kLinearMmaGemvMaxRowTiles == 4,
                   "the batches instantiated below");
-    const int tiles = plan.tokens / kLinearMmaGemvTokens, row_tiles = plan.out_rows / kLinearMmaGemvRows;
-    const int form = 100 * row_tiles + 10 * tiles + plan.stages;  // row tiles, token tiles, regions a batch
-    switch (form) {
+    // Row tiles, token tiles and regions a batch, as the digits of one number.
+    switch (100 * (plan.out_rows / kLinearMmaGemvRows) + 10 * (plan.tokens / kLinearMmaGemvTokens) + plan.stages) {
       case 114:
         return launch(One{}, One{}, Four{});
       case 124:
@@ -703,30 +715,21 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
         return launch(One{}, Two{}, Two{});
       case 142:
         return launch(One{}, Four{}, Two{});
+      case 212:
+        return launch(Two{}, One{}, Two{});
+      case 222:
+        return launch(Two{}, Two{}, Two{});
+      case 221:
+        return launch(Two{}, Two{}, One{});
+      case 241:
+        return launch(Two{}, Four{}, One{});
+      case 411:
+        return launch(Four{}, One{}, One{});
+      case 421:
+        return launch(Four{}, Two{}, One{});
       default:
-        break;
+        return none();
     }
-    if constexpr (kBits == 4) {
-      if (a.group != 32) switch (form) {
-          case 212:
-            return launch(Two{}, One{}, Two{});
-          case 222:
-            return launch(Two{}, Two{}, Two{});
-          case 221:
-            return launch(Two{}, Two{}, One{});
-          case 241:
-            return launch(Two{}, Four{}, One{});
-          case 411:
-            return launch(Four{}, One{}, One{});
-          case 421:
-            return launch(Four{}, Two{}, One{});
-          default:
-            break;
-        }
-    }
-    return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.out_rows) +
-                                            " rows x " + std::to_string(plan.tokens) + " tokens in batches of " +
-                                            std::to_string(plan.stages) + " regions");
   });
 }
 
