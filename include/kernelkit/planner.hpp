@@ -53,7 +53,6 @@ struct LaunchPlan {
   int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
   int stages = 0;    // GEMV: depth of each thread's cp.async ring of weight chunks (0: register prefetch, no cp.async);
                      // tensor-core GEMV: the regions a warp's batch holds
-  int64_t l2_prefetch = 0;  // GEMV: bytes of its weight rows a block asks L2 for before its first loads (sm_90)
   // Tensor-core weight-only linear: k split over grid.z (grid counts all of them), fp32 partials in a workspace.
   int k_splits = 1;
   int64_t k_tiles_per_split = 0;

@@ -29,10 +29,10 @@ constexpr int kRowLeanMinThreads = 128;
 
 // Every KERNELKIT_TUNE key of every family (docs/benchmarking.md lists what each forces).
 constexpr std::string_view kTuneKeys[] = {
-    "attn_mw",       "attn_stages", "attn_bn",      "attn_wgmma",    "decode_stages",   "decode_splits",
-    "decode_tc",     "gemv_stages", "gemv_kwarps",  "rows_vpt",      "rows_waves",      "ew_waves",
-    "softmax_stage", "rows_held",   "decode_waves", "rows_cap",      "decode_f16mma",   "rows_onepass",
-    "fp8_gemv",      "gemv_mma",    "rows_lean",    "rows_lean_min", "gemv_mma_mtiles", "gemv_l2_prefetch"};
+    "attn_mw",       "attn_stages", "attn_bn",      "attn_wgmma",    "decode_stages",  "decode_splits",
+    "decode_tc",     "gemv_stages", "gemv_kwarps",  "rows_vpt",      "rows_waves",     "ew_waves",
+    "softmax_stage", "rows_held",   "decode_waves", "rows_cap",      "decode_f16mma",  "rows_onepass",
+    "fp8_gemv",      "gemv_mma",    "rows_lean",    "rows_lean_min", "gemv_mma_mtiles"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -319,9 +319,8 @@ std::string LaunchPlan::to_string() const {
        << (mma ? "mma.sync m16n8k16 over " + std::to_string(vec) + "-weight regions, batches of " +
                      std::to_string(stages)
                : std::to_string(vec) + " weights a 16-byte load")
-       << (l2_prefetch > 0 ? ", L2 prefetch " + std::to_string(l2_prefetch) + " B a block" : std::string()) << ", smem "
-       << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy " << static_cast<int>(occupancy * 100 + 0.5)
-       << "%";
+       << ", smem " << smem_bytes << " B, " << blocks_per_sm << " blocks/SM, occupancy "
+       << static_cast<int>(occupancy * 100 + 0.5) << "%";
     return os.str();
   }
   os << op_info(op).name << " " << dtype_name(dtype) << " on " << profile << ": block " << threads_per_row << "x"

@@ -193,7 +193,6 @@ TEST_P(WeightOnlyTuned, TensorCoreGemvMatchesReference) {
     expect_tensor_core_gemv("gemv_mma=3,gemv_mma_mtiles=2", dt, kTunedGemvForms[form], {9, 16, 17, 32}, seed + 125);
     expect_tensor_core_gemv("gemv_mma=1,gemv_mma_mtiles=4", dt, kTunedGemvForms[form], {1, 8, 9, 16}, seed + 150);
   }
-  expect_tensor_core_gemv("gemv_mma=3,gemv_l2_prefetch=8", dt, kTunedGemvForms[form], {1, 16}, seed + 175);
 }
 INSTANTIATE_TEST_SUITE_P(Forms, WeightOnlyTuned,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
@@ -640,12 +639,11 @@ TEST(Fp8BlockwiseLinear, QuantizersThenLinearOnTheGpu) {
 // The GEMV's alternatives (KERNELKIT_TUNE): the register prefetch and 2- and 3-deep cp.async rings (a synchronous copy
 // on sm_75 code), whichever the planner picks for this shape on the profile (its chunks a thread depend on the SM
 // count: the ring for INT8 on the A100 profile, the prefetch on the H200's), and forced warps along k (1; 8 with the
-// ring: 256 threads), each block's L2 prefetch (whole blocks' rows, and part of them), for 1 and 2 tokens, INT8 and
-// INT4, with a k that is no multiple of a warp step and a partial last block.
+// ring: 256 threads), for 1 and 2 tokens, INT8 and INT4, with a k that is no multiple of a warp step and a partial
+// last block.
 TEST(PlannerAlternatives, TunedGemvMatchesReference) {
   uint64_t seed = 81;
-  for (const char* setting : {"gemv_stages=0", "gemv_stages=2", "gemv_stages=3,gemv_kwarps=8", "gemv_kwarps=1",
-                              "gemv_l2_prefetch=1", "gemv_l2_prefetch=64"}) {
+  for (const char* setting : {"gemv_stages=0", "gemv_stages=2", "gemv_stages=3,gemv_kwarps=8", "gemv_kwarps=1"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (const auto& [bits, group] : {std::pair{8, 0}, {4, 128}})
       for (int64_t m : {1, 2}) {

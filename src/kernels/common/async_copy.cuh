@@ -35,14 +35,6 @@ __device__ __forceinline__ void copy_async_or_zero16(void* smem_dst, const void*
 #endif
 }
 
-// Asks L2 for `bytes` (a multiple of 16, from a 16-byte aligned address) from gmem_src on: one instruction, no
-// register held and nothing to wait for (sm_90's bulk prefetch; a no-op below).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* gmem_src, unsigned bytes) {
-#if KK_DEVICE_HAS_TMA
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem_src), "r"(bytes) : "memory");
-#endif
-}
-
 // Closes the group of copies issued since the last commit (every thread commits, so group counts stay uniform).
 __device__ __forceinline__ void cp_async_commit() {
 #if KK_DEVICE_HAS_CP_ASYNC

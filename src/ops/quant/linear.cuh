@@ -60,7 +60,6 @@ struct LinearParams {
   int group_shift;  // log2 of the scale group along k (32, 64 or 128); 0 for WeightScales::row
   int accumulate;  // out += ... (each output is read by the one thread that writes it)
   int stages;      // GEMV: the cp.async ring's depth (2 to 4), 0 for register prefetch
-  int l2_prefetch;  // bytes of its weight rows a block asks L2 for first (LaunchPlan::l2_prefetch)
   // linear_fp8 (the kFp8 GEMV): x's e4m3 codes [m, k] (row stride x_stride), its scales x_scales[token * xs_stride],
   // the weights' scales[row * ws_stride] (stride 0: one for the tensor). A kernel reads xq or zeros, never both: one
   // member (a longer parameter block made ptxas reschedule the default GEMV kernels).
@@ -74,16 +73,6 @@ struct LinearParams {
 
 // Output rows per block of the split-K kernel (the planner's rule, restated for the template).
 constexpr int kLinearGemvRows = 4;
-
-// Thread (0, 0) asks L2 for the first p.l2_prefetch bytes of the block's weight rows [n0, n0 + rows) (contiguous), so
-// HBM streams ahead of what the warps' registers hold (and through act-order's wait for the gather).
-template <typename T>
-__device__ __forceinline__ void prefetch_block_weights(const LinearParams<T>& p, int64_t n0, int rows,
-                                                       int64_t row_bytes) {
-  if (p.l2_prefetch == 0 || threadIdx.x != 0 || threadIdx.y != 0) return;
-  const int64_t span = min(static_cast<int64_t>(p.l2_prefetch), (min(n0 + rows, p.n) - n0) * row_bytes) & ~int64_t{15};
-  if (span > 0) prefetch_l2_bulk(p.qweight + n0 * row_bytes, static_cast<unsigned>(span));
-}
 
 // The index in scales / zeros ([n, k / group]) of the group of 16-byte chunk c of `row` (a chunk lies inside one
 // group: shifts, not 64-bit divisions).
@@ -181,7 +170,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     const int64_t t0 = static_cast<int64_t>(blockIdx.x % tiles) * kTokens;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x / tiles) * kRows;
     const int64_t row_bytes = p.k * kBits / 8, chunks = p.k / kPerChunk;
-    prefetch_block_weights(p, n0, kRows, row_bytes);
 
     // Rows past n and tokens past m read row n - 1 / token m - 1 (valid memory, no divergence) and are never stored.
     const uint8_t* wrow[kRows];
@@ -373,7 +361,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
     const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
     const int64_t row_bytes = p.k * kBits / 8, groups = kGroups ? p.k >> p.group_shift : 1;
-    prefetch_block_weights(p, n0, kRows, row_bytes);
     // A region's group: r >> region_shift (a region lies in one group but for INT4 groups of 32).
     const int regions = static_cast<int>(p.k / kRegion), region_shift = p.group_shift - (kBits == 4 ? 6 : 5);
     const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kBits == 8 || kGroups32 ? 8 * t : 16 * t;
@@ -617,8 +604,7 @@ LinearParams<T> gemv_params(const detail::WeightOnlyArgs& a, const LaunchPlan& p
           .out_stride = a.out_stride,
           .group_shift = a.group > 0 ? std::countr_zero(static_cast<unsigned>(a.group)) : 0,
           .accumulate = a.accumulate ? 1 : 0,
-          .stages = plan.stages,
-          .l2_prefetch = static_cast<int>(plan.l2_prefetch)};
+          .stages = plan.stages};
 }
 
 // Act-order: xg [m, k] (contiguous) = x[:, perm], one thread per 16 bytes of xg (kVec inputs of one token). An entry of

@@ -74,15 +74,6 @@ Status split_gemv_k(const DeviceProfile& prof, int64_t blocks, int first, int64_
   return Status::Ok();
 }
 
-// The GEMVs' L2 prefetch of each block's first weight bytes (LaunchPlan::l2_prefetch): KERNELKIT_TUNE
-// gemv_l2_prefetch=KB, sm_90 profiles (the bulk prefetch), 0 by default.
-Status plan_gemv_l2_prefetch(const DeviceProfile& prof, LaunchPlan* p) {
-  int kb = 0;
-  KK_RETURN_IF_ERROR(tune_value("gemv_l2_prefetch", 0, kLinearMaxL2PrefetchKb, &kb));
-  p->l2_prefetch = prof.sm >= 90 ? int64_t{kb} * 1024 : 0;
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k, int region, LaunchPlan* p,
@@ -108,7 +99,7 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
-  return plan_gemv_l2_prefetch(prof, p);
+  return Status::Ok();
 }
 
 Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype, LaunchPlan* p) {
@@ -248,7 +239,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
                        prof.key);
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
-  return plan_gemv_l2_prefetch(prof, p);
+  return Status::Ok();
 }
 
 }  // namespace detail

@@ -58,10 +58,6 @@ constexpr int kLinearMmaGemvWideUnroll = 2;
 // kLinearMmaGemvMaxTiles (the accumulators: 4 registers a tile pair).
 constexpr int kLinearMmaGemvMaxRowTiles = 4;
 constexpr int kLinearMmaGemvMaxTiles = 8;
-// KERNELKIT_TUNE gemv_l2_prefetch=KB (sm_90, an experiment): each GEMV block first asks L2 for that many bytes of its
-// weight rows (one cp.async.bulk.prefetch.L2), so HBM has far more than the registers' loads in flight, and act-order's
-// wait for the gather does not leave it idle. At most kLinearMaxL2PrefetchKb.
-constexpr int kLinearMaxL2PrefetchKb = 1024;
 // The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
 constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
 // By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
