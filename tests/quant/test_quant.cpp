@@ -525,11 +525,16 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
               EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens
                                       ? (m + kLinearMmaGemvTokens - 1) / kLinearMmaGemvTokens * kLinearMmaGemvTokens
                                       : kLinearMmaGemvWideTokens);
-              EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
-              EXPECT_EQ(p.grid, (n + kLinearMmaGemvRows - 1) / kLinearMmaGemvRows);
+              // Two row tiles from two token tiles on where 32-row blocks number two an SM, else one.
+              const int row_tiles =
+                  m > kLinearMmaGemvTokens && (n + 31) / 32 >= kLinearMmaGemvRowTileMinBlocksPerSm * prof.sms ? 2 : 1;
+              EXPECT_EQ(p.out_rows, kLinearMmaGemvRows * row_tiles);
+              EXPECT_EQ(p.grid, (n + p.out_rows - 1) / p.out_rows);
               EXPECT_GE(p.k_warps, 1);
-              // One tile: batches of kLinearMmaGemvUnroll regions; more: of two (gemv_mma=3).
-              EXPECT_EQ(p.stages, m <= kLinearMmaGemvTokens ? kLinearMmaGemvUnroll : kLinearMmaGemvWideUnroll);
+              // One token tile: batches of kLinearMmaGemvUnroll regions; more: of two (gemv_mma=3), of one at two row
+              // tiles.
+              EXPECT_EQ(p.stages,
+                        m <= kLinearMmaGemvTokens ? kLinearMmaGemvUnroll : kLinearMmaGemvWideUnroll / row_tiles);
               EXPECT_EQ(p.k_splits, 1);
               continue;
             }
@@ -649,11 +654,11 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_EQ(plan_op(h200, OpId::linear_w8a16, s, DType::f32, &p).code(), StatusCode::invalid_argument);
 }
 
-// KERNELKIT_TUNE gemv_mma=1: W4A16 and W8A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block,
-// k split by warps over 32-byte regions: 64 INT4 or 32 INT8 values), groups of 32 too; 17 tokens keep their plans;
-// gemv_mma=2 to 32 tokens.
+// KERNELKIT_TUNE gemv_mma=1: W4A16 and W8A16 up to 16 tokens (tiles of 8) on the tensor-core GEMV (16 rows a block
+// with gemv_mma_mtiles=1, k split by warps over 32-byte regions: 64 INT4 or 32 INT8 values), groups of 32 too; 17
+// tokens keep their plans; gemv_mma=2 to 32 tokens.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
-  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1");
+  const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1,gemv_mma_mtiles=1");
   const DeviceProfile& h200 = *find_profile("h200");
   OpShape s{1, 4096, 1, 16};
   s.out_features = 14336;
@@ -719,7 +724,7 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
 
   // gemv_mma=2: the same GEMV to 32 tokens (m 17-32: four tiles of 8, batches of two regions); 33 tokens keep the
   // tensor-core tiles.
-  const kernelkit::testing::ScopedEnv wide("KERNELKIT_TUNE", "gemv_mma=2");
+  const kernelkit::testing::ScopedEnv wide("KERNELKIT_TUNE", "gemv_mma=2,gemv_mma_mtiles=1");
   s = OpShape{1, 4096, 1, 16};
   s.out_features = 14336;
   s.group = 128;
@@ -743,7 +748,7 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   EXPECT_EQ(p.k_warps, 0);  // tensor-core tiles
 
   // gemv_mma=3: two tiles (m 9-16) in batches of two regions (the plan's stages), one and four tiles as in 2.
-  const kernelkit::testing::ScopedEnv pairs("KERNELKIT_TUNE", "gemv_mma=3");
+  const kernelkit::testing::ScopedEnv pairs("KERNELKIT_TUNE", "gemv_mma=3,gemv_mma_mtiles=1");
   for (int64_t m : {8, 9, 16, 32}) {
     s.rows = m;
     ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());

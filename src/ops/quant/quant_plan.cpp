@@ -177,9 +177,15 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
   const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
   if (mma_gemv && m <= mma_tokens && k % region == 0 && k <= kLinearMmaGemvMaxK) {
-    int row_tiles = 1;
-    KK_RETURN_IF_ERROR(tune_value("gemv_mma_mtiles", 1, kLinearMmaGemvMaxRowTiles, &row_tiles));
     const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens);
+    // Two row tiles a warp from two token tiles on, where the 32-row blocks still number two an SM (quant_plan.hpp
+    // kLinearMmaGemvRowTileMinBlocksPerSm); one otherwise.
+    int row_tiles =
+        bits == 4 && s.group >= 64 && tiles >= 2 &&
+                ceil_div(n, 2 * kLinearMmaGemvRows) >= int64_t{kLinearMmaGemvRowTileMinBlocksPerSm} * prof.sms
+            ? 2
+            : 1;
+    KK_RETURN_IF_ERROR(tune_value("gemv_mma_mtiles", 1, kLinearMmaGemvMaxRowTiles, &row_tiles));
     if (row_tiles > 1 && (bits != 4 || s.group < 64 || (row_tiles & (row_tiles - 1)) != 0 ||
                           row_tiles * next_pow2(tiles) > kLinearMmaGemvMaxTiles))
       return invalid_argument("KERNELKIT_TUNE: gemv_mma_mtiles=" + std::to_string(row_tiles) +

@@ -50,14 +50,20 @@ constexpr int kLinearMmaGemvUnroll = 4;
 // gemv_mma=3: as 2, but two tiles (m 9-16) take batches of two regions, straight-line (below).
 constexpr int kLinearMmaGemvWideTokens = 32;
 constexpr int kLinearMmaGemvWideUnroll = 2;
-// KERNELKIT_TUNE gemv_mma_mtiles=2 or 4 (INT4 with groups of 64 or more): each warp takes 2 or 4 row tiles of 16 (a
-// block 32 or 64 rows), so each region's x fragments, loaded once, serve that many MMAs' A tiles. At one row tile a
-// warp reads 2 bytes of x through L1 for every byte of INT4 weights a token tile (m16: 4, m32: 8), and the GEMV's time
-// grows with m accordingly (H100, m1 / m16 / m32 n13824 k5120: about 19 / 27 / 45 us). A batch then holds
-// mma_gemv_unroll / row tiles regions (at least one), and row tiles x token tiles stay within
-// kLinearMmaGemvMaxTiles (the accumulators: 4 registers a tile pair).
+// Row tiles (INT4 with groups of 64 or more): each warp takes 1, 2 or 4 row tiles of 16 (a block 16, 32 or 64 rows),
+// so each region's x fragments, loaded once, serve that many MMAs' A tiles. At one row tile a warp reads 2 bytes of x
+// through L1 for every byte of INT4 weights a token tile (m16: 4, m32: 8), and the GEMV's time grows with m
+// accordingly (H100, m1 / m16 / m32 n13824 k5120: about 19 / 27 / 45 us). A batch then holds mma_gemv_unroll / row
+// tiles regions (at least one), and row tiles x token tiles stay within kLinearMmaGemvMaxTiles (the accumulators: 4
+// registers a tile pair). By default two row tiles from two token tiles (m 9-32) on, where the 32-row blocks number at
+// least kLinearMmaGemvRowTileMinBlocksPerSm an SM; KERNELKIT_TUNE gemv_mma_mtiles=1, 2 or 4 forces a count. H100,
+// bf16, bench/dev/ab-gemv (us, one / two row tiles, batches of one region at two): m16 n13824 k5120 26.0 / 23.4,
+// n14336 k4096 22.7 / 19.7, n28672 k8192 80.6 / 76.1, n5120 k13824 (160 blocks) 28.4 / 28.8; m32 40.9 / 36.1, 36.2 /
+// 32.3, 132.4 / 99.4, 41.0 / 42.1. Four row tiles were slower at every shape (m16 27.4, 23.9, 81.6, 45.3: fewer
+// blocks, and 64-120 bytes of spills), and neither count beat the FMA GEMV at m1.
 constexpr int kLinearMmaGemvMaxRowTiles = 4;
 constexpr int kLinearMmaGemvMaxTiles = 8;
+constexpr int kLinearMmaGemvRowTileMinBlocksPerSm = 2;
 // The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
 constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
 // By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
