@@ -659,7 +659,7 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
 // tokens keep their plans; gemv_mma=2 to 32 tokens.
 TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "gemv_mma=1,gemv_mma_mtiles=1");
-  const DeviceProfile& h200 = *find_profile("h200");
+  const DeviceProfile h200 = *find_profile("h200");  // a copy: the optional is a temporary
   OpShape s{1, 4096, 1, 16};
   s.out_features = 14336;
   s.group = 128;
