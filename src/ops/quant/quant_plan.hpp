@@ -33,8 +33,8 @@ constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
 // KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
-// on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a block; x as B, a token a column, one or two
-// 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
+// on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a row tile; x as B, a token a column, one or
+// two 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
 // spends about 155 instructions on a thread's 16 bytes of weights at m1 (sm_90 SASS: fp16 dequantization, conversion
 // to fp32, an FMA a weight): 13 B/clk an SM at full issue, where HBM3e needs about 18, and INT4 measures 61-63% of the
 // copy ceiling on the H200 (INT8, half the math a byte, 88-90%). The MMA GEMV spends about 78 (the dequantization to
