@@ -794,6 +794,32 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
 }
 
+// Every tensor-core GEMV plan, under every KERNELKIT_TUNE setting that makes one, is a form the launcher instantiated
+// (kMmaGemvForms): W4A16 with groups of 128 and 32, W8A16, 1 to 32 tokens, 16-row blocks to 64.
+TEST(QuantPlanner, TensorCoreGemvPlansAreInstantiatedForms) {
+  const DeviceProfile h200 = *find_profile("h200");
+  int checked = 0;
+  for (const char* mma : {"", "gemv_mma=1", "gemv_mma=2", "gemv_mma=3"})
+    for (const char* rows : {"", "gemv_mma_mtiles=1", "gemv_mma_mtiles=2", "gemv_mma_mtiles=4"}) {
+      const std::string setting = std::string(mma) + (*mma && *rows ? "," : "") + rows;
+      const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
+      for (const auto& [op, group] :
+           {std::pair{OpId::linear_w4a16, 128}, {OpId::linear_w4a16, 32}, {OpId::linear_w8a16, 0}})
+        for (int64_t m = 1; m <= 32; ++m)
+          for (int64_t n : {7, 4096, 28672}) {
+            OpShape s{m, 4096, 1, 16};
+            s.out_features = n;
+            s.group = group;
+            LaunchPlan p;
+            if (!plan_op(h200, op, s, DType::bf16, &p).ok() || p.k_warps == 0 || p.tokens % kLinearMmaGemvTokens)
+              continue;  // refused (a row-tile setting the form does not take), the tiles or the FMA GEMV
+            EXPECT_GE(mma_gemv_form(p.out_rows, p.tokens, p.stages), 0) << setting << " " << p.to_string();
+            ++checked;
+          }
+    }
+  EXPECT_GT(checked, 1000);
+}
+
 TEST(QuantPlanner, QuantizerPlans) {
   for (const DeviceProfile& prof : profile_table()) {
     OpShape s{4096, 4096, 1, 16};

@@ -32,6 +32,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <iterator>
+#include <utility>
 
 #include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
@@ -670,8 +672,9 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                                               " rows x " + std::to_string(plan.tokens) + " tokens in batches of " +
                                               std::to_string(plan.stages) + " regions");
     };
-    auto launch = [&](auto row_tiles, auto tiles, auto unroll) -> Status {
-      constexpr int MT = decltype(row_tiles)::value, NT = decltype(tiles)::value, U = decltype(unroll)::value;
+    const auto launch = [&]<int I>(std::integral_constant<int, I>) -> Status {
+      constexpr MmaGemvForm kForm = kMmaGemvForms[I];
+      constexpr int MT = kForm.row_tiles, NT = kForm.tiles, U = kForm.unroll;
       if constexpr (MT > 1 && kBits != 4) {
         return none();  // row tiles: INT4 only (the planner's rule)
       } else {
@@ -686,36 +689,16 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
                              stream, p);
       }
     };
-    using One = std::integral_constant<int, 1>;
-    using Two = std::integral_constant<int, 2>;
-    using Four = std::integral_constant<int, 4>;
-    static_assert(kLinearMmaGemvUnroll == 4 && kLinearMmaGemvWideUnroll == 2 && kLinearMmaGemvMaxRowTiles == 4,
-                  "the batches instantiated below");
-    // Row tiles, token tiles and regions a batch, as the digits of one number.
-    switch (100 * (plan.out_rows / kLinearMmaGemvRows) + 10 * (plan.tokens / kLinearMmaGemvTokens) + plan.stages) {
-      case 114:
-        return launch(One{}, One{}, Four{});
-      case 124:
-        return launch(One{}, Two{}, Four{});
-      case 122:
-        return launch(One{}, Two{}, Two{});
-      case 142:
-        return launch(One{}, Four{}, Two{});
-      case 212:
-        return launch(Two{}, One{}, Two{});
-      case 222:
-        return launch(Two{}, Two{}, Two{});
-      case 221:
-        return launch(Two{}, Two{}, One{});
-      case 241:
-        return launch(Two{}, Four{}, One{});
-      case 411:
-        return launch(Four{}, One{}, One{});
-      case 421:
-        return launch(Four{}, Two{}, One{});
-      default:
+    // The plan's form, looked for among kMmaGemvForms from index I on.
+    const int form = mma_gemv_form(plan.out_rows, plan.tokens, plan.stages);
+    const auto dispatch = [&](const auto& self, auto index) -> Status {
+      constexpr int I = decltype(index)::value;
+      if constexpr (I == static_cast<int>(std::size(kMmaGemvForms)))
         return none();
-    }
+      else
+        return form == I ? launch(index) : self(self, std::integral_constant<int, I + 1>{});
+    };
+    return dispatch(dispatch, std::integral_constant<int, 0>{});
   });
 }
 

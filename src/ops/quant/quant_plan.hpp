@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 
 #include "kernelkit/planner.hpp"
 
@@ -85,6 +86,25 @@ constexpr int kLinearMmaGemvStraightTiles = 4;
 constexpr int mma_gemv_unroll(int tokens, bool short_pairs = false) {
   return tokens > kLinearMmaGemvMaxTokens || (short_pairs && tokens > kLinearMmaGemvTokens) ? kLinearMmaGemvWideUnroll
                                                                                             : kLinearMmaGemvUnroll;
+}
+// The tensor-core GEMV's instantiated forms (linear.cuh's launcher): row tiles a warp, 8-token tiles, regions a batch.
+// Every plan of plan_mma_gemv is one of them (QuantPlanner.LinearPlansOnEveryProfile checks); row tiles past one are
+// INT4 with groups of 64 or more only.
+struct MmaGemvForm {
+  int row_tiles, tiles, unroll;
+};
+inline constexpr MmaGemvForm kMmaGemvForms[] = {
+    {1, 1, kLinearMmaGemvUnroll},         {1, 2, kLinearMmaGemvUnroll},         {1, 2, kLinearMmaGemvWideUnroll},
+    {1, 4, kLinearMmaGemvWideUnroll},     {2, 1, kLinearMmaGemvUnroll / 2},     {2, 2, kLinearMmaGemvUnroll / 2},
+    {2, 2, kLinearMmaGemvWideUnroll / 2}, {2, 4, kLinearMmaGemvWideUnroll / 2}, {4, 1, kLinearMmaGemvUnroll / 4},
+    {4, 2, kLinearMmaGemvUnroll / 4}};
+// The index in kMmaGemvForms of a plan's form (out_rows, tokens, stages), or -1.
+constexpr int mma_gemv_form(int out_rows, int tokens, int stages) {
+  for (int i = 0; i < static_cast<int>(std::size(kMmaGemvForms)); ++i)
+    if (out_rows == kLinearMmaGemvRows * kMmaGemvForms[i].row_tiles &&
+        tokens == kLinearMmaGemvTokens * kMmaGemvForms[i].tiles && stages == kMmaGemvForms[i].unroll)
+      return i;
+  return -1;
 }
 // From kLinearTcMinM tokens up (any m) the weight-only linear runs on tensor cores instead (the GEMV re-reads x from L1
 // for every token and 16 bytes of weights: 81 us at m8 n11008 k4096 on the H200, where the tensor-core tiles took 52 us
