@@ -88,8 +88,8 @@ constexpr int mma_gemv_unroll(int tokens, bool short_pairs = false) {
                                                                                             : kLinearMmaGemvUnroll;
 }
 // The tensor-core GEMV's instantiated forms (linear.cuh's launcher): row tiles a warp, 8-token tiles, regions a batch.
-// Every plan of plan_mma_gemv is one of them (QuantPlanner.LinearPlansOnEveryProfile checks); row tiles past one are
-// INT4 with groups of 64 or more only.
+// Every plan of plan_mma_gemv is one of them (QuantPlanner.TensorCoreGemvPlansAreInstantiatedForms checks); row
+// tiles past one are INT4 with groups of 64 or more only.
 struct MmaGemvForm {
   int row_tiles, tiles, unroll;
 };
