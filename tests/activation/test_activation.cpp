@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "host_checks.hpp"
 #include "kernelkit/ops.hpp"
 #include "ops/activation/activation.hpp"
 #include "ops/activation/activation_cases.hpp"
@@ -12,15 +13,8 @@
 
 using namespace kernelkit;
 
-namespace {
-TensorView f32(std::vector<float>& v, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(v.data(), DType::f32, shape);
-}
-void expect_error(const Status& s, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
-  for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << f << " not in " << s.message();
-}
-}  // namespace
+using kernelkit::testing::expect_error;
+using kernelkit::testing::f32;
 
 TEST(Activation, ValuesByHand) {
   std::vector<float> x = {1.0f, -2.0f}, out(2, NAN);

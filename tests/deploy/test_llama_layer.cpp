@@ -20,7 +20,7 @@ namespace {
 
 using Vec = std::vector<double>;
 
-struct Naive {
+struct NaiveLayer {
   LlamaLayerConfig c;
   Vec in_norm, qkv, o, post_norm, gate_up, down;           // row-major [out, in]
   std::vector<std::vector<Vec>> k_cache, v_cache;            // [b][position] -> kv_heads * D
@@ -155,7 +155,7 @@ TEST_P(LlamaLayerCpu, MatchesTheNaiveLayerThroughPrefillAndDecode) {
                       TensorView::contiguous(post.data(), f, {c.hidden}),
                       TensorView::contiguous(gu.data(), f, {2 * c.intermediate, c.hidden}),
                       TensorView::contiguous(down.data(), f, {c.hidden, c.intermediate})};
-  Naive n{c, in_norm.values, qkv.values, o.values, post.values, gu.values, down.values, {}, {}};
+  NaiveLayer n{c, in_norm.values, qkv.values, o.values, post.values, gu.values, down.values, {}, {}};
   Quantized q_qkv, q_o, q_gu, q_down;
   if (quantized) {
     q_qkv = quantize(qkv, qkv_rows, c.hidden, 8);

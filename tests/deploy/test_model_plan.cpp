@@ -7,9 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "host_checks.hpp"
 #include "kernelkit/model_plan.hpp"
 
 using namespace kernelkit;
+using kernelkit::testing::expect_error;
 
 namespace {
 ModelSpec preset(const char* key) {
@@ -22,10 +24,6 @@ std::string read(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-void expect_error(const Status& s, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(s.code(), StatusCode::invalid_argument) << s.to_string();
-  for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << f << " not in " << s.message();
 }
 }  // namespace
 

@@ -19,8 +19,8 @@ using namespace kernelkit;
 using kernelkit::testing::DeviceBuffer;
 using kernelkit::testing::LinearCase;
 
-using LinearParam = std::tuple<DType, int64_t, int64_t, int64_t>;
-class LinearGrid : public ::testing::TestWithParam<LinearParam> {};
+using GemmParam = std::tuple<DType, int64_t, int64_t, int64_t>;
+class LinearGrid : public ::testing::TestWithParam<GemmParam> {};
 
 TEST_P(LinearGrid, MatchesReference) {
   const auto [dt, m, n, k] = GetParam();

@@ -4,17 +4,14 @@
 #include <cmath>
 #include <vector>
 
+#include "host_checks.hpp"
 #include "kernelkit/ops.hpp"
 #include "ops/norm/norm_cases.hpp"
 #include "random_cases.hpp"
 
 using namespace kernelkit;
 
-namespace {
-TensorView f32(std::vector<float>& v, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(v.data(), DType::f32, shape);
-}
-}  // namespace
+using kernelkit::testing::f32;
 
 TEST(Reference, RmsNormByHand) {
   // x = [3, 4]: mean(x^2) = 12.5, rstd = 1/sqrt(12.5 + eps).

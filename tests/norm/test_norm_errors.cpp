@@ -4,18 +4,14 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/norm/norm.hpp"
+#include "host_checks.hpp"
 #include "kernelkit/ops.hpp"
+#include "ops/norm/norm.hpp"
 
 using namespace kernelkit;
+using kernelkit::testing::expect_error;
 
 namespace {
-
-// Asserts the call failed with `code` and a message containing every fragment.
-void expect_error(const Status& s, StatusCode code, std::initializer_list<const char*> fragments) {
-  EXPECT_EQ(s.code(), code) << s.to_string();
-  for (const char* f : fragments) EXPECT_NE(s.message().find(f), std::string::npos) << "'" << f << "' not in: " << s.message();
-}
 
 struct Bufs {
   std::vector<float> x = std::vector<float>(64, 1.0f), out = std::vector<float>(64), w = std::vector<float>(16, 1.0f),
