@@ -35,9 +35,9 @@ std::string dims_string(std::initializer_list<Dim> dims) {
 
 // Checks of one call's tensors; the first (`q`, named `first`) fixes the dtype and device every other tensor must
 // share.
-class Checker {
+class AttnChecker {
  public:
-  Checker(OpId op, const TensorView& q, const char* first = "q")
+  AttnChecker(OpId op, const TensorView& q, const char* first = "q")
       : name_(op_info(op).name), first_(first), dtype_(q.dtype), device_(q.device) {}
 
   Status err(const char* arg, const std::string& what) const {
@@ -124,8 +124,8 @@ Status resolve_masks(const std::string& name, const AttentionOptions& o, float s
 }
 
 // ALiBi slopes of `o`: f32 [heads] or [batch, heads] on q's device, into *slopes and *batch_stride (0 for [heads]).
-Status resolve_alibi(const Checker& c, const AttentionOptions& o, int64_t batch, int64_t heads, const float** slopes,
-                     int64_t* batch_stride) {
+Status resolve_alibi(const AttnChecker& c, const AttentionOptions& o, int64_t batch, int64_t heads,
+                     const float** slopes, int64_t* batch_stride) {
   if (!o.alibi_slopes) return Status::Ok();
   const TensorView& t = *o.alibi_slopes;
   const Dim b{"batch", batch}, h{"heads", heads};
@@ -217,7 +217,7 @@ Status cache_dtype(const std::string& name, const char* arg, DType cache, DType 
 
 // An e4m3 cache's scales (f32 [1] or [kv_heads] on the call's device) into *s and, when asked, their counts into *nk,
 // *nv; with an f16 / bf16 cache (`fp8` false) they must be absent. `prefix`: "cache." for decode's KvCache fields.
-Status resolve_cache_scales(const Checker& c, const std::string& prefix, bool fp8, const char* cache_arg,
+Status resolve_cache_scales(const AttnChecker& c, const std::string& prefix, bool fp8, const char* cache_arg,
                             const std::optional<TensorView>& k_scale, const std::optional<TensorView>& v_scale,
                             int64_t kv_heads, CacheScales* s, int64_t* nk = nullptr, int64_t* nv = nullptr) {
   for (const auto& [t, which, ptr, stride, count] : {std::tuple{&k_scale, "k_scale", &s->k, &s->k_stride, nk},
@@ -294,7 +294,7 @@ Status attention(const TensorView& out, const std::optional<TensorView>& lse, co
   using detail::Dim;
   detail::AttentionArgs a;
   const std::string name = "attention";
-  detail::Checker c(OpId::attention, q);
+  detail::AttnChecker c(OpId::attention, q);
   a.dtype = q.dtype;
   a.device = q.device;
   KK_RETURN_IF_ERROR(detail::cache_dtype(name, "k", k.dtype, q.dtype, &a.kv_dtype));
@@ -430,7 +430,7 @@ Status decode_attention(const TensorView& out, const std::optional<TensorView>& 
   using detail::Dim;
   detail::DecodeArgs a;
   const std::string name = "decode_attention";
-  detail::Checker c(OpId::decode_attention, q);
+  detail::AttnChecker c(OpId::decode_attention, q);
   if (o.cu_seqlens_q || o.cu_seqlens_k || o.max_seqlen_q || o.max_seqlen_k)
     return c.err(o.cu_seqlens_q || o.cu_seqlens_k ? "options.cu_seqlens_q/k" : "options.max_seqlen_q/k",
                  "are not used by decode; give each sequence's length in cache.seqlens_k");
@@ -549,7 +549,7 @@ Status write_kv_cache(const TensorView& k_cache, const TensorView& v_cache, cons
   using detail::Dim;
   detail::KvWriteArgs a;
   const std::string name = "write_kv_cache";
-  detail::Checker c(OpId::write_kv_cache, k, "k");
+  detail::AttnChecker c(OpId::write_kv_cache, k, "k");
   if (k.ndim != 3) return c.err("k", "must have 3 dims [tokens, kv_heads, head_dim], got " + k.shape_string());
   if (k_cache.ndim != 4)
     return c.err("k_cache",

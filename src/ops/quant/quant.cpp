@@ -23,9 +23,9 @@ std::string shape_of(std::initializer_list<int64_t> dims) {
 
 // Checks of one tensor argument against an expected dtype, exact shape, contiguity (whole tensor, or the last dim only
 // when `row_strided`) and device.
-class Checker {
+class QuantChecker {
  public:
-  Checker(OpId op, Device device) : name_(op_info(op).name), device_(device) {}
+  QuantChecker(OpId op, Device device) : name_(op_info(op).name), device_(device) {}
 
   Status err(const char* arg, const std::string& what) const {
     return invalid_argument(std::string(name_) + ": " + arg + " " + what);
@@ -99,7 +99,7 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
   if (!is_floating(w.dtype))
     return invalid_argument(name + ": " + arg.src + " dtype " + dt(w.dtype) +
                             " is not supported (expected f32, f16 or bf16)");
-  const Checker c(op, w.device);
+  const QuantChecker c(op, w.device);
   KK_RETURN_IF_ERROR(c.tensor(w, arg.src, w.dtype, {a->rows, a->hidden}, true));
   const ScaleSpan span = scale_span(op);
   if (span == ScaleSpan::group) {
@@ -344,7 +344,7 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
                             " must be a multiple of group = " + std::to_string(group));
   if (zeros && group == 0)
     return invalid_argument(name + ": zeros need group scales (group 32, 64 or 128), got group 0");
-  const detail::Checker c(op, x.device);
+  const detail::QuantChecker c(op, x.device);
   KK_RETURN_IF_ERROR(c.tensor(x, "x", x.dtype, {a.rows, a.k}, true));
   KK_RETURN_IF_ERROR(
       c.tensor(qweight, "qweight", bits == 8 ? DType::i8 : DType::i4x2, {a.n, bits == 8 ? a.k : a.k / 2}));
@@ -391,7 +391,7 @@ namespace {
 
 // The scales of linear_fp8_blockwise (B = kQuantBlockSize; k % B == 0 checked): x_scales [m, k / B] row major or
 // token-major (kernelkit/ops/quant.hpp), w_scales [ceil(n / B), k / B] with rows w_scales_ld apart.
-Status build_block_scales(const Checker& c, const TensorView& x_scales, const TensorView& w_scales, W8A8Args* a) {
+Status build_block_scales(const QuantChecker& c, const TensorView& x_scales, const TensorView& w_scales, W8A8Args* a) {
   const int64_t m = a->rows, k_blocks = a->k / kQuantBlockSize;
   KK_RETURN_IF_ERROR(c.matches(x_scales, "x_scales", DType::f32, {m, k_blocks}));
   // A dim of one element has no stride to speak of: either layout takes it.
@@ -436,7 +436,7 @@ Status build_scaled_linear(OpId op, const TensorView& out, const TensorView& xq,
   if (block && a->k % kQuantBlockSize != 0)
     return invalid_argument(name + ": k = " + std::to_string(a->k) + " must be a multiple of " +
                             std::to_string(kQuantBlockSize) + " (whole 1 x 128 activation scale groups)");
-  const Checker c(op, xq.device);
+  const QuantChecker c(op, xq.device);
   KK_RETURN_IF_ERROR(c.tensor(xq, "xq", value, {a->rows, a->k}, true));
   if (block) {
     KK_RETURN_IF_ERROR(build_block_scales(c, x_scales, w_scales, a));
