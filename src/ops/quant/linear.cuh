@@ -352,7 +352,8 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
 template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1>
-__global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_gemv_mma_kernel(const LinearParams<T> p) {
+__global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
+    linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {

@@ -65,6 +65,14 @@ constexpr int kLinearMmaGemvWideUnroll = 2;
 constexpr int kLinearMmaGemvMaxRowTiles = 4;
 constexpr int kLinearMmaGemvMaxTiles = 8;
 constexpr int kLinearMmaGemvRowTileMinBlocksPerSm = 2;
+// The __launch_bounds__ minimum of blocks of a tensor-core GEMV form: kLinearMinBlocks (kLinearRegisters a thread),
+// but 1 for the forms of kLinearMmaGemvMaxTiles tiles (two row tiles x four token tiles, four x two): their
+// accumulators, x pairs and weights do not fit 128 registers (ptxas spilled 64-96 bytes a thread there, and the
+// symmetric m32 n28672 k8192 W4A16 GEMV took 175 us on the H100 against 125 for the zero-point form that spilled 4);
+// uncapped they take 152-182 registers and no stack, so an SM holds fewer of their blocks than the plan counts.
+constexpr int mma_gemv_min_blocks(int token_tiles, int row_tiles) {
+  return token_tiles * row_tiles >= kLinearMmaGemvMaxTiles ? 1 : kLinearMinBlocks;
+}
 // The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
 constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
 // By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
