@@ -101,7 +101,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "decode_stages=4"],
          "fp8": ["fp8_gemv=1", "fp8_gemv=2"],  # 2: the FP8 tensor-core GEMV up to 16 tokens
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
-         "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8"],
+         "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8", "gemv_pdl=0",
+                    "gemv_pdl=1"],
          "linear_mma": ["gemv_mma=1"],  # the tensor-core GEMV, W4A16 / W8A16 up to 16 tokens
          # m 9-16: the tiles, and batches of four or two regions (the default for W4A16 groups of 128 on sm_90)
          "linear_mma_pairs": ["gemv_mma=0", "gemv_mma=1", "gemv_mma=3"],

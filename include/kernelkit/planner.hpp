@@ -53,6 +53,8 @@ struct LaunchPlan {
   int k_warps = 0;   // warps of a block splitting k (the split-K); block.y
   int stages = 0;    // GEMV: depth of each thread's cp.async ring of weight chunks (0: register prefetch, no cp.async);
                      // tensor-core GEMV: the regions a warp's batch holds
+  bool programmatic = false;  // GEMVs on sm_90: launched as the previous kernel's programmatic dependent, so their
+                              // first weights stream while it finishes (they wait for it before reading x)
   // Tensor-core weight-only linear: k split over grid.z (grid counts all of them), fp32 partials in a workspace.
   int k_splits = 1;
   int64_t k_tiles_per_split = 0;

@@ -820,6 +820,30 @@ TEST(QuantPlanner, TensorCoreGemvPlansAreInstantiatedForms) {
   EXPECT_GT(checked, 1000);
 }
 
+// KERNELKIT_TUNE gemv_pdl=1: the GEMVs (FMA and tensor-core) launch as programmatic dependents on sm_90 profiles only;
+// the tensor-core tiles (m >= kLinearTcMinM without the tensor-core GEMV) never do.
+TEST(QuantPlanner, ProgrammaticGemvLaunchUnderTheTuneSwitch) {
+  OpShape s{1, 5120, 1, 16};
+  s.out_features = 13824;
+  s.group = 128;
+  LaunchPlan p;
+  for (const char* setting : {"", "gemv_pdl=0", "gemv_pdl=1"}) {
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    const bool on = std::string(setting) == "gemv_pdl=1" || (!*setting && kLinearGemvProgrammatic);
+    for (const char* key : {"h100", "h200", "a100", "t4"})
+      for (int64_t m : {1, 2, 16}) {
+        s.rows = m;
+        const DeviceProfile prof = *find_profile(key);
+        ASSERT_TRUE(plan_op(prof, OpId::linear_w4a16, s, DType::f16, &p).ok()) << key << " m" << m;
+        const bool gemv = p.k_warps > 0;
+        EXPECT_EQ(p.programmatic, on && gemv && prof.sm >= 90) << setting << " " << key << " " << p.to_string();
+        EXPECT_EQ(p.to_string().find("programmatic launch") != std::string::npos, p.programmatic);
+      }
+  }
+  const kernelkit::testing::ScopedEnv bad("KERNELKIT_TUNE", "gemv_pdl=2");
+  EXPECT_EQ(plan_op(*find_profile("h200"), OpId::linear_w4a16, s, DType::f16, &p).code(), StatusCode::invalid_argument);
+}
+
 TEST(QuantPlanner, QuantizerPlans) {
   for (const DeviceProfile& prof : profile_table()) {
     OpShape s{4096, 4096, 1, 16};

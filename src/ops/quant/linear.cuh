@@ -163,6 +163,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, FP8 below sm_89
   } else {
+    allow_dependent_launch();                        // a GEMV after this one may start its weight loads (quant_plan.hpp
+                                                     // kLinearGemvProgrammatic)
     using X = std::conditional_t<kFp8, uint8_t, T>;  // x's elements: T, or e4m3 codes
     constexpr int kPerChunk = 128 / kBits;  // weights a 16-byte chunk
     extern __shared__ __align__(16) unsigned char smem[];
@@ -357,6 +359,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
   } else {
+    allow_dependent_launch();  // as in linear_gemv_kernel
     constexpr int kRows = kLinearMmaGemvRows * MT;
     constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
     constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
@@ -660,7 +663,7 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   if (plan.k_warps == 0) return launch_linear_tc<T>(a, plan, stream);  // tensor cores (m >= kLinearTcMinM)
   LinearParams<T> p = gemv_params<T>(a, plan);
   p.zeros = a.zeros;
-  const bool dependent = a.x_from_prior_grid;
+  const bool dependent = a.x_from_prior_grid || plan.programmatic;
   return with_weight_form(a, [&](auto bits, auto scales) -> Status {
     constexpr WeightScales kScales = decltype(scales)::value;
     constexpr int kBits = decltype(bits)::value;

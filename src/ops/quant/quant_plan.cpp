@@ -175,6 +175,9 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
             ? 3
             : 0;
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
+  int programmatic = kLinearGemvProgrammatic ? 1 : 0;  // the GEMVs' launch (kLinearGemvProgrammatic)
+  KK_RETURN_IF_ERROR(tune_value("gemv_pdl", 0, 1, &programmatic));
+  const bool gemv_programmatic = programmatic == 1 && prof.sm >= 90;
   const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
   if (mma_gemv && m <= mma_tokens && k % region == 0 && k <= kLinearMmaGemvMaxK) {
     const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens);
@@ -192,7 +195,9 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
                               " needs INT4 weights with groups of 64 or more, 1, 2 or 4 row tiles, and at most " +
                               std::to_string(kLinearMmaGemvMaxTiles) +
                               " row tiles x 8-token tiles (m = " + std::to_string(m) + ")");
-    return plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3, row_tiles);
+    KK_RETURN_IF_ERROR(plan_mma_gemv(prof, m, n, k, region, p, mma_gemv == 3, row_tiles));
+    p->programmatic = gemv_programmatic;
+    return Status::Ok();
   }
   if (m >= kLinearTcMinM) {  // tensor cores (see kLinearTcMinM); k_warps 0 marks this plan
     p->vec = 16;
@@ -239,6 +244,7 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   p->smem_optin = false;
   p->grid_x = blocks;  // one-dimensional: token tiles fastest (blocks reading the same weight rows run together)
   p->grid = blocks;
+  p->programmatic = gemv_programmatic;
   p->blocks_per_sm = blocks_per_sm(prof, p->block_threads, p->smem_bytes, kLinearRegisters);
   if (p->blocks_per_sm == 0)
     return unsupported(name + ": a " + std::to_string(p->block_threads) + "-thread block does not fit profile " +

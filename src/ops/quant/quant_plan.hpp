@@ -33,6 +33,13 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
+// The GEMVs (FMA and tensor-core) on sm_90 with KERNELKIT_TUNE gemv_pdl=1: launched as the previous kernel's
+// programmatic dependent (launch.cuh). Their blocks let their own dependents launch first thing and issue their first
+// weight loads before waiting for the grid before them (x may be its output), so back-to-back GEMVs, or a GEMV after
+// a kernel that lets it launch early, stream weights while that kernel's last blocks finish instead of after a launch
+// gap and a ramp of first loads: at m1 n13824 k5120 (36 MB of INT4 weights, about 12 us at the H100's copy ceiling)
+// the GEMV's time is about 4 us more than its weight bytes at full rate take.
+constexpr bool kLinearGemvProgrammatic = false;
 // KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
 // on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a row tile; x as B, a token a column, one or
 // two 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
