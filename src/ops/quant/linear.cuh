@@ -353,7 +353,9 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1>
+// kRing > 0 (bench/dev/gemv_lab.cu's forms): the weights come through a cp.async ring of kRing batch slots a warp
+// instead of registers (below).
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, int kRing = 0>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -479,23 +481,77 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
             w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
       }
     };
-    uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
-    load(warp, cur);
-    wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
-    for (int r0 = warp; r0 < regions; r0 += step) {
-      load(r0 + step, next);  // the next batch in flight while this one computes
+    auto compute_batch = [&](int r0, const uint2(&w)[U][MT][2]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * k_warps;
         if constexpr (kStraightBatch)
-          compute(min(r, regions - 1), cur[u], r < regions);
+          compute(min(r, regions - 1), w[u], r < regions);
         else if (r < regions)
-          compute(r, cur[u], true);
+          compute(r, w[u], true);
       }
+    };
+    if constexpr (kRing > 0) {
+      // The ring: each warp's batches land in its own kRing slots of shared memory ([warp][slot][U][MT][16 rows x 32
+      // bytes]); lane l copies bytes 16 l .. 16 l + 15 of a row tile's region (row l / 2, half l % 2: 16 bytes
+      // through L2 only), and after its wait and a warp barrier reads its 8-byte shares of rows g and g + 8 (8 rows of
+      // 32 bytes a read: no bank conflict). kRing - 1 batches stay in flight without holding registers.
+      static_assert(!kGroups32 && kRing >= 2, "the ring copies whole 32-byte regions of a row, two slots or more");
+      constexpr int kTileBytes = kLinearMmaGemvRows * 32, kSlotBytes = U * MT * kTileBytes;
+      extern __shared__ __align__(16) unsigned char smem[];
+      unsigned char* const ring = smem + warp * kRing * kSlotBytes;
+      const int64_t crow0 = min(n0 + lane / 2, p.n - 1);
+      const uint8_t* const wc = p.qweight + crow0 * row_bytes + 16 * (lane % 2);
+      int c_off[MT];  // row tile mt's copy row (16 mt + lane / 2, clamped) as a byte offset from wc
 #pragma unroll
-      for (int u = 0; u < U; ++u)
+      for (int mt = 0; mt < MT; ++mt)
+        c_off[mt] = static_cast<int>((min(n0 + kLinearMmaGemvRows * mt + lane / 2, p.n - 1) - crow0) * row_bytes);
+      const auto issue = [&](int r0, int slot) {  // one commit group, possibly empty (group counts stay uniform)
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
+        for (int u = 0; u < U; ++u) {
+          const int r = r0 + u * k_warps;
+          if (r < regions)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+              copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane,
+                             wc + c_off[mt] + 32 * r);
+        }
+        cp_async_commit();
+      };
+      for (int slot = 0; slot < kRing - 1; ++slot) issue(warp + slot * step, slot);
+      wait_for_prior_grid();  // as below
+      int slot = 0;           // the slot of batch r0
+      for (int r0 = warp; r0 < regions; r0 += step) {
+        __syncwarp();  // every lane has read the slot the next copy refills (batch r0 - step's)
+        issue(r0 + (kRing - 1) * step, slot == 0 ? kRing - 1 : slot - 1);
+        cp_async_wait<kRing - 1>();
+        __syncwarp();  // the other lanes' copies of batch r0 are visible
+        uint2 cur[U][MT][2];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const unsigned char* const tile = ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 8 * t;
+            cur[u][mt][0] = *reinterpret_cast<const uint2*>(tile + 32 * g);
+            cur[u][mt][1] = *reinterpret_cast<const uint2*>(tile + 32 * (g + 8));
+          }
+        compute_batch(r0, cur);
+        slot = slot + 1 == kRing ? 0 : slot + 1;
+      }
+      cp_async_wait<0>();
+      __syncthreads();  // every warp is done with its ring: the partials below reuse its bytes
+    } else {
+      uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
+      load(warp, cur);
+      wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
+      for (int r0 = warp; r0 < regions; r0 += step) {
+        load(r0 + step, next);  // the next batch in flight while this one computes
+        compute_batch(r0, cur);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
+      }
     }
 
     mma_gemv_store<T, kScales, false>(p, acc, n0);

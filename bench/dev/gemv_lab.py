@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV with a cp.async ring of
+weight batches, or register prefetch, at several warps along k) beside the library's default plan, F.linear and a plain
+streaming read of the same weight bytes, same inputs, one process (W4A16 g128 bf16, symmetric). Each form's output is
+checked against the library's default output before it is timed; times are medians of CUDA-graph replays over enough
+weight copies to defeat L2 (bench/torch_baselines.py time_calls), GB/s of the INT4 weights and their scales.
+
+  nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I src -I include \\
+    bench/dev/gemv_lab.cu -o /tmp/gemv_lab.so
+  python3 bench/dev/gemv_lab.py /tmp/gemv_lab.so [--shapes 13824x5120,...] [--ms 1,16,32] [--kwarps 1,2,4,8]
+"""
+import argparse
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import kernelkit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch_baselines as tb  # noqa: E402
+
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+    lib.lab_gemv_name.restype = ctypes.c_char_p
+    lib.lab_gemv_smem.restype = I64
+    lib.lab_gemv_smem.argtypes = [I, I]
+    lib.lab_gemv_launch.argtypes = [I, P, P, P, P, I64, I64, I64, I, P]
+    lib.lab_read.argtypes = [P, I64, I, I, P, P]
+    return lib
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("lib")
+    ap.add_argument("--shapes", default="13824x5120,28672x8192,5120x13824")
+    ap.add_argument("--ms", default="1,16,32")
+    ap.add_argument("--kwarps", default="1,2,4,8")
+    ap.add_argument("--runs", type=int, default=30)
+    args = ap.parse_args()
+    lib = load(args.lib)
+    stream = lambda: ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)  # noqa: E731
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    peak = tb.copy_peak()["gbps"]
+    print(f"{torch.cuda.get_device_name()}: copy ceiling {peak:.0f} GB/s", flush=True)
+    sink = torch.zeros(1, dtype=torch.int32, device="cuda")
+    forms = [(i, lib.lab_gemv_name(i).decode(), lib.lab_gemv_tokens(i), lib.lab_gemv_registers(i))
+             for i in range(lib.lab_gemv_count())]
+    for shape in args.shapes.split(","):
+        n, k = map(int, shape.split("x"))
+        w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
+        q, s = kernelkit.quantize_weight(w, 4, 128)
+        nbytes = q.numel() * q.element_size() + s.numel() * 4
+        sets = max(3, int(3 * l2 // nbytes) + 1)
+        qs = [(q.clone(), s.clone()) for _ in range(sets)]
+        ws = [w.clone() for _ in range(max(2, int(2 * l2 // (w.numel() * 2)) + 1))]
+        rate = lambda us: f"{us:8.2f} us {nbytes / us / 1e3:6.0f} GB/s {nbytes / us / 1e3 / peak * 100:5.1f}%"  # noqa
+        qbytes = q.numel() * q.element_size()
+        for unroll in (4, 8):
+            for bps in (4, 8):
+                us = tb.time_calls([lambda c=c: lib.lab_read(c[0].data_ptr(), qbytes, unroll, bps, sink.data_ptr(),
+                                                             stream()) for c in qs], args.runs, host=False)["gpu_us"]
+                print(f"n{n} k{k} plain read of the {qbytes / 1e6:.1f} MB of INT4 weights (unroll {unroll}, {bps} x 256 "
+                      f"threads an SM): {us:.2f} us, {qbytes / us / 1e3:.0f} GB/s "
+                      f"({qbytes / us / 1e3 / peak * 100:.1f}% of copy)", flush=True)
+        for m in map(int, args.ms.split(",")):
+            x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            os.environ.pop("KERNELKIT_TUNE", None)
+            ref = kernelkit.linear_weight_only(x, q, s, 4, 128).float()
+            rows = []
+            rows.append(("F.linear", tb.time_calls([lambda w_=w_: F.linear(x, w_) for w_ in ws], args.runs,
+                                                    host=False)["gpu_us"]))
+            for tune in ("", "gemv_pdl=1"):
+                os.environ["KERNELKIT_TUNE"] = tune
+                rows.append((f"kernelkit [{tune or 'default'}]", tb.time_calls(
+                    [lambda c=c: kernelkit.linear_weight_only(x, c[0], c[1], 4, 128) for c in qs], args.runs,
+                    host=False)["gpu_us"]))
+            os.environ.pop("KERNELKIT_TUNE", None)
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            for i, name, tokens, regs in forms:
+                if tokens < m or (tokens > 8 and tokens // 2 >= m):
+                    continue  # a form of another token count
+                for kw in map(int, args.kwarps.split(",")):
+                    if lib.lab_gemv_smem(i, kw) > 200 * 1024 or k // 64 < kw:
+                        continue
+                    call = lambda c, i=i, kw=kw: lib.lab_gemv_launch(  # noqa: E731
+                        i, x.data_ptr(), c[0].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())
+                    out.fill_(float("nan"))
+                    rc = call(qs[0])
+                    torch.cuda.synchronize()
+                    got = out.float()
+                    off = int(((got - ref).abs() > 2.0**-7 * ref.abs() + 1e-3).sum()) if rc == 0 else -1
+                    label = f"{name} kw{kw} r{regs}"
+                    if rc != 0 or off:
+                        rows.append((label + f" FAILED (rc {rc}, {off} outputs off)", None))
+                        continue
+                    rows.append((label, tb.time_calls([lambda c=c: call(c) for c in qs], args.runs,
+                                                      host=False)["gpu_us"]))
+            print(f"== m{m} n{n} k{k} ({nbytes / 1e6:.1f} MB of weights and scales)", flush=True)
+            for label, us in sorted(rows, key=lambda r: r[1] if r[1] is not None else 1e9):
+                print(f"  {rate(us) if us is not None else ' ' * 36}  {label}", flush=True)
+        del qs, ws
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
