@@ -108,7 +108,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "linear_mma_pairs": ["gemv_mma=0", "gemv_mma=1", "gemv_mma=3"],
          "linear_mma_wide": ["gemv_mma=0", "gemv_mma=2"],  # the tiles and the same GEMV to 32 tokens (m 17-32)
          # INT4 with groups of 64+: 1, 2 or 4 row tiles a warp (each region's x shared by them), by token tiles (the
-         # default takes 2 from m9 where the 32-row blocks number two an SM)
+         # default takes 2 at m9-16 where the 32-row blocks number two an SM)
          "linear_mma_mtiles": ["gemv_mma=1,gemv_mma_mtiles=2", "gemv_mma=1,gemv_mma_mtiles=4"],
          "linear_mma_mtiles_pairs": ["gemv_mma=3,gemv_mma_mtiles=1", "gemv_mma=3,gemv_mma_mtiles=2",
                                      "gemv_mma=1,gemv_mma_mtiles=2", "gemv_mma=3,gemv_mma_mtiles=4"],

@@ -525,9 +525,11 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
               EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens
                                       ? (m + kLinearMmaGemvTokens - 1) / kLinearMmaGemvTokens * kLinearMmaGemvTokens
                                       : kLinearMmaGemvWideTokens);
-              // Two row tiles from two token tiles on where 32-row blocks number two an SM, else one.
-              const int row_tiles =
-                  m > kLinearMmaGemvTokens && (n + 31) / 32 >= kLinearMmaGemvRowTileMinBlocksPerSm * prof.sms ? 2 : 1;
+              // Two row tiles at two token tiles where 32-row blocks number two an SM, else one.
+              const int row_tiles = m > kLinearMmaGemvTokens && m <= kLinearMmaGemvMaxTokens &&
+                                            (n + 31) / 32 >= kLinearMmaGemvRowTileMinBlocksPerSm * prof.sms
+                                        ? 2
+                                        : 1;
               EXPECT_EQ(p.out_rows, kLinearMmaGemvRows * row_tiles);
               EXPECT_EQ(p.grid, (n + p.out_rows - 1) / p.out_rows);
               EXPECT_GE(p.k_warps, 1);

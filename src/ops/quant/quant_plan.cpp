@@ -181,10 +181,10 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   const int64_t mma_tokens = mma_gemv >= 2 ? kLinearMmaGemvWideTokens : kLinearMmaGemvMaxTokens;
   if (mma_gemv && m <= mma_tokens && k % region == 0 && k <= kLinearMmaGemvMaxK) {
     const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), kLinearMmaGemvTokens);
-    // Two row tiles a warp from two token tiles on, where the 32-row blocks still number two an SM (quant_plan.hpp
+    // Two row tiles a warp at two token tiles, where the 32-row blocks still number two an SM (quant_plan.hpp
     // kLinearMmaGemvRowTileMinBlocksPerSm); one otherwise.
     int row_tiles =
-        bits == 4 && s.group >= 64 && tiles >= 2 &&
+        bits == 4 && s.group >= 64 && tiles == 2 &&
                 ceil_div(n, 2 * kLinearMmaGemvRows) >= int64_t{kLinearMmaGemvRowTileMinBlocksPerSm} * prof.sms
             ? 2
             : 1;

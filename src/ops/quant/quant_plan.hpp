@@ -33,13 +33,14 @@ constexpr int kLinearWarpsPerSm = 32;
 constexpr int kLinearGemvRingMinVecs = 8;
 constexpr int kLinearGemvRingStages = 3;
 constexpr int kLinearGemvStages = 4;
-// The GEMVs (FMA and tensor-core) on sm_90 with KERNELKIT_TUNE gemv_pdl=1: launched as the previous kernel's
-// programmatic dependent (launch.cuh). Their blocks let their own dependents launch first thing and issue their first
-// weight loads before waiting for the grid before them (x may be its output), so back-to-back GEMVs, or a GEMV after
-// a kernel that lets it launch early, stream weights while that kernel's last blocks finish instead of after a launch
-// gap and a ramp of first loads: at m1 n13824 k5120 (36 MB of INT4 weights, about 12 us at the H100's copy ceiling)
-// the GEMV's time is about 4 us more than its weight bytes at full rate take.
-constexpr bool kLinearGemvProgrammatic = false;
+// The GEMVs (FMA and tensor-core) on sm_90: launched as the previous kernel's programmatic dependent (launch.cuh;
+// KERNELKIT_TUNE gemv_pdl=0 launches them plainly). Their blocks let their own dependents launch first thing and
+// issue their first weight loads before waiting for the grid before them (x may be its output), so back-to-back GEMVs,
+// or a GEMV after a kernel that lets it launch early, start streaming weights while that kernel's last blocks finish.
+// H100, W4A16 g128 bf16, CUDA-graph replays of back-to-back calls (us, plain / programmatic): m1 n13824 k5120 17.3 /
+// 17.0, n28672 k8192 48.5 / 48.1, n5120 k13824 19.5 / 19.0; m16 25.5 / 25.0, 78.9 / 78.6, 29.7 / 29.3; m32 48.7 /
+// 48.1, 137.3 / 136.6, 43.8 / 43.5.
+constexpr bool kLinearGemvProgrammatic = true;
 // KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
 // on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a row tile; x as B, a token a column, one or
 // two 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
@@ -63,12 +64,13 @@ constexpr int kLinearMmaGemvWideUnroll = 2;
 // through L1 for every byte of INT4 weights a token tile (m16: 4, m32: 8), and the GEMV's time grows with m
 // accordingly (H100, m1 / m16 / m32 n13824 k5120: about 19 / 27 / 45 us). A batch then holds mma_gemv_unroll / row
 // tiles regions (at least one), and row tiles x token tiles stay within kLinearMmaGemvMaxTiles (the accumulators: 4
-// registers a tile pair). By default two row tiles from two token tiles (m 9-32) on, where the 32-row blocks number at
+// registers a tile pair). By default two row tiles at two token tiles (m 9-16), where the 32-row blocks number at
 // least kLinearMmaGemvRowTileMinBlocksPerSm an SM; KERNELKIT_TUNE gemv_mma_mtiles=1, 2 or 4 forces a count. H100,
 // bf16, bench/dev/ab-gemv (us, one / two row tiles, batches of one region at two): m16 n13824 k5120 26.0 / 23.4,
-// n14336 k4096 22.7 / 19.7, n28672 k8192 80.6 / 76.1, n5120 k13824 (160 blocks) 28.4 / 28.8; m32 40.9 / 36.1, 36.2 /
-// 32.3, 132.4 / 99.4, 41.0 / 42.1. Four row tiles were slower at every shape (m16 27.4, 23.9, 81.6, 45.3: fewer
-// blocks, and 64-120 bytes of spills), and neither count beat the FMA GEMV at m1.
+// n14336 k4096 22.7 / 19.7, n28672 k8192 80.6 / 76.1, n5120 k13824 (160 blocks) 28.4 / 28.8. At four token tiles
+// (m 17-32) two row tiles need more than 128 registers (mma_gemv_min_blocks) and lose or tie: m32 n13824 k5120 48.7
+// / 45.0 us (two / one), n28672 k8192 137.3 / 136.7. Four row tiles were slower at every shape (m16 27.4, 23.9, 81.6,
+// 45.3: fewer blocks, and 64-120 bytes of spills), and neither count beat the FMA GEMV at m1.
 constexpr int kLinearMmaGemvMaxRowTiles = 4;
 constexpr int kLinearMmaGemvMaxTiles = 8;
 constexpr int kLinearMmaGemvRowTileMinBlocksPerSm = 2;
