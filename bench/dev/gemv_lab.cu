@@ -22,24 +22,33 @@ using T = __nv_bfloat16;
 struct Form {
   const char* name;
   int tiles, row_tiles, unroll, ring;  // 8-token tiles (NT), 16-row tiles (MT), regions a batch (U), ring slots
+  bool staged;                         // scales from shared memory
   const void* kernel;
 };
 
-template <int NT, int MT, int U, int R>
+template <int NT, int MT, int U, int R, bool S = false>
 constexpr Form form(const char* name) {
-  return {name, NT,
-          MT,   U,
-          R,    reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, R>)};
+  const void* kernel =
+      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, R, S>);
+  return {name, NT, MT, U, R, S, kernel};
 }
 
-// Register prefetch (ring 0) as the library instantiates it, and rings of 3 to 8 slots.
+// Register prefetch (ring 0) as the library instantiates it, rings of 3 to 8 slots, and either with the scales staged
+// in shared memory ("ss").
 const Form kForms[] = {
-    form<1, 1, 4, 0>("nt1 mt1 u4 regs"),  form<1, 1, 1, 4>("nt1 mt1 u1 ring4"), form<1, 1, 1, 8>("nt1 mt1 u1 ring8"),
-    form<1, 1, 2, 4>("nt1 mt1 u2 ring4"), form<1, 2, 1, 4>("nt1 mt2 u1 ring4"), form<1, 2, 1, 6>("nt1 mt2 u1 ring6"),
-    form<2, 1, 2, 0>("nt2 mt1 u2 regs"),  form<2, 2, 1, 0>("nt2 mt2 u1 regs"),  form<2, 1, 1, 4>("nt2 mt1 u1 ring4"),
-    form<2, 2, 1, 3>("nt2 mt2 u1 ring3"), form<2, 2, 1, 4>("nt2 mt2 u1 ring4"), form<2, 2, 1, 6>("nt2 mt2 u1 ring6"),
-    form<2, 4, 1, 4>("nt2 mt4 u1 ring4"), form<4, 1, 2, 0>("nt4 mt1 u2 regs"),  form<4, 2, 1, 0>("nt4 mt2 u1 regs"),
-    form<4, 1, 1, 4>("nt4 mt1 u1 ring4"), form<4, 2, 1, 4>("nt4 mt2 u1 ring4"), form<4, 2, 1, 6>("nt4 mt2 u1 ring6"),
+    form<1, 1, 4, 0>("nt1 mt1 u4 regs"),           form<1, 1, 4, 0, true>("nt1 mt1 u4 regs ss"),
+    form<1, 1, 1, 4>("nt1 mt1 u1 ring4"),          form<1, 1, 1, 8>("nt1 mt1 u1 ring8"),
+    form<1, 1, 1, 8, true>("nt1 mt1 u1 ring8 ss"), form<1, 1, 2, 4>("nt1 mt1 u2 ring4"),
+    form<1, 2, 1, 4>("nt1 mt2 u1 ring4"),          form<1, 2, 1, 6, true>("nt1 mt2 u1 ring6 ss"),
+    form<2, 1, 2, 0>("nt2 mt1 u2 regs"),           form<2, 2, 1, 0>("nt2 mt2 u1 regs"),
+    form<2, 2, 1, 0, true>("nt2 mt2 u1 regs ss"),  form<2, 1, 1, 4>("nt2 mt1 u1 ring4"),
+    form<2, 2, 1, 3>("nt2 mt2 u1 ring3"),          form<2, 2, 1, 4>("nt2 mt2 u1 ring4"),
+    form<2, 2, 1, 6>("nt2 mt2 u1 ring6"),          form<2, 2, 1, 4, true>("nt2 mt2 u1 ring4 ss"),
+    form<2, 4, 1, 4>("nt2 mt4 u1 ring4"),          form<2, 4, 1, 4, true>("nt2 mt4 u1 ring4 ss"),
+    form<4, 1, 2, 0>("nt4 mt1 u2 regs"),           form<4, 2, 1, 0>("nt4 mt2 u1 regs"),
+    form<4, 1, 1, 4>("nt4 mt1 u1 ring4"),          form<4, 1, 1, 4, true>("nt4 mt1 u1 ring4 ss"),
+    form<4, 2, 1, 4>("nt4 mt2 u1 ring4"),          form<4, 2, 1, 6>("nt4 mt2 u1 ring6"),
+    form<4, 2, 1, 4, true>("nt4 mt2 u1 ring4 ss"),
 };
 
 // A streaming read of `bytes` (a multiple of 16 x kUnroll x blockDim): kUnroll 16-byte loads a thread in flight, a
@@ -67,12 +76,14 @@ const char* lab_gemv_name(int i) { return lab::kForms[i].name; }
 int lab_gemv_tokens(int i) { return 8 * lab::kForms[i].tiles; }
 int lab_gemv_rows(int i) { return 16 * lab::kForms[i].row_tiles; }
 
-// The shared memory of form i at k_warps warps: the ring's slots or the warps' partial sums, whichever is larger.
-int64_t lab_gemv_smem(int i, int k_warps) {
+// The shared memory of form i at k_warps warps and k inputs: the ring's slots or the warps' partial sums, whichever
+// is larger, then the staged scales and zero points (rows x odd stride of groups of 128).
+int64_t lab_gemv_smem(int i, int k_warps, int64_t k) {
   const lab::Form& f = lab::kForms[i];
   const int64_t ring = int64_t{k_warps} * f.ring * f.unroll * f.row_tiles * 16 * 32;
   const int64_t sums = int64_t{k_warps} * 16 * f.row_tiles * 8 * f.tiles * 4;
-  return std::max(ring, sums);
+  const int64_t stride = (k / 128) | 1;
+  return (std::max(ring, sums) + 15) / 16 * 16 + (f.staged ? 16 * f.row_tiles * stride * 5 : 0);
 }
 
 // out [m, n] = x [m, k] @ dequant(q [n, k / 2], scales [n, k / 128])^T under form i, k split between k_warps warps.
@@ -89,7 +100,7 @@ int lab_gemv_launch(int i, const void* x, const void* q, const float* scales, vo
   p.m = m, p.n = n, p.k = k, p.x_stride = k, p.out_stride = n;
   p.group_shift = 7;
   p.stages = f.unroll;
-  const int64_t smem = lab_gemv_smem(i, k_warps);
+  const int64_t smem = lab_gemv_smem(i, k_warps, k);
   if (smem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));

@@ -29,7 +29,7 @@ def load(path):
     P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     lib.lab_gemv_name.restype = ctypes.c_char_p
     lib.lab_gemv_smem.restype = I64
-    lib.lab_gemv_smem.argtypes = [I, I]
+    lib.lab_gemv_smem.argtypes = [I, I, I64]
     lib.lab_gemv_launch.argtypes = [I, P, P, P, P, I64, I64, I64, I, P]
     lib.lab_read.argtypes = [P, I64, I, I, P, P]
     return lib
@@ -86,7 +86,7 @@ def main():
                 if tokens < m or (tokens > 8 and tokens // 2 >= m):
                     continue  # a form of another token count
                 for kw in map(int, args.kwarps.split(",")):
-                    if lib.lab_gemv_smem(i, kw) > 200 * 1024 or k // 64 < kw:
+                    if lib.lab_gemv_smem(i, kw, k) > 200 * 1024 or k // 64 < kw:
                         continue
                     call = lambda c, i=i, kw=kw: lib.lab_gemv_launch(  # noqa: E731
                         i, x.data_ptr(), c[0].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())

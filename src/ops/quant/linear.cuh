@@ -353,9 +353,12 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
-// kRing > 0 (bench/dev/gemv_lab.cu's forms): the weights come through a cp.async ring of kRing batch slots a warp
-// instead of registers (below).
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, int kRing = 0>
+// bench/dev/gemv_lab.cu's forms (not instantiated by the library): kRing > 0, the weights come through a cp.async ring
+// of kRing batch slots a warp instead of registers (below); kStageScales, the block's rows of scales (and zero points)
+// are copied to shared memory once, before the loop, and read from there (a warp's 8-row scale load touches 8 L1
+// lines; from shared memory, with an odd row stride, it is one conflict-free access).
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, int kRing = 0,
+          bool kStageScales = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -388,6 +391,39 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         const int64_t d = min(n0 + kLinearMmaGemvRows * mt + g + 8 * h, p.n - 1) - row0;
         w_off[mt][h] = static_cast<int>(d * row_bytes), g_off[mt][h] = static_cast<int>(d * groups);
       }
+    // kStageScales: [kRows][stride] floats, then [kRows][stride] zero points, past the partial sums and the ring.
+    static_assert(!kStageScales || kGroups, "staged scales are group scales");
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int stride = static_cast<int>(groups | 1);  // odd: rows g = 0..7 at one group fall in 8 banks
+    float* const ss = reinterpret_cast<float*>(smem + (max(k_warps * kRows * kLinearMmaGemvTokens * NT * 4,
+                                                           k_warps * kRing * U * MT * kLinearMmaGemvRows * 32) +
+                                                       15) /
+                                                          16 * 16);
+    int8_t* const zs = reinterpret_cast<int8_t*>(ss + kRows * stride);
+    const auto stage_scales = [&] {
+      if constexpr (kStageScales) {
+        for (int i = warp * kWarpSize + lane; i < kRows * groups; i += k_warps * kWarpSize) {
+          const int r = static_cast<int>(i / groups), grp = static_cast<int>(i % groups);
+          const int64_t src = min(n0 + r, p.n - 1) * groups + grp;
+          ss[r * stride + grp] = __ldg(p.scales + src);
+          if constexpr (kZeros) zs[r * stride + grp] = __ldg(p.zeros + src);
+        }
+        __syncthreads();
+      }
+    };
+    // The scale and zero point of row tile mt's row g + 8 h in group grp.
+    const auto scale_of = [&](int mt, int h, int grp) {
+      if constexpr (kStageScales)
+        return ss[(kLinearMmaGemvRows * mt + g + 8 * h) * stride + grp];
+      else
+        return __ldg(s0 + g_off[mt][h] + grp);
+    };
+    const auto zero_of = [&](int mt, int h, int grp) -> float {
+      if constexpr (kStageScales)
+        return zs[(kLinearMmaGemvRows * mt + g + 8 * h) * stride + grp];
+      else
+        return __ldg(z0 + g_off[mt][h] + grp);
+    };
     const T* xr[NT];  // token g of each tile, this lane's values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -427,7 +463,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
           if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
             grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
             if constexpr (kZeros) {
-              zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
+              zl = zero_of(mt, 0, grp), zh = zero_of(mt, 1, grp);
               if constexpr (kBits == 4)
                 zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
               else if constexpr (std::is_same_v<T, __half>)
@@ -448,8 +484,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
           if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
-            const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + grp) : 1.0f,
-                        sh = kGroups ? __ldg(s0 + g_off[mt][1] + grp) : 1.0f;
+            const float sl = kGroups ? scale_of(mt, 0, grp) : 1.0f, sh = kGroups ? scale_of(mt, 1, grp) : 1.0f;
             float(&c)[NT][4] = acc[mt];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -498,7 +533,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       // 32 bytes a read: no bank conflict). kRing - 1 batches stay in flight without holding registers.
       static_assert(!kGroups32 && kRing >= 2, "the ring copies whole 32-byte regions of a row, two slots or more");
       constexpr int kTileBytes = kLinearMmaGemvRows * 32, kSlotBytes = U * MT * kTileBytes;
-      extern __shared__ __align__(16) unsigned char smem[];
       unsigned char* const ring = smem + warp * kRing * kSlotBytes;
       const int64_t crow0 = min(n0 + lane / 2, p.n - 1);
       const uint8_t* const wc = p.qweight + crow0 * row_bytes + 16 * (lane % 2);
@@ -519,6 +553,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         cp_async_commit();
       };
       for (int slot = 0; slot < kRing - 1; ++slot) issue(warp + slot * step, slot);
+      stage_scales();
       wait_for_prior_grid();  // as below
       int slot = 0;           // the slot of batch r0
       for (int r0 = warp; r0 < regions; r0 += step) {
@@ -543,6 +578,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
     } else {
       uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
       load(warp, cur);
+      stage_scales();
       wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
       for (int r0 = warp; r0 < regions; r0 += step) {
         load(r0 + step, next);  // the next batch in flight while this one computes
