@@ -506,15 +506,18 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       else
         return load_weights8(q);
     };
+    // f(u, r) for each region r = r0 + u k_warps of the batch from r0 that exists.
+    const auto batch_regions = [&](int r0, auto&& f) {
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (r0 + u * k_warps < regions) f(u, r0 + u * k_warps);
+    };
     auto load = [&](int r0, uint2(&w)[U][MT][2]) {
+      batch_regions(r0, [&](int u, int r) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = r0 + u * k_warps;
-        if (r < regions)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-            w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
-      }
+        for (int mt = 0; mt < MT; ++mt)
+          w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
+      });
     };
     auto compute_batch = [&](int r0, const uint2(&w)[U][MT][2]) {
 #pragma unroll
@@ -541,15 +544,11 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       for (int mt = 0; mt < MT; ++mt)
         c_off[mt] = static_cast<int>((min(n0 + kLinearMmaGemvRows * mt + lane / 2, p.n - 1) - crow0) * row_bytes);
       const auto issue = [&](int r0, int slot) {  // one commit group, possibly empty (group counts stay uniform)
+        batch_regions(r0, [&](int u, int r) {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int r = r0 + u * k_warps;
-          if (r < regions)
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-              copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane,
-                             wc + c_off[mt] + 32 * r);
-        }
+          for (int mt = 0; mt < MT; ++mt)
+            copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane, wc + c_off[mt] + 32 * r);
+        });
         cp_async_commit();
       };
       for (int slot = 0; slot < kRing - 1; ++slot) issue(warp + slot * step, slot);
