@@ -23,32 +23,58 @@ struct Form {
   const char* name;
   int tiles, row_tiles, unroll, ring;  // 8-token tiles (NT), 16-row tiles (MT), regions a batch (U), ring slots
   bool staged;                         // scales from shared memory
+  bool tiled;                          // weights in the fragment-ordered layout
   const void* kernel;
 };
 
-template <int NT, int MT, int U, int R, bool S = false>
+template <int NT, int MT, int U, int R, bool S = false, bool Tl = false>
 constexpr Form form(const char* name) {
   const void* kernel =
-      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, R, S>);
-  return {name, NT, MT, U, R, S, kernel};
+      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, R, S, Tl>);
+  return {name, NT, MT, U, R, S, Tl, kernel};
 }
 
 // Register prefetch (ring 0) as the library instantiates it, rings of 3 to 8 slots, and either with the scales staged
 // in shared memory ("ss").
 const Form kForms[] = {
-    form<1, 1, 4, 0>("nt1 mt1 u4 regs"),           form<1, 1, 4, 0, true>("nt1 mt1 u4 regs ss"),
-    form<1, 1, 1, 4>("nt1 mt1 u1 ring4"),          form<1, 1, 1, 8>("nt1 mt1 u1 ring8"),
-    form<1, 1, 1, 8, true>("nt1 mt1 u1 ring8 ss"), form<1, 1, 2, 4>("nt1 mt1 u2 ring4"),
-    form<1, 2, 1, 4>("nt1 mt2 u1 ring4"),          form<1, 2, 1, 6, true>("nt1 mt2 u1 ring6 ss"),
-    form<2, 1, 2, 0>("nt2 mt1 u2 regs"),           form<2, 2, 1, 0>("nt2 mt2 u1 regs"),
-    form<2, 2, 1, 0, true>("nt2 mt2 u1 regs ss"),  form<2, 1, 1, 4>("nt2 mt1 u1 ring4"),
-    form<2, 2, 1, 3>("nt2 mt2 u1 ring3"),          form<2, 2, 1, 4>("nt2 mt2 u1 ring4"),
-    form<2, 2, 1, 6>("nt2 mt2 u1 ring6"),          form<2, 2, 1, 4, true>("nt2 mt2 u1 ring4 ss"),
-    form<2, 4, 1, 4>("nt2 mt4 u1 ring4"),          form<2, 4, 1, 4, true>("nt2 mt4 u1 ring4 ss"),
-    form<4, 1, 2, 0>("nt4 mt1 u2 regs"),           form<4, 2, 1, 0>("nt4 mt2 u1 regs"),
-    form<4, 1, 1, 4>("nt4 mt1 u1 ring4"),          form<4, 1, 1, 4, true>("nt4 mt1 u1 ring4 ss"),
-    form<4, 2, 1, 4>("nt4 mt2 u1 ring4"),          form<4, 2, 1, 6>("nt4 mt2 u1 ring6"),
+    form<1, 1, 4, 0>("nt1 mt1 u4 regs"),
+    form<1, 1, 4, 0, true>("nt1 mt1 u4 regs ss"),
+    form<1, 1, 1, 4>("nt1 mt1 u1 ring4"),
+    form<1, 1, 1, 8>("nt1 mt1 u1 ring8"),
+    form<1, 1, 1, 8, true>("nt1 mt1 u1 ring8 ss"),
+    form<1, 1, 2, 4>("nt1 mt1 u2 ring4"),
+    form<1, 2, 1, 4>("nt1 mt2 u1 ring4"),
+    form<1, 2, 1, 6, true>("nt1 mt2 u1 ring6 ss"),
+    form<2, 1, 2, 0>("nt2 mt1 u2 regs"),
+    form<2, 2, 1, 0>("nt2 mt2 u1 regs"),
+    form<2, 2, 1, 0, true>("nt2 mt2 u1 regs ss"),
+    form<2, 1, 1, 4>("nt2 mt1 u1 ring4"),
+    form<2, 2, 1, 3>("nt2 mt2 u1 ring3"),
+    form<2, 2, 1, 4>("nt2 mt2 u1 ring4"),
+    form<2, 2, 1, 6>("nt2 mt2 u1 ring6"),
+    form<2, 2, 1, 4, true>("nt2 mt2 u1 ring4 ss"),
+    form<2, 4, 1, 4>("nt2 mt4 u1 ring4"),
+    form<2, 4, 1, 4, true>("nt2 mt4 u1 ring4 ss"),
+    form<4, 1, 2, 0>("nt4 mt1 u2 regs"),
+    form<4, 2, 1, 0>("nt4 mt2 u1 regs"),
+    form<4, 1, 1, 4>("nt4 mt1 u1 ring4"),
+    form<4, 1, 1, 4, true>("nt4 mt1 u1 ring4 ss"),
+    form<4, 2, 1, 4>("nt4 mt2 u1 ring4"),
+    form<4, 2, 1, 6>("nt4 mt2 u1 ring6"),
     form<4, 2, 1, 4, true>("nt4 mt2 u1 ring4 ss"),
+    // The fragment-ordered weights ("tiled").
+    form<1, 1, 4, 0, false, true>("nt1 mt1 u4 regs tiled"),
+    form<1, 1, 4, 0, true, true>("nt1 mt1 u4 regs ss tiled"),
+    form<1, 1, 1, 8, true, true>("nt1 mt1 u1 ring8 ss tiled"),
+    form<1, 2, 2, 0, true, true>("nt1 mt2 u2 regs ss tiled"),
+    form<2, 2, 1, 0, false, true>("nt2 mt2 u1 regs tiled"),
+    form<2, 2, 1, 0, true, true>("nt2 mt2 u1 regs ss tiled"),
+    form<2, 2, 2, 0, true, true>("nt2 mt2 u2 regs ss tiled"),
+    form<2, 2, 1, 4, true, true>("nt2 mt2 u1 ring4 ss tiled"),
+    form<2, 4, 1, 0, true, true>("nt2 mt4 u1 regs ss tiled"),
+    form<4, 1, 2, 0, true, true>("nt4 mt1 u2 regs ss tiled"),
+    form<4, 2, 1, 0, true, true>("nt4 mt2 u1 regs ss tiled"),
+    form<4, 2, 1, 4, true, true>("nt4 mt2 u1 ring4 ss tiled"),
 };
 
 // A streaming read of `bytes` (a multiple of 16 x kUnroll x blockDim): kUnroll 16-byte loads a thread in flight, a
@@ -75,6 +101,7 @@ int lab_gemv_count() { return static_cast<int>(std::size(lab::kForms)); }
 const char* lab_gemv_name(int i) { return lab::kForms[i].name; }
 int lab_gemv_tokens(int i) { return 8 * lab::kForms[i].tiles; }
 int lab_gemv_rows(int i) { return 16 * lab::kForms[i].row_tiles; }
+int lab_gemv_tiled(int i) { return lab::kForms[i].tiled ? 1 : 0; }
 
 // The shared memory of form i at k_warps warps and k inputs: the ring's slots or the warps' partial sums, whichever
 // is larger, then the staged scales and zero points (rows x odd stride of groups of 128).
@@ -91,7 +118,7 @@ int64_t lab_gemv_smem(int i, int k_warps, int64_t k) {
 int lab_gemv_launch(int i, const void* x, const void* q, const float* scales, void* out, int64_t m, int64_t n,
                     int64_t k, int k_warps, cudaStream_t stream) {
   const lab::Form& f = lab::kForms[i];
-  if (m < 1 || m > 8 * f.tiles || k % 128 != 0 || k_warps < 1 || k_warps > 8) return 1000;
+  if (m < 1 || m > 8 * f.tiles || k % 128 != 0 || k_warps < 1 || k_warps > 8 || (f.tiled && n % 16 != 0)) return 1000;
   kernelkit::cuda::LinearParams<lab::T> p{};
   p.x = static_cast<const lab::T*>(x);
   p.qweight = static_cast<const uint8_t*>(q);

@@ -49,15 +49,18 @@ def main():
     peak = tb.copy_peak()["gbps"]
     print(f"{torch.cuda.get_device_name()}: copy ceiling {peak:.0f} GB/s", flush=True)
     sink = torch.zeros(1, dtype=torch.int32, device="cuda")
-    forms = [(i, lib.lab_gemv_name(i).decode(), lib.lab_gemv_tokens(i), lib.lab_gemv_registers(i))
-             for i in range(lib.lab_gemv_count())]
+    forms = [(i, lib.lab_gemv_name(i).decode(), lib.lab_gemv_tokens(i), lib.lab_gemv_registers(i),
+              lib.lab_gemv_tiled(i)) for i in range(lib.lab_gemv_count())]
     for shape in args.shapes.split(","):
         n, k = map(int, shape.split("x"))
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
         q, s = kernelkit.quantize_weight(w, 4, 128)
         nbytes = q.numel() * q.element_size() + s.numel() * 4
         sets = max(3, int(3 * l2 // nbytes) + 1)
-        qs = [(q.clone(), s.clone()) for _ in range(sets)]
+        # The fragment-ordered copy of the weights (gemv_lab.cu kTiled): [n / 16][regions][g][t][h][8 bytes] from the
+        # kernel layout's [n][k / 2] bytes, row 8 h + g of a tile, byte 8 t + b of a 32-byte region.
+        qt = q.view(torch.uint8).reshape(n // 16, 2, 8, k // 64, 4, 8).permute(0, 3, 2, 4, 1, 5).contiguous()
+        qs = [(q.clone(), s.clone(), qt.clone()) for _ in range(sets)]
         ws = [w.clone() for _ in range(max(2, int(2 * l2 // (w.numel() * 2)) + 1))]
         rate = lambda us: f"{us:8.2f} us {nbytes / us / 1e3:6.0f} GB/s {nbytes / us / 1e3 / peak * 100:5.1f}%"  # noqa
         qbytes = q.numel() * q.element_size()
@@ -82,14 +85,14 @@ def main():
                     host=False)["gpu_us"]))
             os.environ.pop("KERNELKIT_TUNE", None)
             out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            for i, name, tokens, regs in forms:
+            for i, name, tokens, regs, tiled in forms:
                 if tokens < m or (tokens > 8 and tokens // 2 >= m):
                     continue  # a form of another token count
                 for kw in map(int, args.kwarps.split(",")):
                     if lib.lab_gemv_smem(i, kw, k) > 200 * 1024 or k // 64 < kw:
                         continue
-                    call = lambda c, i=i, kw=kw: lib.lab_gemv_launch(  # noqa: E731
-                        i, x.data_ptr(), c[0].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())
+                    call = lambda c, i=i, kw=kw, w=2 if tiled else 0: lib.lab_gemv_launch(  # noqa: E731
+                        i, x.data_ptr(), c[w].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())
                     out.fill_(float("nan"))
                     rc = call(qs[0])
                     torch.cuda.synchronize()

@@ -356,9 +356,12 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // bench/dev/gemv_lab.cu's forms (not instantiated by the library): kRing > 0, the weights come through a cp.async ring
 // of kRing batch slots a warp instead of registers (below); kStageScales, the block's rows of scales (and zero points)
 // are copied to shared memory once, before the loop, and read from there (a warp's 8-row scale load touches 8 L1
-// lines; from shared memory, with an odd row stride, it is one conflict-free access).
+// lines; from shared memory, with an odd row stride, it is one conflict-free access); kTiled, the weights in a
+// fragment-ordered layout (INT4, n a multiple of 16): [n / 16][regions][lane (g, t)][16 bytes: row g's bytes 8t ..
+// 8t + 7, then row g + 8's], so a lane's share of a row tile's region is one 16-byte load and a warp's 512 contiguous
+// bytes (the kernel layout's two 8-byte loads each touch 8 rows).
 template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, int kRing = 0,
-          bool kStageScales = false>
+          bool kStageScales = false, bool kTiled = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -512,11 +515,23 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       for (int u = 0; u < U; ++u)
         if (r0 + u * k_warps < regions) f(u, r0 + u * k_warps);
     };
+    // kTiled: row tile mt's regions (the last row tile past n / 16 for rows past n, read and never stored).
+    static_assert(!kTiled || (kBits == 4 && !kGroups32), "the fragment-ordered layout is INT4's, whole regions");
+    const uint8_t* wt[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+      wt[mt] =
+          p.qweight + min(n0 / kLinearMmaGemvRows + mt, (p.n - 1) / kLinearMmaGemvRows) * regions * 512 + 16 * lane;
     auto load = [&](int r0, uint2(&w)[U][MT][2]) {
       batch_regions(r0, [&](int u, int r) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
+          if constexpr (kTiled) {
+            const uint4 v = load_weights(wt[mt] + 512 * r);
+            w[u][mt][0] = {v.x, v.y}, w[u][mt][1] = {v.z, v.w};
+          } else {
+            w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
+          }
       });
     };
     auto compute_batch = [&](int r0, const uint2(&w)[U][MT][2]) {
@@ -547,7 +562,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         batch_regions(r0, [&](int u, int r) {
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
-            copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane, wc + c_off[mt] + 32 * r);
+            copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane,
+                           kTiled ? wt[mt] + 512 * r : wc + c_off[mt] + 32 * r);
         });
         cp_async_commit();
       };
@@ -565,9 +581,14 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         for (int u = 0; u < U; ++u)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            const unsigned char* const tile = ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 8 * t;
-            cur[u][mt][0] = *reinterpret_cast<const uint2*>(tile + 32 * g);
-            cur[u][mt][1] = *reinterpret_cast<const uint2*>(tile + 32 * (g + 8));
+            const unsigned char* const tile = ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes;
+            if constexpr (kTiled) {  // this lane's own copy
+              const uint4 v = *reinterpret_cast<const uint4*>(tile + 16 * lane);
+              cur[u][mt][0] = {v.x, v.y}, cur[u][mt][1] = {v.z, v.w};
+            } else {
+              cur[u][mt][0] = *reinterpret_cast<const uint2*>(tile + 8 * t + 32 * g);
+              cur[u][mt][1] = *reinterpret_cast<const uint2*>(tile + 8 * t + 32 * (g + 8));
+            }
           }
         compute_batch(r0, cur);
         slot = slot + 1 == kRing ? 0 : slot + 1;
