@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV with a cp.async ring of
-weight batches, or register prefetch, at several warps along k) beside the library's default plan, F.linear and a plain
-streaming read of the same weight bytes, same inputs, one process (W4A16 g128 bf16, symmetric). Each form's output is
-checked against the library's default output before it is timed; times are medians of CUDA-graph replays over enough
-weight copies to defeat L2 (bench/torch_baselines.py time_calls), GB/s of the INT4 weights and their scales.
+weight batches, or register prefetch, at several warps along k) beside F.linear, a plain streaming read of the same
+weight bytes and, when the kernelkit package is installed, the library's default plan: same inputs, one process
+(W4A16 g128 bf16, symmetric). The weights are quantized here in torch into the library's INT4 kernel layout (no
+package needed); each form's output is checked against the fp32 product with the dequantized weights before it is
+timed; times are medians of CUDA-graph replays over enough weight copies to defeat L2 (bench/torch_baselines.py
+time_calls), GB/s of the INT4 weights and their scales.
 
   nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I src -I include \\
     bench/dev/gemv_lab.cu -o /tmp/gemv_lab.so
@@ -18,7 +20,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-import kernelkit
+try:
+    import kernelkit
+except ImportError:
+    kernelkit = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch_baselines as tb  # noqa: E402
@@ -33,6 +38,21 @@ def load(path):
     lib.lab_gemv_launch.argtypes = [I, P, P, P, P, I64, I64, I64, I, P]
     lib.lab_read.argtypes = [P, I64, I, I, P, P]
     return lib
+
+
+NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)  # value j of a little-endian word of 8 sits at bits 4 NIBBLE[j] (kernel layout)
+
+
+def quantize(w, group=128):
+    """(q [n, k / 2] uint8 in the kernel layout, scales [n, k / group] fp32, dequantized weights fp32): symmetric
+    INT4 codes round(w / s), s = max|w| / 7 over each group."""
+    n, k = w.shape
+    wg = w.float().reshape(n, k // group, group)
+    s = (wg.abs().amax(-1) / 7).clamp_min(1e-12)
+    q = torch.clamp(torch.round(wg / s[..., None]), -7, 7).to(torch.int32).reshape(n, k)
+    shift = torch.tensor(NIBBLE, device=w.device, dtype=torch.int32) * 4
+    words = ((q.reshape(n, k // 8, 8) & 0xF) << shift).sum(-1).to(torch.int32)
+    return words.view(torch.uint8).reshape(n, k // 2), s, (q.reshape(n, k // group, group) * s[..., None]).reshape(n, k)
 
 
 def main():
@@ -54,7 +74,7 @@ def main():
     for shape in args.shapes.split(","):
         n, k = map(int, shape.split("x"))
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
-        q, s = kernelkit.quantize_weight(w, 4, 128)
+        q, s, wq = quantize(w)
         nbytes = q.numel() * q.element_size() + s.numel() * 4
         sets = max(3, int(3 * l2 // nbytes) + 1)
         # The fragment-ordered copy of the weights (gemv_lab.cu kTiled): [n / 16][regions][g][t][h][8 bytes] from the
@@ -73,12 +93,11 @@ def main():
                       f"({qbytes / us / 1e3 / peak * 100:.1f}% of copy)", flush=True)
         for m in map(int, args.ms.split(",")):
             x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-            os.environ.pop("KERNELKIT_TUNE", None)
-            ref = kernelkit.linear_weight_only(x, q, s, 4, 128).float()
+            ref = F.linear(x.float(), wq)
             rows = []
             rows.append(("F.linear", tb.time_calls([lambda w_=w_: F.linear(x, w_) for w_ in ws], args.runs,
                                                     host=False)["gpu_us"]))
-            for tune in ("", "gemv_pdl=1"):
+            for tune in ("", "gemv_pdl=0") if kernelkit else ():
                 os.environ["KERNELKIT_TUNE"] = tune
                 rows.append((f"kernelkit [{tune or 'default'}]", tb.time_calls(
                     [lambda c=c: kernelkit.linear_weight_only(x, c[0], c[1], 4, 128) for c in qs], args.runs,
