@@ -1,8 +1,10 @@
 // Weight-only GEMV lab (an experiment apart from the library, as rows_lab.cu): forms of the library's tensor-core GEMV
-// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) that the library does not instantiate, chiefly its cp.async ring of
-// weight batches (kRing slots a warp), plus a plain streaming read of the same bytes (the read ceiling at that size),
-// timed by gemv_lab.py beside the library's default plan and F.linear on the same inputs in one process. W4A16, groups
-// of 128 (symmetric), bf16. What wins here moves into the library's planner.
+// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) that the library does not instantiate: its cp.async ring of weight
+// batches (kRing slots a warp), scales staged in shared memory, and fragment-ordered INT4 weights (one 16-byte load a
+// lane a row tile), beside the register forms the library runs, plus a plain streaming read of the same bytes (the
+// read ceiling at that size); timed by gemv_lab.py beside F.linear (and the library's default plan when the package
+// is installed) on the same inputs in one process. W4A16, groups of 128 (symmetric), bf16. What wins here moves into
+// the library's planner (bench/dev/gemv-lab-call runs it on the GPU machine).
 //
 // Build: nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I src -I include
 // bench/dev/gemv_lab.cu -o gemv_lab.so
