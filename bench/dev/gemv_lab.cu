@@ -1,10 +1,11 @@
 // Weight-only GEMV lab (an experiment apart from the library, as rows_lab.cu): forms of the library's tensor-core GEMV
-// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) that the library does not instantiate: its cp.async ring of weight
-// batches (kRing slots a warp), scales staged in shared memory, and fragment-ordered INT4 weights (one 16-byte load a
-// lane a row tile), beside the register forms the library runs, plus a plain streaming read of the same bytes (the
-// read ceiling at that size); timed by gemv_lab.py beside F.linear (and the library's default plan when the package
-// is installed) on the same inputs in one process. W4A16, groups of 128 (symmetric), bf16. What wins here moves into
-// the library's planner (bench/dev/gemv-lab-call runs it on the GPU machine).
+// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) over fragment-ordered INT4 weights (kTiled: one 16-byte load a
+// lane a row tile), which the library does not instantiate yet, beside the register forms it runs over its kernel
+// layout, plus a plain streaming read of the same bytes (the read ceiling at that size); timed by gemv_lab.py beside
+// F.linear (and the library's default plan when the package is installed) on the same inputs in one process. W4A16,
+// groups of 128 (symmetric), bf16. What wins here moves into the library's planner (bench/dev/gemv-lab-call runs it on
+// the GPU machine; bench/results/h100/gemv_lab.md has a run, with the cp.async ring of weight batches and scales
+// staged in shared memory that were tried and lost).
 //
 // Build: nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I src -I include
 // bench/dev/gemv_lab.cu -o gemv_lab.so
@@ -23,60 +24,33 @@ using T = __nv_bfloat16;
 
 struct Form {
   const char* name;
-  int tiles, row_tiles, unroll, ring;  // 8-token tiles (NT), 16-row tiles (MT), regions a batch (U), ring slots
-  bool staged;                         // scales from shared memory
-  bool tiled;                          // weights in the fragment-ordered layout
+  int tiles, row_tiles, unroll;  // 8-token tiles (NT), 16-row tiles (MT), regions a batch (U)
+  bool tiled;                    // weights in the fragment-ordered layout
   const void* kernel;
 };
 
-template <int NT, int MT, int U, int R, bool S = false, bool Tl = false>
+template <int NT, int MT, int U, bool Tl = false>
 constexpr Form form(const char* name) {
   const void* kernel =
-      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, R, S, Tl>);
-  return {name, NT, MT, U, R, S, Tl, kernel};
+      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, Tl>);
+  return {name, NT, MT, U, Tl, kernel};
 }
 
-// Register prefetch (ring 0) as the library instantiates it, rings of 3 to 8 slots, and either with the scales staged
-// in shared memory ("ss").
+// The register forms the library plans (kernel layout) and the same over fragment-ordered weights ("tiled").
 const Form kForms[] = {
-    form<1, 1, 4, 0>("nt1 mt1 u4 regs"),
-    form<1, 1, 4, 0, true>("nt1 mt1 u4 regs ss"),
-    form<1, 1, 1, 4>("nt1 mt1 u1 ring4"),
-    form<1, 1, 1, 8>("nt1 mt1 u1 ring8"),
-    form<1, 1, 1, 8, true>("nt1 mt1 u1 ring8 ss"),
-    form<1, 1, 2, 4>("nt1 mt1 u2 ring4"),
-    form<1, 2, 1, 4>("nt1 mt2 u1 ring4"),
-    form<1, 2, 1, 6, true>("nt1 mt2 u1 ring6 ss"),
-    form<2, 1, 2, 0>("nt2 mt1 u2 regs"),
-    form<2, 2, 1, 0>("nt2 mt2 u1 regs"),
-    form<2, 2, 1, 0, true>("nt2 mt2 u1 regs ss"),
-    form<2, 1, 1, 4>("nt2 mt1 u1 ring4"),
-    form<2, 2, 1, 3>("nt2 mt2 u1 ring3"),
-    form<2, 2, 1, 4>("nt2 mt2 u1 ring4"),
-    form<2, 2, 1, 6>("nt2 mt2 u1 ring6"),
-    form<2, 2, 1, 4, true>("nt2 mt2 u1 ring4 ss"),
-    form<2, 4, 1, 4>("nt2 mt4 u1 ring4"),
-    form<2, 4, 1, 4, true>("nt2 mt4 u1 ring4 ss"),
-    form<4, 1, 2, 0>("nt4 mt1 u2 regs"),
-    form<4, 2, 1, 0>("nt4 mt2 u1 regs"),
-    form<4, 1, 1, 4>("nt4 mt1 u1 ring4"),
-    form<4, 1, 1, 4, true>("nt4 mt1 u1 ring4 ss"),
-    form<4, 2, 1, 4>("nt4 mt2 u1 ring4"),
-    form<4, 2, 1, 6>("nt4 mt2 u1 ring6"),
-    form<4, 2, 1, 4, true>("nt4 mt2 u1 ring4 ss"),
-    // The fragment-ordered weights ("tiled").
-    form<1, 1, 4, 0, false, true>("nt1 mt1 u4 regs tiled"),
-    form<1, 1, 4, 0, true, true>("nt1 mt1 u4 regs ss tiled"),
-    form<1, 1, 1, 8, true, true>("nt1 mt1 u1 ring8 ss tiled"),
-    form<1, 2, 2, 0, true, true>("nt1 mt2 u2 regs ss tiled"),
-    form<2, 2, 1, 0, false, true>("nt2 mt2 u1 regs tiled"),
-    form<2, 2, 1, 0, true, true>("nt2 mt2 u1 regs ss tiled"),
-    form<2, 2, 2, 0, true, true>("nt2 mt2 u2 regs ss tiled"),
-    form<2, 2, 1, 4, true, true>("nt2 mt2 u1 ring4 ss tiled"),
-    form<2, 4, 1, 0, true, true>("nt2 mt4 u1 regs ss tiled"),
-    form<4, 1, 2, 0, true, true>("nt4 mt1 u2 regs ss tiled"),
-    form<4, 2, 1, 0, true, true>("nt4 mt2 u1 regs ss tiled"),
-    form<4, 2, 1, 4, true, true>("nt4 mt2 u1 ring4 ss tiled"),
+    form<1, 1, 4>("nt1 mt1 u4"),
+    form<1, 1, 4, true>("nt1 mt1 u4 tiled"),
+    form<1, 2, 2, true>("nt1 mt2 u2 tiled"),
+    form<2, 1, 2>("nt2 mt1 u2"),
+    form<2, 2, 1>("nt2 mt2 u1"),
+    form<2, 1, 2, true>("nt2 mt1 u2 tiled"),
+    form<2, 2, 1, true>("nt2 mt2 u1 tiled"),
+    form<2, 2, 2, true>("nt2 mt2 u2 tiled"),
+    form<2, 4, 1, true>("nt2 mt4 u1 tiled"),
+    form<4, 1, 2>("nt4 mt1 u2"),
+    form<4, 2, 1>("nt4 mt2 u1"),
+    form<4, 1, 2, true>("nt4 mt1 u2 tiled"),
+    form<4, 2, 1, true>("nt4 mt2 u1 tiled"),
 };
 
 // A streaming read of `bytes` (a multiple of 16 x kUnroll x blockDim): kUnroll 16-byte loads a thread in flight, a
@@ -105,14 +79,10 @@ int lab_gemv_tokens(int i) { return 8 * lab::kForms[i].tiles; }
 int lab_gemv_rows(int i) { return 16 * lab::kForms[i].row_tiles; }
 int lab_gemv_tiled(int i) { return lab::kForms[i].tiled ? 1 : 0; }
 
-// The shared memory of form i at k_warps warps and k inputs: the ring's slots or the warps' partial sums, whichever
-// is larger, then the staged scales and zero points (rows x odd stride of groups of 128).
-int64_t lab_gemv_smem(int i, int k_warps, int64_t k) {
+// The shared memory of form i at k_warps warps: the warps' partial sums.
+int64_t lab_gemv_smem(int i, int k_warps) {
   const lab::Form& f = lab::kForms[i];
-  const int64_t ring = int64_t{k_warps} * f.ring * f.unroll * f.row_tiles * 16 * 32;
-  const int64_t sums = int64_t{k_warps} * 16 * f.row_tiles * 8 * f.tiles * 4;
-  const int64_t stride = (k / 128) | 1;
-  return (std::max(ring, sums) + 15) / 16 * 16 + (f.staged ? 16 * f.row_tiles * stride * 5 : 0);
+  return int64_t{k_warps} * 16 * f.row_tiles * 8 * f.tiles * 4;
 }
 
 // out [m, n] = x [m, k] @ dequant(q [n, k / 2], scales [n, k / 128])^T under form i, k split between k_warps warps.
@@ -129,12 +99,7 @@ int lab_gemv_launch(int i, const void* x, const void* q, const float* scales, vo
   p.m = m, p.n = n, p.k = k, p.x_stride = k, p.out_stride = n;
   p.group_shift = 7;
   p.stages = f.unroll;
-  const int64_t smem = lab_gemv_smem(i, k_warps, k);
-  if (smem > 48 * 1024) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(f.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
+  const int64_t smem = lab_gemv_smem(i, k_warps);
   void* args[] = {&p};
   const dim3 grid(static_cast<unsigned>((n + 16 * f.row_tiles - 1) / (16 * f.row_tiles))), block(32, k_warps);
   return cudaLaunchKernel(f.kernel, grid, block, args, static_cast<size_t>(smem), stream);

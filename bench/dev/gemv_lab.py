@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV with a cp.async ring of
-weight batches, or register prefetch, at several warps along k) beside F.linear, a plain streaming read of the same
+"""Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV over its kernel layout and
+over fragment-ordered weights, at several warps along k) beside F.linear, a plain streaming read of the same
 weight bytes and, when the kernelkit package is installed, the library's default plan: same inputs, one process
 (W4A16 g128 bf16, symmetric). The weights are quantized here in torch into the library's INT4 kernel layout (no
 package needed); each form's output is checked against the fp32 product with the dequantized weights before it is
@@ -34,7 +34,7 @@ def load(path):
     P, I, I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     lib.lab_gemv_name.restype = ctypes.c_char_p
     lib.lab_gemv_smem.restype = I64
-    lib.lab_gemv_smem.argtypes = [I, I, I64]
+    lib.lab_gemv_smem.argtypes = [I, I]
     lib.lab_gemv_launch.argtypes = [I, P, P, P, P, I64, I64, I64, I, P]
     lib.lab_read.argtypes = [P, I64, I, I, P, P]
     return lib
@@ -108,7 +108,7 @@ def main():
                 if tokens < m or (tokens > 8 and tokens // 2 >= m):
                     continue  # a form of another token count
                 for kw in map(int, args.kwarps.split(",")):
-                    if lib.lab_gemv_smem(i, kw, k) > 200 * 1024 or k // 64 < kw:
+                    if lib.lab_gemv_smem(i, kw) > 48 * 1024 or k // 64 < kw:
                         continue
                     call = lambda c, i=i, kw=kw, w=2 if tiled else 0: lib.lab_gemv_launch(  # noqa: E731
                         i, x.data_ptr(), c[w].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())

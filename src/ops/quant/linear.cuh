@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, kLinearMinBlocks) linear_ge
   if constexpr (!kDeviceHasType<T> || (kFp8 && !KK_DEVICE_HAS_FP8)) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75, FP8 below sm_89
   } else {
-    allow_dependent_launch();                        // a GEMV after this one may start its weight loads (quant_plan.hpp
-                                                     // kLinearGemvProgrammatic)
+    // A GEMV after this one may start its weight loads (quant_plan.hpp kLinearGemvProgrammatic).
+    allow_dependent_launch();
     using X = std::conditional_t<kFp8, uint8_t, T>;  // x's elements: T, or e4m3 codes
     constexpr int kPerChunk = 128 / kBits;  // weights a 16-byte chunk
     extern __shared__ __align__(16) unsigned char smem[];
@@ -353,15 +353,11 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
 // + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
 // each region's.
-// bench/dev/gemv_lab.cu's forms (not instantiated by the library): kRing > 0, the weights come through a cp.async ring
-// of kRing batch slots a warp instead of registers (below); kStageScales, the block's rows of scales (and zero points)
-// are copied to shared memory once, before the loop, and read from there (a warp's 8-row scale load touches 8 L1
-// lines; from shared memory, with an odd row stride, it is one conflict-free access); kTiled, the weights in a
-// fragment-ordered layout (INT4, n a multiple of 16): [n / 16][regions][lane (g, t)][16 bytes: row g's bytes 8t ..
-// 8t + 7, then row g + 8's], so a lane's share of a row tile's region is one 16-byte load and a warp's 512 contiguous
-// bytes (the kernel layout's two 8-byte loads each touch 8 rows).
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, int kRing = 0,
-          bool kStageScales = false, bool kTiled = false>
+// kTiled (bench/dev/gemv_lab.cu's forms; not instantiated by the library yet): the weights in a fragment-ordered layout
+// (INT4, n a multiple of 16): [n / 16][regions][lane (g, t)][16 bytes: row g's bytes 8t .. 8t + 7, then row g + 8's],
+// so a lane's share of a row tile's region is one 16-byte load and a warp's 512 contiguous bytes, where the kernel
+// layout's two 8-byte loads each touch 8 rows (bench/results/h100/gemv_lab.md: 20-28% faster at m16).
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, bool kTiled = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -394,39 +390,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         const int64_t d = min(n0 + kLinearMmaGemvRows * mt + g + 8 * h, p.n - 1) - row0;
         w_off[mt][h] = static_cast<int>(d * row_bytes), g_off[mt][h] = static_cast<int>(d * groups);
       }
-    // kStageScales: [kRows][stride] floats, then [kRows][stride] zero points, past the partial sums and the ring.
-    static_assert(!kStageScales || kGroups, "staged scales are group scales");
-    extern __shared__ __align__(16) unsigned char smem[];
-    const int stride = static_cast<int>(groups | 1);  // odd: rows g = 0..7 at one group fall in 8 banks
-    float* const ss = reinterpret_cast<float*>(smem + (max(k_warps * kRows * kLinearMmaGemvTokens * NT * 4,
-                                                           k_warps * kRing * U * MT * kLinearMmaGemvRows * 32) +
-                                                       15) /
-                                                          16 * 16);
-    int8_t* const zs = reinterpret_cast<int8_t*>(ss + kRows * stride);
-    const auto stage_scales = [&] {
-      if constexpr (kStageScales) {
-        for (int i = warp * kWarpSize + lane; i < kRows * groups; i += k_warps * kWarpSize) {
-          const int r = static_cast<int>(i / groups), grp = static_cast<int>(i % groups);
-          const int64_t src = min(n0 + r, p.n - 1) * groups + grp;
-          ss[r * stride + grp] = __ldg(p.scales + src);
-          if constexpr (kZeros) zs[r * stride + grp] = __ldg(p.zeros + src);
-        }
-        __syncthreads();
-      }
-    };
-    // The scale and zero point of row tile mt's row g + 8 h in group grp.
-    const auto scale_of = [&](int mt, int h, int grp) {
-      if constexpr (kStageScales)
-        return ss[(kLinearMmaGemvRows * mt + g + 8 * h) * stride + grp];
-      else
-        return __ldg(s0 + g_off[mt][h] + grp);
-    };
-    const auto zero_of = [&](int mt, int h, int grp) -> float {
-      if constexpr (kStageScales)
-        return zs[(kLinearMmaGemvRows * mt + g + 8 * h) * stride + grp];
-      else
-        return __ldg(z0 + g_off[mt][h] + grp);
-    };
     const T* xr[NT];  // token g of each tile, this lane's values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -466,7 +429,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
           if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
             grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
             if constexpr (kZeros) {
-              zl = zero_of(mt, 0, grp), zh = zero_of(mt, 1, grp);
+              zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
               if constexpr (kBits == 4)
                 zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
               else if constexpr (std::is_same_v<T, __half>)
@@ -487,7 +450,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
           if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
-            const float sl = kGroups ? scale_of(mt, 0, grp) : 1.0f, sh = kGroups ? scale_of(mt, 1, grp) : 1.0f;
+            const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + grp) : 1.0f,
+                        sh = kGroups ? __ldg(s0 + g_off[mt][1] + grp) : 1.0f;
             float(&c)[NT][4] = acc[mt];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -509,12 +473,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       else
         return load_weights8(q);
     };
-    // f(u, r) for each region r = r0 + u k_warps of the batch from r0 that exists.
-    const auto batch_regions = [&](int r0, auto&& f) {
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r0 + u * k_warps < regions) f(u, r0 + u * k_warps);
-    };
     // kTiled: row tile mt's regions (the last row tile past n / 16 for rows past n, read and never stored).
     static_assert(!kTiled || (kBits == 4 && !kGroups32), "the fragment-ordered layout is INT4's, whole regions");
     const uint8_t* wt[MT];
@@ -523,91 +481,38 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
       wt[mt] =
           p.qweight + min(n0 / kLinearMmaGemvRows + mt, (p.n - 1) / kLinearMmaGemvRows) * regions * 512 + 16 * lane;
     auto load = [&](int r0, uint2(&w)[U][MT][2]) {
-      batch_regions(r0, [&](int u, int r) {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-          if constexpr (kTiled) {
-            const uint4 v = load_weights(wt[mt] + 512 * r);
-            w[u][mt][0] = {v.x, v.y}, w[u][mt][1] = {v.z, v.w};
-          } else {
-            w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r), w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
-          }
-      });
+      for (int u = 0; u < U; ++u) {
+        const int r = r0 + u * k_warps;
+        if (r < regions)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+            if constexpr (kTiled) {
+              const uint4 v = load_weights(wt[mt] + 512 * r);
+              w[u][mt][0] = {v.x, v.y}, w[u][mt][1] = {v.z, v.w};
+            } else {
+              w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r);
+              w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
+            }
+      }
     };
-    auto compute_batch = [&](int r0, const uint2(&w)[U][MT][2]) {
+    uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
+    load(warp, cur);
+    wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
+    for (int r0 = warp; r0 < regions; r0 += step) {
+      load(r0 + step, next);  // the next batch in flight while this one computes
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * k_warps;
         if constexpr (kStraightBatch)
-          compute(min(r, regions - 1), w[u], r < regions);
+          compute(min(r, regions - 1), cur[u], r < regions);
         else if (r < regions)
-          compute(r, w[u], true);
+          compute(r, cur[u], true);
       }
-    };
-    if constexpr (kRing > 0) {
-      // The ring: each warp's batches land in its own kRing slots of shared memory ([warp][slot][U][MT][16 rows x 32
-      // bytes]); lane l copies bytes 16 l .. 16 l + 15 of a row tile's region (row l / 2, half l % 2: 16 bytes
-      // through L2 only), and after its wait and a warp barrier reads its 8-byte shares of rows g and g + 8 (8 rows of
-      // 32 bytes a read: no bank conflict). kRing - 1 batches stay in flight without holding registers.
-      static_assert(!kGroups32 && kRing >= 2, "the ring copies whole 32-byte regions of a row, two slots or more");
-      constexpr int kTileBytes = kLinearMmaGemvRows * 32, kSlotBytes = U * MT * kTileBytes;
-      unsigned char* const ring = smem + warp * kRing * kSlotBytes;
-      const int64_t crow0 = min(n0 + lane / 2, p.n - 1);
-      const uint8_t* const wc = p.qweight + crow0 * row_bytes + 16 * (lane % 2);
-      int c_off[MT];  // row tile mt's copy row (16 mt + lane / 2, clamped) as a byte offset from wc
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        c_off[mt] = static_cast<int>((min(n0 + kLinearMmaGemvRows * mt + lane / 2, p.n - 1) - crow0) * row_bytes);
-      const auto issue = [&](int r0, int slot) {  // one commit group, possibly empty (group counts stay uniform)
-        batch_regions(r0, [&](int u, int r) {
+      for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-            copy_async<16>(ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes + 16 * lane,
-                           kTiled ? wt[mt] + 512 * r : wc + c_off[mt] + 32 * r);
-        });
-        cp_async_commit();
-      };
-      for (int slot = 0; slot < kRing - 1; ++slot) issue(warp + slot * step, slot);
-      stage_scales();
-      wait_for_prior_grid();  // as below
-      int slot = 0;           // the slot of batch r0
-      for (int r0 = warp; r0 < regions; r0 += step) {
-        __syncwarp();  // every lane has read the slot the next copy refills (batch r0 - step's)
-        issue(r0 + (kRing - 1) * step, slot == 0 ? kRing - 1 : slot - 1);
-        cp_async_wait<kRing - 1>();
-        __syncwarp();  // the other lanes' copies of batch r0 are visible
-        uint2 cur[U][MT][2];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            const unsigned char* const tile = ring + slot * kSlotBytes + (u * MT + mt) * kTileBytes;
-            if constexpr (kTiled) {  // this lane's own copy
-              const uint4 v = *reinterpret_cast<const uint4*>(tile + 16 * lane);
-              cur[u][mt][0] = {v.x, v.y}, cur[u][mt][1] = {v.z, v.w};
-            } else {
-              cur[u][mt][0] = *reinterpret_cast<const uint2*>(tile + 8 * t + 32 * g);
-              cur[u][mt][1] = *reinterpret_cast<const uint2*>(tile + 8 * t + 32 * (g + 8));
-            }
-          }
-        compute_batch(r0, cur);
-        slot = slot + 1 == kRing ? 0 : slot + 1;
-      }
-      cp_async_wait<0>();
-      __syncthreads();  // every warp is done with its ring: the partials below reuse its bytes
-    } else {
-      uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
-      load(warp, cur);
-      stage_scales();
-      wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
-      for (int r0 = warp; r0 < regions; r0 += step) {
-        load(r0 + step, next);  // the next batch in flight while this one computes
-        compute_batch(r0, cur);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
-      }
+        for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
     }
 
     mma_gemv_store<T, kScales, false>(p, acc, n0);
