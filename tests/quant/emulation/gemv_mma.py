@@ -22,6 +22,13 @@ def pack_row(values):
     return out
 
 
+def pack_fragments(q_bytes, n, k):
+    """The fragment-ordered INT4 layout (linear.cuh kTiled; n a multiple of 16): [n / 16][k / 64][lane (g, t)][16
+    bytes], a lane's 16 bytes row g's bytes 8t .. 8t + 7 of the region, then row g + 8's."""
+    return [[[q_bytes[16 * tile + g + 8 * h][32 * r + 8 * t + b] for g in range(8) for t in range(4) for h in range(2)
+              for b in range(8)] for r in range(k // 64)] for tile in range(n // 16)]
+
+
 def word_at(row_bytes, off):
     return sum(row_bytes[off + b] << (8 * b) for b in range(4))
 
@@ -60,10 +67,12 @@ def mma(C, A, B0, B1):
     return product(C, Am, Bm)
 
 
-def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, g32):
+def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, g32, tiles=None):
     """One warp's C fragments (acc[lane] = c0..c3) for token tile nt of the block at row n0: its regions' MMAs.
     g32 (groups of 32): lane t takes word t of each 16-byte chunk, k-steps 0-1 the first chunk, 2-3 the second, each
-    chunk's sums scaled by its own group; else 8 contiguous bytes, one group a region."""
+    chunk's sums scaled by its own group; else 8 contiguous bytes, one group a region. tiles: the weights read from
+    the fragment-ordered layout instead (pack_fragments: the lane's 16 bytes at 16 lane, row g's word wi at 4 wi, row
+    g + 8's at 8 + 4 wi)."""
     acc = [[0.0] * 4 for _ in range(32)]
     for r0 in range(warp, regions, k_warps * U):
         for u in range(U):
@@ -79,7 +88,11 @@ def warp_tile(x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_w
                     lo, hi = min(n0 + g, n - 1), min(n0 + g + 8, n - 1)
                     wi = s // 2  # word .x (0) or .y (1) of the lane's 8 bytes at 32 r + 8 t
                     off = 32 * r + (4 * t + 16 * wi if g32 else 8 * t + 4 * wi)
-                    wlo, whi = word_at(q_bytes[lo], off), word_at(q_bytes[hi], off)
+                    if tiles is None:
+                        wlo, whi = word_at(q_bytes[lo], off), word_at(q_bytes[hi], off)
+                    else:
+                        frag = tiles[n0 // 16][r]
+                        wlo, whi = word_at(frag, 16 * lane + 4 * wi), word_at(frag, 16 * lane + 8 + 4 * wi)
                     j = 2 * (s % 2)
                     zl = zeros[lo][grp] if zeros else 0
                     zh = zeros[hi][grp] if zeros else 0
@@ -124,12 +137,14 @@ def run_blocks(n, m, k_warps, tile):
     return out
 
 
-def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=None):
-    """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64); U: regions a batch (mma_gemv_unroll)."""
+def kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U=None, tiled=False):
+    """out[(token, row)] as linear_gemv_mma_kernel computes it (fp64); U: regions a batch (mma_gemv_unroll); tiled:
+    over the fragment-ordered layout."""
     regions, shift = k // 64, group.bit_length() - 1 - 6
     U = U or (4 if m <= 16 else 2)
+    tiles = pack_fragments(q_bytes, n, k) if tiled else None
     return run_blocks(n, m, k_warps, lambda n0, nt, warp: warp_tile(
-        x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32))
+        x, q_bytes, scales, zeros, n, m, n0, nt, warp, regions, shift, k_warps, U, group == 32, tiles))
 
 
 def byte_perm(x, y, sel):
@@ -203,7 +218,7 @@ def check_i8(n, k, m, group, k_warps, with_zeros, seed):
     print(f"ok int8 n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
 
 
-def check(n, k, m, group, k_warps, with_zeros, seed, U=None):
+def check(n, k, m, group, k_warps, with_zeros, seed, U=None, tiled=False):
     rnd = random.Random(seed)
     groups = k // group
     vals = [[rnd.randrange(-8, 8) for _ in range(k)] for _ in range(n)]
@@ -212,7 +227,7 @@ def check(n, k, m, group, k_warps, with_zeros, seed, U=None):
     zeros = [[rnd.randrange(-128, 128) if rnd.random() < 0.25 else rnd.randrange(-8, 9) for _ in range(groups)]
              for _ in range(n)] if with_zeros else None
     x = [[rnd.uniform(-1, 1) for _ in range(k)] for _ in range(m)]
-    got = kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U)
+    got = kernel(x, q_bytes, scales, zeros, n, k, m, group, k_warps, U, tiled)
     worst = 0.0
     for tok in range(m):
         for row in range(n):
@@ -221,7 +236,8 @@ def check(n, k, m, group, k_warps, with_zeros, seed, U=None):
             worst = max(worst, abs(got[(tok, row)] - want))
     assert len(got) == n * m, (len(got), n * m)
     assert worst < 1e-9, f"n{n} k{k} m{m} g{group} k_warps {k_warps} zeros {with_zeros}: worst error {worst}"
-    print(f"ok n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}: worst error {worst:.2e}")
+    print(f"ok n{n} k{k} m{m} group {group} k_warps {k_warps} zeros {with_zeros}{' tiled' if tiled else ''}: "
+          f"worst error {worst:.2e}")
 
 
 def mma_k32(C, A, B0, B1):
@@ -284,6 +300,9 @@ if __name__ == "__main__":
     check(18, 640, 27, 64, 2, True, 14)    # four token tiles (the last partial), batches of two regions
     check(16, 256, 32, 32, 1, True, 15)    # four full token tiles, groups of 32
     check(20, 448, 14, 64, 3, True, 17, U=2)  # gemv_mma=3: two tiles, batches of two regions, 3 warps
+    check(32, 256, 1, 64, 1, False, 18, tiled=True)    # fragment-ordered weights: two row blocks
+    check(48, 384, 13, 128, 2, True, 19, tiled=True)   # two token tiles, zero points, 2 warps
+    check(16, 640, 27, 64, 2, True, 20, tiled=True)    # four token tiles, batches of two regions
     check_fp8(16, 128, 1, 1, 9)
     check_fp8(23, 544, 12, 2, 10)          # a partial last region (k 544 = 4 x 128 + 32), two token tiles
     check_i8(16, 128, 1, 0, 1, False, 11)     # per-channel scales (applied at the end)
