@@ -1,7 +1,8 @@
 # Pure-Python emulation of src/ops/attention/decode.cuh (decode_kernel + decode_merge_kernel), thread by thread in
 # float64: row groups (query heads x tokens of one KV head), split key ranges, contiguous and paged caches through the
 # block table, the causal bottom-right mask, the online softmax per warp row and the lse merge, against naive
-# attention per (sequence, head, token). Checks the index math only; run by hand (~1 s):
+# attention per (sequence, head, token). Checks the index math only; the test command runs it
+# (tests/attention/test_attention_emulation.py), by hand (~1 s):
 #     python3 tests/attention/emulation/decode_split.py
 import math, random
 

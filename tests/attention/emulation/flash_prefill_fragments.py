@@ -2,7 +2,8 @@
 # ldmatrix addresses (Q, K, and V with .trans), mma.sync m16n8k16 fragments, causal / sequence-end masking, online
 # softmax, quad reductions and the staged epilogue, lane by lane, in float64. ldmatrix and mma follow the PTX ISA's
 # definitions (written from the ISA, not from the kernel), so a wrong fragment index or swizzle shows up as a large
-# error against naive attention. Written while no GPU was available; run by hand (not in CI, ~1 s):
+# error against naive attention. The test command runs it with the defaults
+# (tests/attention/test_attention_emulation.py); by hand (~1 s):
 #     python3 tests/attention/emulation/flash_prefill_fragments.py [D BM BN]     (default 64 32 32; e.g. 128 16 64)
 # It checks index math only: fp16/bf16 rounding, cp.async ordering and races are for the GPU tests and racecheck.
 import math, random

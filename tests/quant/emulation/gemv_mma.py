@@ -4,7 +4,8 @@
 # of a 32-byte region of rows g and g + 8, the A pairs of int4_pair_of (raw nibbles j and j + 4 of word >> 4j, biased
 # by 8) less the zero points, the B pairs of x, mma.sync m16n8k16 as the PTX ISA defines its fragments (written from
 # the ISA, not from the kernel), the region's group scales, the warps' k split and the block's sums. A wrong fragment
-# index, word, pair or region shows up as a large error against the naive product. Run by hand (~2 s):
+# index, word, pair or region shows up as a large error against the naive product. The test command runs it
+# (tests/quant/test_quant_emulation.py); by hand (~1 s):
 #     python3 tests/quant/emulation/gemv_mma.py
 import random
 
