@@ -1,11 +1,9 @@
 // Weight-only GEMV lab (an experiment apart from the library, as rows_lab.cu): forms of the library's tensor-core GEMV
-// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) over fragment-ordered INT4 weights (kTiled: one 16-byte load a
-// lane a row tile), which the library does not instantiate yet, beside the register forms it runs over its kernel
-// layout, plus a plain streaming read of the same bytes (the read ceiling at that size); timed by gemv_lab.py beside
-// F.linear (and the library's default plan when the package is installed) on the same inputs in one process. W4A16,
-// groups of 128 (symmetric), bf16. What wins here moves into the library's planner (bench/dev/gemv-lab-call runs it on
-// the GPU machine; bench/results/h100/gemv_lab.md has a run, with the cp.async ring of weight batches and scales
-// staged in shared memory that were tried and lost).
+// (src/ops/quant/linear.cuh linear_gemv_mma_kernel) over its INT4 kernel layout, row tiles x token tiles x regions a
+// batch at any warps along k, whether the planner picks them or not, plus a plain streaming read of the same bytes
+// (the read ceiling at that size); timed by gemv_lab.py beside F.linear (and the library's default plan when the
+// package is installed) on the same inputs in one process. W4A16, groups of 128 (symmetric), bf16. What wins here moves
+// into the library's planner (bench/dev/gemv-lab-call runs it on the GPU machine).
 //
 // Build: nvcc -O3 -std=c++20 -arch=sm_90a --expt-relaxed-constexpr -shared -Xcompiler -fPIC -I src -I include
 // bench/dev/gemv_lab.cu -o gemv_lab.so
@@ -25,32 +23,18 @@ using T = __nv_bfloat16;
 struct Form {
   const char* name;
   int tiles, row_tiles, unroll;  // 8-token tiles (NT), 16-row tiles (MT), regions a batch (U)
-  bool tiled;                    // weights in the fragment-ordered layout
   const void* kernel;
 };
 
-template <int NT, int MT, int U, bool Tl = false>
+template <int NT, int MT, int U>
 constexpr Form form(const char* name) {
-  const void* kernel =
-      reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, Tl>);
-  return {name, NT, MT, U, Tl, kernel};
+  return {name, NT, MT, U,
+          reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT>)};
 }
 
-// The register forms the library plans (kernel layout) and the same over fragment-ordered weights ("tiled").
 const Form kForms[] = {
-    form<1, 1, 4>("nt1 mt1 u4"),
-    form<1, 1, 4, true>("nt1 mt1 u4 tiled"),
-    form<1, 2, 2, true>("nt1 mt2 u2 tiled"),
-    form<2, 1, 2>("nt2 mt1 u2"),
-    form<2, 2, 1>("nt2 mt2 u1"),
-    form<2, 1, 2, true>("nt2 mt1 u2 tiled"),
-    form<2, 2, 1, true>("nt2 mt2 u1 tiled"),
-    form<2, 2, 2, true>("nt2 mt2 u2 tiled"),
-    form<2, 4, 1, true>("nt2 mt4 u1 tiled"),
-    form<4, 1, 2>("nt4 mt1 u2"),
-    form<4, 2, 1>("nt4 mt2 u1"),
-    form<4, 1, 2, true>("nt4 mt1 u2 tiled"),
-    form<4, 2, 1, true>("nt4 mt2 u1 tiled"),
+    form<1, 1, 4>("nt1 mt1 u4"), form<1, 2, 2>("nt1 mt2 u2"), form<2, 1, 2>("nt2 mt1 u2"), form<2, 2, 1>("nt2 mt2 u1"),
+    form<2, 2, 2>("nt2 mt2 u2"), form<2, 4, 1>("nt2 mt4 u1"), form<4, 1, 2>("nt4 mt1 u2"), form<4, 2, 1>("nt4 mt2 u1"),
 };
 
 // A streaming read of `bytes` (a multiple of 16 x kUnroll x blockDim): kUnroll 16-byte loads a thread in flight, a
@@ -77,7 +61,6 @@ int lab_gemv_count() { return static_cast<int>(std::size(lab::kForms)); }
 const char* lab_gemv_name(int i) { return lab::kForms[i].name; }
 int lab_gemv_tokens(int i) { return 8 * lab::kForms[i].tiles; }
 int lab_gemv_rows(int i) { return 16 * lab::kForms[i].row_tiles; }
-int lab_gemv_tiled(int i) { return lab::kForms[i].tiled ? 1 : 0; }
 
 // The shared memory of form i at k_warps warps: the warps' partial sums.
 int64_t lab_gemv_smem(int i, int k_warps) {
@@ -90,7 +73,7 @@ int64_t lab_gemv_smem(int i, int k_warps) {
 int lab_gemv_launch(int i, const void* x, const void* q, const float* scales, void* out, int64_t m, int64_t n,
                     int64_t k, int k_warps, cudaStream_t stream) {
   const lab::Form& f = lab::kForms[i];
-  if (m < 1 || m > 8 * f.tiles || k % 128 != 0 || k_warps < 1 || k_warps > 8 || (f.tiled && n % 16 != 0)) return 1000;
+  if (m < 1 || m > 8 * f.tiles || k % 128 != 0 || k_warps < 1 || k_warps > 8 || n % 16 != 0) return 1000;
   kernelkit::cuda::LinearParams<lab::T> p{};
   p.x = static_cast<const lab::T*>(x);
   p.qweight = static_cast<const uint8_t*>(q);

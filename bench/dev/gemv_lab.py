@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV over its kernel layout and
-over fragment-ordered weights, at several warps along k) beside F.linear, a plain streaming read of the same
-weight bytes and, when the kernelkit package is installed, the library's default plan: same inputs, one process
-(W4A16 g128 bf16, symmetric). The weights are quantized here in torch into the library's INT4 kernel layout (no
-package needed); each form's output is checked against the fp32 product with the dequantized weights before it is
+"""Weight-only GEMV lab: the forms of bench/dev/gemv_lab.cu (the library's tensor-core GEMV over its INT4 kernel
+layout, at several warps along k) beside F.linear, a plain streaming read of the same weight bytes and, when the
+kernelkit package is installed, the library's default plan: same inputs, one process (W4A16 g128 bf16, symmetric).
+The weights are quantized here in torch into the library's INT4 kernel layout (no package needed: the word placement
+of include/kernelkit/ops/quant.hpp); each form's output is checked against the fp32 product with the dequantized weights before it is
 timed; times are medians of CUDA-graph replays over enough weight copies to defeat L2 (bench/torch_baselines.py
 time_calls), GB/s of the INT4 weights and their scales.
 
@@ -52,6 +52,8 @@ def quantize(w, group=128):
     q = torch.clamp(torch.round(wg / s[..., None]), -7, 7).to(torch.int32).reshape(n, k)
     shift = torch.tensor(NIBBLE, device=w.device, dtype=torch.int32) * 4
     words = ((q.reshape(n, k // 8, 8) & 0xF) << shift).sum(-1).to(torch.int32)
+    # Row 16 tile + 8 h + g's word 8 R + 2 t + w_ -> [tile][R][lane 4 g + t][h][w_] (16-row tiles of 64-value regions).
+    words = words.reshape(n // 16, 2, 8, k // 64, 4, 2).permute(0, 3, 2, 4, 1, 5).contiguous()
     return words.view(torch.uint8).reshape(n, k // 2), s, (q.reshape(n, k // group, group) * s[..., None]).reshape(n, k)
 
 
@@ -69,18 +71,15 @@ def main():
     peak = tb.copy_peak()["gbps"]
     print(f"{torch.cuda.get_device_name()}: copy ceiling {peak:.0f} GB/s", flush=True)
     sink = torch.zeros(1, dtype=torch.int32, device="cuda")
-    forms = [(i, lib.lab_gemv_name(i).decode(), lib.lab_gemv_tokens(i), lib.lab_gemv_registers(i),
-              lib.lab_gemv_tiled(i)) for i in range(lib.lab_gemv_count())]
+    forms = [(i, lib.lab_gemv_name(i).decode(), lib.lab_gemv_tokens(i), lib.lab_gemv_registers(i))
+             for i in range(lib.lab_gemv_count())]
     for shape in args.shapes.split(","):
         n, k = map(int, shape.split("x"))
         w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02
         q, s, wq = quantize(w)
         nbytes = q.numel() * q.element_size() + s.numel() * 4
         sets = max(3, int(3 * l2 // nbytes) + 1)
-        # The fragment-ordered copy of the weights (gemv_lab.cu kTiled): [n / 16][regions][g][t][h][8 bytes] from the
-        # kernel layout's [n][k / 2] bytes, row 8 h + g of a tile, byte 8 t + b of a 32-byte region.
-        qt = q.view(torch.uint8).reshape(n // 16, 2, 8, k // 64, 4, 8).permute(0, 3, 2, 4, 1, 5).contiguous()
-        qs = [(q.clone(), s.clone(), qt.clone()) for _ in range(sets)]
+        qs = [(q.clone(), s.clone()) for _ in range(sets)]
         ws = [w.clone() for _ in range(max(2, int(2 * l2 // (w.numel() * 2)) + 1))]
         rate = lambda us: f"{us:8.2f} us {nbytes / us / 1e3:6.0f} GB/s {nbytes / us / 1e3 / peak * 100:5.1f}%"  # noqa
         qbytes = q.numel() * q.element_size()
@@ -104,14 +103,14 @@ def main():
                     host=False)["gpu_us"]))
             os.environ.pop("KERNELKIT_TUNE", None)
             out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-            for i, name, tokens, regs, tiled in forms:
+            for i, name, tokens, regs in forms:
                 if tokens < m or (tokens > 8 and tokens // 2 >= m):
                     continue  # a form of another token count
                 for kw in map(int, args.kwarps.split(",")):
                     if lib.lab_gemv_smem(i, kw) > 48 * 1024 or k // 64 < kw:
                         continue
-                    call = lambda c, i=i, kw=kw, w=2 if tiled else 0: lib.lab_gemv_launch(  # noqa: E731
-                        i, x.data_ptr(), c[w].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())
+                    call = lambda c, i=i, kw=kw: lib.lab_gemv_launch(  # noqa: E731
+                        i, x.data_ptr(), c[0].data_ptr(), c[1].data_ptr(), out.data_ptr(), m, n, k, kw, stream())
                     out.fill_(float("nan"))
                     rc = call(qs[0])
                     torch.cuda.synchronize()

@@ -39,12 +39,16 @@ kernelkit::testing::HostBuffer random_matrix(DType t, int64_t rows, int64_t k, d
 }
 
 // Value j of row `row` of packed INT4 weights, decoded here from the documented layout, not through the library.
+// Value j of row `row` of INT4 weights [n, k / 2] in the kernel layout, decoded as include/kernelkit/ops/quant.hpp
+// describes it: 16-row tiles of 64-value regions; a region is 32 lanes' 16 bytes, lane 4 (row % 8) + (the region's
+// 16-value quarter holding j), whose first 8 bytes are row g's and last 8 row g + 8's; in them, two little-endian
+// words of 8 values with value j % 8 at nibble P(j % 8).
 int decode_int4(const std::vector<uint8_t>& packed, int64_t k, int64_t row, int64_t j) {
   static constexpr int kPos[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-  const uint32_t word = static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2]) |
-                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 1]) << 8 |
-                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 2]) << 16 |
-                        static_cast<uint32_t>(packed[(row * k + j / 8 * 8) / 2 + 3]) << 24;
+  const int64_t region = 512, tile = k / 64 * region, lane = 4 * (row % 8) + j % 64 / 16;
+  const int64_t at = row / 16 * tile + j / 64 * region + 16 * lane + (row % 16 < 8 ? 0 : 8) + j % 16 / 8 * 4;
+  uint32_t word = 0;
+  for (int b = 0; b < 4; ++b) word |= static_cast<uint32_t>(packed[at + b]) << (8 * b);
   const int v = (word >> (4 * kPos[j % 8])) & 0xF;
   return v >= 8 ? v - 16 : v;
 }
@@ -76,20 +80,27 @@ void expect_library_plan(const char* prof, OpId op, const OpShape& s) {
 }  // namespace
 
 TEST(Int4Layout, WordHoldsValuesAtTheDocumentedNibbles) {
-  // v = 1..7, -8 at k = 0..7 -> nibble P(j) = j / 2 + 4 (j % 2) of the little-endian word.
-  std::vector<int8_t> plain = {1, 2, 3, 4, 5, 6, 7, -8};
-  std::vector<uint8_t> packed(4);
-  ASSERT_TRUE(pack_int4(mat(packed.data(), DType::i4x2, 1, 4), mat(plain.data(), DType::i8, 1, 8)).ok());
+  // One 16 x 64 tile. Row 0, k = 0..7: v = 1..7, -8 -> nibble P(j) = j / 2 + 4 (j % 2) of the little-endian word at
+  // byte 0 (tile 0, region 0, lane 0, row g's half, word 0).
+  const int64_t n = 16, k = 64;
+  std::vector<int8_t> plain(n * k, 0);
+  for (int j = 0; j < 8; ++j) plain[j] = static_cast<int8_t>(j < 7 ? j + 1 : -8);
+  // Row 9 (g = 1, the second half), k = 37 (quarter 2 of the region, its first word, value 5 of the word): lane
+  // 4 * 1 + 2 = 6, byte 16 * 6 + 8 = 104 starts the word, nibble P(5) = 6 is the low nibble of its byte 3.
+  plain[9 * k + 37] = 5;
+  std::vector<uint8_t> packed(n * k / 2);
+  ASSERT_TRUE(pack_int4(mat(packed.data(), DType::i4x2, n, k / 2), mat(plain.data(), DType::i8, n, k)).ok());
   const uint32_t word = packed[0] | packed[1] << 8 | packed[2] << 16 | static_cast<uint32_t>(packed[3]) << 24;
   // nibbles 0..7 hold v0, v2, v4, v6, v1, v3, v5, v7 = 1, 3, 5, 7, 2, 4, 6, 8 (-8 as 0x8).
   EXPECT_EQ(word, 0x86427531u);
   // The kernel's extraction: (word & 0x000F000F) has v0 and v1 in the low nibbles of its halves.
   EXPECT_EQ(word & 0x000F000Fu, 0x00020001u);
   EXPECT_EQ((word >> 8) & 0x00F000F0u, 0x00800070u);  // v6 = 7 and v7 = -8
+  for (int64_t b = 4; b < n * k / 2; ++b) EXPECT_EQ(packed[b], b == 107 ? 0x05 : 0x00) << "byte " << b;
 }
 
 TEST(Int4Layout, ConvertersRoundTrip) {
-  const int64_t n = 5, k = 48;
+  const int64_t n = 48, k = 192;  // three row tiles of three regions
   std::vector<int8_t> plain(n * k), back(n * k);
   std::mt19937 rng(3);
   for (auto& v : plain) v = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);
@@ -107,14 +118,19 @@ TEST(Int4Layout, ConvertersRoundTrip) {
 }
 
 TEST(Int4Layout, ConverterRefusals) {
-  std::vector<int8_t> plain(16, 9);
-  std::vector<uint8_t> packed(8);
-  Status s = pack_int4(mat(packed.data(), DType::i4x2, 1, 8), mat(plain.data(), DType::i8, 1, 16));
+  std::vector<int8_t> plain(16 * 128, 9);
+  std::vector<uint8_t> packed(16 * 64);
+  Status s = pack_int4(mat(packed.data(), DType::i4x2, 16, 32), mat(plain.data(), DType::i8, 16, 64));
   EXPECT_TRUE(has(s, "plain[0, 0] = 9 is outside the INT4 range [-8, 7]")) << s.message();
-  s = pack_int4(mat(packed.data(), DType::i4x2, 1, 3), mat(plain.data(), DType::i8, 1, 6));
-  EXPECT_TRUE(has(s, "must be a multiple of 8")) << s.message();
-  s = pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {1, 8}, Device::cuda()),
-                TensorView::contiguous(plain.data(), DType::i8, {1, 16}, Device::cuda()));
+  for (const auto [n, k] : {std::pair<int64_t, int64_t>{8, 64}, {16, 96}, {24, 128}}) {
+    s = pack_int4(mat(packed.data(), DType::i4x2, n, k / 2), mat(plain.data(), DType::i8, n, k));
+    EXPECT_TRUE(has(s, "pack_int4: INT4 weights [n, k] need n % 16 == 0 and k % 64 == 0")) << s.message();
+    EXPECT_TRUE(has(s, "got n = " + std::to_string(n) + ", k = " + std::to_string(k))) << s.message();
+    s = unpack_int4(mat(plain.data(), DType::i8, n, k), mat(packed.data(), DType::i4x2, n, k / 2));
+    EXPECT_TRUE(has(s, "unpack_int4: INT4 weights [n, k] need n % 16 == 0")) << s.message();
+  }
+  s = pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {16, 32}, Device::cuda()),
+                TensorView::contiguous(plain.data(), DType::i8, {16, 64}, Device::cuda()));
   EXPECT_EQ(s.code(), StatusCode::unsupported);
 }
 
@@ -186,7 +202,7 @@ TEST_P(QuantizeRoundTrip, Fp8PerToken) {
 TEST_P(QuantizeRoundTrip, Int4GroupWise) {
   const DType dt = GetParam();
   for (int group : {64, 128}) {
-    const int64_t n = 3, k = 256, groups = k / group;
+    const int64_t n = 16, k = 256, groups = k / group;
     auto w = random_matrix(dt, n, k, 1.5, 9 + group);
     std::vector<uint8_t> q(n * k / 2);
     std::vector<float> s(n * groups);
@@ -218,7 +234,7 @@ class WeightOnlyReference : public ::testing::TestWithParam<std::tuple<DType, in
 
 TEST_P(WeightOnlyReference, MatchesNaiveDequantizeMatmul) {
   const auto [dt, bits, m] = GetParam();
-  const int64_t n = 7, k = 256, xs = k + 8;
+  const int64_t n = bits == 4 ? 32 : 7, k = 256, xs = k + 8;
   for (int group : bits == 8 ? std::vector<int>{0} : std::vector<int>{64, 128}) {
     const int64_t groups = bits == 4 ? k / group : 1;
     auto w = random_matrix(DType::f32, n, k, 0.2, 5);
@@ -260,10 +276,15 @@ INSTANTIATE_TEST_SUITE_P(Grid, WeightOnlyReference,
 // Zero points and group scales (GPTQ / AWQ forms) by hand: w[r, j] = s[r, g] (q[r, j] - z[r, g]), groups of 32 over
 // k = 64, every code and zero points across int8 (also past the 4-bit codes' range), against sums written here.
 TEST(WeightOnlyReference, ZeroPointsAndGroupsByHand) {
-  const int64_t m = 2, n = 3, k = 64, group = 32, groups = k / group;
+  const int64_t m = 2, n = 16, k = 64, group = 32, groups = k / group;
   auto x = random_matrix(DType::f32, m, k, 1.0, 21);
-  std::vector<float> s = {0.5f, 0.25f, 2.0f, 1.0f, 0.125f, 4.0f};
-  std::vector<int8_t> z = {8, -8, 0, 127, -128, 3};
+  std::vector<float> s(n * groups);
+  std::vector<int8_t> z(n * groups);
+  const int zero_points[8] = {8, -8, 0, 127, -128, 3, 5, -3};  // across the int8 range and a 4-bit code's
+  for (int64_t i = 0; i < n * groups; ++i) {
+    s[i] = std::ldexp(1.0f, static_cast<int>(i % 6) - 3);  // 1/8 .. 4
+    z[i] = static_cast<int8_t>(zero_points[i % 8]);
+  }
   for (int bits : {4, 8}) {
     std::vector<int8_t> plain(n * k);
     for (int64_t i = 0; i < n * k; ++i)
@@ -301,7 +322,7 @@ TEST(WeightOnlyReference, ZeroPointsAndGroupsByHand) {
 // on x gathered by hand does (i32 and i64 indices); an entry outside [0, k) is refused naming it, before out is
 // written.
 TEST(WeightOnlyReference, PermGathersTheInputs) {
-  const int64_t m = 3, n = 5, k = 128, group = 64;
+  const int64_t m = 3, n = 16, k = 128, group = 64;
   auto w = random_matrix(DType::f32, n, k, 0.1, 31);
   std::vector<uint8_t> q(n * k / 2);
   std::vector<float> s(n * k / group);
@@ -340,7 +361,7 @@ TEST(WeightOnlyReference, PermGathersTheInputs) {
 }
 
 TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
-  const int64_t m = 2, n = 3, k = 128;
+  const int64_t m = 2, n = 16, k = 128;
   std::vector<uint16_t> x(m * k), out(m * n), bias(n);
   std::vector<int8_t> q8(n * k);
   std::vector<uint8_t> q4(n * k / 2);
@@ -366,13 +387,13 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
        "x dtype f32 is not supported (expected f16 or bf16)"},
       {linear_weight_only(ov, xv, q8v, s8v, 8, 48, std::nullopt),
        "group must be 0 (one scale per output channel), 32, 64 or 128, got 48"},
-      {linear_weight_only(ov, xv, q8v, s8v, 8, 64, std::nullopt), "scales shape [3] must be [3, 2]"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 64, std::nullopt), "scales shape [16] must be [16, 2]"},
       {linear_weight_only(ov, xv, q4v, s4v, 4, 16, std::nullopt), "group must be 32, 64 or 128, got 16"},
       {linear_weight_only(ov, xv, q4v, s4v, 4, 0, std::nullopt), "group must be 32, 64 or 128, got 0"},
       {linear_weight_only(ov, xv, q8v, s8v, 8, 0, std::nullopt, nullptr, false, z4v),
        "zeros need group scales (group 32, 64 or 128), got group 0"},
       {linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, mat(z4.data(), DType::i8, n, 1)),
-       "zeros shape [3, 1] must be [3, 2]"},
+       "zeros shape [16, 1] must be [16, 2]"},
       {linear_weight_only(ov, xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, mat(s4.data(), DType::f32, n, 2)),
        "zeros dtype f32 must be i8"},
       {linear_weight_only(mat(z4.data(), DType::f16, m, n), xv, q4v, s4v, 4, 64, std::nullopt, nullptr, false, z4v),
@@ -383,17 +404,24 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
       {linear_weight_only(ov, mat(x_odd.data(), DType::f16, m, 96), mat(q4.data(), DType::i4x2, n, 48), s4v, 4, 64,
                           std::nullopt),
        "k = 96 must be a multiple of group = 64"},
+      {linear_weight_only(mat(out.data(), DType::f16, m, 8), xv, mat(q4.data(), DType::i4x2, 8, k / 2),
+                          mat(s4.data(), DType::f32, 8, 2), 4, 64, std::nullopt),
+       "INT4 weights [n, k] need n % 16 == 0 and k % 64 == 0 (the kernel layout's tiles of 16 rows x 64 values), got "
+       "n = 8, k = 128"},
+      {linear_weight_only(ov, mat(x_odd.data(), DType::f16, m, 96), mat(q4.data(), DType::i4x2, n, 48),
+                          mat(s4.data(), DType::f32, n, 3), 4, 32, std::nullopt),
+       "need n % 16 == 0 and k % 64 == 0"},
       {linear_weight_only(ov, xv, mat(q8.data(), DType::i8, n, 64), s8v, 8, 0, std::nullopt),
-       "qweight shape [3, 64] must be [3, 128]"},
-      {linear_weight_only(ov, xv, q4v, s8v, 4, 64, std::nullopt), "scales shape [3] must be [3, 2]"},
-      {linear_weight_only(ov, xv, q8v, s4v, 8, 0, std::nullopt), "scales shape [3, 2] must be [3]"},
+       "qweight shape [16, 64] must be [16, 128]"},
+      {linear_weight_only(ov, xv, q4v, s8v, 4, 64, std::nullopt), "scales shape [16] must be [16, 2]"},
+      {linear_weight_only(ov, xv, q8v, s4v, 8, 0, std::nullopt), "scales shape [16, 2] must be [16]"},
       {linear_weight_only(ov, xv, mat(q8.data(), DType::i8, n, k / 2 * 2), s8v, 4, 64, std::nullopt),
        "qweight dtype i8 must be i4x2"},
       {linear_weight_only(mat(out.data(), DType::f16, n, m), xv, q8v, s8v, 8, 0, std::nullopt),
-       "out shape [3, 2] must be [2, 3]"},
+       "out shape [16, 2] must be [2, 16]"},
       {linear_weight_only(mat(out.data(), DType::bf16, m, n), xv, q8v, s8v, 8, 0, std::nullopt),
        "out dtype bf16 must be f16"},
-      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, vec(bias.data(), DType::f16, 2)), "bias shape [2] must be [3]"},
+      {linear_weight_only(ov, xv, q8v, s8v, 8, 0, vec(bias.data(), DType::f16, 2)), "bias shape [2] must be [16]"},
       {linear_weight_only(mat(x.data(), DType::f16, m, n), xv, q8v, s8v, 8, 0, std::nullopt), "out must not be x"},
       {linear_weight_only(ov, TensorView::contiguous(x.data(), DType::f16, {k}), q8v, s8v, 8, 0, std::nullopt),
        "x must be 2-D [m, k]"},
@@ -433,7 +461,7 @@ TEST(WeightOnlyErrors, BadInputsNameTheArgument) {
 // Profile-dependent refusals for CUDA tensors are decided before any device is needed (KERNELKIT_PROFILE override):
 // bf16 on a T4, on the GEMV and the tensor-core paths alike.
 TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
-  const int64_t n = 3, k = 128;
+  const int64_t n = 16, k = 128;
   std::vector<uint16_t> x(65 * k), out(65 * n);
   std::vector<int8_t> q8(n * k);
   std::vector<float> s8(n * 2);
@@ -458,12 +486,12 @@ TEST(WeightOnlyErrors, CudaRefusalsUnderAProfileOverride) {
 }
 
 TEST(QuantizeErrors, BadInputsNameTheArgument) {
-  const int64_t n = 2, k = 128;
+  const int64_t n = 16, k = 128;
   std::vector<float> w(n * k), s(n * 2);
   std::vector<int8_t> q(n * k);
   const TensorView wv = mat(w.data(), DType::f32, n, k);
   Status st = quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, 3), wv);
-  EXPECT_TRUE(has(st, "quantize_int8_per_channel: scales shape [3] must be [2]")) << st.message();
+  EXPECT_TRUE(has(st, "quantize_int8_per_channel: scales shape [3] must be [16]")) << st.message();
   st = quantize_int8_per_channel(mat(q.data(), DType::i4x2, n, k), vec(s.data(), DType::f32, n), wv);
   EXPECT_TRUE(has(st, "qweight dtype i4x2 must be i8")) << st.message();
   st = quantize_per_token_int8(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
@@ -477,7 +505,10 @@ TEST(QuantizeErrors, BadInputsNameTheArgument) {
                                mat(w.data(), DType::f32, n, 96), 64);
   EXPECT_TRUE(has(st, "k = 96 must be a multiple of group = 64")) << st.message();
   st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, n, k / 2), mat(s.data(), DType::f32, n, 1), wv, 64);
-  EXPECT_TRUE(has(st, "scales shape [2, 1] must be [2, 2]")) << st.message();
+  EXPECT_TRUE(has(st, "scales shape [16, 1] must be [16, 2]")) << st.message();
+  st = quantize_int4_groupwise(mat(q.data(), DType::i4x2, 8, k / 2), mat(s.data(), DType::f32, 8, 2),
+                               mat(w.data(), DType::f32, 8, k), 64);
+  EXPECT_TRUE(has(st, "quantize_int4_groupwise: INT4 weights [n, k] need n % 16 == 0 and k % 64 == 0")) << st.message();
   st = quantize_int8_per_channel(mat(q.data(), DType::i8, n, k), vec(s.data(), DType::f32, n),
                                  TensorView::contiguous(w.data(), DType::f32, {n * k}));
   EXPECT_TRUE(has(st, "w must be 2-D [rows, k]")) << st.message();
@@ -519,8 +550,8 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
             SCOPED_TRACE(prof.key + " " + std::string(op_info(op).name) + " m" + std::to_string(m) + " n" +
                          std::to_string(n) + " k" + std::to_string(k));
             ASSERT_TRUE(plan_op(prof, op, s, DType::f16, &p).ok());
-            if (op == OpId::linear_w4a16 && prof.sm >= 90 && m >= kLinearMmaGemvMinTokens &&
-                m <= kLinearMmaGemvWideTokens) {  // the tensor-core GEMV (kLinearMmaGemvMinTokens)
+            // The tensor-core GEMV: INT4 below kLinearTcMinM tokens everywhere, to kLinearMmaGemvWideTokens on sm_90.
+            if (op == OpId::linear_w4a16 && (m < kLinearTcMinM || (prof.sm >= 90 && m <= kLinearMmaGemvWideTokens))) {
               // Whole 8-token tiles up to kLinearMmaGemvMaxTokens, else four.
               EXPECT_EQ(p.tokens, m <= kLinearMmaGemvMaxTokens
                                       ? (m + kLinearMmaGemvTokens - 1) / kLinearMmaGemvTokens * kLinearMmaGemvTokens
@@ -610,7 +641,7 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_EQ(p.k_warps, 8);
   EXPECT_NE(p.to_string().find("split-K 8"), std::string::npos) << p.to_string();
   EXPECT_EQ(p.stages, 0);  // 1 chunk a thread: register prefetch
-  // m1 n28672 k8192: INT8 weights, 8 chunks a thread: the ring (measured 61.2 vs 70.0 us); INT4, 4 chunks: prefetch.
+  // m1 n28672 k8192: INT8 weights, 8 chunks a thread: the ring (measured 61.2 vs 70.0 us).
   s = OpShape{1, 8192, 1, 16};
   s.out_features = 28672;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
@@ -619,10 +650,11 @@ TEST(QuantPlanner, LinearPlansOnEveryProfile) {
   EXPECT_NE(p.to_string().find("cp.async ring of 3"), std::string::npos) << p.to_string();
   ASSERT_TRUE(plan_op(*find_profile("t4"), OpId::linear_w8a16, s, DType::f16, &p).ok());
   EXPECT_EQ(p.stages, 0);  // no cp.async on sm_75
-  s.group = 128;
+  s.group = 128;           // INT4: the tensor-core GEMV, one token tile in batches of kLinearMmaGemvUnroll regions
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
-  EXPECT_EQ(p.vecs_per_thread, 4);
-  EXPECT_EQ(p.stages, 0);
+  EXPECT_EQ(p.tokens, kLinearMmaGemvTokens);
+  EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
+  EXPECT_EQ(p.stages, kLinearMmaGemvUnroll);
   // Tensor cores from 3 tokens. m16 n4096 k11008 (W8A16, 3 resident blocks an SM): 32 tiles would idle 100 of the 132
   // SMs, so k (172 tiles of 64) is split 12 ways, 15 tiles a part, 384 blocks, one wave.
   s = OpShape{16, 11008, 1, 16};
@@ -699,9 +731,8 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
   s.group = 32;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.tokens, kLinearMmaGemvTokens);
-  s.hidden = 4064;  // half a region at the end: the FMA GEMV
-  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
-  EXPECT_EQ(p.tokens, 1);
+  s.hidden = 4064;  // half a region at the end: no INT4 layout (linear_weight_only refuses it first)
+  EXPECT_EQ(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).code(), StatusCode::invalid_argument);
   s.hidden = 4096;
   s.group = 0;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, s, DType::bf16, &p).ok());
@@ -886,9 +917,12 @@ TEST(QuantizeErrors, CudaRefusalsUnderAProfileOverride) {
   }
   setenv("KERNELKIT_PROFILE", "h200", 1);
   // Rows 130 f16 apart (260 bytes): the INT4 kernel's 16-byte loads cannot serve them.
-  st = quantize_int4_groupwise(TensorView::contiguous(q.data(), DType::i4x2, {2, 64}, d),
-                               TensorView::contiguous(s.data(), DType::f32, {2, 2}, d),
-                               TensorView::strided(w.data(), DType::f16, {2, 128}, {130, 1}, d), 64);
+  std::vector<uint16_t> w16(16 * 130);
+  std::vector<uint8_t> q16(16 * 64);
+  std::vector<float> s16(16 * 2);
+  st = quantize_int4_groupwise(TensorView::contiguous(q16.data(), DType::i4x2, {16, 64}, d),
+                               TensorView::contiguous(s16.data(), DType::f32, {16, 2}, d),
+                               TensorView::strided(w16.data(), DType::f16, {16, 128}, {130, 1}, d), 64);
   EXPECT_EQ(st.code(), StatusCode::invalid_argument);
   EXPECT_TRUE(has(st, "must be 16-byte aligned, got 4-byte alignment")) << st.message();
   unsetenv("KERNELKIT_PROFILE");
@@ -904,11 +938,12 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
                                             std::tuple{4, 128, true, DType::i32}, std::tuple{8, 64, false, DType::i64}})
       for (int64_t m : {1, 3})
         for (bool acc : {false, true}) {
-          const kernelkit::testing::WeightOnlyCase c{dt,     bits,           group, m,   7,     256,
+          const int64_t n = bits == 4 ? 16 : 7;  // INT4: one row tile of the layout
+          const kernelkit::testing::WeightOnlyCase c{dt,     bits,           group, m,   n,     256,
                                                      m == 1, m == 1 ? 0 : 8, 2,     acc, zeros, perm};
           const auto r = kernelkit::testing::run_weight_only_case_cuda(c, -1);
           ASSERT_TRUE(r.status.ok()) << c.name() << ": " << r.status.to_string();
-          EXPECT_EQ(r.checked, m * 7) << c.name();
+          EXPECT_EQ(r.checked, m * n) << c.name();
           EXPECT_EQ(r.mismatches, 0) << c.name() << "\n" << r.detail;
       }
   // Every quantizer, the per-tensor ones static too, the per-token-group ones with column-major scales (ld 4 > 3
@@ -920,7 +955,7 @@ TEST(QuantHarness, SelfCheckOnTheCpuBackend) {
                   OpId::quantize_blockwise_int8, OpId::quantize_blockwise_fp8})
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       const int group = detail::scale_span(op) == detail::ScaleSpan::group ? 64 : 0;
-      cases.push_back({op, dt, 3, 256, group, 8, 4});
+      cases.push_back({op, dt, op == OpId::quantize_int4_groupwise ? 16 : 3, 256, group, 8, 4});
       if (detail::scale_span(op) == detail::ScaleSpan::tensor) cases.push_back({op, dt, 3, 256, 0, 8, 4, true});
       if (group && op != OpId::quantize_int4_groupwise) cases.push_back({op, dt, 3, 256, 128, 0, 4, false, 4});
       if (detail::scale_span(op) == detail::ScaleSpan::block) cases.push_back({op, dt, 131, 129, 0, 3, 4});
@@ -1343,7 +1378,7 @@ TEST(Fp8BlockwiseLinear, BadInputsAreRefusedWithTheirNames) {
 
 TEST(QuantizeErrors, NonFiniteValuesAreRefusedNamingTheRow) {
   // An inf would make the row's scale inf (every q 0), a NaN its scale NaN: refused instead, naming where.
-  const int64_t n = 3, k = 128;
+  const int64_t n = 16, k = 128;
   std::vector<float> w(n * k, 0.5f), s(n * 2);
   std::vector<int8_t> q(n * k);
   std::vector<uint8_t> q4(n * k / 2);

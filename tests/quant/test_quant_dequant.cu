@@ -1,6 +1,7 @@
 // The GEMV's dequantization bit tricks and the quantizers' rounding, run on the host from the same source the kernels
 // use (src/ops/quant/quant_common.cuh; its device-only lines are fp16x2 forms of the same exact arithmetic). Checks
-// that the magic numbers decode every INT8 byte and every INT4 nibble of the kernel layout as pack_int4 wrote them.
+// that the magic numbers decode every INT8 byte and the INT4 fragment pairs of the kernel layout as pack_int4 wrote
+// them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,49 +27,46 @@ TEST(QuantDequant, Int8EveryByteInEveryPosition) {
 }
 
 TEST(QuantDequant, Int4WordsDecodeInKOrder) {
+  // One 16 x 64 tile of the layout; the values under test are row 5's word 3 (k 24..31), the rest random.
+  constexpr int64_t n = 16, k = 64, r = 5, i = 3;
   std::mt19937 rng(5);
   for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<int8_t> plain(n * k);
+    for (auto& q : plain) q = static_cast<int8_t>(static_cast<int>(rng() % 16) - 8);
     int v[8];
-    std::vector<int8_t> plain(8);
     for (int j = 0; j < 8; ++j)
-      plain[j] = static_cast<int8_t>(v[j] = trial < 128 ? (j == trial / 16 ? trial % 16 - 8 : 0)
-                                                        : static_cast<int>(rng() % 16) - 8);
-    std::vector<uint8_t> packed(4);
-    ASSERT_TRUE(pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {1, 4}),
-                          TensorView::contiguous(plain.data(), DType::i8, {1, 8}))
+      plain[r * k + 8 * i + j] = static_cast<int8_t>(v[j] = trial < 128 ? (j == trial / 16 ? trial % 16 - 8 : 0)
+                                                                        : static_cast<int>(rng() % 16) - 8);
+    std::vector<uint8_t> packed(n * k / 2);
+    ASSERT_TRUE(pack_int4(TensorView::contiguous(packed.data(), DType::i4x2, {n, k / 2}),
+                          TensorView::contiguous(plain.data(), DType::i8, {n, k}))
                     .ok());
-    const uint32_t word = packed[0] | packed[1] << 8 | packed[2] << 16 | static_cast<uint32_t>(packed[3]) << 24;
-    float f[8];
-    cuda::dequant_i4x8(word, f);
-    for (int t = 0; t < 4; ++t) {  // the tensor-core B fragment pairs: values 2t, 2t + 1, biased by 8
+    const uint8_t* at = packed.data() + detail::int4_word_offset(r, i, k);
+    const uint32_t word = at[0] | at[1] << 8 | at[2] << 16 | static_cast<uint32_t>(at[3]) << 24;
+    for (int t = 0; t < 4; ++t) {  // the tensor-core fragment pairs: values 2t, 2t + 1, biased by 8
       const uint32_t bits = cuda::int4_pair_bits(word, t);
       ASSERT_EQ(bits & ~0x000F000Fu, 0u);
       ASSERT_EQ(static_cast<int>(bits & 0xF) - 8, v[2 * t]) << "trial " << trial << " lane " << t;
       ASSERT_EQ(static_cast<int>(bits >> 16) - 8, v[2 * t + 1]) << "trial " << trial << " lane " << t;
     }
     for (int j = 0; j < 8; ++j) {
-      ASSERT_EQ(f[j], static_cast<float>(v[j])) << "trial " << trial << " value " << j;
-      ASSERT_EQ(detail::int4_kernel_value(packed.data(), j), v[j]);  // the reference's decoding agrees
-      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));       // and the quantizer's nibble placement
+      ASSERT_EQ(detail::int4_kernel_value(packed.data(), r, 8 * i + j, k), v[j]);  // the reference's decoding agrees
+      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));  // and the quantizer's nibble placement
     }
   }
 }
 
-// Zero points (w = s (q - zero)): the same tricks with the zero folded into the subtracted constant, exact for every
+// Zero points (w = s (q - zero)): the INT8 trick with the zero folded into the subtracted constant, exact for every
 // code and every int8 zero.
 TEST(QuantDequant, ZeroPointsAreSubtractedExactly) {
   std::mt19937 rng(17);
   for (int zero = -128; zero <= 127; ++zero)
     for (int trial = 0; trial < 64; ++trial) {
       const uint32_t word = rng();
-      float f8[4], f4[8];
+      float f8[4];
       cuda::dequant_i8x4(word, f8, static_cast<float>(zero));
       for (int i = 0; i < 4; ++i)
         ASSERT_EQ(f8[i], static_cast<float>(static_cast<int8_t>(word >> (8 * i)) - zero)) << zero << " " << word;
-      cuda::dequant_i4x8(word, f4, static_cast<float>(zero));
-      const auto* bytes = reinterpret_cast<const uint8_t*>(&word);
-      for (int j = 0; j < 8; ++j)
-        ASSERT_EQ(f4[j], static_cast<float>(detail::int4_kernel_value(bytes, j) - zero)) << zero << " " << word;
     }
 }
 

@@ -126,9 +126,63 @@ def test_awq_unpacks_to_the_packed_values(group):
     assert torch.equal(w.g_idx, torch.arange(k) // group)
 
 
+NIBBLE = (0, 4, 1, 5, 2, 6, 3, 7)  # value j of a word in the nibble at bit 4 NIBBLE[j]
+
+
+def layout_offset(r, i, k):
+    """The byte offset of row r's word i (values 8i .. 8i + 7) in kernelkit's INT4 layout, as
+    include/kernelkit/ops/quant.hpp states it."""
+    tile, h, g = r // 16, (r % 16) // 8, r % 8
+    R, t, w = i // 8, (i % 8) // 2, i % 2
+    return ((tile * (k // 64) + R) * 32 + 4 * g + t) * 16 + 8 * h + 4 * w
+
+
+def test_pack_int4_places_every_word_by_the_layout_formula():
+    """pack_int4 against the layout's offset formula, word by word (each value's nibble, little-endian bytes), and
+    unpack_int4 back."""
+    n, k = 32, 128
+    v = torch.randint(-8, 8, (n, k), generator=torch.Generator().manual_seed(12), dtype=torch.int8)
+    packed = formats.pack_int4(v)
+    assert packed.dtype == torch.uint8 and packed.shape == (n, k // 2)
+    flat = packed.flatten().tolist()
+    seen = set()
+    for r in range(n):
+        for i in range(k // 8):
+            off = layout_offset(r, i, k)
+            word = sum(flat[off + b] << (8 * b) for b in range(4))
+            for j in range(8):
+                nib = (word >> (4 * NIBBLE[j])) & 0xF
+                assert nib - 16 * (nib >= 8) == v[r, 8 * i + j], (r, i, j)
+            seen.update(range(off, off + 4))
+    assert seen == set(range(n * k // 2))  # every byte some word's
+    assert torch.equal(formats.unpack_int4(packed), v)
+
+
+def test_pack_int4_hand_checked_bytes():
+    """n 16, k 64 (one tile, one region). Value 5 at row 9, k 37: word i = 4 (k 32..39), j = 5; row 9 is h = 1, g = 1,
+    word 4 is t = 2, w = 0: byte ((0 + 0) 32 + 4 + 2) 16 + 8 = 104 starts the word, and j = 5's nibble 6 (bits 24-27)
+    is byte 107's low nibble. Value -3 (0xD) at row 2, k 60: word 7, j = 4 (nibble 2: byte 1's low nibble); h = 0, g =
+    2, t = 3, w = 1: the word at (8 + 3) 16 + 4 = 180, the nibble in byte 181."""
+    v = torch.zeros(16, 64, dtype=torch.int8)
+    v[9, 37], v[2, 60] = 5, -3
+    want = torch.zeros(16 * 32, dtype=torch.uint8)
+    want[107], want[181] = 0x05, 0x0D
+    assert torch.equal(formats.pack_int4(v).flatten(), want)
+
+
+def test_pack_int4_refuses_shapes_the_layout_cannot_hold():
+    for n, k in [(24, 128), (8, 64), (32, 96), (16, 32)]:
+        with pytest.raises(ValueError, match=rf"pack_int4: values: INT4 weights \[n, k\] need n a multiple of 16 and k "
+                                             rf"a multiple of 64 \(pad them\), got n = {n}, k = {k}"):
+            formats.pack_int4(torch.zeros(n, k, dtype=torch.int8))
+    with pytest.raises(ValueError, match="unpack_int4: packed: INT4 weights"):
+        formats.unpack_int4(torch.zeros(16, 16, dtype=torch.uint8))
+
+
 def test_pack_int4_is_the_kernel_layout():
-    """Values packed by formats.pack_int4 come back from kernelkit's own W4A16 op (CPU reference) unchanged."""
-    n, k = 24, 256
+    """Values packed by formats.pack_int4 come back from kernelkit's own W4A16 op (CPU reference) unchanged (n 48:
+    three row tiles)."""
+    n, k = 48, 256
     v = torch.randint(-8, 8, (n, k), generator=torch.Generator().manual_seed(3), dtype=torch.int8)
     got = kernelkit.linear_weight_only(torch.eye(k, dtype=torch.bfloat16), formats.pack_int4(v),
                                        torch.ones(n, k // 128), 4, 128)
@@ -143,7 +197,7 @@ def test_pack_int4_is_the_kernel_layout():
     (8, True, False, 128), (8, False, True, 128), (8, False, False, 32), (8, False, False, -1)])
 @pytest.mark.parametrize("m", [1, 5])
 def test_gptq_layer_matches_the_float64_reference(device, dtype, bits, sym, act_order, group, m):
-    n, k = 40, 512
+    n, k = 48 if bits == 4 else 40, 512  # INT4: whole 16-row tiles (3: a partial block of 2); INT8: a partial tile
     groups = 1 if group == -1 else k // group
     q, zeros, scales, g_idx = random_codes(n, k, groups, sym, act_order, seed=m * 7 + groups, bits=bits)
     layer = kernelkit.nn.from_gptq(*gptq_pack(q, zeros, scales, g_idx, bits), bits=bits, group=group).to(device)
@@ -171,7 +225,7 @@ def test_gptq_unpacks_every_width(bits):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group", [64, 128])
 def test_awq_layer_matches_the_float64_reference(device, group):
-    n, k, dtype = 56, 384, torch.float16
+    n, k, dtype = 48, 384, torch.float16
     q, zeros, scales, g_idx = random_codes(n, k, k // group, False, False, seed=group + 1, zeros_from=0)
     bias = torch.randn(n, dtype=dtype)
     layer = kernelkit.nn.from_awq(*awq_pack(q, zeros, scales), bias=bias, group=group).to(device)
@@ -204,7 +258,23 @@ def test_formats_refuse_what_they_do_not_hold():
     with pytest.raises(ValueError, match=r"g_idx values must be groups in \[0, 8\)"):
         formats.unpack_gptq(packed[0], packed[1], packed[2], packed[3] + 8, group=32)
     with pytest.raises(ValueError, match=r"values must be in \[-8, 7\]"):
-        formats.pack_int4(torch.full((2, 8), 8, dtype=torch.int8))
+        formats.pack_int4(torch.full((16, 64), 8, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("n,k,group", [(40, 256, 128), (48, 96, 32), (8, 128, 64)])
+def test_int4_checkpoint_layers_refuse_shapes_the_layout_cannot_hold(n, k, group):
+    """INT4 layers need out_features % 16 == 0 and in_features % 64 == 0; the refusal names the layer and says to pad.
+    INT8 takes the same shapes."""
+    q, zeros, scales, g_idx = random_codes(n, k, k // group, False, False, seed=n + k)
+    msg = (rf"ZeroPointLinear: INT4 weights need out_features a multiple of 16 and in_features a multiple of 64, got "
+           rf"out_features {n}, in_features {k}: pad the weight")
+    with pytest.raises(ValueError, match=msg):
+        kernelkit.nn.from_gptq(*gptq_pack(q, zeros, scales, g_idx), group=group)
+    with pytest.raises(ValueError, match=msg):
+        kernelkit.nn.from_awq(*awq_pack(q, zeros - 1, scales), group=group)
+    q8, z8, s8, gi8 = random_codes(n, k, k // group, False, False, seed=n + k, bits=8)
+    layer = kernelkit.nn.from_gptq(*gptq_pack(q8, z8, s8, gi8, 8), bits=8, group=group)
+    assert (layer.out_features, layer.in_features) == (n, k)
 
 
 @pytest.mark.parametrize("device", DEVICES)

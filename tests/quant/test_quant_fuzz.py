@@ -12,14 +12,20 @@ from hypothesis import example, given, settings, strategies as st  # noqa: E402
 
 
 def unpack_int4(q, k):
-    """The kernel layout (include/kernelkit/ops/quant.hpp): value j of each 8-value word at nibble j / 2 + 4 (j % 2)."""
-    words = q.cpu().to(torch.int64).reshape(q.shape[0], k // 8, 4)
-    word = words[..., 0] | words[..., 1] << 8 | words[..., 2] << 16 | words[..., 3] << 24
-    out = torch.empty(q.shape[0], k // 8, 8, dtype=torch.int64)
+    """The kernel layout (include/kernelkit/ops/quant.hpp) read by its offset formula: row r's word i (values 8i ..
+    8i + 7) at byte ((r // 16 (k / 64) + i // 8) 32 + 4 (r % 8) + (i % 8) // 2) 16 + 8 ((r % 16) // 8) + 4 (i % 2),
+    value j of the word at nibble j / 2 + 4 (j % 2)."""
+    n = q.shape[0]
+    r = torch.arange(n)[:, None]
+    i = torch.arange(k // 8)[None, :]
+    off = ((r // 16 * (k // 64) + i // 8) * 32 + 4 * (r % 8) + (i % 8) // 2) * 16 + 8 * ((r % 16) // 8) + 4 * (i % 2)
+    flat = q.cpu().to(torch.int64).flatten()
+    word = flat[off] | flat[off + 1] << 8 | flat[off + 2] << 16 | flat[off + 3] << 24  # [n, k / 8]
+    out = torch.empty(n, k // 8, 8, dtype=torch.int64)
     for j in range(8):
         v = (word >> (4 * (j // 2 + 4 * (j % 2)))) & 0xF
         out[..., j] = torch.where(v >= 8, v - 16, v)
-    return out.reshape(q.shape[0], k)
+    return out.reshape(n, k)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -31,6 +37,8 @@ def unpack_int4(q, k):
                                                                                             torch.bfloat16]))
 def test_weight_only_matches_dequantized_float64(device, n, kblocks, bits, group, m, scale, dtype):
     k = kblocks * 128
+    if bits == 4:
+        n = -(-n // 16) * 16  # the INT4 layout's whole 16-row tiles
     g = torch.Generator().manual_seed(n * 131 + k + m)
     w = ((torch.rand(n, k, generator=g, dtype=torch.float64) * 2 - 1) * scale).float().to(device)
     q, s = kernelkit.quantize_weight(w, bits=bits, group=group)

@@ -33,6 +33,11 @@ struct Variant {
   int bits, group;
 };
 constexpr Variant kVariants[] = {{8, 0}, {4, 128}, {4, 64}};
+
+// A case's n and k as its weights' layout takes them: INT4 rounds them up to whole 16-row tiles and 64-value regions
+// (include/kernelkit/ops/quant.hpp), INT8 keeps them.
+int64_t rows_for(int bits, int64_t n) { return bits == 4 ? (n + 15) / 16 * 16 : n; }
+int64_t cols_for(int bits, int64_t k) { return bits == 4 ? (k + 63) / 64 * 64 : k; }
 }  // namespace
 
 using LinearParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
@@ -42,11 +47,28 @@ TEST_P(WeightOnlyGrid, MatchesReference) {
   const auto [dt, variant, m, nk] = GetParam();
   const Variant v = kVariants[variant];
   for (bool bias : {true, false}) {
-    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
+    WeightOnlyCase c{dt,
+                     v.bits,
+                     v.group,
+                     m,
+                     rows_for(v.bits, nk.first),
+                     cols_for(v.bits, nk.second),
+                     bias,
+                     bias ? 0 : 8,
+                     static_cast<uint64_t>(m + variant)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
   if (nk.first > 1) {  // out += (the decoder layer's residual add)
-    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, nk.second, true, 0, static_cast<uint64_t>(m + 5), true};
+    WeightOnlyCase c{dt,
+                     v.bits,
+                     v.group,
+                     m,
+                     rows_for(v.bits, nk.first),
+                     cols_for(v.bits, nk.second),
+                     true,
+                     0,
+                     static_cast<uint64_t>(m + 5),
+                     true};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
   }
 }
@@ -76,9 +98,18 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
       // strided x, bias, accumulate; k = 8320 is no multiple of a warp-wide step of chunks (INT8: 4 x 128 + 8),
       // k = 640 less than one step for the block's warps.
       for (int64_t m : {1, 2}) {
-        WeightOnlyCase wide{dt, v.bits, v.group, m, 4101, 8320, m == 1, m == 1 ? 0 : 8, static_cast<uint64_t>(13 + m)};
+        WeightOnlyCase wide{dt,
+                            v.bits,
+                            v.group,
+                            m,
+                            rows_for(v.bits, 4101),
+                            8320,
+                            m == 1,
+                            m == 1 ? 0 : 8,
+                            static_cast<uint64_t>(13 + m)};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(wide, 0), dt, wide.name());
-        WeightOnlyCase acc{dt, v.bits, v.group, m, 4101, 640, true, 0, static_cast<uint64_t>(15 + m), true};
+        WeightOnlyCase acc{dt,  v.bits, v.group, m, rows_for(v.bits, 4101), 640, true, 0, static_cast<uint64_t>(15 + m),
+                           true};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(acc, 0), dt,
                                         acc.name() + " accumulate");
       }
@@ -95,11 +126,12 @@ TEST_P(WeightOnlyTensorCores, MatchesReference) {
   const auto [dt, variant, m, nk] = GetParam();
   const Variant v = kVariants[variant];
   const int64_t k = v.bits == 4 && nk.second % v.group ? nk.second / v.group * v.group + v.group : nk.second;
+  const int64_t n = rows_for(v.bits, nk.first);
   for (bool bias : {true, false}) {
-    WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, k, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
+    WeightOnlyCase c{dt, v.bits, v.group, m, n, k, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
-  WeightOnlyCase c{dt, v.bits, v.group, m, nk.first, k, true, 0, static_cast<uint64_t>(m + 7), true};
+  WeightOnlyCase c{dt, v.bits, v.group, m, n, k, true, 0, static_cast<uint64_t>(m + 7), true};
   kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
 }
 
@@ -114,7 +146,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WeightOnlyTensorCores,
 
 // The checkpoint forms (GPTQ / AWQ): groups of 32, INT8 with group scales, zero points; random codes, scales and
 // zero points (every 4th 4-bit group's zero anywhere in int8). m 1 / 2 on the GEMV, the rest on tensor cores (17:
-// a tail of the 16-token tile; 64: four m-tiles); k = 544 ends in half a 64-wide k tile for groups of 32.
+// a tail of the 16-token tile; 64: four m-tiles); k = 544 ends in half a 64-wide k tile for INT8 groups of 32 (INT4
+// takes 576: whole regions).
 struct CheckpointForm {
   int bits, group;
   bool zeros;
@@ -127,13 +160,13 @@ class WeightOnlyCheckpointForms : public ::testing::TestWithParam<FormParam> {};
 TEST_P(WeightOnlyCheckpointForms, MatchesReference) {
   const auto [dt, form, m, nk] = GetParam();
   const CheckpointForm f = kCheckpointForms[form];
-  const int64_t k = (nk.second + f.group - 1) / f.group * f.group;  // 544 stays for groups of 32
+  const int64_t k = cols_for(f.bits, (nk.second + f.group - 1) / f.group * f.group);  // INT8 keeps 544 (groups of 32)
   for (bool accumulate : {false, true}) {
     WeightOnlyCase c{dt,
                      f.bits,
                      f.group,
                      m,
-                     nk.first,
+                     rows_for(f.bits, nk.first),
                      k,
                      !accumulate,
                      accumulate ? 0 : 8,
@@ -168,7 +201,8 @@ void expect_tensor_core_gemv(const char* tune_value, DType dt, CheckpointForm f,
   for (int64_t m : ms)
     for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
       if (n == 4101 && m != *ms.begin() && m != *std::prev(ms.end())) continue;
-      WeightOnlyCase c{dt, f.bits, f.group, m, n, k, m != 2, m == 2 ? 8 : 0, seed++, m == 3, f.zeros};
+      WeightOnlyCase c{dt,     f.bits, f.group, m, rows_for(f.bits, n), cols_for(f.bits, k), m != 2, m == 2 ? 8 : 0,
+                       seed++, m == 3, f.zeros};
       kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
                                       c.name() + (m == 3 ? " accumulate " : " ") + tune_value);
     }
@@ -214,6 +248,7 @@ TEST_P(QuantizeGrid, BitForBit) {
       for (int variant : {0, 1}) {  // static scale (per tensor) / column-major scales (per-token-group)
         if (groups && k % group != 0) continue;
         QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k + variant)};
+        if (op == OpId::quantize_int4_groupwise) c.rows = rows_for(4, rows);  // the layout's whole row tiles
         if (variant == 1 && span == detail::ScaleSpan::tensor)
           c.static_scale = true;
         else if (variant == 1 && groups && op != OpId::quantize_int4_groupwise)
@@ -647,7 +682,7 @@ TEST(PlannerAlternatives, TunedGemvMatchesReference) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (const auto& [bits, group] : {std::pair{8, 0}, {4, 128}})
       for (int64_t m : {1, 2}) {
-        const WeightOnlyCase c{DType::f16, bits, group, m, 4101, 8320, true, m == 2 ? 8 : 0, seed++};
+        const WeightOnlyCase c{DType::f16, bits, group, m, rows_for(bits, 4101), 8320, true, m == 2 ? 8 : 0, seed++};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), c.dtype,
                                         c.name() + " " + setting);
       }

@@ -36,7 +36,7 @@ def test_weight_only_linear_with_zero_points(device, bits, group, dtype):
     if device == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         pytest.skip("no bf16 on this GPU")
     g = torch.Generator().manual_seed(bits * group)
-    n, k = 40, 256
+    n, k = 48 if bits == 4 else 40, 256  # INT4: whole 16-row tiles; INT8: a partial one
     lo = -(1 << (bits - 1))
     v = torch.randint(lo, -lo, (n, k), generator=g, dtype=torch.int8)
     q = kernelkit.formats.pack_int4(v) if bits == 4 else v
@@ -51,7 +51,7 @@ def test_weight_only_linear_with_zero_points(device, bits, group, dtype):
     assert y.dtype == dtype and ((y.cpu().double() - want).abs() <= bound).all()
     with pytest.raises(ValueError, match="zeros dtype f32 must be i8"):
         kernelkit.linear_weight_only(x, q, s, bits, group, zeros=z.float())
-    with pytest.raises(ValueError, match=r"zeros shape \[40, 1\] must be"):
+    with pytest.raises(ValueError, match=rf"zeros shape \[{n}, 1\] must be"):
         kernelkit.linear_weight_only(x, q, s, bits, group, zeros=z[:, :1])
 
 
@@ -410,6 +410,21 @@ def test_fp8_block_scaled_linear_refuses_bad_inputs():
     # row-wise [m, 1] x [1, n] scales stay row-wise; a single element each stays per tensor
     assert kernelkit.linear_fp8(xq, torch.ones(4, 1), wq, torch.ones(1, 136)).shape == (4, 136)
     assert kernelkit.linear_fp8(xq[:1], torch.ones(1, 1), wq[:8], torch.ones(1, 1)).shape == (1, 8)
+
+
+@pytest.mark.parametrize("out_features,in_features", [(40, 128), (32, 96), (8, 32)])
+def test_int4_linear_refuses_shapes_the_layout_cannot_hold(out_features, in_features):
+    """Int4Linear (and kernelkit.quantize(bits=4), naming the module) refuse out_features % 16 or in_features % 64,
+    saying to pad; Int8Linear takes them."""
+    linear = torch.nn.Linear(in_features, out_features)
+    msg = (rf"Int4Linear: INT4 weights need out_features a multiple of 16 and in_features a multiple of 64, got "
+           rf"out_features {out_features}, in_features {in_features}: pad the weight")
+    with pytest.raises(ValueError, match=msg):
+        kernelkit.nn.Int4Linear.from_linear(linear, 64)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 64), linear)
+    with pytest.raises(ValueError, match=rf"quantize: 1: {msg}"):
+        kernelkit.quantize(model, bits=4, group=64)
+    assert kernelkit.nn.Int8Linear.from_linear(linear).qweight.shape == (out_features, in_features)
 
 
 @pytest.mark.parametrize("kind,kwargs,min_cos", [("Int8Linear", dict(bits=8), 0.99),

@@ -380,9 +380,10 @@ TEST(GpuIndexCheck, RecordedUnderCudaGraphReplay) {
 }
 
 TEST(GpuValueCheck, QuantizersRefuseNonFiniteInputs) {
-  // w / x [6, 256] f16 with one non-finite value at row 2, column 172 (in int4 scale group 1 of 128).
+  // w / x [16, 256] f16 (16 rows: one row tile of the INT4 layout) with one non-finite value at row 2, column 172 (in
+  // int4 scale group 1 of 128).
   const Device d = Device::cuda(0);
-  const int64_t rows = 6, k = 256;
+  const int64_t rows = 16, k = 256;
   DeviceBuffer q, scales, q4, scales4;
   ASSERT_TRUE(q.alloc(rows * k).ok());
   ASSERT_TRUE(scales.alloc(rows * 4).ok());

@@ -34,7 +34,9 @@ def quantize_weight(w: torch.Tensor, bits: int = 8, group: int = 128) -> tuple[t
     """Symmetric weight quantization of w [n, k] (an nn.Linear weight) for `linear_weight_only`.
 
     bits=8: per output channel, returns (int8 [n, k], float32 scales [n]). bits=4: group-wise (group 64 or 128),
-    returns (uint8 [n, k / 2] in kernelkit's interleaved INT4 layout, float32 scales [n, k / group]). w = q * s.
+    returns (uint8 [n, k / 2] in kernelkit's INT4 layout, float32 scales [n, k / group]); n % 16 == 0 and k % 64 == 0
+    (the layout's 16-row x 64-input tiles, described in kernelkit.formats and include/kernelkit/ops/quant.hpp).
+    w = q * s.
     """
     _inference_only("quantize_weight", w)
     _dims("quantize_weight", "w", w, (2,), "[n, k] (an nn.Linear weight)")
@@ -60,8 +62,8 @@ def linear_weight_only(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Ten
 
     x [..., k] float16 / bfloat16. bits=8: qweight int8 [n, k] with scales float32 [n] (per output channel; group is
     then not used) or [n, k / group] (group 32, 64 or 128). bits=4: qweight uint8 [n, k / 2] in kernelkit's INT4
-    layout with scales [n, k / group] (group 32, 64 or 128): `quantize_weight`'s output, or a checkpoint's repacked
-    (`kernelkit.nn`).
+    layout (n % 16 == 0, k % 64 == 0; kernelkit.formats) with scales [n, k / group] (group 32, 64 or 128):
+    `quantize_weight`'s output, `kernelkit.formats.pack_int4`'s, or a checkpoint's repacked (`kernelkit.nn`).
     zeros: optional int8 [n, k / group] zero points of asymmetric weights, w = scales * (q - zeros) with q the signed
     stored value (a checkpoint's unsigned zero z is z - 8 for 4 bits, z - 128 for 8 bits); subtracted exactly in the
     kernels. perm: optional int32 / int64 [k], the weights' k order as inputs of x (act-order checkpoints): the

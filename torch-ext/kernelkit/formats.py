@@ -12,6 +12,17 @@ AWQ (AutoAWQ GEMM), bits 4:
   qweight int32 [k, n / 8] and qzeros int32 [groups, n / 8], packed along n in AWQ's order: bits 4i hold column
           8c + AWQ_ORDER[i]; the zeros are stored as they are;
   scales  float16 [groups, n]; w[n, k] = scales[k // group, n] * (q[k, n] - zero[k // group, n]).
+
+kernelkit's INT4 layout, which `pack_int4` writes, `quantize_weight(w, bits=4)` returns and every INT4 kernel reads
+(include/kernelkit/ops/quant.hpp is the authoritative description): uint8 [n, k / 2] for n % 16 == 0 and k % 64 == 0.
+  words: the values of row r at k = 8i .. 8i + 7 form the little-endian 32-bit word i of the row, value j (signed,
+         two's complement) in the nibble at bit 4 P(j), P = (0, 4, 1, 5, 2, 6, 3, 7);
+  order: fragment-ordered tiles [n / 16 row tiles][k / 64 regions][32 lanes][16 bytes]: with tile = r // 16,
+         h = (r % 16) // 8, g = r % 8, R = i // 8, t = (i % 8) // 2, w = i % 2, word i of row r sits at byte offset
+         ((tile * (k / 64) + R) * 32 + 4 g + t) * 16 + 8 h + 4 w; lane 4g + t's 16 bytes are words 8R + 2t, 8R + 2t + 1
+         of row 16 tile + g, then the same words of row 16 tile + g + 8.
+  So a GPU lane's share of a 16-row x 64-input tensor-core fragment is one 16-byte load and a warp's is 512 contiguous
+  bytes. The layout does not depend on the scale group.
 """
 from __future__ import annotations
 
@@ -108,15 +119,43 @@ def dequantize(w: IntWeights) -> torch.Tensor:
     return s * (w.q.double() - z)
 
 
+# The bit of value j's nibble in a word of the INT4 layout: 4 P(j), P = (0, 4, 1, 5, 2, 6, 3, 7).
+_INT4_SHIFTS = (0, 16, 4, 20, 8, 24, 12, 28)
+
+
+def _int4_shape(name: str, n: int, k: int) -> None:
+    if n % 16 or k % 64:
+        raise ValueError(f"{name}: INT4 weights [n, k] need n a multiple of 16 and k a multiple of 64 (pad them), "
+                         f"got n = {n}, k = {k}")
+
+
 def pack_int4(values: torch.Tensor) -> torch.Tensor:
-    """int8 [n, k] in [-8, 7] -> uint8 [n, k / 2] in kernelkit's kernel layout (include/kernelkit/ops/quant.hpp:
-    little-endian words of 8 values, value j's nibble at bit 4 P(j), P = (0, 4, 1, 5, 2, 6, 3, 7))."""
+    """values [n, k] (an integer dtype, in [-8, 7]; n % 16 == 0, k % 64 == 0) -> uint8 [n, k / 2] in kernelkit's INT4
+    layout (the module docstring), on values' device."""
+    if values.dim() != 2:
+        raise ValueError(f"pack_int4: values must be [n, k], got shape {list(values.shape)}")
     n, k = values.shape
-    if k % 8:
-        raise ValueError(f"pack_int4: k must be a multiple of 8, got {k}")
+    _int4_shape("pack_int4: values", n, k)
     if bool((values < -8).any()) or bool((values > 7).any()):
         raise ValueError("pack_int4: values must be in [-8, 7]")
     nib = (values.to(torch.int64) & 0xF).view(n, k // 8, 8)
-    shift = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7], dtype=torch.int64, device=values.device) * 4
-    words = (nib << shift).sum(-1)  # distinct nibbles: the sum is the OR
+    shift = torch.tensor(_INT4_SHIFTS, dtype=torch.int64, device=values.device)
+    words = (nib << shift).sum(-1)  # [n, k / 8], the row-major words; distinct nibbles: the sum is the OR
+    # [tile, h, g, R, t, w] -> [tile, R, g, t, h, w]: the words in layout order.
+    words = words.view(n // 16, 2, 8, k // 64, 4, 2).permute(0, 3, 2, 4, 1, 5).reshape(-1)
     return torch.stack([(words >> (8 * b)) & 0xFF for b in range(4)], -1).to(torch.uint8).view(n, k // 2)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of `pack_int4`: uint8 [n, k / 2] in kernelkit's INT4 layout -> int8 [n, k] in [-8, 7]."""
+    if packed.dim() != 2 or packed.dtype != torch.uint8:
+        raise ValueError(f"unpack_int4: packed must be uint8 [n, k / 2], got {packed.dtype} {list(packed.shape)}")
+    n, k = packed.shape[0], 2 * packed.shape[1]
+    _int4_shape("unpack_int4: packed", n, k)
+    b = packed.to(torch.int64).reshape(-1, 4)
+    words = b[:, 0] | b[:, 1] << 8 | b[:, 2] << 16 | b[:, 3] << 24
+    # [tile, R, g, t, h, w] -> [tile, h, g, R, t, w]: the row-major words [n, k / 8].
+    words = words.view(n // 16, k // 64, 8, 4, 2, 2).permute(0, 4, 2, 1, 3, 5).reshape(n, k // 8, 1)
+    shift = torch.tensor(_INT4_SHIFTS, dtype=torch.int64, device=packed.device)
+    nib = (words >> shift) & 0xF
+    return torch.where(nib >= 8, nib - 16, nib).to(torch.int8).view(n, k)

@@ -27,6 +27,14 @@ class _Float32Scales(nn.Module):
         return self
 
 
+def _int4_shape(layer: str, out_features: int, in_features: int) -> None:
+    """Refuses weights the INT4 layout cannot hold (kernelkit.formats: whole 16-row x 64-input tiles)."""
+    if out_features % 16 or in_features % 64:
+        raise ValueError(f"{layer}: INT4 weights need out_features a multiple of 16 and in_features a multiple of 64, "
+                         f"got out_features {out_features}, in_features {in_features}: pad the weight with zero rows / "
+                         "columns (and x with zeros) to those multiples, or keep the layer in 8 bits")
+
+
 class _QuantLinear(_Float32Scales):
     """y = x @ dequant(q)^T + b for float16 / bfloat16 activations; built from an nn.Linear with `from_linear`."""
 
@@ -41,6 +49,8 @@ class _QuantLinear(_Float32Scales):
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, group: int = 128) -> "_QuantLinear":
+        if cls.bits == 4:
+            _int4_shape(cls.__name__, linear.out_features, linear.in_features)
         layer = cls(linear.in_features, linear.out_features, group if cls.bits == 4 else 0)
         with torch.no_grad():
             layer.qweight, layer.scales = quantize_weight(linear.weight.detach(), cls.bits, group)
@@ -64,7 +74,8 @@ class Int8Linear(_QuantLinear):
 
 
 class Int4Linear(_QuantLinear):
-    """W4A16: int4 weights (kernelkit's interleaved layout) with a float32 scale per group of 64 or 128 inputs."""
+    """W4A16: int4 weights (kernelkit's INT4 layout, kernelkit.formats) with a float32 scale per group of 64 or 128
+    inputs; out_features % 16 == 0 and in_features % 64 == 0."""
 
     bits = 4
 
@@ -118,10 +129,11 @@ class ZeroPointLinear(_Float32Scales):
     """W4A16 / W8A16 from a GPTQ or AWQ checkpoint: b-bit values q in [0, 2^b) with a zero point z and a scale s per
     group of inputs, w = s (q - z); built with `from_gptq` / `from_awq` (kernelkit.formats reads the stored tensors).
 
-    Repacked once: q - 2^(b-1) in kernelkit's signed layout (INT4 interleaved, INT8 as it is) with the checkpoint's
-    scales and the zero points z - 2^(b-1) as int8 (none for symmetric checkpoints, where z = 2^(b-1)), which the
-    kernels subtract exactly while dequantizing: one `linear_weight_only` call. Act-order checkpoints (g_idx) have k
-    permuted once so each group is contiguous, and the op gathers x to match (its `perm`). Groups of any multiple of 32 inputs, or one
+    Repacked once: q - 2^(b-1) in kernelkit's signed layout (INT4: the fragment-ordered layout of kernelkit.formats,
+    which needs out_features % 16 == 0 and in_features % 64 == 0; INT8 as it is) with the checkpoint's scales and the
+    zero points z - 2^(b-1) as int8 (none for symmetric checkpoints, where z = 2^(b-1)), which the kernels subtract
+    exactly while dequantizing: one `linear_weight_only` call. Act-order checkpoints (g_idx) have k permuted once so
+    each group is contiguous, and the op gathers x to match (its `perm`). Groups of any multiple of 32 inputs, or one
     per output channel (k a multiple of 32)."""
 
     def __init__(self, in_features: int, out_features: int, bits: int, group: int):
@@ -136,6 +148,8 @@ class ZeroPointLinear(_Float32Scales):
     @classmethod
     def from_weights(cls, w: "formats.IntWeights", bias: Optional[torch.Tensor] = None) -> "ZeroPointLinear":
         n, k = w.q.shape
+        if w.bits == 4:
+            _int4_shape("ZeroPointLinear", n, k)
         groups = w.scales.shape[1]
         size = k // groups
         g_idx = w.g_idx.to(w.q.device)
@@ -221,13 +235,16 @@ def load_quantized(model: nn.Module, tensors: dict, quantization_config: dict) -
         if f"{full}.qweight" not in tensors:
             continue
         t = {key: tensors.get(f"{full}.{key}") for key in ("qweight", "qzeros", "scales", "g_idx", "bias")}
-        if method == "gptq":
-            layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group,
-                              quantization_config.get("checkpoint_format", "gptq"))
-        else:
-            if bits != 4:
-                raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
-            layer = from_awq(t["qweight"], t["qzeros"], t["scales"], t["bias"], group)
+        if method == "awq" and bits != 4:
+            raise ValueError(f"load_quantized: AWQ bits must be 4, got {bits}")
+        try:
+            if method == "gptq":
+                layer = from_gptq(t["qweight"], t["qzeros"], t["scales"], t["g_idx"], t["bias"], bits, group,
+                                  quantization_config.get("checkpoint_format", "gptq"))
+            else:
+                layer = from_awq(t["qweight"], t["qzeros"], t["scales"], t["bias"], group)
+        except ValueError as e:  # which layer (e.g. an INT4 shape the layout cannot hold)
+            raise ValueError(f"load_quantized: {full}: {e}") from e
         if (layer.in_features, layer.out_features) != (child.in_features, child.out_features):
             raise ValueError(f"load_quantized: {full} is [{child.out_features}, {child.in_features}] in the "
                              f"model, [{layer.out_features}, {layer.in_features}] in the checkpoint")
@@ -299,6 +316,10 @@ def quantize(model: nn.Module, bits: int | str = 8, group: int = 128, skip: tupl
     replaced = Counter()
     for module, child_name, full, child in _linears(model):
         if not any(full.endswith(s) for s in skip):
-            setattr(module, child_name, cls.from_linear(child, group))
+            try:
+                layer = cls.from_linear(child, group)
+            except ValueError as e:  # which layer (e.g. an INT4 shape the layout cannot hold: `skip` it)
+                raise ValueError(f"quantize: {full}: {e}") from e
+            setattr(module, child_name, layer)
             replaced[cls.__name__] += 1
     return {"replaced": dict(replaced), "bytes_before": before, "bytes_after": _bytes(model)}

@@ -85,17 +85,23 @@ Status quantize_blockwise_int8(const TensorView& qweight, const TensorView& scal
 // Group-wise INT4 weights: w [n, k] -> qweight i4x2 [n, k / 2] in the kernel layout below, scales f32 [n, k / group];
 // group is 64 or 128 (k % group == 0); s = max|w| / 7 over the group, q in [-7, 7] (-8 is never produced but decodes).
 //
-// The kernel layout of INT4 weights ("kk-int4-interleaved"): each row is a sequence of little-endian 32-bit words,
-// word i holding the 8 values v0..v7 of k = 8i .. 8i + 7 as signed 4-bit two's complement, value j in the nibble at bit
-// 4 * P(j) with P = {0, 4, 1, 5, 2, 6, 3, 7} (j / 2 + 4 * (j % 2)). Then (word & 0x000F000F) holds v0 and v1 in the
-// low nibbles of its two 16-bit halves, (word & 0x00F000F0) v2 and v3, and the same of (word >> 8) v4..v7: one AND/OR
-// turns two values into an fp16 pair (the 0x6400 exponent trick) in the kernel. The plain layout is the i4x2 dtype's
-// own: value 2i in the low nibble of byte i, value 2i + 1 in the high one.
+// The kernel layout of INT4 weights ("kk-int4-tiled"; n % 16 == 0, k % 64 == 0: pad other shapes with zero rows and
+// columns): the weights are 16-row tiles of 64-value regions, each region stored as the 32 lanes' fragments of the
+// tensor-core kernels that read it, so that a lane's share is one 16-byte load and a warp's 512 contiguous bytes.
+//   Words: 8 values v0..v7 of k = 8i .. 8i + 7 of a row form a little-endian 32-bit word (word i), value j as signed
+//   4-bit two's complement in the nibble at bit 4 * P(j) with P = {0, 4, 1, 5, 2, 6, 3, 7} (j / 2 + 4 * (j % 2)).
+//   Then (word & 0x000F000F) holds v0 and v1 in the low nibbles of its two 16-bit halves, (word & 0x00F000F0) v2 and
+//   v3, and the same of (word >> 8) v4..v7: one AND/OR turns two values into an fp16 pair (the 0x6400 exponent trick).
+//   Placement: word i of row r sits at byte ((r / 16 * (k / 64) + i / 8) * 32 + lane) * 16 + 8 * ((r % 16) / 8) +
+//   4 * (i % 2), lane = 4 * (r % 8) + (i % 8) / 2. That is: tile r / 16 holds its k / 64 regions one after another,
+//   512 bytes each; in a region, lane 4g + t (g, t = 0..7, 0..3) holds 16 bytes: words 8R + 2t and 8R + 2t + 1
+//   (values 16t .. 16t + 15 of region R) of row g of the tile, then the same two words of row g + 8.
+// The plain layout is the i4x2 dtype's own: value 2i in the low nibble of byte i, value 2i + 1 in the high one.
 Status quantize_int4_groupwise(const TensorView& qweight, const TensorView& scales, const TensorView& w, int group,
                                Stream stream = nullptr);
 
 // Converters between the kernel layout and plain values (CPU tensors only; an offline step). `plain` is either i8
-// [n, k] holding values in [-8, 7], or i4x2 [n, k / 2] in the plain nibble order; k % 8 == 0.
+// [n, k] holding values in [-8, 7], or i4x2 [n, k / 2] in the plain nibble order; n % 16 == 0, k % 64 == 0.
 Status pack_int4(const TensorView& packed, const TensorView& plain);
 Status unpack_int4(const TensorView& plain, const TensorView& packed);
 
@@ -104,8 +110,8 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed);
 //   x [m, k] f16 or bf16 (contiguous last dim, any row stride); out [m, n] same dtype; bias [n] same dtype, or none.
 //   bits 8: qweight i8 [n, k], k % 16 == 0; group 0: scales f32 [n] (per output channel), or group 32, 64 or 128:
 //     scales f32 [n, k / group] (k % group == 0).
-//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout, scales f32 [n, k / group], group 32, 64 or 128,
-//     k % group == 0.
+//   bits 4: qweight i4x2 [n, k / 2] in the kernel layout (n % 16 == 0, k % 64 == 0), scales f32 [n, k / group],
+//     group 32, 64 or 128.
 //   zeros (optional, group > 0): i8 [n, k / group], the zero points of asymmetric weights (GPTQ / AWQ checkpoints):
 //     w[r, j] = scales[r, g] * (q[r, j] - zeros[r, g]) with g = j / group, q the signed stored value; any int8 zero
 //     (a checkpoint's unsigned zero z of 4-bit codes u = q + 8 is z - 8, of 8-bit codes z - 128). Without zeros,
@@ -115,11 +121,12 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed);
 //     Each entry must be in [0, k) (checked where the values are read: the CPU backend returns the error, a CUDA
 //     kernel records it for check_errors and reads no x for it).
 // accumulate: out += ... (out is read first; the decoder layer's residual add).
-// CUDA: a GEMV for 1 or 2 tokens (4 rows a block, k split between its warps), tensor cores from 3 on (any m; k split
-// over the grid when the tiles are few, the partial sums in stream-ordered scratch); q - zero is exact in both. Rows
-// of x and qweight must be 16-byte aligned. With perm, a gather kernel writes x[:, perm] into stream-ordered scratch
-// and, on sm_90, the GEMV is launched as its programmatic dependent: its blocks start loading weights while the
-// gather runs and wait for it only before they read x. The CPU backend is the fp64 reference.
+// CUDA: a GEMV for 1 or 2 tokens (INT8: FMAs, 4 rows a block, k split between its warps; INT4: mma.sync over the
+// layout's fragments, 16 rows a block, and on sm_90 with groups of 128 up to 32 tokens), tensor cores from 3 on (any
+// m; k split over the grid when the tiles are few, the partial sums in stream-ordered scratch); q - zero is exact in
+// all of them. Rows of x and qweight must be 16-byte aligned. With perm, a gather kernel writes x[:, perm] into
+// stream-ordered scratch and, on sm_90, the GEMV is launched as its programmatic dependent: its blocks start loading
+// weights while the gather runs and wait for it only before they read x. The CPU backend is the fp64 reference.
 Status linear_weight_only(const TensorView& out, const TensorView& x, const TensorView& qweight,
                           const TensorView& scales, int bits, int group, const std::optional<TensorView>& bias,
                           Stream stream = nullptr, bool accumulate = false,

@@ -1,24 +1,26 @@
-// Weight-only quantized linear layer (W8A16 / W4A16) below kLinearTcMinM tokens: a GEMV that streams the weights once
-// (from kLinearTcMinM tokens on, launch_linear hands the plan to the tensor-core kernel of linear_tc.cuh).
+// Weight-only quantized linear layer (W8A16 / W4A16) below kLinearTcMinM tokens (INT4: up to the tensor-core GEMV's
+// tokens): GEMVs that stream the weights once (beyond them launch_linear hands the plan to the tensor-core tiles of
+// linear_tc.cuh). INT4 weights always take the tensor-core GEMV (linear_gemv_mma_kernel, below), whose loads follow
+// their fragment-ordered layout; INT8 weights (and linear_fp8's GEMV) the split-K FMA GEMV by default.
 //
 //   out [m, n] = x [m, k] @ (q [n, k] * s)^T + bias [n], fp32 accumulation, one rounding per output.
 //   Bytes ~ n k bits / 8 (weights) + n (k / g) 4 (INT4 scales) + 2 (m k + m n + n); FLOP 2 m n k. At m = 1 this is
-//   pure weight streaming (~1 FLOP per weight byte for INT8): the kernel is built to keep HBM busy.
+//   pure weight streaming (~1 FLOP per weight byte for INT8): the kernels are built to keep HBM busy.
 //
-// Work split (LaunchPlan from plan_quant): a block computes kRows output features x kTokens tokens; its k_warps warps
+// The FMA GEMV (LaunchPlan from plan_quant): a block computes kRows output features x kTokens tokens; its k_warps warps
 // (blockDim.y) split k between them (the split-K: warp w takes the 16-byte chunks c = 32 w + lane, stepping by
 // 32 k_warps, so each warp reads 512 contiguous bytes of a row a step) and add their sums through shared memory. The
 // grid is one-dimensional, token tiles fastest: the blocks that read the same weight rows for different tokens run at
 // the same time, so the second read of a row is an L2 hit and HBM sees the weights about once per call.
-// Per chunk and row: 16 bytes of weights (16 INT8 or 32 INT4 values), dequantized exactly to fp32 (quant_common.cuh)
-// once and used for all kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass
-// L1). The weights come through registers (the next chunk loaded before this one is computed) or, for long per-thread
-// loops on sm_80+ (plan.stages > 0: the planner's choice from kLinearGemvRingMinVecs chunks a thread, or KERNELKIT_TUNE
+// Per chunk and row: 16 bytes of weights (16 INT8 values), dequantized exactly to fp32 (quant_common.cuh) once and
+// used for all kTokens tokens; x comes through L1 (it is re-read by every block of the SM, the weights bypass L1). The
+// weights come through registers (the next chunk loaded before this one is computed) or, for long per-thread loops on
+// sm_80+ (plan.stages > 0: the planner's choice from kLinearGemvRingMinVecs chunks a thread, or KERNELKIT_TUNE
 // gemv_stages), through a per-thread cp.async ring in shared memory, up to 3 chunks x kRows rows in flight a thread
 // without holding registers; planner.hpp (kLinearGemvStages) has the H200 measurements behind that rule.
-// Scales (WeightScales): per group of k (INT4 always, INT8 when group > 0; groups of 32, 64 or 128): a 16-byte chunk
-// (32 INT4 or 16 INT8 values) lies inside one group, so one scale (and zero point) a row serves the whole chunk, the
-// zero point folded into the exact dequantization; per row (INT8 with group 0): applied to the final sum.
+// Scales (WeightScales): per group of k (when group > 0; groups of 32, 64 or 128): a 16-byte chunk lies inside one
+// group, so one scale (and zero point) a row serves the whole chunk, the zero point folded into the exact
+// dequantization; per row (group 0): applied to the final sum.
 // Act-order (perm): gather_inputs_kernel writes x[:, perm] to scratch first; every kernel here issues its first weight
 // loads and only then waits for that grid (wait_for_prior_grid: it is launched as the gather's programmatic
 // dependent on sm_90), so the gather overlaps the weights' first round trip instead of adding a launch gap.
@@ -83,7 +85,7 @@ __device__ __forceinline__ int64_t chunk_group(const LinearParams<T>& p, int64_t
   return row * (p.k >> p.group_shift) + ((c * (128 / kBits)) >> p.group_shift);
 }
 
-// acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 or 32 INT4 values q, dequantized
+// acc[r][t] += the dot product of 16-byte weight chunk c of row r (w[r]: 16 INT8 values q, dequantized
 // exactly to fp32 q - zero[r]) with the same k range of token t's x. WeightScales::row sums stay unscaled (the row's
 // scale multiplies the final sum); group sums are scaled by scale[r], the chunk's group scale of each row, and
 // zero[r] is its zero point (group_zero; else 0). kFp8: the weights and x are e4m3 codes (X = uint8_t), their sums
@@ -92,9 +94,10 @@ template <typename T, int kBits, int kTokens, int kRows, WeightScales kScales, b
 __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const float (&scale)[kRows],
                                                  const float (&zero)[kRows], const X* const (&xrow)[kTokens], int64_t c,
                                                  float (&acc)[kRows][kTokens]) {
+  static_assert(kBits == 8, "INT4 weights take the tensor-core GEMV (their layout is its fragments')");
   constexpr int kPerChunk = 128 / kBits;          // weights a 16-byte chunk
   constexpr int kPieces = 4;                      // 32-bit words a chunk
-  constexpr int kPerPiece = kPerChunk / kPieces;  // 4 (INT8) or 8 (INT4) values a word
+  constexpr int kPerPiece = kPerChunk / kPieces;  // values a word
   float part[kRows][kTokens];                     // this chunk's sums
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -109,10 +112,8 @@ __device__ __forceinline__ void accumulate_chunk(const uint4 (&w)[kRows], const 
       const uint32_t word = piece == 0 ? w[r].x : piece == 1 ? w[r].y : piece == 2 ? w[r].z : w[r].w;
       if constexpr (kFp8)
         e4m3_to_floats<4>({word}, wf[r]);
-      else if constexpr (kBits == 8)
-        dequant_i8x4(word, wf[r], zero[r]);
       else
-        dequant_i4x8(word, wf[r], zero[r]);
+        dequant_i8x4(word, wf[r], zero[r]);
     }
     // x [k0, k0 + kPerPiece) of each token: one 8- or 16-byte load.
     const int64_t k0 = c * kPerChunk + piece * kPerPiece;
@@ -335,29 +336,26 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
   }
 }
 
-// The tensor-core GEMV (KERNELKIT_TUNE gemv_mma; quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64,
-// 128) and W8A16 (below), up to 32 tokens. Block: MT row tiles of kLinearMmaGemvRows = 16 weight rows (the MMA's M) x
-// NT tiles of 8 tokens (its N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between
-// the k_warps warps by 64-value regions (warp w takes regions w, w + k_warps, ..., U of them a batch, the next batch's
-// weights loaded while one computes); a region's x fragments serve all MT row tiles (quant_plan.hpp
-// kLinearMmaGemvMaxRowTiles). In a region lane (g, t) loads 8 bytes of rows g
-// and g + 8 (words 2t, 2t + 1: values 16t .. 16t + 15, in one group of 64 or more) and 16 values of x at the same k for
-// token g of each tile; the 4 k-steps of a region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so
-// the A pairs are int4_pair_of the loaded words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the
-// next pair for 2t + 8, 2t + 9) and the B pairs are x's consecutive values. A region's sums are scaled by its group's
-// scales (rows g, g + 8) into fp32 accumulators; the warps' sums meet in shared memory.
-// tests/quant/emulation/gemv_mma.py checks this index math. kGroups32: groups of 32 (two a region). A lane's 16 values
-// would span two of them, and the quad's MMA sums its lanes, so lane t takes word t of each 16-byte chunk instead (two
-// 4-byte loads a row): k-steps 0-1 are the first chunk (group), 2-3 the second, each flushed with its own scales; x
-// comes from the same two chunks. INT8 weights (kBits 8, any WeightScales): a region is 32 values, 2 k-steps; lane (g,
-// t) takes values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t, 2t + 1 and 2-3 for 2t
-// + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums (store_output), group scales
-// each region's.
-// kTiled (bench/dev/gemv_lab.cu's forms; not instantiated by the library yet): the weights in a fragment-ordered layout
-// (INT4, n a multiple of 16): [n / 16][regions][lane (g, t)][16 bytes: row g's bytes 8t .. 8t + 7, then row g + 8's],
-// so a lane's share of a row tile's region is one 16-byte load and a warp's 512 contiguous bytes, where the kernel
-// layout's two 8-byte loads each touch 8 rows (bench/results/h100/gemv_lab.md: 20-28% faster at m16).
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1, bool kTiled = false>
+// The tensor-core GEMV (quant_plan.hpp kLinearMmaGemvRows): W4A16 with any group (32, 64, 128) and W8A16 (below), up
+// to 32 tokens. Block: MT row tiles of kLinearMmaGemvRows = 16 weight rows (the MMA's M) x NT tiles of 8 tokens (its
+// N; lanes of tokens past m read token m - 1 and their columns are dropped), k split between the k_warps warps by
+// 64-value regions (warp w takes regions w, w + k_warps, ..., U of them a batch, the next batch's weights loaded while
+// one computes); a region's x fragments serve all MT row tiles (quant_plan.hpp kLinearMmaGemvMaxRowTiles).
+// INT4: the kernel layout (ops/quant.hpp) stores a row tile's region as the 32 lanes' fragments, so lane (g, t) loads
+// its share with one 16-byte load (a warp reads 512 contiguous bytes): words 2t, 2t + 1 of row g (values 16t .. 16t +
+// 15), then those of row g + 8; with them 16 values of x at the same k for token g of each tile. The 4 k-steps of a
+// region take the values 16t + 4s .. 16t + 4s + 3 of every lane's share, so the A pairs are int4_pair_of the loaded
+// words as they are (pair 2 (s % 2) of word s / 2 for labels 2t, 2t + 1; the next pair for 2t + 8, 2t + 9) and the B
+// pairs are x's consecutive values. A region's sums are scaled by its group's scales (rows g, g + 8) into fp32
+// accumulators; the warps' sums meet in shared memory. kGroups32: groups of 32, two a region: lanes t = 0, 1 hold the
+// first group's values and t = 2, 3 the second's, and a quad's MMA sums over its lanes, so each k-step is two MMAs,
+// the first with lanes 2 and 3's A pairs zeroed and the second with lanes 0 and 1's, each sum scaled by its own
+// group's scales (twice the MMAs of the larger groups; a lane's zero points are its own group's).
+// INT8 weights (kBits 8, any WeightScales; rows as they are): a region is 32 values, 2 k-steps; lane (g, t) loads 8
+// bytes of rows g and g + 8, values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t,
+// 2t + 1 and 2-3 for 2t + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums
+// (store_output), group scales each region's. tests/quant/emulation/gemv_mma.py checks this index math.
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -368,28 +366,34 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
     constexpr int kRegion = 256 / kBits, kSteps = kRegion / 16;  // values and k-steps of a 32-byte region
     constexpr bool kZeros = kScales == WeightScales::group_zero, kGroups = kScales != WeightScales::row;
     static_assert(kBits == 4 || !kGroups32, "groups of 32 hold whole INT8 regions");
+    static_assert(kBits == 8 || (kLinearMmaGemvRows == detail::kInt4TileRows && kRegion == detail::kInt4RegionValues),
+                  "the INT4 layout's tiles and regions are this kernel's");
     const int lane = threadIdx.x, warp = threadIdx.y, k_warps = blockDim.y, g = lane / 4, t = lane % 4;
     const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
-    const int64_t row_bytes = p.k * kBits / 8, groups = kGroups ? p.k >> p.group_shift : 1;
+    const int64_t groups = kGroups ? p.k >> p.group_shift : 1;
     // A region's group: r >> region_shift (a region lies in one group but for INT4 groups of 32).
     const int regions = static_cast<int>(p.k / kRegion), region_shift = p.group_shift - (kBits == 4 ? 6 : 5);
-    const int w_lane = kGroups32 ? 4 * t : 8 * t, x_lane = kBits == 8 || kGroups32 ? 8 * t : 16 * t;
-    const int x_second = kGroups32 ? 32 : 8;
+    const int x_lane = kBits == 8 ? 8 * t : 16 * t;
     // Row tile mt's rows g (h 0) and g + 8 (h 1) (rows past n: row n - 1, read, never stored), as offsets from row g's
-    // weights (bytes) and scales and zero points (groups): 32-bit, since the k of this plan is at most
-    // kLinearMmaGemvMaxK, and one base pointer each, so 4 row tiles cost 16 registers, not 48.
-    const int64_t row0 = min(n0 + g, p.n - 1);
-    const uint8_t* const w0 = p.qweight + row0 * row_bytes + w_lane;
+    // scales and zero points (groups) and weights (bytes: INT8 rows h 0 and 1; INT4 the tile's fragments, h 0): 32-bit,
+    // since the k of this plan is at most kLinearMmaGemvMaxK, and one base pointer each, so 4 row tiles cost 16
+    // registers, not 48.
+    const int64_t row0 = min(n0 + g, p.n - 1), tile0 = n0 / kLinearMmaGemvRows;
+    const uint8_t* const w0 =
+        kBits == 8 ? p.qweight + row0 * p.k + 8 * t : p.qweight + tile0 * kLinearMmaGemvRows * p.k / 2 + 16 * lane;
     const float* const s0 = p.scales + (kGroups ? row0 * groups : 0);
     const int8_t* const z0 = kZeros ? p.zeros + row0 * groups : nullptr;
     int w_off[MT][2], g_off[MT][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt) {
+      const int64_t tile = min(tile0 + mt, (p.n - 1) / kLinearMmaGemvRows);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t d = min(n0 + kLinearMmaGemvRows * mt + g + 8 * h, p.n - 1) - row0;
-        w_off[mt][h] = static_cast<int>(d * row_bytes), g_off[mt][h] = static_cast<int>(d * groups);
+        w_off[mt][h] = static_cast<int>(kBits == 8 ? d * p.k : (tile - tile0) * kLinearMmaGemvRows * p.k / 2);
+        g_off[mt][h] = static_cast<int>(d * groups);
       }
+    }
     const T* xr[NT];  // token g of each tile, this lane's values of a region on
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -403,6 +407,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
     // them (m1 n11008 k4096 W4A16 on the H100: 0.72 eligible warps a scheduler, half the stalls on L1TEX). Batches
     // whose x exceeds kLinearMmaGemvStraightTiles tile-regions stay guarded.
     constexpr bool kStraightBatch = NT * U <= kLinearMmaGemvStraightTiles;
+    constexpr int kParts = kGroups32 ? 2 : 1;  // a region's groups
     auto compute = [&](int r, const uint2(&w)[MT][2], bool real) {
       unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
@@ -410,32 +415,30 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         const uint4 xa = *reinterpret_cast<const uint4*>(xr[nt] + kRegion * r);
         xs[nt][0] = xa.x, xs[nt][1] = xa.y, xs[nt][2] = xa.z, xs[nt][3] = xa.w;
         if constexpr (kBits == 4) {
-          const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + kRegion * r + x_second);
+          const uint4 xb = *reinterpret_cast<const uint4*>(xr[nt] + kRegion * r + 8);
           xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
         }
       }
+      // The region's group (groups of 32: this lane's; the first of its two for the scales).
+      const int grp = !kGroups ? 0 : kGroups32 ? 2 * r + t / 2 : r >> region_shift, first_grp = kGroups32 ? 2 * r : grp;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         // INT8: the words biased once (u = q + 128), as int8_pair_of takes them.
         const uint2 b_lo = {w[mt][0].x ^ 0x80808080u, w[mt][0].y ^ 0x80808080u},
                     b_hi = {w[mt][1].x ^ 0x80808080u, w[mt][1].y ^ 0x80808080u};
-        float part[NT][4] = {};
-        int grp = 0;
+        float part[kParts][NT][4] = {};
         float zl = 0.0f, zh = 0.0f;  // group_zero: the rows' zero points
         unsigned zl2 = 0, zh2 = 0;   // as the packed T pairs the pair helpers subtract (exact)
         if constexpr (kBits == 8 && std::is_same_v<T, __half>) zl2 = zh2 = pack_rounded<T>(1152.0f, 1152.0f);
+        if constexpr (kZeros) {
+          zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
+          if constexpr (kBits == 4)
+            zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
+          else if constexpr (std::is_same_v<T, __half>)
+            zl2 = pack_rounded<T>(1152.0f + zl, 1152.0f + zl), zh2 = pack_rounded<T>(1152.0f + zh, 1152.0f + zh);
+        }
 #pragma unroll
         for (int s = 0; s < kSteps; ++s) {
-          if (kGroups && (s == 0 || (kGroups32 && s == 2))) {  // a scale group starts
-            grp = kGroups32 ? 2 * r + s / 2 : r >> region_shift;
-            if constexpr (kZeros) {
-              zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
-              if constexpr (kBits == 4)
-                zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
-              else if constexpr (std::is_same_v<T, __half>)
-                zl2 = pack_rounded<T>(1152.0f + zl, 1152.0f + zl), zh2 = pack_rounded<T>(1152.0f + zh, 1152.0f + zh);
-            }
-          }
           unsigned a[4];
           if constexpr (kBits == 4) {
             const uint32_t lo = s < 2 ? w[mt][0].x : w[mt][0].y, hi = s < 2 ? w[mt][1].x : w[mt][1].y;
@@ -448,38 +451,30 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
             a[2] = int8_pair_of<T, kZeros>(lo, 1, zl2, zl), a[3] = int8_pair_of<T, kZeros>(hi, 1, zh2, zh);
           }
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[nt], a, xs[nt][2 * s], xs[nt][2 * s + 1]);
-          if (s == kSteps - 1 || (kGroups32 && s == 1)) {  // the group's last k-step: acc += part (* its scales)
-            const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + grp) : 1.0f,
-                        sh = kGroups ? __ldg(s0 + g_off[mt][1] + grp) : 1.0f;
-            float(&c)[NT][4] = acc[mt];
+          for (int q = 0; q < kParts; ++q) {
+            // Groups of 32: part q takes the A pairs of the lanes of group q only (zero pairs add nothing).
+            const unsigned keep = kGroups32 && (t / 2 != q) ? 0u : ~0u;
+            const unsigned aq[4] = {a[0] & keep, a[1] & keep, a[2] & keep, a[3] & keep};
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) mma_16x8x16<T>(part[q][nt], aq, xs[nt][2 * s], xs[nt][2 * s + 1]);
+          }
+        }
+        // acc += part (* the group's scales, rows g and g + 8).
+#pragma unroll
+        for (int q = 0; q < kParts; ++q) {
+          const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + first_grp + q) : 1.0f,
+                      sh = kGroups ? __ldg(s0 + g_off[mt][1] + first_grp + q) : 1.0f;
+          if (real)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-              if (real) {
-                c[nt][0] = fmaf(part[nt][0], sl, c[nt][0]), c[nt][1] = fmaf(part[nt][1], sl, c[nt][1]);
-                c[nt][2] = fmaf(part[nt][2], sh, c[nt][2]), c[nt][3] = fmaf(part[nt][3], sh, c[nt][3]);
-              }
-              part[nt][0] = part[nt][1] = part[nt][2] = part[nt][3] = 0.0f;
+              float(&c)[4] = acc[mt][nt];
+              c[0] = fmaf(part[q][nt][0], sl, c[0]), c[1] = fmaf(part[q][nt][1], sl, c[1]);
+              c[2] = fmaf(part[q][nt][2], sh, c[2]), c[3] = fmaf(part[q][nt][3], sh, c[3]);
             }
-          }
         }
       }
     };
-    // A lane's 8 bytes of a row's region: contiguous, or (kGroups32) word t of each chunk, through L1 (each 4-byte load
-    // is half a sector, the other half the quad's next load).
-    auto load_share = [&](const uint8_t* q) {
-      if constexpr (kGroups32)
-        return uint2{__ldg(reinterpret_cast<const unsigned*>(q)), __ldg(reinterpret_cast<const unsigned*>(q + 16))};
-      else
-        return load_weights8(q);
-    };
-    // kTiled: row tile mt's regions (the last row tile past n / 16 for rows past n, read and never stored).
-    static_assert(!kTiled || (kBits == 4 && !kGroups32), "the fragment-ordered layout is INT4's, whole regions");
-    const uint8_t* wt[MT];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-      wt[mt] =
-          p.qweight + min(n0 / kLinearMmaGemvRows + mt, (p.n - 1) / kLinearMmaGemvRows) * regions * 512 + 16 * lane;
+    // A lane's 16 bytes of a row tile's region (INT4) or 8 bytes of each of its rows (INT8), streamed past L1.
     auto load = [&](int r0, uint2(&w)[U][MT][2]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -487,12 +482,12 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         if (r < regions)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
-            if constexpr (kTiled) {
-              const uint4 v = load_weights(wt[mt] + 512 * r);
+            if constexpr (kBits == 4) {
+              const uint4 v = load_weights(w0 + w_off[mt][0] + 512 * r);
               w[u][mt][0] = {v.x, v.y}, w[u][mt][1] = {v.z, v.w};
             } else {
-              w[u][mt][0] = load_share(w0 + w_off[mt][0] + 32 * r);
-              w[u][mt][1] = load_share(w0 + w_off[mt][1] + 32 * r);
+              w[u][mt][0] = load_weights8(w0 + w_off[mt][0] + 32 * r);
+              w[u][mt][1] = load_weights8(w0 + w_off[mt][1] + 32 * r);
             }
       }
     };
@@ -684,7 +679,14 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
   return with_weight_form(a, [&](auto bits, auto scales) -> Status {
     constexpr WeightScales kScales = decltype(scales)::value;
     constexpr int kBits = decltype(bits)::value;
-    if (plan.tokens % kLinearMmaGemvTokens != 0) return launch_gemv<T, kBits, kScales>(p, plan, stream, dependent);
+    if (plan.tokens % kLinearMmaGemvTokens != 0) {
+      if constexpr (kBits == 4)
+        return Status(StatusCode::internal, "linear: INT4 weights need a tensor-core GEMV plan (tokens a multiple of " +
+                                                std::to_string(kLinearMmaGemvTokens) + "), got " +
+                                                std::to_string(plan.tokens));
+      else
+        return launch_gemv<T, kBits, kScales>(p, plan, stream, dependent);
+    }
     // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
     // (mma_gemv_unroll); INT4 groups of 32 their own mapping; INT4 with groups of 64 or more also 2 or 4 row tiles a
     // warp (KERNELKIT_TUNE gemv_mma_mtiles).

@@ -10,7 +10,8 @@
 //   - INT8: two 2-byte shared loads, the exact int8 -> float conversion of quant_common.cuh, packed back;
 //   - INT4: the kernel layout puts values 2t and 2t + 1 of a word in nibbles t and 4 + t (int4_pair_bits), so with
 //     the exponent of 1024 (f16) or 128 (bf16) or'ed in, one packed subtract leaves the pair, already in B's
-//     register layout. A step's two words are one 8-byte load.
+//     register layout; and a region of a 16-row tile is 32 lanes' 16-byte fragments, slot 4g + s holding k-step s's
+//     two words of rows g and g + 8, so a step's B words of two n-tiles are one 16-byte load.
 //   Scales (WeightScales): a per-channel scale (INT8, group 0) multiplies the fp32 sum once in the epilogue (the
 //   GEMV's math: sum_k x q, times s). With group scales (INT4; INT8 with group > 0) each group's sums go to a second
 //   set of accumulators that is scaled by its s[n, g] and added after the group's k-steps: once a tile for groups of
@@ -23,16 +24,17 @@
 
 #include <cuda_runtime.h>
 
-#include "ops/quant/quant.hpp"
+#include "kernelkit/planner.hpp"
 #include "kernels/common/async_copy.cuh"
 #include "kernels/common/check.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/mma.cuh"
+#include "kernels/common/reduce.cuh"
 #include "kernels/common/vec.cuh"
+#include "ops/quant/quant.hpp"
 #include "ops/quant/quant_common.cuh"
-#include "kernelkit/planner.hpp"
-#include "runtime/plan_rules.hpp"
 #include "ops/quant/quant_plan.hpp"
+#include "runtime/plan_rules.hpp"
 
 namespace kernelkit::cuda {
 
@@ -87,7 +89,8 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
   } else {
     constexpr int BM = 16 * MT, BN = kLinearTcTileN, BK = kLinearTcTileK, S = kLinearTcStages;
     constexpr int kRowBytes = BK * kBits / 8;                        // a weight row of one k tile
-    constexpr int kXChunks = BK / 8, kWChunks = kRowBytes / 16;       // 16-byte chunks a row of x / of the weights
+    constexpr int kXChunks = BK / 8, kWChunks = kRowBytes / 16;      // 16-byte chunks a row of x / of INT8 weights
+    static_assert(kBits == 8 || BK == detail::kInt4RegionValues, "an INT4 k tile is one region of the layout");
     static_assert((MT == 1 || MT == 4) && BN == 32 * (kLinearTcThreads / 32) && BK == 64, "weight-only tile");
     static_assert(kGroupSteps == 2 || kGroupSteps == 4, "a scale group covers half a k tile or whole tiles");
     static_assert(kBits == 8 || kScales != WeightScales::row, "INT4 weights have group scales");
@@ -103,20 +106,31 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
     const int kt0 = blockIdx.z * p.k_tiles_per_split;  // this part's first k tile
     const int k_tiles = min((p.k + BK - 1) / BK - kt0, p.k_tiles_per_split);
 
-    // Byte offset of 16-byte chunk c of weight row r in a stage: INT8 rows swizzled for bank-free reads; INT4 rows are
-    // read 8 bytes at a time by the 4 lanes of a row group (a broadcast), at most 2-way conflicted unswizzled.
-    auto w_offset = [](int r, int c) { return kBits == 8 ? swz_i8x64(r, c) : r * kRowBytes + c * 16; };
     // Stage s: rows bm.. of x and bn.. of the weights, k tile kt (chunks past k and rows past m / n zero-filled).
+    // INT8 rows are swizzled for bank-free reads; INT4 weights arrive as the layout stores them, the stage's 8 row
+    // tiles of 16 rows x their region kt0 + kt (a k tile is one region: k % 64 == 0), 512 contiguous bytes each.
     auto load_stage = [&](int kt, int s) {
       const int k0 = (kt0 + kt) * BK;
       copy_tile_async<BM, kXChunks, kLinearTcThreads>(
           tid, p.m - bm, (p.k - k0 + 7) / 8,
           [&](int r, int c) { return p.x + static_cast<int64_t>(bm + r) * p.x_stride + k0 + c * 8; },
           [&](int r, int c) { return sX + s * BM * BK + swz<BK>(r, c * 8); });
-      copy_tile_async<BN, kWChunks, kLinearTcThreads>(
-          tid, p.n - bn, ((p.k - k0) * kBits / 8 + 15) / 16,
-          [&](int r, int c) { return p.w + (static_cast<int64_t>(bn + r) * p.k + k0) * kBits / 8 + c * 16; },
-          [&](int r, int c) { return sW + s * BN * kRowBytes + w_offset(r, c); });
+      if constexpr (kBits == 8) {
+        copy_tile_async<BN, kWChunks, kLinearTcThreads>(
+            tid, p.n - bn, (p.k - k0 + 15) / 16,
+            [&](int r, int c) { return p.w + static_cast<int64_t>(bn + r) * p.k + k0 + c * 16; },
+            [&](int r, int c) { return sW + s * BN * kRowBytes + swz_i8x64(r, c); });
+      } else {
+        constexpr int kTiles = BN / detail::kInt4TileRows;
+        const int64_t regions = p.k / detail::kInt4RegionValues;
+        copy_tile_async<kTiles, kWarpSize, kLinearTcThreads>(
+            tid, (p.n - bn) / detail::kInt4TileRows, kWarpSize,
+            [&](int j, int c) {
+              return p.w +
+                     ((static_cast<int64_t>(bn / detail::kInt4TileRows + j) * regions + kt0 + kt) * kWarpSize + c) * 16;
+            },
+            [&](int j, int c) { return sW + s * BN * kRowBytes + (j * kWarpSize + c) * 16; });
+      }
     };
 
     float acc[MT][4][4] = {};  // [m-tile of 16][n-tile of 8][fragment]
@@ -166,6 +180,15 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           ldmatrix_x4<false>(a[mt], x_st + swz<BK>(mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+        // INT4: the warp's row tiles (n-tiles 0-1, 2-3) at this k-step: lane slot 4g + kk holds words 2kk, 2kk + 1
+        // (k 16 kk .. 16 kk + 15) of row g of the tile, then of row g + 8 (one 16-byte load, conflict-free: a quarter
+        // warp reads two slots 64 bytes apart).
+        uint4 tile_words[2];
+        if constexpr (kBits == 4)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            tile_words[j] = *reinterpret_cast<const uint4*>(
+                w_st + ((wn / detail::kInt4TileRows + j) * kWarpSize + 4 * g + kk) * 16);
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           const int row = wn + nt * 8 + g;
@@ -180,7 +203,8 @@ __global__ void __launch_bounds__(kLinearTcThreads, MT == 1 ? 4 : 1) linear_tc_k
             b0 = pack_rounded<T>(wf[0], wf[1]), b1 = pack_rounded<T>(wf[2], wf[3]);  // exact
           } else {
             // Words 2 kk (k 0..7 of the step) and 2 kk + 1 (k 8..15): values 2t, 2t + 1 of each (int4_pair_bits).
-            const uint2 words = *reinterpret_cast<const uint2*>(w_st + row * kRowBytes + kk * 8);
+            const uint4& v = tile_words[nt / 2];
+            const uint2 words = nt % 2 == 0 ? uint2{v.x, v.y} : uint2{v.z, v.w};
             const float z = kZeros ? zero_of(kk, nt) : 0.0f;
             const unsigned zero2 = kZeros ? pack_rounded<T>(z, z) : 0u;  // exact
             b0 = int4_pair<T, kZeros>(int4_pair_bits(words.x, t), zero2);

@@ -13,6 +13,16 @@
 
 namespace kernelkit {
 namespace detail {
+
+Status check_int4_shape(const std::string& name, int64_t n, int64_t k) {
+  if (n % kInt4TileRows == 0 && k % kInt4RegionValues == 0) return Status::Ok();
+  return invalid_argument(name + ": INT4 weights [n, k] need n % " + std::to_string(kInt4TileRows) + " == 0 and k % " +
+                          std::to_string(kInt4RegionValues) + " == 0 (the kernel layout's tiles of " +
+                          std::to_string(kInt4TileRows) + " rows x " + std::to_string(kInt4RegionValues) +
+                          " values), got n = " + std::to_string(n) + ", k = " + std::to_string(k) +
+                          " (pad the weights with zero rows / columns)");
+}
+
 namespace {
 
 std::string shape_of(std::initializer_list<int64_t> dims) {
@@ -109,9 +119,10 @@ Status build_quantize(OpId op, const TensorView& q, const TensorView& scales, co
       return invalid_argument(name + ": k = " + std::to_string(a->hidden) +
                               " must be a multiple of group = " + std::to_string(group));
   }
-  if (op == OpId::quantize_int4_groupwise)
+  if (op == OpId::quantize_int4_groupwise) {
+    KK_RETURN_IF_ERROR(check_int4_shape(name, a->rows, a->hidden));
     KK_RETURN_IF_ERROR(c.tensor(q, arg.q, DType::i4x2, {a->rows, a->hidden / 2}));
-  else
+  } else
     KK_RETURN_IF_ERROR(c.tensor(q, arg.q, op_fp8_dtype(op).value_or(DType::i8), {a->rows, a->hidden}));
   const int64_t block = kQuantBlockSize;
   switch (span) {
@@ -342,6 +353,7 @@ Status linear_weight_only(const TensorView& out, const TensorView& x, const Tens
   if (group > 0 && a.k % group != 0)
     return invalid_argument(name + ": k = " + std::to_string(a.k) +
                             " must be a multiple of group = " + std::to_string(group));
+  if (bits == 4) KK_RETURN_IF_ERROR(detail::check_int4_shape(name, a.n, a.k));
   if (zeros && group == 0)
     return invalid_argument(name + ": zeros need group scales (group 32, 64 or 128), got group 0");
   const detail::QuantChecker c(op, x.device);
@@ -518,7 +530,7 @@ Status pack_int4(const TensorView& packed, const TensorView& plain) {
   if (plain.dtype != DType::i8 && plain.dtype != DType::i4x2)
     return invalid_argument(name + ": plain dtype " + detail::dt(plain.dtype) + " must be i8 or i4x2");
   const int64_t n = plain.shape[0], k = plain.dtype == DType::i8 ? plain.shape[1] : 2 * plain.shape[1];
-  if (k % 8 != 0) return invalid_argument(name + ": k = " + std::to_string(k) + " must be a multiple of 8");
+  KK_RETURN_IF_ERROR(detail::check_int4_shape(name, n, k));
   if (!plain.is_contiguous() || !packed.is_contiguous())
     return invalid_argument(name + ": plain and packed must be contiguous");
   if (packed.dtype != DType::i4x2 || packed.shape[0] != n || packed.shape[1] != k / 2)
@@ -544,7 +556,8 @@ Status pack_int4(const TensorView& packed, const TensorView& plain) {
         }
         word |= static_cast<uint32_t>(v & 0xF) << (4 * detail::kInt4Nibble[j]);
       }
-      for (int b = 0; b < 4; ++b) dst[(r * k + w * 8) / 2 + b] = static_cast<uint8_t>(word >> (8 * b));
+      const int64_t at = detail::int4_word_offset(r, w, k);
+      for (int b = 0; b < 4; ++b) dst[at + b] = static_cast<uint8_t>(word >> (8 * b));
     }
   return Status::Ok();
 }
@@ -559,7 +572,7 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
                             detail::dt(packed.dtype) + " " + packed.shape_string() + " and " + detail::dt(plain.dtype) +
                             " " + plain.shape_string());
   const int64_t n = packed.shape[0], k = 2 * packed.shape[1];
-  if (k % 8 != 0) return invalid_argument(name + ": k = " + std::to_string(k) + " must be a multiple of 8");
+  KK_RETURN_IF_ERROR(detail::check_int4_shape(name, n, k));
   if (plain.shape[0] != n || plain.shape[1] != (plain.dtype == DType::i8 ? k : k / 2))
     return invalid_argument(name + ": plain shape " + plain.shape_string() + " does not match packed " +
                             packed.shape_string());
@@ -572,7 +585,7 @@ Status unpack_int4(const TensorView& plain, const TensorView& packed) {
   if (plain.dtype == DType::i4x2) std::fill(dst, dst + n * k / 2, uint8_t{0});
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < k; ++j) {
-      const int v = detail::int4_kernel_value(src + r * k / 2, j);
+      const int v = detail::int4_kernel_value(src, r, j, k);
       const int64_t i = r * k + j;
       if (plain.dtype == DType::i8)
         dst[i] = static_cast<uint8_t>(static_cast<int8_t>(v));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/ops/quant.hpp"
@@ -11,8 +12,19 @@
 
 namespace kernelkit::detail {
 
-// The kernel layout of INT4 weights (ops.hpp): value j of each 8-value word sits in nibble kInt4Nibble[j].
+// The kernel layout of INT4 weights (ops.hpp): value j of each 8-value word sits in nibble kInt4Nibble[j], and word i
+// of row r (values k = 8i .. 8i + 7; n % 16 == 0, k % 64 == 0) at byte int4_word_offset(r, i, k): row tile r / 16,
+// region i / 8 (64 values), lane 4 (r % 8) + (i % 8) / 2 of the region's 32, half (r % 16) / 8 of the lane's 16 bytes,
+// word i % 2 of the half.
 inline constexpr int kInt4Nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+inline constexpr int kInt4TileRows = 16;      // output rows a tile (an MMA's M)
+inline constexpr int kInt4RegionValues = 64;  // k values a region (a lane's 16 of each row, 4 k-steps of 16)
+constexpr int64_t int4_word_offset(int64_t r, int64_t i, int64_t k) {
+  const int64_t tile = r / kInt4TileRows, region = i / 8, lane = 4 * (r % 8) + (i % 8) / 2;
+  return ((tile * (k / kInt4RegionValues) + region) * 32 + lane) * 16 + 8 * ((r % kInt4TileRows) / 8) + 4 * (i % 2);
+}
+// INT4 weights [n, k] fit the layout (else invalid_argument naming op `name`, the rule and the shape).
+Status check_int4_shape(const std::string& name, int64_t n, int64_t k);
 
 // The activation quantizers take x (q); the weight quantizers take w (qweight). The same math: codes of one span.
 constexpr bool quantizes_tokens(OpId op) {
@@ -203,9 +215,9 @@ inline int int4_nibble(const uint8_t* bytes, int nibble) {
   const int v = (bytes[nibble / 2] >> (4 * (nibble % 2))) & 0xF;
   return v >= 8 ? v - 16 : v;
 }
-// Value j (0..k-1) of a row of INT4 weights in the kernel layout.
-inline int int4_kernel_value(const uint8_t* row, int64_t j) {
-  return int4_nibble(row + (j / 8) * 4, kInt4Nibble[j % 8]);
+// Value j (0..k-1) of row r of INT4 weights [n, k / 2] in the kernel layout.
+inline int int4_kernel_value(const uint8_t* weights, int64_t r, int64_t j, int64_t k) {
+  return int4_nibble(weights + int4_word_offset(r, j / 8, k), kInt4Nibble[j % 8]);
 }
 
 }  // namespace kernelkit::detail

@@ -117,8 +117,12 @@ CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device) {
       if (c.bits == 8) {
         v = static_cast<int8_t>(qb[row * c.k + j]);
       } else {
-        const int nib = static_cast<int>(j % 8 / 2 + 4 * (j % 2));  // the kernel layout (ops.hpp)
-        const uint8_t byte = qb[(row * c.k + j / 8 * 8) / 2 + nib / 2];
+        // The kernel layout (ops.hpp): the word of k = j in lane 4 (row % 8) + (j % 64) / 16 of its row tile's
+        // region, in the lane's first 8 bytes for rows 0-7 of the tile, and nibble P(j % 8) of the word.
+        const int64_t lane = 4 * (row % 8) + j % 64 / 16;
+        const int64_t word = ((row / 16 * (c.k / 64) + j / 64) * 32 + lane) * 16 + row % 16 / 8 * 8 + j % 16 / 8 * 4;
+        const int nib = static_cast<int>(j % 8 / 2 + 4 * (j % 2));
+        const uint8_t byte = qb[word + nib / 2];
         v = (byte >> (4 * (nib % 2))) & 0xF;
         v = v >= 8 ? v - 16 : v;
       }
@@ -482,6 +486,9 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
           if (small && (m == 64 || n > 7)) continue;
           if (f.checkpoint && n > 7 && m > 3) continue;
+          if (bits == 4)
+            n = (n + detail::kInt4TileRows - 1) / detail::kInt4TileRows *
+                detail::kInt4TileRows;  // the layout's whole row tiles
           WeightOnlyCase c{dtype, bits, f.group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
           c.zeros = f.zeros;
           c.perm = f.perm;
@@ -496,6 +503,8 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
       for (int64_t k : {int64_t{256}, int64_t{4096}}) {
         if (small && k > 256) continue;
         QuantizeCase c{op, dtype, rows, k, 0, rows == 7 ? 8 : 0, (*seed)++};
+        if (op == OpId::quantize_int4_groupwise)  // the layout's whole row tiles
+          c.rows = (rows + detail::kInt4TileRows - 1) / detail::kInt4TileRows * detail::kInt4TileRows;
         if (span == detail::ScaleSpan::group) c.group = op != OpId::quantize_int4_groupwise && rows == 7 ? 64 : 128;
         if (span == detail::ScaleSpan::group && op != OpId::quantize_int4_groupwise && rows == 83) c.scales_ld = 84;
         if (span == detail::ScaleSpan::tensor) c.static_scale = rows == 7;

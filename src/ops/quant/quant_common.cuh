@@ -158,36 +158,6 @@ __host__ __device__ __forceinline__ void dequant_i8x4(uint32_t w, float* f, floa
   for (int j = 0; j < 4; ++j) f[j] = float_from_bits(byte_perm(u, 0x4B000000u, 0x7540u | j)) - offset;
 }
 
-// 8 signed INT4 values q of a word in the kernel layout -> 8 exact floats q - zero, in k order (zero: the weights'
-// zero point, an integer in [-128, 127]; 0 for symmetric weights). Biased to unsigned (xor 0x8...),
-// (u & 0x000F000F) | 0x64006400 is the fp16 pair (1024 + u0, 1024 + u1): values 0 and 1 sit in nibbles 0 and 4,
-// less 1032 + zero. The 0x00F000F0 mask gives 1024 + 16 u for values 2 and 3, scaled back by the FMA
-// (x / 16 - 72 - zero); `u >> 8` does the same for values 4..7. Every step is exact in fp16 (integers of magnitude
-// below 2048, power-of-two scales).
-__host__ __device__ __forceinline__ void dequant_i4x8(uint32_t w, float* f, float zero = 0.0f) {
-  const uint32_t u = w ^ 0x88888888u, u8 = u >> 8;
-  const uint32_t bits[4] = {(u & 0x000F000Fu) | 0x64006400u, (u & 0x00F000F0u) | 0x64006400u,
-                            (u8 & 0x000F000Fu) | 0x64006400u, (u8 & 0x00F000F0u) | 0x64006400u};
-  const float even = 1032.0f + zero, odd = -72.0f - zero;
-  for (int i = 0; i < 4; ++i) {  // constant trip count: fully unrolled (no pragma: this also compiles for the host)
-    __half2_raw raw;
-    __builtin_memcpy(&raw, &bits[i], sizeof(raw));
-    __half2 h(raw);
-#if defined(__CUDA_ARCH__)
-    // One fp16x2 operation for two values, then the (exact) conversion to fp32.
-    h = (i % 2 == 0) ? __hsub2(h, __float2half2_rn(even))
-                     : __hfma2(h, __float2half2_rn(0.0625f), __float2half2_rn(odd));
-    const float2 v = __half22float2(h);
-#else
-    // The host (tests): the same exact arithmetic in fp32.
-    float2 v = __half22float2(h);
-    v = (i % 2 == 0) ? float2{v.x - even, v.y - even} : float2{v.x * 0.0625f + odd, v.y * 0.0625f + odd};
-#endif
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-
 // The tensor-core B fragment from one INT4 word of the kernel layout: lane t (0..3) needs values 2t and 2t + 1, which
 // sit in nibbles t and 4 + t; returned biased by 8 (u = value + 8) in bits 0-3 and 16-19. Or'ed with 0x64006400 this
 // is the f16 pair (1024 + u0, 1024 + u1), with 0x43004300 the bf16 pair (128 + u0, 128 + u1): both exact, so one

@@ -167,13 +167,20 @@ Status plan_quant(const DeviceProfile& prof, OpId op, const OpShape& s, DType dt
   }
   const int bits = op_weight_bits(op);
   const int64_t m = s.rows, k = s.hidden, n = s.out_features > 0 ? s.out_features : s.hidden;
-  int mma_gemv = -1;  // unset: the default rule (kLinearMmaGemvMinTokens)
+  int mma_gemv = -1;  // unset: the default rule (kLinearMmaGemvWideTokens)
   KK_RETURN_IF_ERROR(tune_value("gemv_mma", 0, 3, &mma_gemv));
-  if (mma_gemv == -1)
-    mma_gemv =
-        bits == 4 && s.group == 128 && prof.sm >= 90 && m >= kLinearMmaGemvMinTokens && m <= kLinearMmaGemvWideTokens
-            ? 3
-            : 0;
+  if (mma_gemv == -1) mma_gemv = bits == 4 && s.group == 128 && prof.sm >= 90 && m <= kLinearMmaGemvWideTokens ? 3 : 0;
+  // INT4 below the tiles' tokens: the tensor-core GEMV on every profile (the layout is its fragments': there is no FMA
+  // GEMV of INT4), as gemv_mma=3 plans it unless a setting says otherwise.
+  if (bits == 4 && m < kLinearTcMinM) {
+    if (k % kInt4RegionValues != 0)
+      return invalid_argument(name + ": INT4 weights need k % " + std::to_string(kInt4RegionValues) +
+                              " == 0, got k = " + std::to_string(k));
+    if (k > kLinearMmaGemvMaxK)
+      return unsupported(name + ": INT4 weights with k = " + std::to_string(k) + " above " +
+                         std::to_string(kLinearMmaGemvMaxK) + " inputs (the GEMV's 32-bit row offsets)");
+    if (mma_gemv == 0) mma_gemv = 3;
+  }
   const int region = 256 / bits;  // the tensor-core GEMV's 32-byte regions: 64 INT4 or 32 INT8 values
   int programmatic = kLinearGemvProgrammatic ? 1 : 0;  // the GEMVs' launch (kLinearGemvProgrammatic)
   KK_RETURN_IF_ERROR(tune_value("gemv_pdl", 0, 1, &programmatic));

@@ -41,15 +41,18 @@ constexpr int kLinearGemvStages = 4;
 // 17.0, n28672 k8192 48.5 / 48.1, n5120 k13824 19.5 / 19.0; m16 25.5 / 25.0, 78.9 / 78.6, 29.7 / 29.3; m32 48.7 /
 // 48.1, 137.3 / 136.6, 43.8 / 43.5.
 constexpr bool kLinearGemvProgrammatic = true;
-// KERNELKIT_TUNE gemv_mma=1 (an experiment): W4A16 and W8A16 (any scales), up to kLinearMmaGemvMaxTokens tokens,
-// on a GEMV whose sums are mma.sync m16n8k16 (the weights as A, 16 rows a row tile; x as B, a token a column, one or
-// two 8-token tiles sharing each A fragment: the plan's tokens, 8 or 16) instead of fp32 FMAs. The FMA GEMV's INT4 loop
-// spends about 155 instructions on a thread's 16 bytes of weights at m1 (sm_90 SASS: fp16 dequantization, conversion
-// to fp32, an FMA a weight): 13 B/clk an SM at full issue, where HBM3e needs about 18, and INT4 measures 61-63% of the
-// copy ceiling on the H200 (INT8, half the math a byte, 88-90%). The MMA GEMV spends about 78 (the dequantization to
-// packed A pairs, one LOP3 and one packed subtract a pair). Each warp streams 32-byte regions (64 values: one scale
-// group, or two of 32) of its block's 16 rows, kLinearMmaGemvUnroll regions a batch, the next batch loaded while this
-// one computes.
+// The tensor-core GEMV (linear.cuh linear_gemv_mma_kernel): sums on mma.sync m16n8k16 (the weights as A, 16 rows a row
+// tile; x as B, a token a column, 8-token tiles sharing each A fragment) instead of fp32 FMAs. INT4 weights always take
+// it below kLinearTcMinM tokens (their layout is its fragments'); INT8 under KERNELKIT_TUNE gemv_mma=1 (an experiment,
+// up to kLinearMmaGemvMaxTokens tokens). An FMA GEMV of INT4 spent about 155 instructions on a thread's 16 bytes of
+// weights at m1 (sm_90 SASS: fp16 dequantization, conversion to fp32, an FMA a weight): 13 B/clk an SM at full issue,
+// where HBM3e needs about 18 (61-63% of the copy ceiling on the H200; INT8, half the math a byte, 88-90%). The MMA GEMV
+// spends about 78 (the dequantization to packed A pairs, one LOP3 and one packed subtract a pair). Each warp streams
+// regions (64 INT4 or 32 INT8 values: one scale group, or two of 32) of its block's 16 rows, kLinearMmaGemvUnroll
+// regions a batch, the next batch loaded while this one computes; an INT4 region of a row tile is 512 contiguous bytes,
+// a 16-byte load a lane (H100, W4A16 g128 bf16, us, this layout against row-major INT4 read as two 8-byte loads a lane:
+// m16 n13824 k5120 19.96 / 24.7, n28672 k8192 56.6 / 78.5, n5120 k13824 23.4 / 29.4; m1 n13824 k5120 17.15 against the
+// FMA GEMV's 17.0, n28672 k8192 46.9 / 48.1, n5120 k13824 18.7 / 19.0).
 constexpr int kLinearMmaGemvRows = 16;
 constexpr int kLinearMmaGemvTokens = 8;  // an MMA's N: the plan's tokens are a multiple
 constexpr int kLinearMmaGemvMaxTokens = 16;
@@ -84,16 +87,13 @@ constexpr int mma_gemv_min_blocks(int token_tiles, int row_tiles) {
 }
 // The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
 constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
-// By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 takes the tensor-core GEMV from
-// kLinearMmaGemvMinTokens to kLinearMmaGemvWideTokens tokens, as gemv_mma=3 plans it, instead of the tensor-core
-// tiles. H100, bf16, one run of bench/dev/gemv_sweep.py (us, GEMV against tiles): m16 n11008 k4096 20.4 / 23.9,
-// n4096 k11008 16.9 / 23.1, n28672 k8192 82.1 / 94.0, n13824 k5120 27.3 / 36.0, n5120 k13824 29.7 / 33.3; m32 32.4 /
-// 34.7, 25.6 / 33.4, 136 / 162, 45.4 / 56.4 (F.linear 54.6), 44.3 / 51.8. From 4 tokens it also replaces the FMA
-// GEMV (us, MMA / FMA GEMV): m4 15.1 / 22.9, 14.3 / 22.3, 56.4 / 86.2, 19.8 / 34.1, 21.4 / 31.5; m8 15.3 / 23.3,
-// 14.5 / 23.4, 58.9 / 91.7, 20.0 / 34.5, 21.8 / 32.0. At m1 the FMA GEMV stays ahead (n11008 13.5 / 14.8, n28672
-// 48.4 / 55.3, n5120 k13824 19.4 / 21.3; m2 and m3 not measured). INT8, other groups and the A100 / T4 profiles keep
-// the FMA GEMV and the tiles (not measured).
-constexpr int kLinearMmaGemvMinTokens = 4;
+// By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 also keeps the tensor-core GEMV up to
+// kLinearMmaGemvWideTokens tokens, as gemv_mma=3 plans it, instead of the tensor-core tiles. H100, bf16, one run of
+// bench/dev/gemv_sweep.py on row-major INT4 (us, GEMV against tiles): m16 n11008 k4096 20.4 / 23.9, n4096 k11008 16.9
+// / 23.1, n28672 k8192 82.1 / 94.0, n13824 k5120 27.3 / 36.0, n5120 k13824 29.7 / 33.3; m32 32.4 / 34.7, 25.6 / 33.4,
+// 136 / 162, 45.4 / 56.4 (F.linear 54.6), 44.3 / 51.8; m4 and m8 (one token tile, the form of m3) 15.1 and 15.3 us at
+// n11008 k4096 against an FMA GEMV's 22.9 and 23.3. Other groups and the A100 / T4 profiles take the tiles from
+// kLinearTcMinM tokens (not measured).
 // A batch is straight-line code (its x and scale loads issued ahead of its MMAs) when its x, token tiles x regions of
 // 8 registers each, is at most kLinearMmaGemvStraightTiles of them: more spilled 4-40 B (sm_75 / sm_80 / sm_90) and
 // stays guarded region by region.

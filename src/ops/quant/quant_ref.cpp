@@ -130,7 +130,7 @@ Status quantize_reference(const QuantizeArgs& a) {
           continue;
         }
         const int nibble = kInt4Nibble[j % 8];
-        q[(r * k + (j / 8) * 8) / 2 + nibble / 2] |=
+        q[int4_word_offset(r, j / 8, k) + nibble / 2] |=
             static_cast<uint8_t>((quantize_value(w, *scale, qmax) & 0xF) << (4 * (nibble % 2)));
       }
   });
@@ -150,11 +150,11 @@ Status weight_only_reference(const WeightOnlyArgs& a) {
     if (input[j] < 0 || input[j] >= a.k) return device_check_error(a.op, DeviceCheck::perm, j, -1, input[j], a.k);
   }
   for (int64_t r = 0; r < a.n; ++r) {
-    const uint8_t* row = qw + r * row_bytes;
+    const uint8_t* row = qw + r * row_bytes;  // INT8 (INT4 rows are tiled: int4_kernel_value)
     for (int64_t t = 0; t < a.rows; ++t) {
       double acc = 0;
       for (int64_t j = 0; j < a.k; ++j) {
-        const int q = a.bits == 8 ? static_cast<int8_t>(row[j]) : int4_kernel_value(row, j);
+        const int q = a.bits == 8 ? static_cast<int8_t>(row[j]) : int4_kernel_value(qw, r, j, a.k);
         const int64_t g = a.group > 0 ? r * groups + j / a.group : r;
         const int zero = a.zeros ? a.zeros[g] : 0;
         acc +=

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(kElementwiseThreads, kElementwiseMinBlocks)
 #pragma unroll
           for (int j = 0; j < 8; ++j)
             packed |= static_cast<uint32_t>(quantize_value(f[j], s, kQmax) & 0xF) << (4 * int4_nibble(j));
-          static_cast<uint32_t*>(p.q)[i] = packed;
+          static_cast<uint32_t*>(p.q)[detail::int4_word_offset(row, word, p.k) / 4] = packed;
         } else {
           store_codes<kCode == GroupCode::fp8, 8>(static_cast<int8_t*>(p.q) + i * 8, f, SpanScale(s));
         }
