@@ -704,18 +704,24 @@ TEST(QuantPlanner, TensorCoreGemvUnderTheTuneSwitch) {
     EXPECT_EQ(p.tokens, m <= 8 ? 8 : 16);
     EXPECT_EQ(p.out_rows, kLinearMmaGemvRows);
     EXPECT_EQ(p.grid, 14336 / 16);
-    EXPECT_EQ(p.k_warps, 2);  // 896 blocks: 8 of 2 warps an SM (16 warps at 128 registers) hold them, 5 of 3 not
-    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / 2);
-    EXPECT_EQ(p.smem_bytes, 2 * 16 * p.tokens * 4);  // k_warps x 16 rows x tokens fp32 sums
+    // 896 blocks: one token tile takes kLinearMmaGemvOneTileWarps (blocks beyond one wave); two tiles the most warps
+    // whose blocks stay resident (8 of 2 warps an SM at 128 registers hold them, 5 of 3 not).
+    EXPECT_EQ(p.k_warps, m <= 8 ? kLinearMmaGemvOneTileWarps : 2);
+    EXPECT_EQ(p.vecs_per_thread, 4096 / 64 / p.k_warps);
+    EXPECT_EQ(p.smem_bytes, p.k_warps * 16 * p.tokens * 4);  // k_warps x 16 rows x tokens fp32 sums
     EXPECT_NE(p.to_string().find("mma.sync m16n8k16 over 64-weight regions"), std::string::npos) << p.to_string();
   }
   s.out_features = 5120;  // 320 blocks: 3 blocks of 5 warps an SM hold them, 2 of 6 not
   s.rows = 1;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 5);
-  s.out_features = 11008;  // 688 blocks: 2 warps (5 blocks of 3 an SM, 660, would leave a second wave)
+  s.out_features = 11008;  // 688 blocks: one token tile's 4 warps (5 blocks of 3 an SM, 660, would not hold them)
+  ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
+  EXPECT_EQ(p.k_warps, kLinearMmaGemvOneTileWarps);
+  s.rows = 9;  // two token tiles: the most warps whose blocks stay resident
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());
   EXPECT_EQ(p.k_warps, 2);
+  s.rows = 1;
   s.out_features = 4096;  // 256 blocks: 8 warps (the 256-thread cap)
   s.rows = 1;
   ASSERT_TRUE(plan_op(h200, OpId::linear_w4a16, s, DType::bf16, &p).ok());

@@ -89,7 +89,12 @@ Status plan_mma_gemv(const DeviceProfile& prof, int64_t m, int64_t n, int64_t k,
   const int64_t blocks = ceil_div(n, p->out_rows);
   const int unroll = std::max(1, mma_gemv_unroll(p->tokens, short_pairs) / row_tiles);
   const int64_t sums_bytes = int64_t{p->out_rows} * p->tokens * static_cast<int64_t>(sizeof(float));  // a warp's
-  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, 1, ceil_div(k, region), 1, unroll, p, sums_bytes));
+  // INT4 at one token tile: at least kLinearMmaGemvOneTileWarps warps (as many as the regions give batches).
+  const int64_t batches = ceil_div(k, region) / unroll;
+  const int first = region == kInt4RegionValues && p->tokens == kLinearMmaGemvTokens
+                        ? static_cast<int>(std::clamp<int64_t>(batches, 1, kLinearMmaGemvOneTileWarps))
+                        : 1;
+  KK_RETURN_IF_ERROR(split_gemv_k(prof, blocks, first, ceil_div(k, region), 1, unroll, p, sums_bytes));
   p->stages = unroll;
   p->k_splits = 1;  // k is split inside the block (a plan made over another one keeps no split over grid.z)
   p->k_tiles_per_split = p->workspace_bytes = 0;

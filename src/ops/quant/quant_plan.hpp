@@ -85,6 +85,13 @@ constexpr int kLinearMmaGemvRowTileMinBlocksPerSm = 2;
 constexpr int mma_gemv_min_blocks(int token_tiles, int row_tiles) {
   return token_tiles * row_tiles >= kLinearMmaGemvMaxTiles ? 1 : kLinearMinBlocks;
 }
+// INT4 at one token tile (m <= 8) takes at least kLinearMmaGemvOneTileWarps warps along k even where their blocks
+// exceed one wave (split_gemv_k's residency rule alone picks fewer): each warp streams a region at a time, and at one
+// tile more warps in flight beat a second partial wave. H200, W4A16 g128 bf16, bench/results/h200/gemv_lab.md (us,
+// 1 / 2 / 4 warps): m1 n13824 k5120 21.21 / 16.50 / 15.36 (864 blocks; 528 of 4 warps fit), n28672 k8192 45.79 /
+// 43.25 / 42.50 (1792 blocks); H100 (bench/results/h100/gemv_lab.md, this layout): n28672 k8192 and n5120 k13824 best
+// at 4 as well.
+constexpr int kLinearMmaGemvOneTileWarps = 4;
 // The tensor-core GEMV's largest k: its rows' offsets from a block's first are 32-bit (63 rows of k bytes).
 constexpr int64_t kLinearMmaGemvMaxK = int64_t{1} << 24;
 // By default (no gemv_mma setting) W4A16 with groups of 128 on sm_90 also keeps the tensor-core GEMV up to
