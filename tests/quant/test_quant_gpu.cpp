@@ -22,8 +22,10 @@
 #include "ops/quant/quant_plan.hpp"
 
 using namespace kernelkit;
-using kernelkit::testing::WeightOnlyCase;
+using kernelkit::testing::layout_cols;
+using kernelkit::testing::layout_rows;
 using kernelkit::testing::QuantizeCase;
+using kernelkit::testing::WeightOnlyCase;
 
 namespace {
 // FP8 codes need a profile with FP8 (the T4 / A100 profiles refuse them: checked by the grid's cases).
@@ -33,11 +35,6 @@ struct Variant {
   int bits, group;
 };
 constexpr Variant kVariants[] = {{8, 0}, {4, 128}, {4, 64}};
-
-// A case's n and k as its weights' layout takes them: INT4 rounds them up to whole 16-row tiles and 64-value regions
-// (include/kernelkit/ops/quant.hpp), INT8 keeps them.
-int64_t rows_for(int bits, int64_t n) { return bits == 4 ? (n + 15) / 16 * 16 : n; }
-int64_t cols_for(int bits, int64_t k) { return bits == 4 ? (k + 63) / 64 * 64 : k; }
 }  // namespace
 
 using LinearParam = std::tuple<DType, int, int64_t, std::pair<int64_t, int64_t>>;
@@ -46,29 +43,13 @@ class WeightOnlyGrid : public ::testing::TestWithParam<LinearParam> {};
 TEST_P(WeightOnlyGrid, MatchesReference) {
   const auto [dt, variant, m, nk] = GetParam();
   const Variant v = kVariants[variant];
+  const int64_t n = layout_rows(v.bits, nk.first), k = layout_cols(v.bits, nk.second);
   for (bool bias : {true, false}) {
-    WeightOnlyCase c{dt,
-                     v.bits,
-                     v.group,
-                     m,
-                     rows_for(v.bits, nk.first),
-                     cols_for(v.bits, nk.second),
-                     bias,
-                     bias ? 0 : 8,
-                     static_cast<uint64_t>(m + variant)};
+    WeightOnlyCase c{dt, v.bits, v.group, m, n, k, bias, bias ? 0 : 8, static_cast<uint64_t>(m + variant)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
   }
   if (nk.first > 1) {  // out += (the decoder layer's residual add)
-    WeightOnlyCase c{dt,
-                     v.bits,
-                     v.group,
-                     m,
-                     rows_for(v.bits, nk.first),
-                     cols_for(v.bits, nk.second),
-                     true,
-                     0,
-                     static_cast<uint64_t>(m + 5),
-                     true};
+    WeightOnlyCase c{dt, v.bits, v.group, m, n, k, true, 0, static_cast<uint64_t>(m + 5), true};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name() + " accumulate");
   }
 }
@@ -102,14 +83,14 @@ TEST(WeightOnlyLarge, SplitKAndDecodeShapes) {
                             v.bits,
                             v.group,
                             m,
-                            rows_for(v.bits, 4101),
+                            layout_rows(v.bits, 4101),
                             8320,
                             m == 1,
                             m == 1 ? 0 : 8,
                             static_cast<uint64_t>(13 + m)};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(wide, 0), dt, wide.name());
-        WeightOnlyCase acc{dt,  v.bits, v.group, m, rows_for(v.bits, 4101), 640, true, 0, static_cast<uint64_t>(15 + m),
-                           true};
+        WeightOnlyCase acc{
+            dt, v.bits, v.group, m, layout_rows(v.bits, 4101), 640, true, 0, static_cast<uint64_t>(15 + m), true};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(acc, 0), dt,
                                         acc.name() + " accumulate");
       }
@@ -126,7 +107,7 @@ TEST_P(WeightOnlyTensorCores, MatchesReference) {
   const auto [dt, variant, m, nk] = GetParam();
   const Variant v = kVariants[variant];
   const int64_t k = v.bits == 4 && nk.second % v.group ? nk.second / v.group * v.group + v.group : nk.second;
-  const int64_t n = rows_for(v.bits, nk.first);
+  const int64_t n = layout_rows(v.bits, nk.first);
   for (bool bias : {true, false}) {
     WeightOnlyCase c{dt, v.bits, v.group, m, n, k, bias, bias ? 0 : 8, static_cast<uint64_t>(m + 3)};
     kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt, c.name());
@@ -160,13 +141,14 @@ class WeightOnlyCheckpointForms : public ::testing::TestWithParam<FormParam> {};
 TEST_P(WeightOnlyCheckpointForms, MatchesReference) {
   const auto [dt, form, m, nk] = GetParam();
   const CheckpointForm f = kCheckpointForms[form];
-  const int64_t k = cols_for(f.bits, (nk.second + f.group - 1) / f.group * f.group);  // INT8 keeps 544 (groups of 32)
+  const int64_t k =
+      layout_cols(f.bits, (nk.second + f.group - 1) / f.group * f.group);  // INT8 keeps 544 (groups of 32)
   for (bool accumulate : {false, true}) {
     WeightOnlyCase c{dt,
                      f.bits,
                      f.group,
                      m,
-                     rows_for(f.bits, nk.first),
+                     layout_rows(f.bits, nk.first),
                      k,
                      !accumulate,
                      accumulate ? 0 : 8,
@@ -201,8 +183,9 @@ void expect_tensor_core_gemv(const char* tune_value, DType dt, CheckpointForm f,
   for (int64_t m : ms)
     for (const auto [n, k] : {std::pair<int64_t, int64_t>{7, 128}, {255, 2048}, {4101, 8192}}) {
       if (n == 4101 && m != *ms.begin() && m != *std::prev(ms.end())) continue;
-      WeightOnlyCase c{dt,     f.bits, f.group, m, rows_for(f.bits, n), cols_for(f.bits, k), m != 2, m == 2 ? 8 : 0,
-                       seed++, m == 3, f.zeros};
+      WeightOnlyCase c{
+          dt,     f.bits, f.group, m, layout_rows(f.bits, n), layout_cols(f.bits, k), m != 2, m == 2 ? 8 : 0,
+          seed++, m == 3, f.zeros};
       kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), dt,
                                       c.name() + (m == 3 ? " accumulate " : " ") + tune_value);
     }
@@ -248,7 +231,7 @@ TEST_P(QuantizeGrid, BitForBit) {
       for (int variant : {0, 1}) {  // static scale (per tensor) / column-major scales (per-token-group)
         if (groups && k % group != 0) continue;
         QuantizeCase c{op, dt, rows, k, group, pad, static_cast<uint64_t>(rows + k + variant)};
-        if (op == OpId::quantize_int4_groupwise) c.rows = rows_for(4, rows);  // the layout's whole row tiles
+        if (op == OpId::quantize_int4_groupwise) c.rows = layout_rows(4, rows);
         if (variant == 1 && span == detail::ScaleSpan::tensor)
           c.static_scale = true;
         else if (variant == 1 && groups && op != OpId::quantize_int4_groupwise)
@@ -682,7 +665,7 @@ TEST(PlannerAlternatives, TunedGemvMatchesReference) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (const auto& [bits, group] : {std::pair{8, 0}, {4, 128}})
       for (int64_t m : {1, 2}) {
-        const WeightOnlyCase c{DType::f16, bits, group, m, rows_for(bits, 4101), 8320, true, m == 2 ? 8 : 0, seed++};
+        const WeightOnlyCase c{DType::f16, bits, group, m, layout_rows(bits, 4101), 8320, true, m == 2 ? 8 : 0, seed++};
         kernelkit::testing::expect_case(kernelkit::testing::run_weight_only_case_cuda(c, 0), c.dtype,
                                         c.name() + " " + setting);
       }

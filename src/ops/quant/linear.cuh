@@ -688,8 +688,8 @@ Status launch_linear(const detail::WeightOnlyArgs& a, const LaunchPlan& plan, cu
         return launch_gemv<T, kBits, kScales>(p, plan, stream, dependent);
     }
     // The tensor-core GEMV (KERNELKIT_TUNE gemv_mma): 1, 2 or 4 token tiles in batches of plan.stages regions
-    // (mma_gemv_unroll); INT4 groups of 32 their own mapping; INT4 with groups of 64 or more also 2 or 4 row tiles a
-    // warp (KERNELKIT_TUNE gemv_mma_mtiles).
+    // (mma_gemv_unroll); INT4 groups of 32 two MMAs a k-step (kGroups32, one row tile); INT4 with groups of 64 or more
+    // also 2 or 4 row tiles a warp (KERNELKIT_TUNE gemv_mma_mtiles).
     const auto none = [&] {
       return Status(StatusCode::internal, "linear: no tensor-core GEMV for " + std::to_string(plan.out_rows) +
                                               " rows x " + std::to_string(plan.tokens) + " tokens in batches of " +

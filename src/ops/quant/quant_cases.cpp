@@ -13,6 +13,13 @@
 
 namespace kernelkit::testing {
 
+int64_t layout_rows(int bits, int64_t n) {
+  return bits == 4 ? (n + detail::kInt4TileRows - 1) / detail::kInt4TileRows * detail::kInt4TileRows : n;
+}
+int64_t layout_cols(int bits, int64_t k) {
+  return bits == 4 ? (k + detail::kInt4RegionValues - 1) / detail::kInt4RegionValues * detail::kInt4RegionValues : k;
+}
+
 std::string WeightOnlyCase::name() const {
   std::ostringstream os;
   os << (bits == 8 ? "linear_w8a16" : "linear_w4a16");
@@ -486,10 +493,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         for (auto [n, k] : {std::pair<int64_t, int64_t>{7, 640}, {1031, 2048}}) {
           if (small && (m == 64 || n > 7)) continue;
           if (f.checkpoint && n > 7 && m > 3) continue;
-          if (bits == 4)
-            n = (n + detail::kInt4TileRows - 1) / detail::kInt4TileRows *
-                detail::kInt4TileRows;  // the layout's whole row tiles
-          WeightOnlyCase c{dtype, bits, f.group, m, n, k, m != 3, m == 3 ? 8 : 0, (*seed)++};
+          WeightOnlyCase c{dtype, bits, f.group, m, layout_rows(bits, n), k, m != 3, m == 3 ? 8 : 0, (*seed)++};
           c.zeros = f.zeros;
           c.perm = f.perm;
           out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
@@ -503,8 +507,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
       for (int64_t k : {int64_t{256}, int64_t{4096}}) {
         if (small && k > 256) continue;
         QuantizeCase c{op, dtype, rows, k, 0, rows == 7 ? 8 : 0, (*seed)++};
-        if (op == OpId::quantize_int4_groupwise)  // the layout's whole row tiles
-          c.rows = (rows + detail::kInt4TileRows - 1) / detail::kInt4TileRows * detail::kInt4TileRows;
+        if (op == OpId::quantize_int4_groupwise) c.rows = layout_rows(4, rows);
         if (span == detail::ScaleSpan::group) c.group = op != OpId::quantize_int4_groupwise && rows == 7 ? 64 : 128;
         if (span == detail::ScaleSpan::group && op != OpId::quantize_int4_groupwise && rows == 83) c.scales_ld = 84;
         if (span == detail::ScaleSpan::tensor) c.static_scale = rows == 7;

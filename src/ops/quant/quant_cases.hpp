@@ -20,6 +20,11 @@ namespace kernelkit::testing {
 //   |got - want| <= atol + rtol |want| + 1e-6 sum_j |x[t, j] w[r, j]|
 // the tolerance table plus the fp32 accumulation of k products (about 2^-24 sqrt(k) of their magnitude; 1e-6 of the
 // l1 sum is ~16x that at k = 4096, and never more than the 1e-3 of the accuracy bound).
+// A case's weight rows and inputs as its weights' layout takes them: INT4 rounds them up to the kernel layout's whole
+// 16-row tiles and 64-value regions (include/kernelkit/ops/quant.hpp), INT8 keeps them.
+int64_t layout_rows(int bits, int64_t n);
+int64_t layout_cols(int bits, int64_t k);
+
 struct WeightOnlyCase {
   DType dtype = DType::f16;
   int bits = 8;
