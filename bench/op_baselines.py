@@ -93,7 +93,7 @@ def check(name, got, want, tol):
 # bench/results/h200/op_baselines.md; none at b64, whose 512 blocks are 1.3 waves of 396, where 2-4 would even the
 # waves; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
 # attn_wgmma=1 / 2 are refused (rows say so).
-TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=3",
+TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1",
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],

@@ -594,7 +594,7 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   for (const char* setting :
-       {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=3", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
+       {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
         "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90

@@ -256,10 +256,14 @@ def test_hub_build_variant_loads_with_get_local_kernel(hub_repo):
     assert "namespace _kernelkit_0_1_0" in out
 
 
-def test_kernelize_with_a_local_mapping(hub_repo):
-    """kernels.kernelize(model, mode=Mode.INFERENCE) with kernelkit's local hub build: the Llama's norms and MLPs run
-    the variant's layers (validated by kernels: stateless, same forward signature) and the logits match."""
+@pytest.mark.parametrize("mode", ["INFERENCE", "INFERENCE | Mode.TORCH_COMPILE"])
+def test_kernelize_with_a_local_mapping(hub_repo, mode):
+    """kernels.kernelize(model, mode=...) with kernelkit's local hub build: the Llama's norms, MLPs and their SiLU run
+    the variant's layers (validated by kernels: stateless, same forward signature) and the logits match. For
+    Mode.TORCH_COMPILE the kernelized model is then compiled whole (fullgraph: a graph break raises; inductor on CUDA,
+    the eager backend on the CPU, where the trace is what this guards) and its logits match too."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    backend = "inductor" if device == "cuda" else "eager"
     out = run_fresh(f"""
 import torch, transformers, kernelkit
 from kernels import Mode, kernelize, use_kernel_mapping
@@ -271,24 +275,67 @@ for m in model.modules():
     if type(m).__name__.endswith("RMSNorm"):
         m.weight.data.uniform_(0.5, 1.5)
 ids = torch.randint(0, 128, (2, 16), device={device!r})
+mlp = model.model.layers[0].mlp
 with torch.no_grad():
     want = model(ids).logits.double()
+    act_want = mlp.act_fn(ids.to(torch.float32) / 64).double()
     marked = kernelkit.mark_for_kernelize(model)
     # use_fallback: transformers marks functions kernelkit does not serve (apply_rotary_pos_emb as rotary_pos_emb),
     # which keep their own code; the asserts below check that kernelkit's layers replaced the norms and MLPs.
     with use_kernel_mapping(kernelkit.kernel_mapping({str(hub_repo)!r})):
-        kernelize(model, mode=Mode.INFERENCE, device={device!r}, use_fallback=True)
+        kernelize(model, mode=Mode.{mode}, device={device!r}, use_fallback=True)
     got = model(ids).logits.double()
+    act_got = mlp.act_fn(ids.to(torch.float32) / 64).double()
+    if Mode.TORCH_COMPILE in Mode.{mode}:
+        compiled = torch.compile(model, backend={backend!r}, fullgraph=True)
+        print("compiled max diff", (compiled(ids).logits.double() - want).abs().max().item())
 fwd = model.model.norm.forward.__func__
 print("marked", dict(sorted(marked.items())))
 print("norm forward", fwd.__qualname__, fwd.__module__)
-print("mlp forward", model.model.layers[0].mlp.forward.__func__.__qualname__)
+print("mlp forward", mlp.forward.__func__.__qualname__)
+print("act forward", mlp.act_fn.forward.__func__.__qualname__, (act_got - act_want).abs().max().item())
 print("max diff", (got - want).abs().max().item())
 """)
     assert "marked {'LlamaMLP': 2, 'LlamaRMSNorm': 5}" in out, out
     assert "norm forward RMSNorm.forward" in out and "transformers" not in out.split("norm forward")[1].split()[1], out
     assert "mlp forward GatedMLP.forward" in out, out
+    act = out.split("act forward")[1].split()
+    assert act[0] == "SiLU.forward" and float(act[1]) < 1e-6, out
+    assert float(out.split("max diff")[-1]) < 1e-4, out
+    if "TORCH_COMPILE" in mode:
+        assert float(out.split("compiled max diff")[1].split()[0]) < 1e-4, out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="transformers' KernelConfig takes local kernels on accelerators only, not the CPU")
+def test_from_pretrained_use_kernels_loads_the_hub_build(hub_repo, tmp_path):
+    """transformers' own integration: from_pretrained(use_kernels=True, kernel_config=kernelkit.kernel_config(repo))
+    loads kernelkit's local hub build for the names transformers declares (LlamaRMSNorm: RMSNorm, the MLP's
+    SiLUActivation: SiLU), and the logits match the model loaded without it."""
+    tiny_llama().save_pretrained(tmp_path / "model")
+    out = run_fresh(f"""
+import torch, transformers, kernelkit
+path = {str(tmp_path / "model")!r}
+plain = transformers.LlamaForCausalLM.from_pretrained(path, use_kernels=False).to("cuda").eval()
+model = transformers.LlamaForCausalLM.from_pretrained(path, device_map="cuda", use_kernels=True,
+                                                      kernel_config=kernelkit.kernel_config({str(hub_repo)!r})).eval()
+ids = torch.randint(0, 128, (2, 16), device="cuda")
+with torch.no_grad():
+    diff = (model(ids).logits.double() - plain(ids).logits.double()).abs().max().item()
+print("norm forward", model.model.norm.forward.__func__.__qualname__, model.model.norm.forward.__func__.__module__)
+print("act forward", model.model.layers[0].mlp.act_fn.forward.__func__.__qualname__)
+print("max diff", diff)
+""")
+    assert "norm forward RMSNorm.forward" in out and "transformers" not in out.split("norm forward")[1].split()[1], out
+    assert "act forward SiLU.forward" in out, out
     assert float(out.split("max diff")[1]) < 1e-4, out
+
+
+def test_kernel_config_names_what_it_serves():
+    with pytest.raises(ValueError, match="no kernelkit layer for \\['LlamaMLP'\\]"):
+        kernelkit.kernel_config("/tmp/repo", ["RMSNorm", "LlamaMLP"])
+    from kernelkit.patch import HUB_LAYERS
+    assert set(HUB_LAYERS.values()) <= set(dir(kernelkit.layers))
 
 
 def test_patched_diffusers_sd3_transformer_matches():

@@ -746,15 +746,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }
   {
-    Env e("attn_wgmma=0,attn_stages=3");  // the 3-buffer K/V ring: 128x32 tiles at head_dim 128 on sm_80
+    Env e("attn_wgmma=0,attn_stages=1");  // one K/V buffer: 128x32 tiles at head_dim 128 on sm_80
     ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
-    EXPECT_EQ(t.stages, 3);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 32 * 128));  // Q + 3 x (K, V), 2-byte elements
+    EXPECT_EQ(t.stages, 1);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 32 * 128));  // Q + (K, V), 2-byte elements
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
-    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 3 * 64 * 128));  // 128x64 on sm_90: 128 KB, one block an SM
-    ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 128, &t).ok());
-    EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32: exactly the T4's opt-in maximum
-    EXPECT_EQ(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).code(), StatusCode::unsupported);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 * 128 + 2 * 64 * 128));  // 128x64 on sm_90
+    ASSERT_TRUE(plan_tile(profile("t4"), TileFamily::attention, DType::f16, 256, &t).ok());
+    EXPECT_EQ(t.smem_bytes, 64 * 1024);  // 64x32 at head_dim 256: exactly the T4's opt-in maximum
+    for (const char* more : {"attn_wgmma=0,attn_stages=3", "attn_wgmma=0,attn_stages=0"}) {
+      Env b(more);  // two buffers at most: a third measured no faster (kAttnMaxStages)
+      EXPECT_EQ(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).code(),
+                StatusCode::invalid_argument)
+          << more;
+    }
   }
   {
     Env e("attn_bn=64");  // FlashAttention-2's 128x64 tile with two row tiles a warp at head_dim 128 (kAttnWideKeys)

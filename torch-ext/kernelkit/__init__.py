@@ -26,7 +26,7 @@ _OPS = tuple(op for family in _FAMILIES for op in family._OPS)
 
 __all__ = [name for family in _FAMILIES for name in family.__all__] + [
     "tolerance", "check_errors", "set_debug_checks", "debug_checks", "quantize", "info", "ops", "patch", "unpatch",
-    "kernel_mapping", "mark_for_kernelize", "layers", "nn", "formats", "tp"]
+    "kernel_mapping", "kernel_config", "mark_for_kernelize", "layers", "nn", "formats", "tp"]
 
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
@@ -98,7 +98,7 @@ def _register_fakes() -> None:
 _register_fakes()
 
 from . import layers  # noqa: E402  (layers use the functions above)
-from .patch import kernel_mapping, mark_for_kernelize, patch, unpatch  # noqa: E402
+from .patch import kernel_config, kernel_mapping, mark_for_kernelize, patch, unpatch  # noqa: E402
 from . import formats  # noqa: E402  (the GPTQ / AWQ checkpoint formats)
 from . import nn  # noqa: E402
 from .nn import quantize  # noqa: E402

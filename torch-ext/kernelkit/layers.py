@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from . import (ada_layer_norm, geglu, gelu, gelu_and_mul, gelu_tanh, gelu_tanh_and_mul, gelu_tanh_mul, rms_norm,
+from . import (ada_layer_norm, geglu, gelu, gelu_and_mul, gelu_tanh, gelu_tanh_and_mul, gelu_tanh_mul, rms_norm, silu,
                silu_and_mul, swiglu)
 
 
@@ -86,6 +86,38 @@ class AdaLayerNormContinuous(nn.Module):
 
 
 # ---- Activations ------------------------------------------------------------------------------------------------------
+
+# transformers' activation modules (SiLUActivation, GELUActivation, GELUTanh, NewGELUActivation, FastGELUActivation:
+# hub names SiLU, GeLU, GeluTanh, NewGELU, FastGELU) take `input`, as these do (kernels checks the signatures match).
+class SiLU(nn.Module):
+    """x * sigmoid(x)."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return silu(input)
+
+
+class GELU(nn.Module):
+    """The exact GELU, 0.5 x (1 + erf(x / sqrt 2))."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return gelu(input)
+
+
+class GELUTanh(nn.Module):
+    """GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
+
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return gelu_tanh(input)
+
 
 class SiluAndMul(nn.Module):
     """x: [..., 2d] -> silu(x[..., :d]) * x[..., d:] (the vLLM / HF `activation` kernel layer)."""

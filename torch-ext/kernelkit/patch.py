@@ -7,7 +7,8 @@ without weight), transformers' gated MLPs (act(gate) * up fused), and diffusers'
 AdaLayerNormContinuous (LayerNorm + modulation as one op).
 
 The same layers serve `kernels.kernelize`: `mark_for_kernelize(model)` declares their hub names on the model's classes
-and `kernel_mapping(repo)` maps those names to a local hub build of kernelkit.
+and `kernel_mapping(repo)` maps those names to a local hub build of kernelkit; `kernel_config(repo)` is the same for
+transformers' `from_pretrained(..., use_kernels=True, kernel_config=...)`.
 """
 from __future__ import annotations
 
@@ -122,17 +123,51 @@ def unpatch(model: nn.Module) -> int:
 
 
 # ---- kernels.kernelize ----------------------------------------------------------------------------------------------
+# Hub layer name (what a module class declares as `kernel_layer_name`: transformers' `@use_kernel_forward_from_hub`
+# names, or kernelkit's own from mark_for_kernelize) -> the kernelkit layer that serves it.
+HUB_LAYERS = {
+    "RMSNorm": "RMSNorm",
+    "GemmaRMSNorm": "GemmaRMSNorm",
+    "GatedMLP": "GatedMLP",
+    "DiffusersGELU": "DiffusersGELU",
+    "DiffusersGEGLU": "DiffusersGEGLU",
+    "AdaLayerNormZero": "AdaLayerNormZero",
+    "AdaLayerNormContinuous": "AdaLayerNormContinuous",
+    "SiLU": "SiLU",
+    "GeLU": "GELU",
+    "GeluTanh": "GELUTanh",
+    "NewGELU": "GELUTanh",
+    "FastGELU": "GELUTanh",
+}
+
+
 def kernel_mapping(repo_path, devices=("cuda", "cpu")) -> dict:
-    """A `kernels` layer mapping from every kernelkit layer name to the `layers` module of a local hub build (a
-    directory written by `torch-ext/build_variant.py`), for `kernels.use_kernel_mapping`."""
+    """A `kernels` layer mapping from every hub layer name kernelkit serves (HUB_LAYERS) to the `layers` module of a
+    local hub build (a directory written by `torch-ext/build_variant.py`), for `kernels.use_kernel_mapping`. Without a
+    mode the entries serve every mode (`Mode.INFERENCE`, with or without `Mode.TORCH_COMPILE`)."""
     from pathlib import Path
 
     from kernels import LocalLayerRepository
 
-    names = ("RMSNorm", "GemmaRMSNorm", "GatedMLP", "DiffusersGELU", "DiffusersGEGLU", "AdaLayerNormZero",
-             "AdaLayerNormContinuous")
-    return {name: {device: LocalLayerRepository(repo_path=Path(repo_path), layer_name=name) for device in devices}
-            for name in names}
+    return {name: {device: LocalLayerRepository(repo_path=Path(repo_path), layer_name=layer) for device in devices}
+            for name, layer in HUB_LAYERS.items()}
+
+
+def kernel_config(repo_path, names=("RMSNorm", "SiLU")):
+    """transformers' `KernelConfig` for `from_pretrained(..., use_kernels=True, kernel_config=...)` with a local hub
+    build of kernelkit: `names` are the hub names the model's classes declare (transformers refuses a name no module
+    of the model has; the default suits Llama, Mistral and Qwen2). transformers takes local kernels on accelerators
+    only (CUDA here), not on the CPU."""
+    from pathlib import Path
+
+    from transformers import KernelConfig
+
+    unknown = sorted(set(names) - set(HUB_LAYERS))
+    if unknown:
+        raise ValueError(f"kernelkit.kernel_config: no kernelkit layer for {unknown}; names must be among "
+                         f"{sorted(HUB_LAYERS)}")
+    repo = Path(repo_path).resolve()
+    return KernelConfig({name: f"{repo}:{HUB_LAYERS[name]}" for name in names}, use_local_kernel=True)
 
 
 def mark_for_kernelize(model: nn.Module) -> Counter:

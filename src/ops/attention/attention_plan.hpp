@@ -17,12 +17,11 @@ constexpr int attention_kernel_head_dim(int64_t head_dim) { return head_dim <= 6
 
 // ---- Prefill on mma.sync (sm_75, sm_80, and sm_90 where no sm_90a code runs)
 
-// K/V buffers: the planner's 2 (1 where two do not fit), or a ring of kAttnMaxStages through KERNELKIT_TUNE
-// attn_stages. At head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200 SM, about one global-memory round
-// trip, so 2 buffers might leave the loads exposed; measured, they do not: 3 buffers against 2 at b1 h32 s4096
-// causal 769.6 vs 781.6 us, b4 s2048 1242.1 vs 1250.1, head_dim 64 433.0 vs 429.7 (within 1.5%), not worth the ring's
-// 28-byte spill on sm_90 and the T4's whole 64 KB.
-constexpr int kAttnMaxStages = 3;
+// K/V buffers: 2 (1 where two do not fit). At head_dim 128 a 32-key tile is ~0.5 us of MMA per block on an H200 SM,
+// about one global-memory round trip, so 2 buffers might leave the loads exposed; measured, they do not: a ring of 3
+// against 2 at b1 h32 s4096 causal 769.6 vs 781.6 us, b4 s2048 1242.1 vs 1250.1, head_dim 64 433.0 vs 429.7 (within
+// 1.5%), not worth the ring's 28-byte spill on sm_90, the T4's whole 64 KB and a quarter of the prefill's compile time.
+constexpr int kAttnMaxStages = 2;
 // Keys a K/V tile at head_dim 128 with two row tiles a warp: FlashAttention-2's 128x64 tile on sm_90 profiles, 32 keys
 // elsewhere (KERNELKIT_TUNE attn_bn=32 / 64 forces either). The 64-key tile compiles with 255 registers and 4-16
 // bytes of spill outside the loop on sm_90 (12-32 on sm_80) and halves each key's share of the per-tile work

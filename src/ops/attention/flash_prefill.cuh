@@ -7,10 +7,8 @@
 //   see online_softmax_step), P rounded to T, O += P V on tensor cores (V via ldmatrix.trans, every ldmatrix address
 //   a per-lane register plus an immediate: swz_lane_offsets).
 //   K/V tiles are staged in shared memory through cp.async with `stages` buffers (2: tile n+1 loads while tile n is
-//   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+.
-//   kRing = 3 (KERNELKIT_TUNE attn_stages=3, within 1.5% of 2 buffers on the H200, see kAttnMaxStages): a ring of 3
-//   buffers, 2 tiles in flight, its depth fixed at compile time (a run-time depth made the 128x32 head_dim-128 kernel
-//   spill on sm_80/90).
+//   computed; 1 when the profile's shared memory has no room for two), so global loads overlap the math on sm_80+
+//   (a third buffer measured no faster: kAttnMaxStages).
 // Warps: BM / (16 MW), each owning 16 MW query rows for the whole kernel (its rows of Q, S, P and O never leave the
 // warp, so the only block barriers are around the shared K/V buffers). Shared memory rows are 16-byte chunks
 // XOR-swizzled by (row % 8): the 8 rows an ldmatrix phase reads sit in 8 different bank groups instead of one (rows
@@ -48,7 +46,7 @@ struct FlashParams {
   ScoreTransform score;            // scale, soft-cap, into the log2 domain
   bool causal;
   int window;  // sliding window: query i sees keys j >= i + s_k - s_q - window; -1: none
-  int stages;  // K/V buffers: 1 or 2, or 3 (the ring kernel, kRing = 3)
+  int stages;  // K/V buffers: 1 or 2
   int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
   AlibiSlopes alibi;
@@ -282,7 +280,7 @@ __device__ __forceinline__ void store_warp_rows(const FlashParams<T>& p, const F
 // two independent MMA chains, halving the shared-memory reads per MMA and doubling the work in flight per warp
 // (FlashAttention-2's 128-row tile on 4 warps). It doubles the O and S registers, so it is planned for head_dim <= 128
 // only. (With MW = 1 everywhere: 173 TFLOP/s for bf16 d128 causal s4096 on the H200, against SDPA flash's 271.)
-template <typename T, int D, int BM, int BN, int MW, int kRing, bool kMasks, bool kAlibi>
+template <typename T, int D, int BM, int BN, int MW, bool kMasks, bool kAlibi>
 __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const FlashParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
@@ -346,26 +344,12 @@ __global__ void __launch_bounds__(BM * 2 / MW, 1) flash_prefill_kernel(const Fla
 
     if (n_tiles > 0) {
       load_tile<BM, D, kThreads>(sQ, qg, p.t.qs.token, rows, p.chunks);
-      if constexpr (kRing > 0) {  // tiles 0 .. kRing - 2 in flight, one commit group each (Q's with tile 0's)
-        for (int s = 0; s < kRing - 1; ++s) {
-          if (s < n_tiles) load_kv(s, s);
-          cp_async_commit();
-        }
-      } else {
-        if (p.stages == 2) load_kv(0, 0);
-        cp_async_commit();
-      }
+      if (p.stages == 2) load_kv(0, 0);
+      cp_async_commit();
     }
     for (int it = 0; it < n_tiles; ++it) {
       int buf = 0;
-      if constexpr (kRing > 0) {
-        // Tile it + kRing - 1 into the buffer tile it - 1 used (freed by its barrier); tile it has landed when at most
-        // kRing - 1 groups are pending.
-        buf = it % kRing;
-        if (it + kRing - 1 < n_tiles) load_kv(it + kRing - 1, (it + kRing - 1) % kRing);
-        cp_async_commit();
-        cp_async_wait<kRing - 1>();
-      } else if (p.stages == 2) {
+      if (p.stages == 2) {
         buf = it & 1;
         if (it + 1 < n_tiles) load_kv(it + 1, buf ^ 1);  // into the buffer tile it - 1 used (freed by its barrier)
         cp_async_commit();                               // possibly empty: group counts stay uniform
@@ -548,14 +532,10 @@ Status launch_flash_prefill(const detail::AttentionArgs& a, const TilePlan& tile
         return Status(StatusCode::internal, "attention: no kernel with 2 row tiles a warp for head_dim " +
                                                 std::to_string(D) + " and " + std::to_string(BN) + "-key tiles");
       } else {
-        // A window, a soft-cap or ALiBi: the kMasks variants (with ALiBi: kAlibi too), compiled with the 1- and
-        // 2-buffer loop only (the 3-buffer ring is a KERNELKIT_TUNE alternative: such a plan runs 2 of its buffers).
-        const bool masks = p.masked();
-        if (masks) p.stages = std::min(p.stages, 2);
-        auto kernel = p.alibi.slopes     ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true, true>
-                      : masks            ? flash_prefill_kernel<T, D, BM, BN, MW, 0, true, false>
-                      : tile.stages == 3 ? flash_prefill_kernel<T, D, BM, BN, MW, 3, false, false>
-                                         : flash_prefill_kernel<T, D, BM, BN, MW, 0, false, false>;
+        // A window, a soft-cap or ALiBi: the kMasks variants (with ALiBi: kAlibi too).
+        auto kernel = p.alibi.slopes ? flash_prefill_kernel<T, D, BM, BN, MW, true, true>
+                      : p.masked()   ? flash_prefill_kernel<T, D, BM, BN, MW, true, false>
+                                     : flash_prefill_kernel<T, D, BM, BN, MW, false, false>;
         const size_t smem = static_cast<size_t>(tile.smem_bytes);
         if (tile.smem_optin)
           KK_CUDA_RETURN(
