@@ -41,10 +41,13 @@ def build_model(args, dtype, device):
     return model
 
 
-def generate(model, ids, new, static):
+def generate(model, ids, new, static, compile_config=None):
     gen = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
     if static:
+        # On CUDA transformers compiles the forward itself for a static cache (compile_config; it sets the cache up
+        # before the compiled calls, so the CUDA graphs never own it); elsewhere the caller compiled model.forward.
         gen["cache_implementation"] = "static"
+        gen.update(compile_config=compile_config) if compile_config else gen.update(disable_compile=True)
     with torch.no_grad():
         return model.generate(ids, attention_mask=torch.ones_like(ids), **gen)
 
@@ -104,16 +107,21 @@ def main(argv=None):
             kernelkit.patch(model)
         if patched and compiled:
             breaks = graph_breaks(model, torch.zeros(1, args.prompt, dtype=torch.long, device=args.device))
+        compile_config = None
         if compiled:
             torch._dynamo.reset()
-            model.forward = torch.compile(model.forward, **compile_kw)
+            if on_cuda(args.device):
+                import transformers
+                compile_config = transformers.CompileConfig(**compile_kw)
+            else:
+                model.forward = torch.compile(model.forward, **compile_kw)
         for batch in args.batch:
             g = torch.Generator().manual_seed(batch)
             ids = torch.randint(1, args.vocab, (batch, args.prompt), generator=g).to(args.device)
             for _ in range(2):  # warm-up: compiles the prefill and the decode step, captures the graphs
-                generate(model, ids, args.new, compiled)
-            prefill_ms, _ = timed(lambda: generate(model, ids, 1, compiled), args.runs, args.device)
-            total_ms, tokens = timed(lambda: generate(model, ids, args.new, compiled), args.runs, args.device)
+                generate(model, ids, args.new, compiled, compile_config)
+            prefill_ms, _ = timed(lambda: generate(model, ids, 1, compiled, compile_config), args.runs, args.device)
+            total_ms, tokens = timed(lambda: generate(model, ids, args.new, compiled, compile_config), args.runs, args.device)
             step_ms = (total_ms - prefill_ms) / (args.new - 1)
             rows.append({"variant": name, "batch": batch, "prefill_ms": prefill_ms, "decode_ms_per_step": step_ms,
                          "decode_tokens_per_s": batch * 1e3 / step_ms if step_ms > 0 else float("inf"),

@@ -8,7 +8,7 @@ AdaLayerNormContinuous (LayerNorm + modulation as one op).
 
 The same layers serve `kernels.kernelize`: `mark_for_kernelize(model)` declares their hub names on the model's classes
 and `kernel_mapping(repo)` maps those names to a local hub build of kernelkit; `kernel_config(repo)` is the same for
-transformers' `from_pretrained(..., use_kernels=True, kernel_config=...)`.
+transformers' `model.set_use_kernels(True, kernel_config)`.
 """
 from __future__ import annotations
 
@@ -154,8 +154,8 @@ def kernel_mapping(repo_path, devices=("cuda", "cpu")) -> dict:
 
 
 def kernel_config(repo_path, names=("RMSNorm", "SiLU")):
-    """transformers' `KernelConfig` for `from_pretrained(..., use_kernels=True, kernel_config=...)` with a local hub
-    build of kernelkit: `names` are the hub names the model's classes declare (transformers refuses a name no module
+    """transformers' `KernelConfig` for `model.set_use_kernels(True, kernel_config)` with a local hub build of
+    kernelkit: `names` are the hub names the model's classes declare (transformers refuses a name no module
     of the model has; the default suits Llama, Mistral and Qwen2). transformers takes local kernels on accelerators
     only (CUDA here), not on the CPU."""
     from pathlib import Path
