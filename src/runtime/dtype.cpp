@@ -2,6 +2,7 @@
 
 #include "runtime/text.hpp"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -122,15 +123,29 @@ uint8_t float_to_fp8(float f, const Fp8Format& fmt, bool saturate, uint8_t overf
   return sign | static_cast<uint8_t>(((re + fmt.bias) << fmt.man) | mant);
 }
 
+// Every code's value, decoded once: the references and the CPU backend read one per multiply-add (a linear_fp8 case
+// of m 300, n 4160, k 1152 spent 80% of its reference time decoding).
+std::array<float, 256> fp8_values(const Fp8Format& fmt) {
+  std::array<float, 256> v;
+  for (int b = 0; b < 256; ++b) v[b] = fp8_to_float(static_cast<uint8_t>(b), fmt);
+  return v;
+}
+
 }  // namespace
 
 uint8_t float_to_e4m3_bits(float f, bool saturate) { return float_to_fp8(f, kE4m3, saturate, 0x7f); }
-float e4m3_bits_to_float(uint8_t b) { return fp8_to_float(b, kE4m3); }
+float e4m3_bits_to_float(uint8_t b) {
+  static const std::array<float, 256> values = fp8_values(kE4m3);
+  return values[b];
+}
 uint8_t float_to_e5m2_bits(float f, bool saturate) {
   if (std::isinf(f) && !saturate) return (std::signbit(f) ? 0x80 : 0x00) | 0x7c;
   return float_to_fp8(f, kE5m2, saturate, 0x7c);
 }
-float e5m2_bits_to_float(uint8_t b) { return fp8_to_float(b, kE5m2); }
+float e5m2_bits_to_float(uint8_t b) {
+  static const std::array<float, 256> values = fp8_values(kE5m2);
+  return values[b];
+}
 
 double load_as_double(const void* base, DType t, int64_t i) {
   switch (t) {

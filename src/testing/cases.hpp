@@ -26,6 +26,9 @@ struct VerifyGrid {
 struct VerifyCase {
   std::string name;
   std::function<CaseResult()> run;
+  // The reference's multiply-adds, where a case has many (attention, the linears): verify starts the costliest cases
+  // first, so no long one starts last and runs alone at the end. 0: small.
+  double work = 0;
 };
 
 // A family's cases of `op` in `dtype` (the registry's dtypes of the op only), appended to `out`; each takes the next

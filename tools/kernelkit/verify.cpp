@@ -116,23 +116,27 @@ int run_verify(const VerifyOptions& o) {
       for (testing::VerifyCase& c : cases) jobs.push_back({op, dt, std::move(c)});
     }
   // The cases are independent (own inputs and buffers; the fp64 reference on the CPU is most of their time): a pool
-  // of threads takes them in order, and the results are recorded in that order, so the report does not depend on
-  // the thread count.
+  // of threads takes them costliest first (VerifyCase::work; the rest in enumeration order), so the longest ones
+  // overlap the many short ones instead of running alone at the end, and the results are recorded in enumeration
+  // order, so the report does not depend on the thread count.
+  std::vector<size_t> order(jobs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return jobs[a].c.work > jobs[b].c.work; });
   std::vector<testing::CaseResult> results(jobs.size());
   std::atomic<size_t> next{0}, done{0};
   const int threads = std::max(1, std::min<int>(o.jobs, static_cast<int>(jobs.size())));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < jobs.size(); ++done) results[i] = jobs[i].c.run();
+      for (size_t i; (i = next.fetch_add(1)) < jobs.size(); ++done) results[order[i]] = jobs[order[i]].c.run();
     });
   Progress progress("verify", jobs.size());
   while (done.load() < jobs.size()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const size_t d = done.load();
-    progress.update(d, d < jobs.size() ? std::string(op_info(jobs[d].op).name) + " " +
-                                             std::string(dtype_name(jobs[d].dtype))
-                                       : std::string());
+    const Job* at = d < jobs.size() ? &jobs[order[d]] : nullptr;  // about where the pool is
+    progress.update(d,
+                    at ? std::string(op_info(at->op).name) + " " + std::string(dtype_name(at->dtype)) : std::string());
   }
   for (std::thread& t : pool) t.join();
   progress.finish();

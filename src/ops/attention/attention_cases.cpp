@@ -586,9 +586,11 @@ void verify_attention_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64
           c.paged = decode && layout == 1;
           c.seed = (*seed)++;
           c.max_seqlen = c.varlen && c.seed / 2 % 2 == 1;  // every other varlen case
-          out->push_back({c.name(), [c, grid] {
+          out->push_back({c.name(),
+                          [c, grid] {
                             return grid.cuda ? run_attention_case_cuda(c, grid.device) : check_attention_properties(c);
-                          }});
+                          },
+                          static_cast<double>(c.batch * c.heads * c.s_q * c.s_k * c.head_dim)});
         }
   // Head dims between the kernels' sizes, sliding windows, soft-caps, ALiBi and page sizes other than 16 (decode:
   // paged).

@@ -236,11 +236,13 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
   // span of k sharing a pair of scales (all of k, or a 128-wide block), scaled in fp64, rounded once to the output
   // dtype.
   const Tolerance tol = tolerance(c.dtype);
-  const auto* xb = static_cast<const uint8_t*>(x.data());
-  const auto* wb = static_cast<const uint8_t*>(w.data());
-  const auto val = [fp8](uint8_t b) {
-    return fp8 ? static_cast<double>(e4m3_bits_to_float(b)) : static_cast<double>(static_cast<int8_t>(b));
-  };
+  // x's and w's values, decoded once (the sums below read m n k of each).
+  std::vector<double> xd(x.size()), wd(w.size());
+  for (auto [buf, vals] : {std::pair{&x, &xd}, std::pair{&w, &wd}})
+    for (int64_t i = 0; i < buf->size(); ++i) {
+      const uint8_t b = static_cast<const uint8_t*>(buf->data())[i];
+      (*vals)[i] = fp8 ? static_cast<double>(e4m3_bits_to_float(b)) : static_cast<double>(static_cast<int8_t>(b));
+    }
   // The sums' error beyond the fp32 epilogue. INT8: none (exact int32). FP8: Hopper's FP8 MMA keeps about 14 bits
   // (DeepSeek-V3 report, section 3.3.2): at each 32-value MMA step the products and the running partial sum are
   // aligned to the largest of them and truncated, so each term loses less than u = 2^-13 of that largest term, and a
@@ -262,7 +264,7 @@ CaseResult run_w8a8_case(const W8A8Case& c, int device) {
           double p[32], largest = std::fabs(partial);
           const int64_t n_step = std::min<int64_t>(step, std::min(c.k, j0 + span) - s0);
           for (int64_t j = 0; j < n_step; ++j) {
-            p[j] = val(xb[t * xs + s0 + j]) * val(wb[row * c.k + s0 + j]);
+            p[j] = xd[t * xs + s0 + j] * wd[row * c.k + s0 + j];
             largest = std::max(largest, std::fabs(p[j]));
           }
           if (fp8) {
@@ -458,7 +460,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         if (small && (m == 300 || n > 8)) continue;
         W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op, fp8 && m == 300};
         c.accumulate = fp8 && m == 17;
-        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
+        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }, c.work()});
       }
   } else if (op == OpId::linear_fp8_blockwise) {
     // Two k blocks and a partial last n block (136 = 128 + 8); a decoder-sized layer whose k / 128 pads its weight
@@ -468,7 +470,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
         if (small && (m == 300 || n > 136)) continue;
         W8A8Case c{dtype, m, n, k, m != 17, m == 17 ? 16 : 0, (*seed)++, op};
         c.accumulate = m == 17;
-        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }});
+        out->push_back({c.name(), [c, device] { return run_w8a8_case(c, device); }, c.work()});
       }
   } else if (op == OpId::linear_w8a16 || op == OpId::linear_w4a16) {
     // The quantizers' forms, and the checkpoints' (GPTQ / AWQ: groups of 32, INT8 groups, zero points) on the GEMV
@@ -496,7 +498,7 @@ void verify_quant_cases(OpId op, DType dtype, const VerifyGrid& grid, uint64_t* 
           WeightOnlyCase c{dtype, bits, f.group, m, layout_rows(bits, n), k, m != 3, m == 3 ? 8 : 0, (*seed)++};
           c.zeros = f.zeros;
           c.perm = f.perm;
-          out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }});
+          out->push_back({c.name(), [c, device] { return run_weight_only_case_cuda(c, device); }, c.work()});
         }
   } else {  // the quantizers, bit for bit
     // Per tensor: static at 7 rows; per-token-group: groups of 64 at 7 rows and column-major scales (ld rounded up

@@ -37,6 +37,7 @@ struct WeightOnlyCase {
   bool zeros = false;       // zero points (random int8 per group): w = s (q - zero)
   DType perm = DType::f32;  // act-order: i32 or i64 for a random permutation of k as `perm` (f32: none)
   std::string name() const;  // "linear_w4a16 g128 zeros act-order i32 bf16 m3 n255 k512 bias"
+  double work() const { return static_cast<double>(m) * n * k; }  // the reference's multiply-adds (VerifyCase::work)
 };
 // device < 0: the op under test is the CPU backend too (the harness's own self-check, run by the CPU tests).
 CaseResult run_weight_only_case_cuda(const WeightOnlyCase& c, int device = 0);
@@ -61,6 +62,7 @@ struct W8A8Case {
   int64_t w_scales_ld = 0;
   bool accumulate = false;   // linear_fp8*: out starts random, out += ...
   std::string name() const;  // "linear_fp8 bf16 m300 n255 k528 bias per_tensor"
+  double work() const { return static_cast<double>(m) * n * k; }  // the reference's multiply-adds (VerifyCase::work)
 };
 // device < 0: the op under test is the CPU backend.
 CaseResult run_w8a8_case(const W8A8Case& c, int device = 0);
