@@ -41,15 +41,36 @@ def build_model(args, dtype, device):
     return model
 
 
-def generate(model, ids, new, static, compile_config=None):
+def generate(model, ids, new, static, compile_config=None, logits=False):
+    """The new tokens' ids [batch, prompt + new] (logits: also the raw logits of each new token, [batch, new, vocab])."""
     gen = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=0)
     if static:
         # On CUDA transformers compiles the forward itself for a static cache (compile_config; it sets the cache up
         # before the compiled calls, so the CUDA graphs never own it); elsewhere the caller compiled model.forward.
         gen["cache_implementation"] = "static"
         gen.update(compile_config=compile_config) if compile_config else gen.update(disable_compile=True)
+    if logits:
+        gen.update(output_logits=True, return_dict_in_generate=True)
     with torch.no_grad():
-        return model.generate(ids, attention_mask=torch.ones_like(ids), **gen)
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), **gen)
+    return (out.sequences, torch.stack(out.logits, 1).float().cpu()) if logits else out
+
+
+def divergence(tokens, want, want_logits):
+    """How `tokens` [batch][new] agree with the reference's `want`: equal tokens over all, and where they first differ
+    (step, sequence) the reference's own logit margin between its token and this one, next to the spread of its
+    logits there (a greedy decode of random weights has near-ties that any change of rounding order flips)."""
+    same = [a == b for ra, rb in zip(tokens, want) for a, b in zip(ra, rb)]
+    first = min(((i, b) for b, (ra, rb) in enumerate(zip(tokens, want)) for i, (x, y) in enumerate(zip(ra, rb))
+                 if x != y), default=None)
+    result = {"equal": f"{sum(same)}/{len(same)}", "first_difference": None}
+    if first is not None:
+        i, b = first
+        row = want_logits[b, i]
+        result["first_difference"] = {"step": i, "sequence": b,
+                                      "reference_margin": float(row[want[b][i]] - row[tokens[b][i]]),
+                                      "reference_logit_std": float(row.std())}
+    return result
 
 
 def timed(fn, runs, device):
@@ -123,17 +144,20 @@ def main(argv=None):
             prefill_ms, _ = timed(lambda: generate(model, ids, 1, compiled, compile_config), args.runs, args.device)
             total_ms, tokens = timed(lambda: generate(model, ids, args.new, compiled, compile_config), args.runs, args.device)
             step_ms = (total_ms - prefill_ms) / (args.new - 1)
-            rows.append({"variant": name, "batch": batch, "prefill_ms": prefill_ms, "decode_ms_per_step": step_ms,
-                         "decode_tokens_per_s": batch * 1e3 / step_ms if step_ms > 0 else float("inf"),
-                         "tokens": tokens[:, args.prompt:].tolist()})
+            row = {"variant": name, "batch": batch, "prefill_ms": prefill_ms, "decode_ms_per_step": step_ms,
+                   "decode_tokens_per_s": batch * 1e3 / step_ms if step_ms > 0 else float("inf"),
+                   "tokens": tokens[:, args.prompt:].tolist()}
+            if name == "compiled":  # the reference: its logits too, for divergence()
+                _, row["logits"] = generate(model, ids, args.new, compiled, compile_config, logits=True)
+            rows.append(row)
         del model
         if on_cuda(args.device):
             torch.cuda.empty_cache()
-    ref = {r["batch"]: r["tokens"] for r in rows if r["variant"] == "compiled"}
+    ref = {r["batch"]: (r["tokens"], r.pop("logits")) for r in rows if r["variant"] == "compiled"}
     for r in rows:
-        want, got = ref[r["batch"]], r.pop("tokens")
-        same = [a == b for ra, rb in zip(got, want) for a, b in zip(ra, rb)]
-        r["tokens_equal_compiled"] = f"{sum(same)}/{len(same)}"
+        want, want_logits = ref[r["batch"]]
+        d = divergence(r.pop("tokens"), want, want_logits)
+        r["tokens_equal_compiled"], r["first_difference"] = d["equal"], d["first_difference"]
     result = {"meta": {"gpu": gpu_name(args.device),
                        "torch": torch.__version__, "commit": args.commit, "dtype": args.dtype,
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -148,11 +172,14 @@ def main(argv=None):
              f"Prompt {args.prompt} tokens, {args.new} new (greedy); wall clock, median of {args.runs}. compiled: "
              f"static cache + torch.compile(forward, {compile_kw}). Graph breaks in the patched compiled forward "
              f"(torch._dynamo.explain): {result['graph_breaks_patched_compiled']}.", "",
-             "| variant | batch | prefill ms | decode ms / step | decode tokens/s | tokens = compiled's |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| variant | batch | prefill ms | decode ms / step | decode tokens/s | tokens = compiled's | first "
+             "difference: step, compiled's margin / logit std |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        f = r["first_difference"]
+        where = f"{f['step']}, {f['reference_margin']:.3f} / {f['reference_logit_std']:.2f}" if f else "none"
         lines.append(f"| {r['variant']} | {r['batch']} | {r['prefill_ms']:.1f} | {r['decode_ms_per_step']:.2f} | "
-                     f"{r['decode_tokens_per_s']:.0f} | {r['tokens_equal_compiled']} |")
+                     f"{r['decode_tokens_per_s']:.0f} | {r['tokens_equal_compiled']} | {where} |")
     md = "\n".join(lines) + "\n"
     write_outputs(args, result, md)
     return 0 if result["graph_breaks_patched_compiled"] == 0 else 1

@@ -411,7 +411,14 @@ def test_generate_benchmark_runs_and_checks(tmp_path):
     result = json.loads(out.read_text())
     assert result["graph_breaks_patched_compiled"] == 0
     assert [r["variant"] for r in result["rows"]] == ["eager", "kernelkit eager", "compiled", "kernelkit compiled"]
-    assert all(r["tokens_equal_compiled"] == "4/4" for r in result["rows"]), result["rows"]
+    assert all(r["tokens_equal_compiled"] == "4/4" and r["first_difference"] is None for r in result["rows"]), \
+        result["rows"]
+    # Where tokens differ: the first difference and the reference's margin between its token (4) and this one (2).
+    logits = torch.zeros(2, 3, 5)
+    logits[1, 1, 2], logits[1, 1, 4] = 1.0, 1.5
+    d = generate.divergence([[1, 2, 3], [1, 2, 3]], [[1, 2, 3], [1, 4, 3]], logits)
+    assert d["equal"] == "5/6" and d["first_difference"]["step"] == 1 and d["first_difference"]["sequence"] == 1
+    assert d["first_difference"]["reference_margin"] == 0.5
 
 
 def test_diffusion_benchmark_runs_and_checks(tmp_path):
