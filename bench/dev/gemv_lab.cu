@@ -26,15 +26,26 @@ struct Form {
   const void* kernel;
 };
 
-template <int NT, int MT, int U>
+// kAhead: the kernel's kScalesAhead (each region's scales loaded with its weights, a batch ahead).
+template <int NT, int MT, int U, bool kAhead = false>
 constexpr Form form(const char* name) {
   return {name, NT, MT, U,
-          reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT>)};
+          reinterpret_cast<const void*>(linear_gemv_mma_kernel<T, 4, WeightScales::group, NT, false, U, MT, kAhead>)};
 }
 
 const Form kForms[] = {
-    form<1, 1, 4>("nt1 mt1 u4"), form<1, 2, 2>("nt1 mt2 u2"), form<2, 1, 2>("nt2 mt1 u2"), form<2, 2, 1>("nt2 mt2 u1"),
-    form<2, 2, 2>("nt2 mt2 u2"), form<2, 4, 1>("nt2 mt4 u1"), form<4, 1, 2>("nt4 mt1 u2"), form<4, 2, 1>("nt4 mt2 u1"),
+    form<1, 1, 4>("nt1 mt1 u4"),
+    form<1, 2, 2>("nt1 mt2 u2"),
+    form<2, 1, 2>("nt2 mt1 u2"),
+    form<2, 2, 1>("nt2 mt2 u1"),
+    form<2, 2, 2>("nt2 mt2 u2"),
+    form<2, 4, 1>("nt2 mt4 u1"),
+    form<4, 1, 2>("nt4 mt1 u2"),
+    form<4, 2, 1>("nt4 mt2 u1"),
+    form<1, 1, 4, true>("nt1 mt1 u4 scales ahead"),
+    form<1, 2, 2, true>("nt1 mt2 u2 scales ahead"),
+    form<2, 2, 1, true>("nt2 mt2 u1 scales ahead"),
+    form<2, 1, 2, true>("nt2 mt1 u2 scales ahead"),
 };
 
 // A streaming read of `bytes` (a multiple of 16 x kUnroll x blockDim): kUnroll 16-byte loads a thread in flight, a

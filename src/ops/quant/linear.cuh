@@ -355,7 +355,10 @@ __device__ __forceinline__ unsigned int8_pair_of(uint32_t biased, int j, unsigne
 // bytes of rows g and g + 8, values 8t .. 8t + 7 (words .x, .y: k-step s takes word s, its bytes 0-1 for labels 2t,
 // 2t + 1 and 2-3 for 2t + 8, 2t + 9) and x's 8 values at the same k; per-channel scales multiply the final sums
 // (store_output), group scales each region's. tests/quant/emulation/gemv_mma.py checks this index math.
-template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1>
+// kScalesAhead (an experiment, instantiated by bench/dev/gemv_lab.cu only): each region's group scales and zero
+// points are loaded with its weights, a batch ahead, instead of at the start of the batch that uses them.
+template <typename T, int kBits, WeightScales kScales, int NT, bool kGroups32, int U, int MT = 1,
+          bool kScalesAhead = false>
 __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT))
     linear_gemv_mma_kernel(const LinearParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
@@ -408,7 +411,31 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
     // whose x exceeds kLinearMmaGemvStraightTiles tile-regions stay guarded.
     constexpr bool kStraightBatch = NT * U <= kLinearMmaGemvStraightTiles;
     constexpr int kParts = kGroups32 ? 2 : 1;  // a region's groups
-    auto compute = [&](int r, const uint2(&w)[MT][2], bool real) {
+    // A region's weights (a lane's share) and, with kScalesAhead, its rows' scales and zero points.
+    struct Slot {
+      uint2 w[MT][2];
+      float s[MT][kParts][2], z[MT][2];
+    };
+    // The group (groups of 32: this lane's; the first of its two for the scales) of region r.
+    auto group_of = [&](int r) { return !kGroups ? 0 : kGroups32 ? 2 * r + t / 2 : r >> region_shift; };
+    auto first_group_of = [&](int r) { return kGroups32 ? 2 * r : group_of(r); };
+    // Row tile mt's row g + 8h: its scale of group grp + q and its zero point of group grp.
+    auto scale_at = [&](int mt, int h, int grp, int q) { return kGroups ? __ldg(s0 + g_off[mt][h] + grp + q) : 1.0f; };
+    auto zero_at = [&](int mt, int h, int grp) { return __ldg(z0 + g_off[mt][h] + grp); };
+    auto load_scales = [&](int r, Slot& slot) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int q = 0; q < kParts; ++q) slot.s[mt][q][h] = scale_at(mt, h, first_group_of(r), q);
+          if constexpr (kZeros) slot.z[mt][h] = zero_at(mt, h, group_of(r));
+        }
+      }
+    };
+    auto compute = [&](int r, const Slot& slot, bool real) {
+      const uint2(&w)[MT][2] = slot.w;
+      const int grp = group_of(r), first_grp = first_group_of(r);
       unsigned xs[NT][8];  // pair i: x 2i, 2i + 1 of the lane's 16 (INT8: 8) values (k-step s: pairs 2s, 2s + 1)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -419,8 +446,6 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
           xs[nt][4] = xb.x, xs[nt][5] = xb.y, xs[nt][6] = xb.z, xs[nt][7] = xb.w;
         }
       }
-      // The region's group (groups of 32: this lane's; the first of its two for the scales).
-      const int grp = !kGroups ? 0 : kGroups32 ? 2 * r + t / 2 : r >> region_shift, first_grp = kGroups32 ? 2 * r : grp;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         // INT8: the words biased once (u = q + 128), as int8_pair_of takes them.
@@ -431,7 +456,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         unsigned zl2 = 0, zh2 = 0;   // as the packed T pairs the pair helpers subtract (exact)
         if constexpr (kBits == 8 && std::is_same_v<T, __half>) zl2 = zh2 = pack_rounded<T>(1152.0f, 1152.0f);
         if constexpr (kZeros) {
-          zl = __ldg(z0 + g_off[mt][0] + grp), zh = __ldg(z0 + g_off[mt][1] + grp);
+          zl = kScalesAhead ? slot.z[mt][0] : zero_at(mt, 0, grp);
+          zh = kScalesAhead ? slot.z[mt][1] : zero_at(mt, 1, grp);
           if constexpr (kBits == 4)
             zl2 = pack_rounded<T>(zl, zl), zh2 = pack_rounded<T>(zh, zh);
           else if constexpr (std::is_same_v<T, __half>)
@@ -462,8 +488,8 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         // acc += part (* the group's scales, rows g and g + 8).
 #pragma unroll
         for (int q = 0; q < kParts; ++q) {
-          const float sl = kGroups ? __ldg(s0 + g_off[mt][0] + first_grp + q) : 1.0f,
-                      sh = kGroups ? __ldg(s0 + g_off[mt][1] + first_grp + q) : 1.0f;
+          const float sl = kScalesAhead ? slot.s[mt][q][0] : scale_at(mt, 0, first_grp, q),
+                      sh = kScalesAhead ? slot.s[mt][q][1] : scale_at(mt, 1, first_grp, q);
           if (real)
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
@@ -474,24 +500,27 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
         }
       }
     };
-    // A lane's 16 bytes of a row tile's region (INT4) or 8 bytes of each of its rows (INT8), streamed past L1.
-    auto load = [&](int r0, uint2(&w)[U][MT][2]) {
+    // A lane's 16 bytes of a row tile's region (INT4) or 8 bytes of each of its rows (INT8), streamed past L1 (and
+    // with kScalesAhead the region's scales and zero points).
+    auto load = [&](int r0, Slot(&slots)[U]) {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int r = r0 + u * k_warps;
-        if (r < regions)
+        if (r < regions) {
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
             if constexpr (kBits == 4) {
               const uint4 v = load_weights(w0 + w_off[mt][0] + 512 * r);
-              w[u][mt][0] = {v.x, v.y}, w[u][mt][1] = {v.z, v.w};
+              slots[u].w[mt][0] = {v.x, v.y}, slots[u].w[mt][1] = {v.z, v.w};
             } else {
-              w[u][mt][0] = load_weights8(w0 + w_off[mt][0] + 32 * r);
-              w[u][mt][1] = load_weights8(w0 + w_off[mt][1] + 32 * r);
+              slots[u].w[mt][0] = load_weights8(w0 + w_off[mt][0] + 32 * r);
+              slots[u].w[mt][1] = load_weights8(w0 + w_off[mt][1] + 32 * r);
             }
+          if constexpr (kScalesAhead) load_scales(r, slots[u]);
+        }
       }
     };
-    uint2 cur[U][MT][2] = {}, next[U][MT][2] = {};
+    Slot cur[U] = {}, next[U] = {};
     load(warp, cur);
     wait_for_prior_grid();  // x written by the kernel before (act-order's gather), the first batch in flight
     for (int r0 = warp; r0 < regions; r0 += step) {
@@ -505,9 +534,7 @@ __global__ void __launch_bounds__(kLinearMaxThreads, mma_gemv_min_blocks(NT, MT)
           compute(r, cur[u], true);
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) cur[u][mt][0] = next[u][mt][0], cur[u][mt][1] = next[u][mt][1];
+      for (int u = 0; u < U; ++u) cur[u] = next[u];
     }
 
     mma_gemv_store<T, kScales, false>(p, acc, n0);
