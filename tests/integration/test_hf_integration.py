@@ -398,7 +398,8 @@ def test_llama_layer_benchmark_runs_and_checks(tmp_path):
 
 def test_generate_benchmark_runs_and_checks(tmp_path):
     """bench/generate.py's wiring on a tiny model (the GPU run times the LLaMA-7B-shaped one with inductor and CUDA
-    graphs): the four variants generate, the patched compiled forward has no graph break, every token agrees."""
+    graphs): the four variants generate, the patched compiled forward has no graph break, every token agrees, and the
+    compiled pair's token check in a second dtype is recorded."""
     sys.path.insert(0, str(ROOT / "bench"))
     try:
         import generate
@@ -406,13 +407,17 @@ def test_generate_benchmark_runs_and_checks(tmp_path):
         sys.path.pop(0)
     out = tmp_path / "generate.json"
     assert generate.main(["--tiny", "--device", "cpu", "--dtype", "fp32", "--compile-backend", "eager", "--batch", "1",
-                          "--json", str(out)]) == 0
+                          "--token-check", "bf16", "--json", str(out)]) == 0
     import json
     result = json.loads(out.read_text())
     assert result["graph_breaks_patched_compiled"] == 0
     assert [r["variant"] for r in result["rows"]] == ["eager", "kernelkit eager", "compiled", "kernelkit compiled"]
     assert all(r["tokens_equal_compiled"] == "4/4" and r["first_difference"] is None for r in result["rows"]), \
         result["rows"]
+    # The compiled pair again in another dtype (bf16 here: its tokens may differ, so only the record is checked).
+    check = result["token_check"]
+    assert check["dtype"] == "bf16" and list(check["batches"]) == ["1"], check
+    assert check["batches"]["1"]["equal"].endswith("/4"), check
     # Where tokens differ: the first difference and the reference's margin between its token (4) and this one (2).
     logits = torch.zeros(2, 3, 5)
     logits[1, 1, 2], logits[1, 1, 4] = 1.0, 1.5
