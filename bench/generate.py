@@ -5,8 +5,10 @@ forward, mode="reduce-overhead"), with and without kernelkit.patch, next to the 
 A LLaMA-7B-shaped LlamaForCausalLM (hidden 4096, intermediate 11008, 32 heads of 128, vocab 32000; --layers 8 by
 default) with random weights, greedy. Per variant and batch: prefill ms (generate of one new token), decode ms per step
 and tokens/s ((time of N new tokens - time of 1) / (N - 1)), wall clock with a synchronize (what a caller waits), median
-of --runs; the tokens of every variant against the unpatched compiled model's; for the compiled patched model,
-torch._dynamo.explain's graph break count (kernelkit's ops are registered custom ops: it should be 0).
+of --runs; the tokens of every variant against the unpatched compiled model's (and where they first differ, that
+model's margin between the two tokens), then the compiled pair's tokens again in --token-check's dtype (fp32); for the
+compiled patched model, torch._dynamo.explain's graph break count (kernelkit's ops are registered custom ops: it
+should be 0).
 
   python3 bench/generate.py [--layers 8 --batch 1 16 --prompt 512 --new 64 --dtype bf16] [--json F] [--markdown F]
   python3 bench/generate.py --tiny --device cpu --compile-backend eager    # wiring check without a GPU
