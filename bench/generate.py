@@ -126,14 +126,14 @@ def main(argv=None):
     # Each variant: (patched, compiled). Compiled ones use the static cache (transformers' recipe for compile).
     variants = {"eager": (False, False), "kernelkit eager": (True, False), "compiled": (False, True),
                 "kernelkit compiled": (True, True)}
-    def prepare(dtype, patched, compiled):
+    def prepare(dtype, patched, compiled, explain=False):
         """The model of a variant, the compile_config generate() takes for it (None: eager, or compiled here) and,
-        for the patched compiled one, the graph breaks of its forward."""
+        with `explain`, the graph breaks of its forward."""
         model = build_model(args, dtype, args.device)
         if patched:
             kernelkit.patch(model)
         breaks = None
-        if patched and compiled:
+        if explain:
             breaks = graph_breaks(model, torch.zeros(1, args.prompt, dtype=torch.long, device=args.device))
         compile_config = None
         if compiled:
@@ -151,7 +151,7 @@ def main(argv=None):
 
     rows, breaks = [], None
     for name, (patched, compiled) in variants.items():
-        model, compile_config, variant_breaks = prepare(dtype, patched, compiled)
+        model, compile_config, variant_breaks = prepare(dtype, patched, compiled, explain=patched and compiled)
         breaks = variant_breaks or breaks
         for batch in args.batch:
             ids = prompt(batch)

@@ -28,23 +28,24 @@ def _rms_norm(module: nn.Module, hidden_states: torch.Tensor, weight_offset: flo
     return rms_norm(hidden_states, weight, _eps(module), weight_offset=weight_offset)
 
 
-# The layers hold no state of their own (no constructor, no members beyond the two flags): `kernels.kernelize`
-# requires it, and it keeps the replaced module's parameters and state dict untouched.
-class RMSNorm(nn.Module):
-    """y = x / sqrt(mean(x^2) + eps) * weight, for transformers' *RMSNorm classes and diffusers' RMSNorm."""
+class _ForwardOnly(nn.Module):
+    """The layers' base: no state of their own (no constructor, no members beyond these two flags), as
+    `kernels.kernelize` requires, which also keeps the replaced module's parameters and state dict untouched; forward
+    only (inference), and traceable by torch.compile."""
 
     can_torch_compile = True
     has_backward = False
+
+
+class RMSNorm(_ForwardOnly):
+    """y = x / sqrt(mean(x^2) + eps) * weight, for transformers' *RMSNorm classes and diffusers' RMSNorm."""
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms_norm(self, hidden_states, 0.0)
 
 
-class GemmaRMSNorm(nn.Module):
+class GemmaRMSNorm(_ForwardOnly):
     """Gemma's RMSNorm, weight stored as w: y = x / sqrt(mean(x^2) + eps) * (1 + w)."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return _rms_norm(self, hidden_states, 1.0)
@@ -59,11 +60,8 @@ def _modulated_norm(norm: nn.Module, x: torch.Tensor, scale: torch.Tensor, shift
     return norm(x) * (1 + scale[:, None]) + shift[:, None]
 
 
-class AdaLayerNormZero(nn.Module):
+class AdaLayerNormZero(_ForwardOnly):
     """diffusers' AdaLayerNormZero (DiT, SD3): the LayerNorm + modulation of `x` runs as kernelkit.ada_layer_norm."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x, timestep=None, class_labels=None, hidden_dtype=None, emb=None):
         if self.emb is not None:
@@ -73,11 +71,8 @@ class AdaLayerNormZero(nn.Module):
         return _modulated_norm(self.norm, x, scale_msa, shift_msa), gate_msa, shift_mlp, scale_mlp, gate_mlp
 
 
-class AdaLayerNormContinuous(nn.Module):
+class AdaLayerNormContinuous(_ForwardOnly):
     """diffusers' AdaLayerNormContinuous (SD3/Flux output norm): norm(x) * (1 + scale) + shift as one op."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x, conditioning_embedding):
         emb = self.linear(self.silu(conditioning_embedding).to(x.dtype))
@@ -89,61 +84,43 @@ class AdaLayerNormContinuous(nn.Module):
 
 # transformers' activation modules (SiLUActivation, GELUActivation, GELUTanh, NewGELUActivation, FastGELUActivation:
 # hub names SiLU, GeLU, GeluTanh, NewGELU, FastGELU) take `input`, as these do (kernels checks the signatures match).
-class SiLU(nn.Module):
+class SiLU(_ForwardOnly):
     """x * sigmoid(x)."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return silu(input)
 
 
-class GELU(nn.Module):
+class GELU(_ForwardOnly):
     """The exact GELU, 0.5 x (1 + erf(x / sqrt 2))."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return gelu(input)
 
 
-class GELUTanh(nn.Module):
+class GELUTanh(_ForwardOnly):
     """GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         return gelu_tanh(input)
 
 
-class SiluAndMul(nn.Module):
+class SiluAndMul(_ForwardOnly):
     """x: [..., 2d] -> silu(x[..., :d]) * x[..., d:] (the vLLM / HF `activation` kernel layer)."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return silu_and_mul(x)
 
 
-class GeluAndMul(nn.Module):
+class GeluAndMul(_ForwardOnly):
     """x: [..., 2d] -> gelu(x[..., :d]) * x[..., d:]."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return gelu_and_mul(x)
 
 
-class GeluTanhAndMul(nn.Module):
+class GeluTanhAndMul(_ForwardOnly):
     """x: [..., 2d] -> gelu_tanh(x[..., :d]) * x[..., d:]."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return gelu_tanh_and_mul(x)
@@ -167,34 +144,25 @@ def gated_mlp_op(act_fn: nn.Module):
     return _GATED_MLP_OPS.get(type(act_fn).__name__)
 
 
-class GatedMLP(nn.Module):
+class GatedMLP(_ForwardOnly):
     """transformers' Llama/Mistral/Qwen2/Gemma MLP: down_proj(act(gate_proj(x)) * up_proj(x)), the activation and
     the product fused into one kernelkit op."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(gated_mlp_op(self.act_fn)(self.gate_proj(x), self.up_proj(x)))
 
 
-class DiffusersGELU(nn.Module):
+class DiffusersGELU(_ForwardOnly):
     """diffusers' GELU(approximate="none" | "tanh"): proj, then kernelkit's gelu / gelu_tanh."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         h = self.proj(hidden_states)
         return gelu_tanh(h) if self.approximate == "tanh" else gelu(h)
 
 
-class DiffusersGEGLU(nn.Module):
+class DiffusersGEGLU(_ForwardOnly):
     """diffusers' GEGLU: proj, then hidden * gelu(gate) for (hidden, gate) = the two halves: the *second* half is
     activated here (the opposite of the vLLM convention), so it runs as geglu(a=gate, b=hidden) on strided views."""
-
-    can_torch_compile = True
-    has_backward = False
 
     def forward(self, hidden_states: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         hidden, gate = self.proj(hidden_states).chunk(2, dim=-1)
