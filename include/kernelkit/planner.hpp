@@ -86,6 +86,7 @@ struct TilePlan {
   bool smem_optin = false;
   bool wgmma = false;  // attention: the sm_90a warpgroup-MMA kernel (kAttnWgmmaRows) instead of the mma.sync one
   bool tma = false;    // ... with Q, K and V through TMA (attn_wgmma=2) instead of cp.async
+  bool warp_specialized = false;  // ... and a producer warpgroup with two consumers (attn_wgmma=3)
   std::string to_string() const;
 };
 enum class TileFamily : uint8_t { attention, matmul };

@@ -826,6 +826,19 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 64 + 1024);
   }
   {
+    Env e("attn_wgmma=3");  // TMA-fed with a producer warpgroup: three warpgroups, the same tiles and shared memory
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
+    EXPECT_EQ(t.warps, 12);
+    EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
+    EXPECT_NE(t.to_string().find("producer"), std::string::npos) << t.to_string();
+    Env narrow("attn_wgmma=3,attn_bn=64");  // its tiles are 128 keys only
+    const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
+    EXPECT_EQ(s.code(), StatusCode::invalid_argument);
+    EXPECT_NE(s.message().find("attn_wgmma=3"), std::string::npos) << s.message();
+  }
+  {
     Env e("attn_wgmma=0");  // the mma.sync kernel on sm_90: its 128x64 tile
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_FALSE(t.wgmma);
@@ -833,7 +846,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.warps, 4);
   }
   for (const char* bad :
-       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_wgmma=0,attn_bn=128", "attn_wgmma=3",
+       {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_wgmma=0,attn_bn=128", "attn_wgmma=4",
         // the mma.sync kernel's keys with the wgmma prefill (the sm_90 default): attn_wgmma=0 must come with them
         "attn_stages=3", "attn_mw=2", "attn_bn=32"}) {
     Env e(bad);

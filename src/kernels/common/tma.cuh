@@ -28,11 +28,28 @@ __device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
     if (now() - start > 10'000'000'000ull) __trap();
 }
 
-// One thread: mbarriers initialised with one arrival each, made visible to the async proxy (then a block barrier).
-__device__ __forceinline__ void init(uint64_t* bars, int n) {
-  for (int i = 0; i < n; ++i) ptx::mbarrier_init(&bars[i], 1);
+// Waits for phase `parity` of an mbarrier without a time limit: for code after setmaxnreg.inc, where a __trap() on the
+// path makes ptxas keep the register cap of the launch bounds instead of the granted one (the warp-specialized
+// prefill's consumers). The producer side of such a kernel keeps wait_or_trap, so a lost phase still ends in a trap
+// there rather than a hang.
+__device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
+  while (!ptx::mbarrier_try_wait_parity(bar, parity)) {
+  }
+}
+
+// One arrival on an mbarrier (release, CTA scope): a consumer's "this buffer is free".
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  (void)ptx::mbarrier_arrive(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar);
+}
+
+// One thread: mbarriers initialised with `count` arrivals each (a buffer's consumers), made visible to the async proxy.
+__device__ __forceinline__ void init_counted(uint64_t* bars, int n, uint32_t count) {
+  for (int i = 0; i < n; ++i) ptx::mbarrier_init(&bars[i], count);
   ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
 }
+
+// One thread: mbarriers initialised with one arrival each, made visible to the async proxy (then a block barrier).
+__device__ __forceinline__ void init(uint64_t* bars, int n) { init_counted(bars, n, 1); }
 
 // One thread: the barrier's phase completes when `bytes` have landed (whole boxes: out-of-bounds parts count too).
 __device__ __forceinline__ void expect(uint64_t* bar, uint32_t bytes) {

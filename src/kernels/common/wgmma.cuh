@@ -59,6 +59,51 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
+// Pins registers an asynchronous MMA reads or writes at this point of the program: the compiler sees the asm
+// statements of wgmma.mma_async as producing their accumulators at issue, so without a pin it may move ordinary
+// arithmetic on them across wgmma.fence / wait_group (CUTLASS's warpgroup_fence_operand). Call it on the
+// accumulators before the fence that precedes an MMA and after the wait that completes it, and on register operands
+// (A from registers) before the fence.
+template <int N>
+__device__ __forceinline__ void wgmma_pin(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_pin(unsigned (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+
+// Warp specialization: a warpgroup gives registers back (setmaxnreg.dec, the producer) or takes them (.inc, the
+// consumers); every thread of the warpgroup executes the same one. ptxas then compiles the code after an .inc for the
+// granted count, not the launch bounds' (unless that code holds a __trap()).
+template <int kRegs>
+__device__ __forceinline__ void warpgroup_reg_dealloc() {
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void warpgroup_reg_alloc() {
+#if KK_DEVICE_HAS_WGMMA
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// Named block barriers (ids 1 .. 15; 0 is __syncthreads'): `threads` (a multiple of 32) take part, those calling
+// sync wait for the count to complete, those calling arrive only count. Used to order two warpgroups' MMA issue.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Accumulator operand lists: d[j][e] is the C-fragment layout above (8-column block j); 32 registers for n = 64,
 // 64 for n = 128, numbered from %0.
 #define KK_WGMMA_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])

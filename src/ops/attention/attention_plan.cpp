@@ -57,7 +57,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     // the TMA-fed wgmma one.
     const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
     int wgmma = wgmma_here && sm90a_code ? 2 : 0;
-    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 2, &wgmma));
+    KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 3, &wgmma));
     if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
       if (!wgmma_here)
         return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
@@ -65,18 +65,23 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (!sm90a_code)
         return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill needs a build with sm_90a code (arch list "
                            "with 90 or native) on a compute capability 9.0 device");
-      int bn = wgmma == 2 ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
+      const bool tma = wgmma >= 2, ws = wgmma == 3;
+      int bn = tma ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
       if (bn != 64 && bn != 128)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
                                 " is not 64 or 128, the wgmma prefill's tiles (attn_wgmma=0: the mma.sync kernel's)");
+      if (ws && bn != kAttnWgmmaTmaKeys)
+        return invalid_argument("KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
+                                std::to_string(kAttnWgmmaTmaKeys) + "-key tiles only, not attn_bn " +
+                                std::to_string(bn));
       int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
       KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
       if ((stages != 0 && stages != 2) || rows_a_warp > 1)
         return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers and one 16-row tile a warp; "
                                 "attn_stages / attn_mw cannot change them (attn_wgmma=0: the mma.sync kernel)");
-      *t = {kAttnWgmmaRows, bn, head_dim, 2, kAttnWgmmaRows / 16, 0, false, true, wgmma == 2};
+      *t = {kAttnWgmmaRows, bn, head_dim, 2, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
@@ -231,8 +236,12 @@ std::string DecodePlan::to_string() const {
 std::string TilePlan::to_string() const {
   std::ostringstream os;
   os << block_m << "x" << block_n << " (k " << block_k << "), " << stages << " stage" << (stages == 1 ? "" : "s")
-     << ", " << warps << " warps" << (wgmma ? tma ? " (wgmma, TMA)" : " (wgmma)" : "") << ", smem " << smem_bytes / 1024
-     << " KB" << (smem_optin ? " (opt-in)" : "");
+     << ", " << warps << " warps"
+     << (wgmma ? warp_specialized ? " (wgmma, TMA, producer warpgroup)"
+                 : tma            ? " (wgmma, TMA)"
+                                  : " (wgmma)"
+               : "")
+     << ", smem " << smem_bytes / 1024 << " KB" << (smem_optin ? " (opt-in)" : "");
   return os.str();
 }
 

@@ -220,14 +220,20 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
 // One 16-row tile's scores of K/V tile `tile` (keys n0 = tile BN ..): into the log2 domain (score), masked to -inf
 // (only tiles that cross the sequence end, the causal diagonal or the window start), then the online-softmax step (s
 // becomes P, O and l rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
+// mask_scores is its first half (tile_max: the rows' running max, combined with the tile's).
+template <bool kMasks, bool kAlibi, int BM, int BN, typename T>
+__device__ __forceinline__ void mask_scores(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
+                                            float (&s)[BN / 8][4], float (&tile_max)[2]) {
+  const int n0 = tile * BN;
+  score_tile<kMasks, kAlibi>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset,
+                             f.s_k, tile_max, f.slope);
+}
 template <bool kMasks, bool kAlibi, int BM, int BN, int D8, typename T>
 __device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                                  float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
                                                  float (&acc)[D8][4]) {
-  const int n0 = tile * BN;
   float tile_max[2] = {m_run[0], m_run[1]};
-  score_tile<kMasks, kAlibi>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset,
-                             f.s_k, tile_max, f.slope);
+  mask_scores<kMasks, kAlibi, BM, BN>(p, f, tile, row_a, s, tile_max);
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
 }
 

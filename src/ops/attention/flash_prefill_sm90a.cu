@@ -157,6 +157,172 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
 }
 
+// The warp-specialized form (KERNELKIT_TUNE attn_wgmma=3; FlashAttention-3's layout), TMA-fed dense batches only:
+// three warpgroups. Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues the
+// loads, Q once, then K(n + 1) before V(n) (the order the consumers use them), into kWsStages buffers each; a buffer
+// has a full mbarrier (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups
+// 1 and 2 are the consumers, query rows 64 (w - 1) .. + 63 each as in the kernel above, with the registers the
+// producer gave back. A consumer's step n issues S(n) = Q K(n)^T and then O += P(n - 1) V(n - 1), waits for S(n)
+// only and runs tile n's softmax while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
+// K(n)'s buffer is freed when S(n) is done, V(n - 1)'s when P V is. The two consumers take turns issuing their MMAs
+// (the named barriers kSchedBarrier + w: each waits for the other's issue before its own), so the softmax of one runs
+// under the other's MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
+constexpr int kWsThreads = 3 * 128;
+constexpr int kWsStages = 2;  // K and V buffers each (2 x 64 KB at head_dim 128 with 128-key tiles, + 32 KB of Q)
+// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (one block an SM).
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+constexpr int kSchedBarrier = 1;      // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
+constexpr int kConsumersBarrier = 3;  // both consumers: Q is no longer read (the epilogue stages O in its place)
+constexpr int kConsumerThreads = 256;
+
+template <typename T, int D, int BN, bool kMasks, bool kAlibi>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
+  static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
+  constexpr int kBlocks = D / 64;
+  constexpr uint32_t kTileBytes = BN * D * sizeof(T);
+  extern __shared__ unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][kBM][64]
+  T* sK = sQ + kBM * D;             // [kWsStages][kBlocks][BN][64]
+  T* sV = sK + kWsStages * BN * D;  // [kWsStages][kBlocks][BN][64]
+  __shared__ uint64_t full_k[kWsStages], full_v[kWsStages], empty_k[kWsStages], empty_v[kWsStages], full_q;
+
+  FlashBlock<T> f;
+  if (!flash_block<kBM, BN, false>(p, f)) return;  // dense batches only (launch)
+  if (threadIdx.x == 0) {
+    tma::init(full_k, kWsStages);
+    tma::init(full_v, kWsStages);
+    tma::init(&full_q, 1);
+    tma::init_counted(empty_k, kWsStages, kConsumerThreads / 32);
+    tma::init_counted(empty_v, kWsStages, kConsumerThreads / 32);
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {  // the producer
+    warpgroup_reg_dealloc<kProducerRegs>();
+    if (threadIdx.x != 0 || f.n_tiles == 0) return;
+    tma::expect(&full_q, kBM * D * static_cast<uint32_t>(sizeof(T)));
+    for (int c = 0; c < kBlocks; ++c) tma::load(tma_ops.q, sQ + c * kBM * 64, &full_q, 64 * c, f.m0, f.h, f.b);
+    // The n-th tile into buffer n % kWsStages once its previous fill (round n / kWsStages - 1) has been freed.
+    auto load = [&](const TmaOperand& op, T* tiles, uint64_t* full, uint64_t* empty, int n) {
+      const int stage = n % kWsStages;
+      tma::wait_or_trap(&empty[stage], ((n / kWsStages) & 1) ^ 1);
+      tma::expect(&full[stage], kTileBytes);
+      for (int c = 0; c < kBlocks; ++c)
+        tma::load(op, tiles + (stage * kBlocks + c) * BN * 64, &full[stage], 64 * c, (f.tile0 + n) * BN, f.h / p.group,
+                  f.b);
+    };
+    load(tma_ops.k, sK, full_k, empty_k, 0);
+    for (int n = 0; n < f.n_tiles; ++n) {
+      if (n + 1 < f.n_tiles) load(tma_ops.k, sK, full_k, empty_k, n + 1);
+      load(tma_ops.v, sV, full_v, empty_v, n);
+    }
+    return;
+  }
+
+  warpgroup_reg_alloc<kConsumerRegs>();
+  const int cw = threadIdx.x / 128 - 1;  // consumer 0 or 1
+  const int warp = threadIdx.x / 32 - 4, g = threadIdx.x % 32 / 4;
+  const int wr = 16 * warp;  // the warp's first row in the block
+  const int row_a = f.m0 + wr + g;
+  const bool lane0 = threadIdx.x % 32 == 0;
+
+  float acc[1][D / 8][4];  // O, one 16-row tile a warp (store_warp_rows' MW = 1)
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = 0.0f;
+  float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
+
+  const int n_tiles = f.n_tiles;
+  if (n_tiles > 0) {
+    const uint32_t q_base = smem_addr(sQ) + 64 * cw * kRowBytes;  // the consumer's 64 rows in column block 0
+    float s[BN / 8][4];       // S(n) for the warp's 16 rows x BN keys, then P(n) in fp32
+    unsigned pa[BN / 16][4];  // P(n - 1) rounded to T: the register A of its P V k-steps
+    float corr[2];
+    auto full_wait = [](uint64_t* full, int n) { tma::wait(&full[n % kWsStages], (n / kWsStages) & 1); };
+    auto release = [&](uint64_t* empty, int n) {
+      if (lane0) tma::arrive(&empty[n % kWsStages]);
+    };
+    auto issue_s = [&](int n) {
+      const uint32_t k_base = smem_addr(sK + n % kWsStages * BN * D);
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
+        const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
+        const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
+        if constexpr (BN == 64)
+          wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
+        else
+          wgmma_m64n128k16<T>(s, da, db, kk > 0);
+      }
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int n) {
+      const uint32_t v_base = smem_addr(sV + n % kWsStages * BN * D);
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int c = 0; c < kBlocks; ++c) {
+          const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+          wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
+        }
+      wgmma_commit();
+    };
+    // Tile n's scores into P(n) (fp32, in s) and its rows' rescale factors; then P(n) rounded into pa.
+    auto softmax = [&](int n) {
+      float tile_max[2] = {m_run[0][0], m_run[0][1]};
+      mask_scores<kMasks, kAlibi, kBM, BN>(p, f, f.tile0 + n, row_a, s, tile_max);
+      online_softmax_factors(s, tile_max, m_run[0], l_run[0], corr);
+    };
+    auto round_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T>(s, kk, pa[kk]);
+    };
+
+    if (cw == 1) named_barrier_arrive(kSchedBarrier, 2 * 128);  // consumer 0 issues first
+    tma::wait(&full_q, 0);
+    full_wait(full_k, 0);
+    named_barrier_sync(kSchedBarrier + cw, 2 * 128);
+    wgmma_fence();
+    issue_s(0);
+    named_barrier_arrive(kSchedBarrier + (cw ^ 1), 2 * 128);
+    wgmma_wait<0>();
+    wgmma_pin(s);
+    release(empty_k, 0);
+    softmax(0);  // O is zeros: nothing to rescale
+    round_p();
+    for (int n = 1; n < n_tiles; ++n) {
+      full_wait(full_k, n);
+      full_wait(full_v, n - 1);
+      named_barrier_sync(kSchedBarrier + cw, 2 * 128);
+      wgmma_pin(acc[0]);
+      wgmma_pin(pa);
+      wgmma_fence();
+      issue_s(n);
+      issue_pv(n - 1);
+      named_barrier_arrive(kSchedBarrier + (cw ^ 1), 2 * 128);
+      wgmma_wait<1>();  // S(n): committed first, so complete first
+      wgmma_pin(s);
+      release(empty_k, n);
+      softmax(n);
+      wgmma_wait<0>();  // P(n - 1) V(n - 1)
+      wgmma_pin(acc[0]);
+      release(empty_v, n - 1);
+      rescale_rows(acc[0], corr);
+      round_p();
+    }
+    full_wait(full_v, n_tiles - 1);
+    wgmma_pin(acc[0]);
+    wgmma_pin(pa);
+    wgmma_fence();
+    issue_pv(n_tiles - 1);
+    wgmma_wait<0>();
+    wgmma_pin(acc[0]);
+    if (cw == 0) named_barrier_sync(kSchedBarrier, 2 * 128);  // consumer 1's last turn (its arrivals balance ours)
+  }
+  named_barrier_sync(kConsumersBarrier, kConsumerThreads);  // neither consumer reads Q any more
+  store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);   // sQ (as [kBM][D] in swz<D>) stages O
+}
+
 // The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of kBM rows, k and v [b, s_k, h_kv, d] in boxes of
 // BN rows, each through its strides (elements); 64 columns a box.
 template <typename T>
@@ -181,26 +347,31 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   // take the cp.async kernel.
   WgmmaTma ops{};
   const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
+  // The warp-specialized kernel where it runs (TMA), else the two-warpgroup one.
+  const bool ws = tile.warp_specialized && use_tma;
   auto go = [&](auto kernel) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(static_cast<unsigned>((a.s_q + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
                     static_cast<unsigned>(a.batch));
-    kernel<<<grid, kThreads, smem, stream>>>(p, ops);
+    kernel<<<grid, ws ? kWsThreads : kThreads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
   };
-  auto with_tile = [&](auto d, auto bn) -> Status {
+  auto with_masks = [&](auto d, auto bn, auto masks, auto alibi) -> Status {
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
+    constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
+    if constexpr (BN == kAttnWgmmaTmaKeys)
+      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi>);
+    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
+                   : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
+  };
+  auto with_tile = [&](auto d, auto bn) -> Status {
+    using std::bool_constant;
     // A window, a soft-cap or ALiBi: the kMasks variants, with ALiBi kAlibi too (flash_prefill.cuh, tile_needs_mask).
-    if (p.alibi.slopes)
-      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true, true>)
-                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, true, true>);
-    if (p.masked())
-      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, true, false>)
-                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, true, false>);
-    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, false, false>)
-                   : go(flash_prefill_wgmma_kernel<T, D, BN, false, false, false>);
+    if (p.alibi.slopes) return with_masks(d, bn, bool_constant<true>{}, bool_constant<true>{});
+    if (p.masked()) return with_masks(d, bn, bool_constant<true>{}, bool_constant<false>{});
+    return with_masks(d, bn, bool_constant<false>{}, bool_constant<false>{});
   };
   using std::integral_constant;
   if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))

@@ -8,6 +8,20 @@
 
 namespace kernelkit::cuda {
 
+// O's rows g and g + 8 times corr (online_softmax_factors), skipped when no row of the warp moved its max.
+template <int D8>
+__device__ __forceinline__ void rescale_rows(float (&acc)[D8][4], const float (&corr)[2]) {
+  if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
+#pragma unroll
+    for (int i = 0; i < D8; ++i) {
+      acc[i][0] *= corr[0];
+      acc[i][1] *= corr[0];
+      acc[i][2] *= corr[1];
+      acc[i][3] *= corr[1];
+    }
+  }
+}
+
 // s: the tile's NB x 8 scores of this lane, already scaled into the log2 domain and masked to -inf; tile_max: the
 // running max of rows g, g + 8 combined with this lane's scores. The quad (4 lanes) shares each row: the new max is
 // reduced over it, O (acc) and this lane's part of the sum l are rescaled by exp2(m_old - m_new), and s becomes P
@@ -43,22 +57,37 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&t
       }
     }
   }
-  if constexpr (kLean) {
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-      for (int i = 0; i < D8; ++i) {
-        acc[i][0] *= corr[0];
-        acc[i][1] *= corr[0];
-        acc[i][2] *= corr[1];
-        acc[i][3] *= corr[1];
-      }
-    }
-  }
+  if constexpr (kLean) rescale_rows(acc, corr);
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 2 * kHalves; ++e) {
       s[nb][e] = exp2(s[nb][e] - m_use[e / 2]);
+      l_run[e / 2] += s[nb][e];
+    }
+}
+
+// The kLean step for a kernel whose O is still being read by an asynchronous MMA when the step runs (the
+// warp-specialized sm_90a prefill: O += P V of the previous tile overlaps this tile's softmax): O is left alone and
+// its rescale factors come back in corr, for rescale_rows once that MMA is done.
+template <int NB>
+__device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
+                                                       float (&l_run)[2], float (&corr)[2]) {
+  float m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];  // as in online_softmax_step
+    corr[r] = m_run[r] == m_use[r] ? 1.0f : exp2_ftz(m_run[r] - m_use[r]);
+    m_run[r] = tile_max[r];
+    l_run[r] *= corr[r];
+  }
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[nb][e] = exp2_ftz(s[nb][e] - m_use[e / 2]);
       l_run[e / 2] += s[nb][e];
     }
 }
