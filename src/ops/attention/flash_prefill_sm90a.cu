@@ -233,12 +233,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   float m_run[1][2] = {{-INFINITY, -INFINITY}}, l_run[1][2] = {{0.0f, 0.0f}};
 
   const int n_tiles = f.n_tiles;
+  bool timed_out = false;  // a buffer that never filled (tma::wait_or_flag): the output is NaN
   if (n_tiles > 0) {
     const uint32_t q_base = smem_addr(sQ) + 64 * cw * kRowBytes;  // the consumer's 64 rows in column block 0
     float s[BN / 8][4];       // S(n) for the warp's 16 rows x BN keys, then P(n) in fp32
     unsigned pa[BN / 16][4];  // P(n - 1) rounded to T: the register A of its P V k-steps
     float corr[2];
-    auto full_wait = [](uint64_t* full, int n) { tma::wait(&full[n % kWsStages], (n / kWsStages) & 1); };
+    auto full_wait = [&](uint64_t* full, int n) {
+      tma::wait_or_flag(&full[n % kWsStages], (n / kWsStages) & 1, timed_out);
+    };
     auto release = [&](uint64_t* empty, int n) {
       if (lane0) tma::arrive(&empty[n % kWsStages]);
     };
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     };
 
     if (cw == 1) named_barrier_arrive(kSchedBarrier, 2 * 128);  // consumer 0 issues first
-    tma::wait(&full_q, 0);
+    tma::wait_or_flag(&full_q, 0, timed_out);
     full_wait(full_k, 0);
     named_barrier_sync(kSchedBarrier + cw, 2 * 128);
     wgmma_fence();
@@ -318,6 +321,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     wgmma_wait<0>();
     wgmma_pin(acc[0]);
     if (cw == 0) named_barrier_sync(kSchedBarrier, 2 * 128);  // consumer 1's last turn (its arrivals balance ours)
+  }
+  if (timed_out) {
+    l_run[0][0] = l_run[0][1] = 1.0f;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = NAN;
   }
   named_barrier_sync(kConsumersBarrier, kConsumerThreads);  // neither consumer reads Q any more
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);   // sQ (as [kBM][D] in swz<D>) stages O
