@@ -53,8 +53,8 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
     // The wgmma prefill fed by TMA is the default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64
-    // and 128, sm_90a code for the device. attn_wgmma=0 / 1 / 2 forces the mma.sync kernel, the cp.async-fed or
-    // the TMA-fed wgmma one.
+    // and 128, sm_90a code for the device. attn_wgmma=0 / 1 / 2 / 3 forces the mma.sync kernel, the cp.async-fed or
+    // the TMA-fed wgmma one, or the TMA-fed one with a producer warpgroup (12 warps, 128-key tiles only).
     const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
     int wgmma = wgmma_here && sm90a_code ? 2 : 0;
     KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 3, &wgmma));

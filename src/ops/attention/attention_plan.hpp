@@ -41,7 +41,8 @@ constexpr int kAttnWideKeys = 64;
 // thread's cp.async (attn_wgmma=1) with kAttnWgmmaKeys-key tiles; attn_bn=64 / 128 forces either tile (128: S on
 // m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM). Packed varlen batches, calls without keys and
 // strides a TMA descriptor cannot express take the cp.async loads (a varlen batch's tail rows must be zeros, not the
-// next sequence's). attn_wgmma=0 forces the mma.sync kernel.
+// next sequence's). attn_wgmma=3: the TMA-fed kernel's warp-specialized form (a producer warpgroup and two consumers
+// that overlap their softmax with MMAs; docs/attention-sm90.md). attn_wgmma=0 forces the mma.sync kernel.
 // On the H200, b1 h32 s4096 d128 causal: TMA 128 keys 413.4 us (333 TFLOP/s), TMA 64 keys 481.7, cp.async 64 keys
 // 547.6, the mma.sync kernel 590.8; b4 s2048 d128: 735.5 / 773.8 / 871.8 / 953.2; head_dim 64 causal: 319.6 / 328.7 /
 // 357.6 / 359.2 (SDPA flash 505.4 / 796.1 / 295.8, cuDNN 259.1 / 421.0 / 182.0; docs/attention-sm90.md).
