@@ -50,8 +50,10 @@ struct FlashParams {
   int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
   AlibiSlopes alibi;
-  // A window, a soft-cap or ALiBi: the launch takes a kMasks kernel variant.
-  bool masked() const { return window >= 0 || score.cap_log2 != 0.0f || alibi.slopes; }
+  // A window, a soft-cap or ALiBi: the launch takes a kMasks kernel variant; so does a negative scale (options.scale
+  // may be any finite value), so that the plain variants may take the row max of unscaled scores (score_tile's
+  // kUnscaled).
+  bool masked() const { return window >= 0 || score.cap_log2 != 0.0f || alibi.slopes || score.scale_in < 0.0f; }
 };
 
 // Copies `valid` rows (row stride `stride` elements) of a [ROWS][D] tile into swizzled shared memory; rows past
@@ -166,10 +168,13 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 // the ALiBi bias of `slope`, FlashBlock's, too), masked to -inf where `mask` (tile_needs_mask) and the key is hidden
 // from the row, and folded into the rows' running max. row_a: the lane's first row (position in the sequence); its
 // second is row_a + 8.
-template <bool kMasks, bool kAlibi, int NB, typename T>
+// kUnscaled (plain variants only): the scores stay unscaled (masked, and their max taken, as they are): the caller
+// folds the scale into its exponent (online_softmax_factors, one FFMA a score instead of FMUL and FADD).
+template <bool kMasks, bool kAlibi, bool kUnscaled = false, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
   static_assert(kMasks || !kAlibi, "ALiBi is a kMasks variant");
+  static_assert(!(kMasks && kUnscaled), "the kMasks variants transform the scores first");
   const int t = threadIdx.x % 4;
   if constexpr (kMasks) p.score.apply(s);
   if constexpr (kAlibi) {
@@ -184,7 +189,7 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = kMasks ? s[nb][e] : s[nb][e] * p.score.scale_in;
+      float x = kMasks || kUnscaled ? s[nb][e] : s[nb][e] * p.score.scale_in;
       if (mask) {
         const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_a + 8 * (e / 2);
         const bool before_window = kMasks && p.window >= 0 && col < row + offset - p.window;
@@ -220,21 +225,29 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
 // One 16-row tile's scores of K/V tile `tile` (keys n0 = tile BN ..): into the log2 domain (score), masked to -inf
 // (only tiles that cross the sequence end, the causal diagonal or the window start), then the online-softmax step (s
 // becomes P, O and l rescaled). row_a: the lane's first row (position in the sequence); its second is row_a + 8.
-// mask_scores is its first half (tile_max: the rows' running max, combined with the tile's).
-template <bool kMasks, bool kAlibi, int BM, int BN, typename T>
-__device__ __forceinline__ void mask_scores(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
-                                            float (&s)[BN / 8][4], float (&tile_max)[2]) {
-  const int n0 = tile * BN;
-  score_tile<kMasks, kAlibi>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset,
-                             f.s_k, tile_max, f.slope);
-}
 template <bool kMasks, bool kAlibi, int BM, int BN, int D8, typename T>
 __device__ __forceinline__ void mask_and_softmax(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                                  float (&s)[BN / 8][4], float (&m_run)[2], float (&l_run)[2],
                                                  float (&acc)[D8][4]) {
+  const int n0 = tile * BN;
   float tile_max[2] = {m_run[0], m_run[1]};
-  mask_scores<kMasks, kAlibi, BM, BN>(p, f, tile, row_a, s, tile_max);
+  score_tile<kMasks, kAlibi>(p, s, tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k), n0, row_a, f.offset,
+                             f.s_k, tile_max, f.slope);
   online_softmax_step<true>(s, tile_max, m_run, l_run, acc);
+}
+
+// The first half of mask_and_softmax (tile_max: the max of the rows' scores in the tile, unscaled in the plain
+// variants: score_tile's kUnscaled) with the mask decided once a tile: score_tile inlined twice, so a tile without a
+// hidden key runs no per-element mask code (with `mask` a runtime argument the compiler branched around each
+// element's mask test: 64 branches a 128-key tile).
+template <bool kMasks, bool kAlibi, int BM, int BN, typename T>
+__device__ __forceinline__ void mask_scores(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
+                                            float (&s)[BN / 8][4], float (&tile_max)[2]) {
+  const int n0 = tile * BN;
+  if (tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k))
+    score_tile<kMasks, kAlibi, !kMasks>(p, s, true, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
+  else
+    score_tile<kMasks, kAlibi, !kMasks>(p, s, false, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
 }
 
 // Epilogue of a warp owning rows wr .. wr + 16 MW - 1 of the block: l over the quad, O / l (0 for a row that saw no

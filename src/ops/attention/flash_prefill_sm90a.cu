@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 // has a full mbarrier (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups
 // 1 and 2 are the consumers, query rows 64 (w - 1) .. + 63 each as in the kernel above, with the registers the
 // producer gave back. A consumer's step n issues S(n) = Q K(n)^T and then O += P(n - 1) V(n - 1), waits for S(n)
-// only and runs tile n's softmax while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
+// only and runs tile n's row max while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
 // K(n)'s buffer is freed when S(n) is done, V(n - 1)'s when P V is. The two consumers take turns issuing their MMAs
 // (the named barriers kSchedBarrier + w: each waits for the other's issue before its own), so the softmax of one runs
 // under the other's MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
@@ -271,10 +271,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_commit();
     };
     // Tile n's scores into P(n) (fp32, in s) and its rows' rescale factors; then P(n) rounded into pa.
+    // Plain variants: the max of the unscaled scores, the scale folded into the exponent (p.masked(): scale > 0).
+    const float exp_scale = kMasks ? 1.0f : p.score.scale_in;
     auto softmax = [&](int n) {
-      float tile_max[2] = {m_run[0][0], m_run[0][1]};
+      float tile_max[2] = {-INFINITY, -INFINITY};
       mask_scores<kMasks, kAlibi, kBM, BN>(p, f, f.tile0 + n, row_a, s, tile_max);
-      online_softmax_factors(s, tile_max, m_run[0], l_run[0], corr);
+      online_softmax_factors(s, tile_max, exp_scale, m_run[0], l_run[0], corr);
     };
     auto round_p = [&] {
 #pragma unroll
@@ -307,6 +309,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_pin(s);
       release(empty_k, n);
       softmax(n);
+      // The softmax before the wait below in the PTX (unpinned, the compiler sank it past the wait). ptxas still
+      // places the wait (WARPGROUP.DEPBAR) before the exponentials, so they do not yet overlap this P V: see
+      // docs/attention-sm90.md.
+      wgmma_pin(s);
       wgmma_wait<0>();  // P(n - 1) V(n - 1)
       wgmma_pin(acc[0]);
       release(empty_v, n - 1);

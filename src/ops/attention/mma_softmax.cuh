@@ -69,27 +69,35 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&t
 
 // The kLean step for a kernel whose O is still being read by an asynchronous MMA when the step runs (the
 // warp-specialized sm_90a prefill: O += P V of the previous tile overlaps this tile's softmax): O is left alone and
-// its rescale factors come back in corr, for rescale_rows once that MMA is done.
+// its rescale factors come back in corr, for rescale_rows once that MMA is done. tile_max: the max of this lane's
+// scores of each row in the tile (not combined with m_run); `scale` (> 0) takes the scores into the log2 domain,
+// folded into the exponent (1 for scores already there).
 template <int NB>
-__device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float (&tile_max)[2], float (&m_run)[2],
-                                                       float (&l_run)[2], float (&corr)[2]) {
+__device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float (&tile_max)[2], float scale,
+                                                       float (&m_run)[2], float (&l_run)[2], float (&corr)[2]) {
   float m_use[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    m_use[r] = tile_max[r] == -INFINITY ? 0.0f : tile_max[r];  // as in online_softmax_step
+    const float m_new = fmaxf(m_run[r], tile_max[r] * scale);
+    m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // as in online_softmax_step
     corr[r] = m_run[r] == m_use[r] ? 1.0f : exp2_ftz(m_run[r] - m_use[r]);
-    m_run[r] = tile_max[r];
+    m_run[r] = m_new;
     l_run[r] *= corr[r];
   }
+  // Each row's sum in two halves (even and odd 8-key blocks): two dependent FADD chains of NB / 2 instead of one of
+  // NB, added at the end.
+  float l_odd[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      s[nb][e] = exp2_ftz(s[nb][e] - m_use[e / 2]);
-      l_run[e / 2] += s[nb][e];
+      s[nb][e] = exp2_ftz(fmaf(s[nb][e], scale, -m_use[e / 2]));
+      (nb % 2 ? l_odd : l_run)[e / 2] += s[nb][e];
     }
+  l_run[0] += l_odd[0];
+  l_run[1] += l_odd[1];
 }
 
 // P's C fragments of keys 16 kk .. 16 kk + 15 rounded to T: exactly the A fragment of that P V k-step.
