@@ -46,6 +46,37 @@ struct WgmmaTma {
   TmaOperand q, k, v;
 };
 
+// S = Q K^T for a warpgroup's 64 query rows x BN keys: D / 16 k-steps of m64nBNk16, both operands K-major (the
+// probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes). q_base: the
+// warpgroup's first row in Q's column block 0; k_base: the K tile. The caller fences before and commits after.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base, uint32_t k_base) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
+    const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
+    const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
+    if constexpr (BN == 64)
+      wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
+    else
+      wgmma_m64n128k16<T>(s, da, db, kk > 0);
+  }
+}
+
+// O += P V for one tile: per 16-key k-step, P from registers (pa: p_fragment's, wgmma's register A layout per
+// warp) and B = V MN-major through the transpose, one m64n64k16 per 64 columns of O (a 16-key step is +2048 bytes,
+// each column block its own descriptor). v_base: the V tile. The caller fences before and commits after.
+template <typename T, int D, int BN>
+__device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const unsigned (&pa)[BN / 16][4], uint32_t v_base) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int c = 0; c < D / 64; ++c) {
+      const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+      wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[8 * c]), pa[kk], dv);
+    }
+}
+
 // BN: keys a K/V tile, 64 (two blocks an SM: 128 registers; at head_dim 128 ptxas spills 32 bytes, as measured) or
 // 128 (KERNELKIT_TUNE attn_bn=128: S on m64n128k16, one block an SM for its 161 KB of shared memory at head_dim 128,
 // so up to 255 registers). kTma (attn_wgmma=2): Q and the K/V tiles arrive by TMA (one thread issues a tile's boxes,
@@ -124,16 +155,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 
     float s[1][BN / 8][4];  // S for the warp's 16 rows x BN keys
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
-      const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
-      const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
-      if constexpr (BN == 64)
-        wgmma_m64n64k16<T, false>(s[0], da, db, kk > 0);
-      else
-        wgmma_m64n128k16<T>(s[0], da, db, kk > 0);
-    }
+    issue_qk<T, D, BN>(s[0], q_base, k_base);
     wgmma_commit();
     wgmma_wait<0>();
 
@@ -143,13 +165,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T>(s[0], kk, pa[kk]);
     wgmma_fence();  // acc (rescaled) and P were written by ordinary instructions
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int c = 0; c < kBlocks; ++c) {
-        const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
-        wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
-      }
+    issue_pv<T, D, BN>(acc[0], pa, v_base);
     wgmma_commit();
     wgmma_wait<0>();
     __syncthreads();  // both warpgroups are done with this buffer before a later iteration overwrites it
@@ -246,28 +262,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (lane0) tma::arrive(&empty[n % kWsStages]);
     };
     auto issue_s = [&](int n) {
-      const uint32_t k_base = smem_addr(sK + n % kWsStages * BN * D);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
-        const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
-        const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
-        if constexpr (BN == 64)
-          wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
-        else
-          wgmma_m64n128k16<T>(s, da, db, kk > 0);
-      }
+      issue_qk<T, D, BN>(s, q_base, smem_addr(sK + n % kWsStages * BN * D));
       wgmma_commit();
     };
-    auto issue_pv = [&](int n) {
-      const uint32_t v_base = smem_addr(sV + n % kWsStages * BN * D);
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-        for (int c = 0; c < kBlocks; ++c) {
-          const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
-          wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[0][8 * c]), pa[kk], dv);
-        }
+    auto issue_o = [&](int n) {
+      issue_pv<T, D, BN>(acc[0], pa, smem_addr(sV + n % kWsStages * BN * D));
       wgmma_commit();
     };
     // Tile n's scores into P(n) (fp32, in s) and its rows' rescale factors; then P(n) rounded into pa.
@@ -303,7 +302,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_pin(pa);
       wgmma_fence();
       issue_s(n);
-      issue_pv(n - 1);
+      issue_o(n - 1);
       named_barrier_arrive(kSchedBarrier + (cw ^ 1), 2 * 128);
       wgmma_wait<1>();  // S(n): committed first, so complete first
       wgmma_pin(s);
@@ -323,7 +322,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     wgmma_pin(acc[0]);
     wgmma_pin(pa);
     wgmma_fence();
-    issue_pv(n_tiles - 1);
+    issue_o(n_tiles - 1);
     wgmma_wait<0>();
     wgmma_pin(acc[0]);
     if (cw == 0) named_barrier_sync(kSchedBarrier, 2 * 128);  // consumer 1's last turn (its arrivals balance ours)
