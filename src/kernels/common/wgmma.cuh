@@ -79,6 +79,15 @@ __device__ __forceinline__ void wgmma_pin(unsigned (&a)[N][4]) {
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
+// Ends ptxas's scheduling block here, so that a wgmma.wait_group after this point stays after the code before it:
+// ptxas hoists a WARPGROUP.DEPBAR to the top of its basic block (in the warp-specialized prefill it placed the P V
+// wait above the whole softmax meant to overlap that P V; wgmma_pin orders the PTX only). A branch that is never
+// taken splits the block: `never` must be false at run time but not provably so to the compiler (e.g. a sum of
+// exponentials below zero); the cost is a compare and a branch.
+__device__ __forceinline__ void wgmma_schedule_fence(bool never) {
+  if (never) __nanosleep(1);
+}
+
 // Warp specialization: a warpgroup gives registers back (setmaxnreg.dec, the producer) or takes them (.inc, the
 // consumers); every thread of the warpgroup executes the same one. ptxas then compiles the code after an .inc for the
 // granted count, not the launch bounds' (unless that code holds a __trap()).

@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 // has a full mbarrier (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups
 // 1 and 2 are the consumers, query rows 64 (w - 1) .. + 63 each as in the kernel above, with the registers the
 // producer gave back. A consumer's step n issues S(n) = Q K(n)^T and then O += P(n - 1) V(n - 1), waits for S(n)
-// only and runs tile n's row max while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
+// only and runs tile n's softmax while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
 // K(n)'s buffer is freed when S(n) is done, V(n - 1)'s when P V is. The two consumers take turns issuing their MMAs
 // (the named barriers kSchedBarrier + w: each waits for the other's issue before its own), so the softmax of one runs
 // under the other's MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
@@ -308,10 +308,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_pin(s);
       release(empty_k, n);
       softmax(n);
-      // The softmax before the wait below in the PTX (unpinned, the compiler sank it past the wait). ptxas still
-      // places the wait (WARPGROUP.DEPBAR) before the exponentials, so they do not yet overlap this P V: see
-      // docs/attention-sm90.md.
+      // The softmax before the wait below: in the PTX (unpinned, the compiler sank it past the wait) and in the
+      // SASS (ptxas hoisted the wait above the exponentials), so that it runs under P(n - 1) V(n - 1).
       wgmma_pin(s);
+      wgmma_schedule_fence(l_run[0][0] < 0.0f);  // a sum of exponentials: never negative
       wgmma_wait<0>();  // P(n - 1) V(n - 1)
       wgmma_pin(acc[0]);
       release(empty_v, n - 1);
