@@ -100,16 +100,16 @@ TEST_P(AttentionWgmma, MatchesReference) {
   const auto [dt, d, causal] = GetParam();
   // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
   // dimensions reordered by stride), packed varlen ones through cp.async.
-  for (const char* setting :
-       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3", "attn_wgmma=0"}) {
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
+                              "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
     ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, static_cast<int>(d), &tile).ok());
     ASSERT_EQ(tile.wgmma, std::string(setting) != "attn_wgmma=0") << tile.to_string();
-    ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0 || std::string(setting) == "attn_wgmma=3")
-        << tile.to_string();
-    ASSERT_EQ(tile.warp_specialized, std::string(setting) == "attn_wgmma=3") << tile.to_string();
+    const bool ws = std::string(setting).rfind("attn_wgmma=3", 0) == 0;
+    ASSERT_EQ(tile.tma, std::string(setting).rfind("attn_wgmma=2", 0) == 0 || ws) << tile.to_string();
+    ASSERT_EQ(tile.warp_specialized, ws) << tile.to_string();
     expect_grid(dt, static_cast<int>(d), causal);
     if (d == 128) expect_layouts(dt, causal);
     // One query head (Q's descriptor without its head dimension) over 300 keys, and batch 3 of MQA.
@@ -131,8 +131,8 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   uint64_t seed = 41;
-  for (const char* setting :
-       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3"}) {
+  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64",
+                              "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (int64_t d : {64, 128})
@@ -599,13 +599,13 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   ASSERT_TRUE(active_profile(0, &prof).ok());
   for (const char* setting :
        {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
-        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3"}) {
+        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a
     // code and a compute capability 9.0 GPU (attn_bn=64 is the wgmma kernel's 64-key tile where that is the default).
     const bool wgmma = std::string(setting).rfind("attn_wgmma=1", 0) == 0 || std::string(setting) == "attn_wgmma=2" ||
-                       std::string(setting) == "attn_wgmma=3";
+                       std::string(setting).rfind("attn_wgmma=3", 0) == 0;
     const bool refused = (std::string(setting) == "attn_bn=64" && prof.sm < 80) || (wgmma && prof.sm != 90);
     TilePlan tile;
     const Status planned = plan_tile(prof, TileFamily::attention, DType::f16, 128, &tile);

@@ -833,6 +833,23 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
     EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
     EXPECT_NE(t.to_string().find("producer"), std::string::npos) << t.to_string();
+    EXPECT_EQ(t.pv_n, 128);  // P V: one m64n128k16 a k-step over O's columns
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
+    EXPECT_EQ(t.pv_n, 64);
+    {
+      Env two("attn_wgmma=3,attn_pv_n=64");  // two m64n64k16 a k-step at head_dim 128
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_EQ(t.pv_n, 64);
+    }
+    for (const char* bad : {"attn_wgmma=3,attn_pv_n=96", "attn_wgmma=2,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=256"}) {
+      Env b(bad);
+      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+          << bad;
+    }
+    {
+      Env wide64("attn_wgmma=3,attn_pv_n=128");  // wider than head_dim 64
+      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
+    }
     Env narrow("attn_wgmma=3,attn_bn=64");  // its tiles are 128 keys only
     const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);

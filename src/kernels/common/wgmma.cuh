@@ -194,6 +194,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[8][4], const unsig
   __trap();
 #endif
 }
+// The same for 64 x 128 x 16 (O's 128 columns in one MMA a k-step): B's descriptor spans two 64-column blocks, the
+// leading offset being the stride between them (see above).
+template <typename T, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const unsigned (&a)[4], uint64_t desc_b) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_RS128(TYPE)                                                              \
+  asm volatile(                                                                           \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %70, 0;\n"                                    \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " KK_WGMMA_D128_REGS \
+      ", {%64, %65, %66, %67}, %68, acc, 1, 1, %69;\n}\n"                                 \
+      : KK_WGMMA_D128                                                                     \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB ? 1 : 0), "r"(1))
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_RS128);
+#undef KK_WGMMA_RS128
+#else
+  (void)d, (void)a, (void)desc_b;
+  __trap();
+#endif
+}
 #undef KK_WGMMA_FOR_TYPE
 #undef KK_WGMMA_D4
 #undef KK_WGMMA_D64

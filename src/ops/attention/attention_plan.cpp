@@ -81,7 +81,14 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if ((stages != 0 && stages != 2) || rows_a_warp > 1)
         return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers and one 16-row tile a warp; "
                                 "attn_stages / attn_mw cannot change them (attn_wgmma=0: the mma.sync kernel)");
-      *t = {kAttnWgmmaRows, bn, head_dim, 2, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws};
+      // The warp-specialized kernel's P V: one MMA a k-step over all of O's columns (FlashAttention-3's), or one
+      // per 64 columns (attn_pv_n=64, the other kernel's form).
+      int pv_n = ws ? head_dim : 64;
+      KK_RETURN_IF_ERROR(tune_value("attn_pv_n", 64, 128, &pv_n));
+      if (pv_n != 64 && !(ws && pv_n == head_dim))
+        return invalid_argument("KERNELKIT_TUNE: attn_pv_n " + std::to_string(pv_n) +
+                                " is not 64 or, with attn_wgmma=3, the head_dim " + std::to_string(head_dim));
+      *t = {kAttnWgmmaRows, bn, head_dim, 2, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws, pv_n};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +

@@ -64,17 +64,25 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
 }
 
 // O += P V for one tile: per 16-key k-step, P from registers (pa: p_fragment's, wgmma's register A layout per
-// warp) and B = V MN-major through the transpose, one m64n64k16 per 64 columns of O (a 16-key step is +2048 bytes,
-// each column block its own descriptor). v_base: the V tile. The caller fences before and commits after.
-template <typename T, int D, int BN>
+// warp) and B = V MN-major through the transpose (a 16-key step is +2048 bytes): one m64n64k16 per 64 columns of O,
+// each column block its own descriptor, or with kWide one m64n128k16 over both column blocks of head_dim 128 (the
+// descriptor's leading offset = the stride between the blocks, BN rows of 128 bytes). v_base: the V tile. The
+// caller fences before and commits after.
+template <typename T, int D, int BN, bool kWide = false>
 __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const unsigned (&pa)[BN / 16][4], uint32_t v_base) {
+  static_assert(!kWide || D == 128, "one MMA over O's columns: head_dim 128");
 #pragma unroll
-  for (int kk = 0; kk < BN / 16; ++kk)
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    if constexpr (kWide) {
+      wgmma_m64n128k16_rs<T, true>(acc, pa[kk], wgmma_desc_sw128(v_base + 16 * kRowBytes * kk, BN * kRowBytes, kAtom));
+    } else {
 #pragma unroll
-    for (int c = 0; c < D / 64; ++c) {
-      const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
-      wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[8 * c]), pa[kk], dv);
+      for (int c = 0; c < D / 64; ++c) {
+        const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+        wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[8 * c]), pa[kk], dv);
+      }
     }
+  }
 }
 
 // BN: keys a K/V tile, 64 (two blocks an SM: 128 registers; at head_dim 128 ptxas spills 32 bytes, as measured) or
@@ -191,7 +199,8 @@ constexpr int kSchedBarrier = 1;      // consumer c waits on named barrier kSche
 constexpr int kConsumersBarrier = 3;  // both consumers: Q is no longer read (the epilogue stages O in its place)
 constexpr int kConsumerThreads = 256;
 
-template <typename T, int D, int BN, bool kMasks, bool kAlibi>
+// kWidePv: P V as issue_pv's kWide (head_dim 128).
+template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv>
 __global__ void __launch_bounds__(kWsThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
@@ -266,7 +275,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_commit();
     };
     auto issue_o = [&](int n) {
-      issue_pv<T, D, BN>(acc[0], pa, smem_addr(sV + n % kWsStages * BN * D));
+      issue_pv<T, D, BN, kWidePv>(acc[0], pa, smem_addr(sV + n % kWsStages * BN * D));
       wgmma_commit();
     };
     // Tile n's scores into P(n) (fp32, in s) and its rows' rescale factors; then P(n) rounded into pa.
@@ -374,8 +383,11 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   auto with_masks = [&](auto d, auto bn, auto masks, auto alibi) -> Status {
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
-    if constexpr (BN == kAttnWgmmaTmaKeys)
-      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi>);
+    if constexpr (BN == kAttnWgmmaTmaKeys) {
+      if (ws && tile.pv_n == D && D == 128)  // one MMA over O's columns a k-step (the default)
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128>);
+      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false>);
+    }
     return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
                    : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
   };
