@@ -201,13 +201,17 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
 }
 
 // False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
-// sequence with a bad cu_seqlens entry).
-template <int BM, int BN, bool kVarlen = true, typename T>
+// sequence with a bad cu_seqlens entry). The grid is (query tiles, heads, batch), or with kHeadsFirst (heads, query
+// tiles, batch): blocks are dispatched in linear order, so then every head's longest causal tile runs before any
+// head's second longest (the grid's tail is the shortest tiles of all heads, not a mix).
+template <int BM, int BN, bool kVarlen = true, bool kHeadsFirst = false, typename T>
 __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<T>& f) {
-  // Causal: the last query tiles see the most keys, so they are scheduled first (blockIdx.x 0 is the last tile) and
+  // Causal: the last query tiles see the most keys, so they are scheduled first (tile index 0 is the last tile) and
   // the tail of the grid is the short ones.
-  const int m_tile = p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
-  f.b = blockIdx.z, f.h = blockIdx.y, f.m0 = m_tile * BM;
+  const int m_tile = kHeadsFirst
+                         ? (p.causal ? static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y) : blockIdx.y)
+                         : (p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x);
+  f.b = blockIdx.z, f.h = kHeadsFirst ? blockIdx.x : blockIdx.y, f.m0 = m_tile * BM;
   int k_start;
   if (!sequence_spans<kVarlen>(p, f.b, f.q_start, f.s_q, k_start, f.s_k) || f.m0 >= f.s_q) return false;
   const int hk = f.h / p.group;

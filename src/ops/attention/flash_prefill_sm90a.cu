@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   __shared__ uint64_t full_k[kWsStages], full_v[kWsStages], empty_k[kWsStages], empty_v[kWsStages], full_q;
 
   FlashBlock<T> f;
-  if (!flash_block<kBM, BN, false>(p, f)) return;  // dense batches only (launch)
+  if (!flash_block<kBM, BN, false, true>(p, f)) return;  // dense batches only (launch); grid (heads, tiles, batch)
   if (threadIdx.x == 0) {
     tma::init(full_k, kWsStages);
     tma::init(full_v, kWsStages);
@@ -369,13 +369,14 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   // take the cp.async kernel.
   WgmmaTma ops{};
   const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
-  // The warp-specialized kernel where it runs (TMA), else the two-warpgroup one.
-  const bool ws = tile.warp_specialized && use_tma;
+  // The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535, counts the query tiles),
+  // else the two-warpgroup one.
+  const auto tiles = static_cast<unsigned>((a.s_q + kBM - 1) / kBM), heads = static_cast<unsigned>(a.heads);
+  const bool ws = tile.warp_specialized && use_tma && tiles <= 65535;
   auto go = [&](auto kernel) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const dim3 grid(static_cast<unsigned>((a.s_q + kBM - 1) / kBM), static_cast<unsigned>(a.heads),
-                    static_cast<unsigned>(a.batch));
+    const dim3 grid(ws ? heads : tiles, ws ? tiles : heads, static_cast<unsigned>(a.batch));  // flash_block
     kernel<<<grid, ws ? kWsThreads : kThreads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
     return Status::Ok();
