@@ -14,27 +14,31 @@ namespace kernelkit::cuda {
 namespace tma {
 namespace ptx = ::cuda::ptx;
 
-// Waits for phase `parity` of an mbarrier, trapping after 10 s of wall time (%globaltimer, ns) instead of hanging: a
-// wrong transaction count or a copy that never lands would otherwise hang the process (and a device call with it); a
-// trap is a launch error the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.)
+// How long an mbarrier wait may take before it gives up (wall time, %globaltimer ns): far past any real phase.
+constexpr uint64_t kWaitLimitNs = 10'000'000'000ull;
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+
+// Waits for phase `parity` of an mbarrier, trapping after kWaitLimitNs instead of hanging: a wrong transaction count
+// or a copy that never lands would otherwise hang the process (and a device call with it); a trap is a launch error
+// the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.)
 __device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
   const uint64_t start = globaltimer_ns();
   while (!ptx::mbarrier_try_wait_parity(bar, parity))
-    if (globaltimer_ns() - start > 10'000'000'000ull) __trap();
+    if (globaltimer_ns() - start > kWaitLimitNs) __trap();
 }
 
 // wait_or_trap for code after setmaxnreg.inc, where a __trap() on the path makes ptxas keep the register cap of the
-// launch bounds instead of the granted count (and spill): after 10 s it sets `timed_out` and returns, and once that is
-// set later waits return at once, so a lost phase ends the kernel (the caller poisons its output) instead of hanging.
+// launch bounds instead of the granted count (and spill): after kWaitLimitNs it sets `timed_out` and returns, and once
+// that is set later waits return at once, so a lost phase ends the kernel (the caller poisons its output) instead of
+// hanging.
 __device__ __forceinline__ void wait_or_flag(uint64_t* bar, uint32_t parity, bool& timed_out) {
   const uint64_t start = globaltimer_ns();
   while (!timed_out && !ptx::mbarrier_try_wait_parity(bar, parity))
-    if (globaltimer_ns() - start > 10'000'000'000ull) timed_out = true;
+    if (globaltimer_ns() - start > kWaitLimitNs) timed_out = true;
 }
 
 // One arrival on an mbarrier (release, CTA scope): a consumer's "this buffer is free".

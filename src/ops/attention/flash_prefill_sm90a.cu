@@ -1,23 +1,14 @@
 // Prefill attention on Hopper's warpgroup MMA (the sm_90 default where sm_90a code runs, kAttnWgmmaRows in
 // planner.hpp; compiled for sm_90a only, see sm90a.hpp). The same blocks, masks, online softmax and epilogue as
 // flash_prefill_kernel (flash_prefill.cuh: flash_block, mask_and_softmax, store_warp_rows), with the two products on
-// wgmma.mma_async:
-//   A block of 256 threads is two warpgroups; warpgroup w owns query rows 64 w .. 64 w + 63 of the block's 128 (wgmma's
-//   M), and its warp i rows 16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the
-//   mma.sync kernel's warps hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
+// wgmma.mma_async (issue_qk, issue_pv):
+//   Warpgroup w of the consumers owns query rows 64 w .. 64 w + 63 of the block's 128 (wgmma's M), and its warp i rows
+//   16 i .. 16 i + 15 of those, so each warp's accumulator fragments are the C fragments the mma.sync kernel's warps
+//   hold for their 16 rows (wgmma.cuh): the softmax and the epilogue are shared unchanged.
 //   Shared tiles are D / 64 column blocks of [rows][64] in the 128-byte swizzle (load_tile<..., kColumnBlocks>), each
 //   block 1024-byte aligned (the descriptors' base offset 0): Q [128][D], and two buffers of K and V [BN][D].
-//   S = Q K^T: D / 16 k-steps of m64n64k16 (m64n128k16 for 128-key tiles) with A = the warpgroup's 64 rows of Q and
-//   B = K, both K-major descriptors
-//   (the probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes).
-//   O += P V: per 16-key k-step, P from registers (p_fragment: the m16n8k16 A fragment, which is wgmma's register A
-//   layout per warp) and B = V, MN-major through the instruction's transpose, one m64n64k16 per 64 columns of O (the
-//   probe's MN-major layout: a 16-key step is +2048 bytes, each column block its own descriptor).
-//   K/V tile it + 1 is loaded (TMA, or cp.async) while tile it is computed; with cp.async, fence.proxy.async makes the
-//   copies and the zero-filled rows visible to wgmma's reads (async proxy); every wgmma group is waited for before the
-//   barrier that frees its buffer.
-// Not yet here (docs/attention-sm90.md, "What it lacks"): a producer warp, overlap of one warpgroup's softmax with
-// the other's MMA (FlashAttention-3's ping-pong) and of S(it + 1) with the softmax of it.
+// Two kernels: flash_prefill_wgmma_kernel (two warpgroups that load, compute and meet at a block barrier a tile) and
+// flash_prefill_ws_kernel (a producer warpgroup and two consumers, FlashAttention-3's layout; docs/attention-sm90.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
