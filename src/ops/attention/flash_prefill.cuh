@@ -170,12 +170,18 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 // second is row_a + 8.
 // kUnscaled (plain variants only): the scores stay unscaled (masked, and their max taken, as they are): the caller
 // folds the scale into its exponent (online_softmax_factors, one FFMA a score instead of FMUL and FADD).
-template <bool kMasks, bool kAlibi, bool kUnscaled = false, int NB, typename T>
+// kChains: each row's max in that many independent FMNMX chains (8-key block nb into chain nb % kChains), combined at
+// the end: a 128-key tile's 32 scores a row are otherwise one chain of 32 dependent instructions, 8 with 4 chains.
+template <bool kMasks, bool kAlibi, bool kUnscaled = false, int kChains = 1, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
   static_assert(kMasks || !kAlibi, "ALiBi is a kMasks variant");
   static_assert(!(kMasks && kUnscaled), "the kMasks variants transform the scores first");
+  static_assert(NB % kChains == 0, "whole chains");
   const int t = threadIdx.x % 4;
+  float chain_max[kChains][2];  // chain 0 is tile_max itself
+#pragma unroll
+  for (int c = 1; c < kChains; ++c) chain_max[c][0] = chain_max[c][1] = -INFINITY;
   if constexpr (kMasks) p.score.apply(s);
   if constexpr (kAlibi) {
     if (slope != 0.0f)  // block-uniform: one head a block
@@ -196,8 +202,19 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
         if (col >= s_k || (p.causal && col > row + offset) || before_window) x = -INFINITY;
       }
       s[nb][e] = x;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+      float& m = nb % kChains == 0 ? tile_max[e / 2] : chain_max[nb % kChains][e / 2];
+      m = fmaxf(m, x);
     }
+  if constexpr (kChains > 1) {
+    chain_max[0][0] = tile_max[0], chain_max[0][1] = tile_max[1];
+#pragma unroll
+    for (int stride = 1; stride < kChains; stride *= 2)  // a tree: log2(kChains) levels
+#pragma unroll
+      for (int c = 0; c + stride < kChains; c += 2 * stride)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) chain_max[c][r] = fmaxf(chain_max[c][r], chain_max[c + stride][r]);
+    tile_max[0] = chain_max[0][0], tile_max[1] = chain_max[0][1];
+  }
 }
 
 // False for a block with nothing to do (a shorter sequence of a varlen batch: the grid covers the longest; a
@@ -248,10 +265,11 @@ template <bool kMasks, bool kAlibi, int BM, int BN, typename T>
 __device__ __forceinline__ void mask_scores(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                             float (&s)[BN / 8][4], float (&tile_max)[2]) {
   const int n0 = tile * BN;
+  constexpr int kChains = BN / 8 >= 4 ? 4 : 1;
   if (tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k))
-    score_tile<kMasks, kAlibi, !kMasks>(p, s, true, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
+    score_tile<kMasks, kAlibi, !kMasks, kChains>(p, s, true, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
   else
-    score_tile<kMasks, kAlibi, !kMasks>(p, s, false, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
+    score_tile<kMasks, kAlibi, !kMasks, kChains>(p, s, false, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
 }
 
 // Epilogue of a warp owning rows wr .. wr + 16 MW - 1 of the block: l over the quad, O / l (0 for a row that saw no

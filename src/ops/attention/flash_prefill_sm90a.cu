@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // The softmax before the wait below: in the PTX (unpinned, the compiler sank it past the wait) and in the
       // SASS (ptxas hoisted the wait above the exponentials), so that it runs under P(n - 1) V(n - 1).
       wgmma_pin(s);
-      wgmma_schedule_fence(l_run[0][0] < 0.0f);  // a sum of exponentials: never negative
+      wgmma_schedule_fence(fminf(l_run[0][0], l_run[0][1]) < 0.0f);  // sums of exponentials: never negative
       wgmma_wait<0>();  // P(n - 1) V(n - 1)
       wgmma_pin(acc[0]);
       release(empty_v, n - 1);

@@ -86,18 +86,26 @@ __device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float 
     m_run[r] = m_new;
     l_run[r] *= corr[r];
   }
-  // Each row's sum in two halves (even and odd 8-key blocks): two dependent FADD chains of NB / 2 instead of one of
-  // NB, added at the end.
-  float l_odd[2] = {0.0f, 0.0f};
+  // Each row's sum in kChains parts (8-key block nb into part nb % kChains): that many dependent FADD chains of
+  // 2 NB / kChains instead of one of 2 NB, added at the end.
+  constexpr int kChains = NB % 4 == 0 ? 4 : 1;
+  float part[kChains][2];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) part[c][0] = part[c][1] = 0.0f;
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       s[nb][e] = exp2_ftz(fmaf(s[nb][e], scale, -m_use[e / 2]));
-      (nb % 2 ? l_odd : l_run)[e / 2] += s[nb][e];
+      part[nb % kChains][e / 2] += s[nb][e];
     }
-  l_run[0] += l_odd[0];
-  l_run[1] += l_odd[1];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) sum += part[c][r];
+    l_run[r] += sum;
+  }
 }
 
 // P's C fragments of keys 16 kk .. 16 kk + 15 rounded to T: exactly the A fragment of that P V k-step.
