@@ -101,7 +101,7 @@ TEST_P(AttentionWgmma, MatchesReference) {
   // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
   // dimensions reordered by stride), packed varlen ones through cp.async.
   for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-                              "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=0"}) {
+                              "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -132,7 +132,7 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   uint64_t seed = 41;
   for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64",
-                              "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64"}) {
+                              "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (int64_t d : {64, 128})
@@ -599,7 +599,8 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   ASSERT_TRUE(active_profile(0, &prof).ok());
   for (const char* setting :
        {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
-        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64"}) {
+        "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64",
+        "attn_wgmma=3,attn_stages=3"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a

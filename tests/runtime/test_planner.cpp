@@ -850,6 +850,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       Env wide64("attn_wgmma=3,attn_pv_n=128");  // wider than head_dim 64
       EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
     }
+    {
+      Env three("attn_wgmma=3,attn_stages=3");  // three K/V buffers: 225 KB at head_dim 128
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_EQ(t.stages, kAttnWsMaxStages);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 6 * 128) * 128 + 1024);
+      EXPECT_LE(t.smem_bytes, h200.smem_per_block_optin);
+    }
+    for (const char* bad :
+         {"attn_wgmma=2,attn_stages=3", "attn_wgmma=3,attn_stages=1", "attn_wgmma=3,attn_stages=3,attn_pv_n=64"}) {
+      Env b(bad);  // three buffers: the warp-specialized kernel's, with P V over all of O's columns
+      const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
+      EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
+      EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
+    }
     Env narrow("attn_wgmma=3,attn_bn=64");  // its tiles are 128 keys only
     const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);

@@ -75,12 +75,16 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
         return invalid_argument("KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
                                 std::to_string(kAttnWgmmaTmaKeys) + "-key tiles only, not attn_bn " +
                                 std::to_string(bn));
-      int stages = 0, rows_a_warp = 0;  // the kernel has two buffers and one row tile a warp: nothing to force
-      KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnMaxStages, &stages));
+      // Two K/V buffers (the warp-specialized kernel: 2 or kAttnWsMaxStages) and one row tile a warp.
+      int stages = 2, rows_a_warp = 0;
+      KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnWsMaxStages, &stages));
       KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &rows_a_warp));
-      if ((stages != 0 && stages != 2) || rows_a_warp > 1)
-        return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers and one 16-row tile a warp; "
-                                "attn_stages / attn_mw cannot change them (attn_wgmma=0: the mma.sync kernel)");
+      if ((stages != 2 && !(ws && stages == kAttnWsMaxStages)) || rows_a_warp > 1)
+        return invalid_argument("KERNELKIT_TUNE: the wgmma prefill has 2 K/V buffers (attn_wgmma=3: 2 or " +
+                                std::to_string(kAttnWsMaxStages) + ") and one 16-row tile a warp; attn_stages " +
+                                std::to_string(stages) +
+                                " / attn_mw cannot be forced (attn_wgmma=0: the mma.sync "
+                                "kernel)");
       // The warp-specialized kernel's P V: one MMA a k-step over all of O's columns (FlashAttention-3's), or one
       // per 64 columns (attn_pv_n=64, the other kernel's form).
       int pv_n = ws ? head_dim : 64;
@@ -88,8 +92,11 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (pv_n != 64 && !(ws && pv_n == head_dim))
         return invalid_argument("KERNELKIT_TUNE: attn_pv_n " + std::to_string(pv_n) +
                                 " is not 64 or, with attn_wgmma=3, the head_dim " + std::to_string(head_dim));
-      *t = {kAttnWgmmaRows, bn, head_dim, 2, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws, pv_n};
-      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 4 * bn) * head_dim + 1024;
+      if (stages != 2 && pv_n != head_dim)
+        return invalid_argument("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
+                                " takes P V over all of O's columns (attn_pv_n " + std::to_string(head_dim) + ")");
+      *t = {kAttnWgmmaRows, bn, head_dim, stages, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws, pv_n};
+      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 2 * stages * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
                            " bytes exceed profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));

@@ -47,6 +47,10 @@ constexpr int kAttnWideKeys = 64;
 // 547.6, the mma.sync kernel 590.8; b4 s2048 d128: 735.5 / 773.8 / 871.8 / 953.2; head_dim 64 causal: 319.6 / 328.7 /
 // 357.6 / 359.2 (SDPA flash 505.4 / 796.1 / 295.8, cuDNN 259.1 / 421.0 / 182.0; docs/attention-sm90.md).
 constexpr int kAttnWgmmaRows = 128;
+// K/V buffers of the warp-specialized kernel (attn_wgmma=3): 2, or 3 under KERNELKIT_TUNE attn_stages=3 (Q and 3 x 64
+// KB of K/V tiles at head_dim 128: 225 KB of the 227 KB a block may have); a tile's load is then issued two steps
+// ahead.
+constexpr int kAttnWsMaxStages = 3;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;
 

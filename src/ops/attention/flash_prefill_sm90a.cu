@@ -183,15 +183,15 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 // (the named barriers kSchedBarrier + w: each waits for the other's issue before its own), so the softmax of one runs
 // under the other's MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
 constexpr int kWsThreads = 3 * 128;
-constexpr int kWsStages = 2;  // K and V buffers each (2 x 64 KB at head_dim 128 with 128-key tiles, + 32 KB of Q)
 // Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (one block an SM).
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 constexpr int kSchedBarrier = 1;      // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = 3;  // both consumers: Q is no longer read (the epilogue stages O in its place)
 constexpr int kConsumerThreads = 256;
 
-// kWidePv: P V as issue_pv's kWide (head_dim 128).
-template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv>
+// kWidePv: P V as issue_pv's kWide (head_dim 128). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with
+// 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
+template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages>
 __global__ void __launch_bounds__(kWsThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
@@ -376,9 +376,11 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     if constexpr (BN == kAttnWgmmaTmaKeys) {
+      if (ws && tile.stages == kAttnWsMaxStages)  // P V over all of O's columns (the planner's pv_n)
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128, kAttnWsMaxStages>);
       if (ws && tile.pv_n == D && D == 128)  // one MMA over O's columns a k-step (the default)
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128>);
-      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false>);
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128, 2>);
+      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2>);
     }
     return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
                    : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
