@@ -34,7 +34,7 @@ Every kernelkit output is checked against a float32 PyTorch evaluation before it
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,decodefp8,pages,kvwrite,linear,checkpoints,
-                                        w8a8,fp8,normquant,actquant,accuracy,fp8model,host] [--quick] [--tuned] [--out DIR] [--commit SHA]
+                                        w8a8,fp8,normquant,actquant,accuracy,fp8model,host] [--quick] [--tuned | --tunes S;S] [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -122,7 +122,8 @@ def tuned(op, fns):
     captures the kernel chosen under it."""
     if not args.tuned:
         return []
-    return [(s, [with_tune(s, f) for f in fns]) for s in TUNED[op]]
+    settings = args.tunes.split(";") if args.tunes else TUNED[op]
+    return [(s, [with_tune(s, f) for f in fns]) for s in settings]
 
 
 def mma_gemv_tunes(m, fns, int4_groups=False):
@@ -1184,10 +1185,13 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--tuned", action="store_true",
                    help="also time the planner's alternatives (KERNELKIT_TUNE): " + ", ".join(sum(TUNED.values(), [])))
+    p.add_argument("--tunes", default="",
+                   help="';'-separated KERNELKIT_TUNE settings timed instead of every op's TUNED list (implies --tuned)")
     p.add_argument("--out")
     p.add_argument("--commit", default="")
     p.add_argument("--check-cpu", action="store_true")
     args = p.parse_args(argv)
+    args.tuned = args.tuned or bool(args.tunes)
     if args.check_cpu:
         return check_cpu()
     if not torch.cuda.is_available():
