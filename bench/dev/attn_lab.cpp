@@ -3,6 +3,7 @@
 // is run once with its output poisoned first and compared with the first setting's, element by element (a setting
 // the planner refuses is reported and skipped), then timed: CUDA events around `runs` back-to-back launches, median
 // of 7 such batches, TFLOP/s of the visible score pairs.
+// scripts/carry-build packs it (build/gc-native/attn_lab); by hand:
 //   g++ -O2 -std=c++20 -Iinclude -I/usr/local/cuda/include bench/dev/attn_lab.cpp BUILD/libkernelkit.a -ldl \
 //     -L/usr/local/cuda/lib64 -lcudart_static -lrt -lpthread -o attn_lab
 //   ./attn_lab [--runs 20] [--shape b,s,h,h_kv,d,causal]... -- SETTING...   ("" or "default": no KERNELKIT_TUNE)
