@@ -170,8 +170,7 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 // second is row_a + 8.
 // kUnscaled (plain variants only): the scores stay unscaled (masked, and their max taken, as they are): the caller
 // folds the scale into its exponent (online_softmax_factors, one FFMA a score instead of FMUL and FADD).
-// kChains: each row's max in that many independent FMNMX chains (8-key block nb into chain nb % kChains), combined at
-// the end: a 128-key tile's 32 scores a row are otherwise one chain of 32 dependent instructions, 8 with 4 chains.
+// kChains: each row's max in that many independent FMNMX chains (kRowChains), combined at the end.
 template <bool kMasks, bool kAlibi, bool kUnscaled = false, int kChains = 1, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
@@ -265,7 +264,7 @@ template <bool kMasks, bool kAlibi, int BM, int BN, typename T>
 __device__ __forceinline__ void mask_scores(const FlashParams<T>& p, const FlashBlock<T>& f, int tile, int row_a,
                                             float (&s)[BN / 8][4], float (&tile_max)[2]) {
   const int n0 = tile * BN;
-  constexpr int kChains = BN / 8 >= 4 ? 4 : 1;
+  constexpr int kChains = kRowChains<BN / 8>;
   if (tile_needs_mask<kMasks, BM, BN>(p, n0, f.m0, f.offset, f.s_k))
     score_tile<kMasks, kAlibi, !kMasks, kChains>(p, s, true, n0, row_a, f.offset, f.s_k, tile_max, f.slope);
   else

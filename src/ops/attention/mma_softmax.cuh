@@ -67,6 +67,12 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[NB][4], float (&t
     }
 }
 
+// How many independent chains a row's max and sum over NB 8-key blocks are split into (block nb into chain
+// nb % kRowChains, combined at the end): one chain over a 128-key tile's 32 scores a row is 32 dependent
+// instructions, four are 8 (and 2 to combine them).
+template <int NB>
+constexpr int kRowChains = NB % 4 == 0 ? 4 : 1;
+
 // The kLean step for a kernel whose O is still being read by an asynchronous MMA when the step runs (the
 // warp-specialized sm_90a prefill: O += P V of the previous tile overlaps this tile's softmax): O is left alone and
 // its rescale factors come back in corr, for rescale_rows once that MMA is done. tile_max: the max of this lane's
@@ -86,9 +92,7 @@ __device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float 
     m_run[r] = m_new;
     l_run[r] *= corr[r];
   }
-  // Each row's sum in kChains parts (8-key block nb into part nb % kChains): that many dependent FADD chains of
-  // 2 NB / kChains instead of one of 2 NB, added at the end.
-  constexpr int kChains = NB % 4 == 0 ? 4 : 1;
+  constexpr int kChains = kRowChains<NB>;  // each row's sum in that many FADD chains
   float part[kChains][2];
 #pragma unroll
   for (int c = 0; c < kChains; ++c) part[c][0] = part[c][1] = 0.0f;
