@@ -86,16 +86,16 @@ def check(name, got, want, tol):
 
 # The planner's alternatives timed next to its choice (KERNELKIT_TUNE, include/kernelkit/planner.hpp): the kernels
 # that are not the default here (on sm_90 the mma.sync prefill, attn_wgmma=0, with its 128x64 tile, its 128x32 one and
-# one row tile a warp; the cp.async-fed wgmma prefill, attn_wgmma=1; the CUDA-core decode, decode_tc=0, and its
-# 4-stage ring; the GEMV's register prefetch and cp.async ring, each the default on some shapes), candidates (the
-# wgmma prefill's other key tiles and its warp-specialized form, attn_wgmma=3), and sweeps of the split counts the planner's cost model
+# one row tile a warp; the two-warpgroup wgmma prefill fed by cp.async or TMA, attn_wgmma=1 / 2; the CUDA-core
+# decode, decode_tc=0, and its 4-stage ring; the GEMV's register prefetch and cp.async ring, each the default on some
+# shapes), candidates (the wgmma prefills' other key tiles, P V form and K/V depth), and sweeps of the split counts the planner's cost model
 # picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8 measure faster: 136 vs 149 us in
 # bench/results/h200/op_baselines.md; none at b64, whose 512 blocks are 1.3 waves of 396, where 2-4 would even the
 # waves; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
 # attn_wgmma=1 / 2 / 3 are refused (rows say so).
 TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1",
-                       "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64",
-                       "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3"],
+                       "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",
+                       "attn_wgmma=2,attn_bn=64", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",

@@ -35,9 +35,11 @@ def main():
     with open(args.csv, newline="") as f:
         lines = [line for line in f if line.strip() and not line.startswith("==")]
     rows = list(csv.reader(lines))
-    if not rows:
-        sys.exit("no rows in " + args.csv)
-    head, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    # The export opens with the kernel's name ("Kernel Name", name), then the header row.
+    start = next((i for i, r in enumerate(rows) if any("Address" in n for n in r)), None)
+    if start is None:
+        sys.exit("no header row (with an Address column) in " + args.csv)
+    head, body = rows[start], [r for r in rows[start + 1:] if len(r) == len(rows[start])]
     print("columns:", " | ".join(head))
     col = {name: i for i, name in enumerate(head)}
     addr = next(i for i, n in enumerate(head) if "Address" in n)
@@ -49,6 +51,11 @@ def main():
         sys.exit("no sample columns")
     total = sum(number(r[sample_cols[0]]) for r in body) or 1.0
     print(f"instructions: {len(body)}, samples ({head[sample_cols[0]]}): {total:.0f}")
+    reasons = [c for c in stall_cols if "Not Issued" not in head[c]]
+    by_reason = {head[c]: sum(number(r[c]) for r in body) for c in reasons}
+    stalls = sum(by_reason.values()) or 1.0
+    print("stall reasons (share of their samples): " +
+          ", ".join(f"{k} {100 * v / stalls:.1f}%" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1]) if v))
 
     by_op = collections.defaultdict(lambda: [0.0] * len(shown))
     for r in body:

@@ -85,8 +85,8 @@ struct TilePlan {
   int64_t smem_bytes = 0;
   bool smem_optin = false;
   bool wgmma = false;  // attention: the sm_90a warpgroup-MMA kernel (kAttnWgmmaRows) instead of the mma.sync one
-  bool tma = false;    // ... with Q, K and V through TMA (attn_wgmma=2) instead of cp.async
-  bool warp_specialized = false;  // ... and a producer warpgroup with two consumers (attn_wgmma=3)
+  bool tma = false;    // ... with Q, K and V through TMA (attn_wgmma=2 / 3) instead of cp.async
+  bool warp_specialized = false;  // ... and a producer warpgroup with two consumers (attn_wgmma=3, the default)
   int pv_n = 0;  // ... whose P V takes head_dim columns an MMA (m64n128k16 at head_dim 128) or 64 (attn_pv_n=64)
   std::string to_string() const;
 };

@@ -86,12 +86,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
                                             ::testing::Bool()));
 
-// The sm_90 prefills other than the default (AttentionGrid runs that: the TMA-fed wgmma kernel with 128-key tiles) on
-// the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits (once): the wgmma kernel
-// fed by cp.async (KERNELKIT_TUNE attn_wgmma=1, src/ops/attention/flash_prefill_sm90a.cu) with 64- and 128-key tiles, fed
-// by TMA with 64-key tiles, and the mma.sync kernel (attn_wgmma=0: its 128x64 tile, the sm_90 choice where no sm_90a
-// code runs). Skipped where the build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4
-// paths: AttentionGrid runs the mma.sync kernel there).
+// Every sm_90 prefill on the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits
+// (once): the warp-specialized wgmma kernel (the default, which AttentionGrid runs on the grid too) with its P V and
+// buffer alternatives, the two-warpgroup wgmma kernel (src/ops/attention/flash_prefill_sm90a.cu) fed by TMA with 128-
+// and 64-key tiles (attn_wgmma=2: also the default's fallback past 65535 query tiles) and by cp.async with 64- and
+// 128-key tiles (attn_wgmma=1: the default's path for packed varlen batches), and the mma.sync kernel (attn_wgmma=0:
+// its 128x64 tile, the sm_90 choice where no sm_90a code runs). Skipped where the build has no sm_90a code or the GPU
+// is not compute capability 9.0 (the A100 / T4 paths: AttentionGrid runs the mma.sync kernel there).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
 TEST_P(AttentionWgmma, MatchesReference) {
@@ -100,8 +101,9 @@ TEST_P(AttentionWgmma, MatchesReference) {
   const auto [dt, d, causal] = GetParam();
   // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
   // dimensions reordered by stride), packed varlen ones through cp.async.
-  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-                              "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=0"}) {
+  for (const char* setting :
+       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
+        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -366,7 +368,8 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128) settings = {"", "attn_wgmma=1", "attn_wgmma=0"};
+  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
+    settings = {"", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
@@ -424,7 +427,8 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128) settings = {"", "attn_wgmma=1", "attn_wgmma=0"};
+  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
+    settings = {"", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   uint64_t seed = 101;
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);

@@ -254,14 +254,16 @@ TEST(Planner, RejectsWhatItCannotPlan) {
 
 TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   TilePlan t;
-  // sm_90 profiles: the TMA-fed wgmma prefill at head_dim 64 and 128 where sm_90a code runs, 128-key tiles.
+  // sm_90 profiles: the warp-specialized wgmma prefill at head_dim 64 and 128 where sm_90a code runs (TMA, 128-key
+  // tiles, P V over all of O's columns).
   for (int d : {64, 128}) {
     ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
-    EXPECT_TRUE(t.wgmma);
-    EXPECT_TRUE(t.tma);
+    EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
     EXPECT_EQ(t.block_m, kAttnWgmmaRows);
     EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
-    EXPECT_EQ(t.warps, 8);  // two warpgroups
+    EXPECT_EQ(t.warps, 12);  // a producer warpgroup and two consumers
+    EXPECT_EQ(t.stages, 2);
+    EXPECT_EQ(t.pv_n, d);
     EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * d + 1024);  // Q + 2 x (K, V) + the 1024-byte alignment
   }
   // Without sm_90a code (a build for other archs, another GPU): the mma.sync kernel, two 16-row tiles a warp with
@@ -808,10 +810,12 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     }
   }
   {
-    Env e("attn_wgmma=2");  // the same kernel fed by TMA (the default): 128-key tiles
+    Env e("attn_wgmma=2");  // the same kernel fed by TMA: 128-key tiles
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_TRUE(t.wgmma);
     EXPECT_TRUE(t.tma);
+    EXPECT_FALSE(t.warp_specialized);
+    EXPECT_EQ(t.warps, 8);
     EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
     EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 128 + 1024);
     EXPECT_NE(t.to_string().find("TMA"), std::string::npos) << t.to_string();
@@ -826,7 +830,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 64 + 1024);
   }
   {
-    Env e("attn_wgmma=3");  // TMA-fed with a producer warpgroup: three warpgroups, the same tiles and shared memory
+    Env e("attn_wgmma=3");  // TMA-fed with a producer warpgroup (the default): three warpgroups, the same tiles and
+                            // shared memory
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
     EXPECT_EQ(t.warps, 12);
@@ -876,10 +881,24 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(t.block_n, kAttnWideKeys);
     EXPECT_EQ(t.warps, 4);
   }
+  {
+    // Keys forced without attn_wgmma on sm_90: those of the warp-specialized kernel keep it, attn_bn=64 takes the
+    // TMA-fed two-warpgroup kernel (the one with 64-key tiles).
+    Env three("attn_stages=3");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.warp_specialized);
+    EXPECT_EQ(t.stages, kAttnWsMaxStages);
+    Env narrow("attn_bn=64");
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.wgmma && t.tma);
+    EXPECT_FALSE(t.warp_specialized);
+    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.warps, 8);
+  }
   for (const char* bad :
        {"attn_stages=0", "attn_stages=4", "attn_bn=48", "attn_bn=16", "attn_wgmma=0,attn_bn=128", "attn_wgmma=4",
         // the mma.sync kernel's keys with the wgmma prefill (the sm_90 default): attn_wgmma=0 must come with them
-        "attn_stages=3", "attn_mw=2", "attn_bn=32"}) {
+        "attn_mw=2", "attn_bn=32", "attn_stages=1"}) {
     Env e(bad);
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
         << bad;

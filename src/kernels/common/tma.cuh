@@ -24,8 +24,10 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
 
 // Waits for phase `parity` of an mbarrier, trapping after kWaitLimitNs instead of hanging: a wrong transaction count
 // or a copy that never lands would otherwise hang the process (and a device call with it); a trap is a launch error
-// the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.)
+// the caller reports. (A debugger stopped at a breakpoint meanwhile can trip it.) The clock is read only once a first
+// try has failed: in a steady pipeline the phase has usually completed already.
 __device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
+  if (ptx::mbarrier_try_wait_parity(bar, parity)) return;
   const uint64_t start = globaltimer_ns();
   while (!ptx::mbarrier_try_wait_parity(bar, parity))
     if (globaltimer_ns() - start > kWaitLimitNs) __trap();
@@ -36,6 +38,7 @@ __device__ __forceinline__ void wait_or_trap(uint64_t* bar, uint32_t parity) {
 // that is set later waits return at once, so a lost phase ends the kernel (the caller poisons its output) instead of
 // hanging.
 __device__ __forceinline__ void wait_or_flag(uint64_t* bar, uint32_t parity, bool& timed_out) {
+  if (timed_out || ptx::mbarrier_try_wait_parity(bar, parity)) return;
   const uint64_t start = globaltimer_ns();
   while (!timed_out && !ptx::mbarrier_try_wait_parity(bar, parity))
     if (globaltimer_ns() - start > kWaitLimitNs) timed_out = true;

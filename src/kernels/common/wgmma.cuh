@@ -42,6 +42,15 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
          static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
 }
 
+// The descriptor of the operand `bytes` past the one `desc` describes (the same offsets and swizzle): the start
+// address is the low field, in 16-byte units, and shared addresses stay under 256 KB, so the sum never carries out of
+// it. One add on the low word where wgmma_desc_sw128 takes five uniform instructions: the MMA loops build one
+// descriptor a tile and step from it with compile-time offsets.
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() {
 #if KK_DEVICE_HAS_WGMMA
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

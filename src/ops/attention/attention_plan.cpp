@@ -3,6 +3,7 @@
 #include "ops/attention/attention_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -52,12 +53,19 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (family == TileFamily::attention) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-    // The wgmma prefill fed by TMA is the default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64
-    // and 128, sm_90a code for the device. attn_wgmma=0 / 1 / 2 / 3 forces the mma.sync kernel, the cp.async-fed or
-    // the TMA-fed wgmma one, or the TMA-fed one with a producer warpgroup (12 warps, 128-key tiles only).
+    // The warp-specialized wgmma prefill (a producer warpgroup and two consumers, 12 warps, 128-key tiles) is the
+    // default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64 and 128, sm_90a code for the device.
+    // attn_wgmma=0 / 1 / 2 / 3 forces the mma.sync kernel, the two-warpgroup wgmma kernel fed by cp.async or by
+    // TMA, or the warp-specialized one; attn_bn=64 alone plans the TMA-fed two-warpgroup kernel, the one with
+    // 64-key tiles.
     const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
-    int wgmma = wgmma_here && sm90a_code ? 2 : 0;
+    int wgmma = -1, forced_bn = 0;
     KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 3, &wgmma));
+    if (wgmma < 0) {  // planned: the range of a forced attn_bn is checked below, with the kernel's message
+      KK_RETURN_IF_ERROR(
+          tune_value("attn_bn", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), &forced_bn));
+      wgmma = !wgmma_here || !sm90a_code ? 0 : forced_bn == 64 ? 2 : 3;
+    }
     if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
       if (!wgmma_here)
         return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "

@@ -34,22 +34,23 @@ constexpr int kAttnWideKeys = 64;
 // ---- Prefill on wgmma (sm_90a)
 
 // The default on sm_90 profiles at head_dim 64 and 128 where it can run (a build with sm_90a code, a compute
-// capability 9.0 GPU; plan_tile's sm90a_code): blocks of two warpgroups, each owning kAttnWgmmaRows / 2 query rows
-// (wgmma's M = 64), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
-// (flash_prefill_sm90a.cu), K/V tiles in two buffers. Fed by TMA (KERNELKIT_TUNE attn_wgmma=2, the default: one
-// thread issues a tile's boxes, mbarriers say when they landed) with kAttnWgmmaTmaKeys-key tiles, or by every
-// thread's cp.async (attn_wgmma=1) with kAttnWgmmaKeys-key tiles; attn_bn=64 / 128 forces either tile (128: S on
-// m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM). Packed varlen batches, calls without keys and
-// strides a TMA descriptor cannot express take the cp.async loads (a varlen batch's tail rows must be zeros, not the
-// next sequence's). attn_wgmma=3: the TMA-fed kernel's warp-specialized form (a producer warpgroup and two consumers
-// that overlap their softmax with MMAs; docs/attention-sm90.md). attn_wgmma=0 forces the mma.sync kernel.
-// On the H200, b1 h32 s4096 d128 causal: TMA 128 keys 413.4 us (333 TFLOP/s), TMA 64 keys 481.7, cp.async 64 keys
-// 547.6, the mma.sync kernel 590.8; b4 s2048 d128: 735.5 / 773.8 / 871.8 / 953.2; head_dim 64 causal: 319.6 / 328.7 /
-// 357.6 / 359.2 (SDPA flash 505.4 / 796.1 / 295.8, cuDNN 259.1 / 421.0 / 182.0; docs/attention-sm90.md).
+// capability 9.0 GPU; plan_tile's sm90a_code), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled
+// shared tiles (flash_prefill_sm90a.cu), kAttnWgmmaRows query rows a block, wgmma's M = 64 rows a warpgroup. The
+// planned form (attn_wgmma=3) is warp-specialized: a producer warpgroup loads K/V tiles of kAttnWgmmaTmaKeys keys by
+// TMA into two buffers, two consumer warpgroups overlap their softmax with MMAs (docs/attention-sm90.md). Where it
+// cannot run (packed varlen batches, calls without keys, strides a TMA descriptor cannot express: a varlen batch's
+// tail rows must be zeros, not the next sequence's) the two-warpgroup kernel does, its tiles by every thread's
+// cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles); past 65535 query tiles, that kernel by TMA (attn_wgmma=2).
+// attn_bn=64 / 128 forces the two-warpgroup kernel's tile (128: S on m64n128k16, 161 KB of shared memory at head_dim
+// 128, one block an SM); attn_wgmma=0 the mma.sync kernel.
+// On the H100, b1 h32 s4096 d128 causal: warp-specialized 262.4 us (524 TFLOP/s), two warpgroups by TMA 420.1;
+// b4 s2048 d128 500.9 / 723.3; b2 h16 s4096 d64 causal 209.2 / 308.7 (bench/dev/attn_lab, CUDA events; SDPA cuDNN
+// in bench/op_baselines.py's run: 263.4, 455.4, 182.3). On the H200, of the two-warpgroup forms, b1 h32 s4096 d128
+// causal: TMA 128 keys 413.4 us, TMA 64 keys 481.7, cp.async 64 keys 547.6, the mma.sync kernel 590.8.
 constexpr int kAttnWgmmaRows = 128;
-// K/V buffers of the warp-specialized kernel (attn_wgmma=3): 2, or 3 under KERNELKIT_TUNE attn_stages=3 (Q and 3 x 64
-// KB of K/V tiles at head_dim 128: 225 KB of the 227 KB a block may have); a tile's load is then issued two steps
-// ahead.
+// K/V buffers of the warp-specialized kernel: 2, or 3 under KERNELKIT_TUNE attn_stages=3 (Q and 3 x 64 KB of K/V
+// tiles at head_dim 128: 225 KB of the 227 KB a block may have; a tile's load is then issued two steps ahead),
+// measured slower on the H100: 270.7 against 262.4 us at b1 h32 s4096 d128 causal, 504.0 against 500.9 at b4 s2048.
 constexpr int kAttnWsMaxStages = 3;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;

@@ -170,7 +170,8 @@ __device__ __forceinline__ bool tile_needs_mask(const FlashParams<T>& p, int n0,
 // second is row_a + 8.
 // kUnscaled (plain variants only): the scores stay unscaled (masked, and their max taken, as they are): the caller
 // folds the scale into its exponent (online_softmax_factors, one FFMA a score instead of FMUL and FADD).
-// kChains: each row's max in that many independent FMNMX chains (kRowChains), combined at the end.
+// kChains: each row's max in that many independent FMNMX chains (kRowChains), each started from its first score
+// (not from -inf: an instruction a chain and row), combined at the end and then folded into tile_max.
 template <bool kMasks, bool kAlibi, bool kUnscaled = false, int kChains = 1, int NB, typename T>
 __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[NB][4], bool mask, int n0, int row_a,
                                            int offset, int s_k, float (&tile_max)[2], float slope = 0.0f) {
@@ -178,9 +179,7 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
   static_assert(!(kMasks && kUnscaled), "the kMasks variants transform the scores first");
   static_assert(NB % kChains == 0, "whole chains");
   const int t = threadIdx.x % 4;
-  float chain_max[kChains][2];  // chain 0 is tile_max itself
-#pragma unroll
-  for (int c = 1; c < kChains; ++c) chain_max[c][0] = chain_max[c][1] = -INFINITY;
+  float chain_max[kChains][2];  // kChains 1: tile_max itself
   if constexpr (kMasks) p.score.apply(s);
   if constexpr (kAlibi) {
     if (slope != 0.0f)  // block-uniform: one head a block
@@ -201,18 +200,21 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
         if (col >= s_k || (p.causal && col > row + offset) || before_window) x = -INFINITY;
       }
       s[nb][e] = x;
-      float& m = nb % kChains == 0 ? tile_max[e / 2] : chain_max[nb % kChains][e / 2];
-      m = fmaxf(m, x);
+      if constexpr (kChains == 1) {
+        tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+      } else {
+        float& m = chain_max[nb % kChains][e / 2];
+        m = nb < kChains && e % 2 == 0 ? x : fmaxf(m, x);  // the chain's first score of the row starts it
+      }
     }
   if constexpr (kChains > 1) {
-    chain_max[0][0] = tile_max[0], chain_max[0][1] = tile_max[1];
 #pragma unroll
     for (int stride = 1; stride < kChains; stride *= 2)  // a tree: log2(kChains) levels
 #pragma unroll
       for (int c = 0; c + stride < kChains; c += 2 * stride)
 #pragma unroll
         for (int r = 0; r < 2; ++r) chain_max[c][r] = fmaxf(chain_max[c][r], chain_max[c + stride][r]);
-    tile_max[0] = chain_max[0][0], tile_max[1] = chain_max[0][1];
+    tile_max[0] = fmaxf(tile_max[0], chain_max[0][0]), tile_max[1] = fmaxf(tile_max[1], chain_max[0][1]);
   }
 }
 

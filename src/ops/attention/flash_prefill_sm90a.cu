@@ -42,11 +42,12 @@ struct WgmmaTma {
 // warpgroup's first row in Q's column block 0; k_base: the K tile. The caller fences before and commits after.
 template <typename T, int D, int BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base, uint32_t k_base) {
+  const uint64_t q_desc = wgmma_desc_sw128(q_base, 16, kAtom), k_desc = wgmma_desc_sw128(k_base, 16, kAtom);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
-    const uint64_t da = wgmma_desc_sw128(q_base + kk / 4 * kBM * kRowBytes + step, 16, kAtom);
-    const uint64_t db = wgmma_desc_sw128(k_base + kk / 4 * BN * kRowBytes + step, 16, kAtom);
+    const uint64_t da = wgmma_desc_add(q_desc, kk / 4 * kBM * kRowBytes + step);
+    const uint64_t db = wgmma_desc_add(k_desc, kk / 4 * BN * kRowBytes + step);
     if constexpr (BN == 64)
       wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
     else
@@ -62,14 +63,15 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
 template <typename T, int D, int BN, bool kWide = false>
 __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const unsigned (&pa)[BN / 16][4], uint32_t v_base) {
   static_assert(!kWide || D == 128, "one MMA over O's columns: head_dim 128");
+  const uint64_t v_desc = wgmma_desc_sw128(v_base, kWide ? BN * kRowBytes : kAtom, kAtom);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     if constexpr (kWide) {
-      wgmma_m64n128k16_rs<T, true>(acc, pa[kk], wgmma_desc_sw128(v_base + 16 * kRowBytes * kk, BN * kRowBytes, kAtom));
+      wgmma_m64n128k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
     } else {
 #pragma unroll
       for (int c = 0; c < D / 64; ++c) {
-        const uint64_t dv = wgmma_desc_sw128(v_base + c * BN * kRowBytes + 16 * kRowBytes * kk, kAtom, kAtom);
+        const uint64_t dv = wgmma_desc_add(v_desc, c * BN * kRowBytes + 16 * kRowBytes * kk);
         wgmma_m64n64k16_rs<T, true>(*reinterpret_cast<float(*)[8][4]>(acc[8 * c]), pa[kk], dv);
       }
     }
@@ -237,7 +239,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   warpgroup_reg_alloc<kConsumerRegs>();
-  const int cw = threadIdx.x / 128 - 1;  // consumer 0 or 1
+  // Consumer 0 or 1, through a shuffle from lane 0 so that the compiler knows it warp-uniform: the MMA descriptors
+  // derived from it then live in uniform registers (no R2UR a descriptor).
+  const int cw = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
   const int warp = threadIdx.x / 32 - 4, g = threadIdx.x % 32 / 4;
   const int wr = 16 * warp;  // the warp's first row in the block
   const int row_a = f.m0 + wr + g;

@@ -92,22 +92,23 @@ __device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float 
     m_run[r] = m_new;
     l_run[r] *= corr[r];
   }
-  constexpr int kChains = kRowChains<NB>;  // each row's sum in that many FADD chains
+  // Each row's sum in kChains FADD chains, each started from its first exponential (not from 0: an instruction a
+  // chain and row).
+  constexpr int kChains = kRowChains<NB>;
   float part[kChains][2];
-#pragma unroll
-  for (int c = 0; c < kChains; ++c) part[c][0] = part[c][1] = 0.0f;
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       s[nb][e] = exp2_ftz(fmaf(s[nb][e], scale, -m_use[e / 2]));
-      part[nb % kChains][e / 2] += s[nb][e];
+      float& sum = part[nb % kChains][e / 2];
+      sum = nb < kChains && e % 2 == 0 ? s[nb][e] : sum + s[nb][e];
     }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = 0.0f;
+    float sum = part[0][r];
 #pragma unroll
-    for (int c = 0; c < kChains; ++c) sum += part[c][r];
+    for (int c = 1; c < kChains; ++c) sum += part[c][r];
     l_run[r] += sum;
   }
 }
