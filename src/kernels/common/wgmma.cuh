@@ -35,8 +35,8 @@
 namespace kernelkit::cuda {
 
 // Descriptor of a 128-byte-swizzled tile at shared address `smem_addr` (1024-byte aligned atoms): offsets in bytes.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
-                                                     uint32_t stride_bytes) {
+__host__ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
+                                                              uint32_t stride_bytes) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) |
          static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFF) << 16 |
          static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
@@ -45,8 +45,9 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
 // The descriptor of the operand `bytes` past the one `desc` describes (the same offsets and swizzle): the start
 // address is the low field, in 16-byte units, and shared addresses stay under 256 KB, so the sum never carries out of
 // it. One add on the low word where wgmma_desc_sw128 takes five uniform instructions: the MMA loops build one
-// descriptor a tile and step from it with compile-time offsets.
-__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) {
+// descriptor a tile and step from it with compile-time offsets (tests/primitives/test_wgmma_desc.cu checks the two
+// agree over shared memory).
+__host__ __device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) {
   const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
   return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
