@@ -88,11 +88,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGrid,
 
 // Every sm_90 prefill on the grid's shapes at head_dim 64 and 128, the layouts (once a dtype) and large fp16 logits
 // (once): the warp-specialized wgmma kernel (the default, which AttentionGrid runs on the grid too) with its P V and
-// buffer alternatives, the two-warpgroup wgmma kernel (src/ops/attention/flash_prefill_sm90a.cu) fed by TMA with 128-
-// and 64-key tiles (attn_wgmma=2: also the default's fallback past 65535 query tiles) and by cp.async with 64- and
-// 128-key tiles (attn_wgmma=1: the default's path for packed varlen batches), and the mma.sync kernel (attn_wgmma=0:
-// its 128x64 tile, the sm_90 choice where no sm_90a code runs). Skipped where the build has no sm_90a code or the GPU
-// is not compute capability 9.0 (the A100 / T4 paths: AttentionGrid runs the mma.sync kernel there).
+// buffer alternatives and its lazy rescale (attn_slack), the two-warpgroup wgmma kernel
+// (src/ops/attention/flash_prefill_sm90a.cu) fed by TMA with 128- and 64-key tiles (attn_wgmma=2: also the default's
+// fallback past 65535 query tiles) and by cp.async with 64- and 128-key tiles (attn_wgmma=1: the default's path for
+// packed varlen batches), and the mma.sync kernel (attn_wgmma=0: its 128x64 tile, the sm_90 choice where no sm_90a code
+// runs). Skipped where the build has no sm_90a code or the GPU is not compute capability 9.0 (the A100 / T4 paths:
+// AttentionGrid runs the mma.sync kernel there).
 class AttentionWgmma : public ::testing::TestWithParam<PrefillParam> {};
 
 TEST_P(AttentionWgmma, MatchesReference) {
@@ -103,7 +104,7 @@ TEST_P(AttentionWgmma, MatchesReference) {
   // dimensions reordered by stride), packed varlen ones through cp.async.
   for (const char* setting :
        {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=0"}) {
+        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -133,8 +134,9 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   uint64_t seed = 41;
-  for (const char* setting : {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64",
-                              "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3"}) {
+  for (const char* setting :
+       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
+        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (int64_t d : {64, 128})
@@ -369,7 +371,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+    settings = {"", "attn_slack=8", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
@@ -428,7 +430,7 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+    settings = {"", "attn_slack=8", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   uint64_t seed = 101;
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
@@ -604,7 +606,7 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   for (const char* setting :
        {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
         "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64",
-        "attn_wgmma=3,attn_stages=3"}) {
+        "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a

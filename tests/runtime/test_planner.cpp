@@ -869,6 +869,17 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
       EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
     }
+    {
+      Env lazy("attn_slack=8");  // the lazy rescale: the warp-specialized kernel's only
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_TRUE(t.warp_specialized);
+      EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
+    }
+    for (const char* bad : {"attn_wgmma=2,attn_slack=8", "attn_slack=9", "attn_slack=-1"}) {
+      Env b(bad);
+      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+          << bad;
+    }
     Env narrow("attn_wgmma=3,attn_bn=64");  // its tiles are 128 keys only
     const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);

@@ -103,7 +103,14 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (stages != 2 && pv_n != head_dim)
         return invalid_argument("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
                                 " takes P V over all of O's columns (attn_pv_n " + std::to_string(head_dim) + ")");
-      *t = {kAttnWgmmaRows, bn, head_dim, stages, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws, pv_n};
+      // The warp-specialized kernel's lazy rescale (KERNELKIT_TUNE attn_slack, an experiment; FlashParams).
+      int slack = 0;
+      KK_RETURN_IF_ERROR(tune_value("attn_slack", 0, kAttnMaxRescaleSlack, &slack));
+      if (slack && !ws)
+        return invalid_argument("KERNELKIT_TUNE: attn_slack " + std::to_string(slack) +
+                                " is the warp-specialized wgmma prefill's (attn_wgmma=3)");
+      *t = {kAttnWgmmaRows, bn,   head_dim, stages, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws,
+            pv_n,           slack};
       t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 2 * stages * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +

@@ -50,6 +50,7 @@ struct FlashParams {
   int chunks;  // head_dim / 8: the 16-byte chunks of a row that hold data (the kernel's D / 8 or fewer, see
                // attention_kernel_head_dim: the others are zero-filled in shared memory and never stored)
   AlibiSlopes alibi;
+  float rescale_slack;  // the warp-specialized sm_90a kernel's (TilePlan::rescale_slack): 0 rescales at every rise
   // A window, a soft-cap or ALiBi: the launch takes a kMasks kernel variant; so does a negative scale (options.scale
   // may be any finite value), so that the plain variants may take the row max of unscaled scores (score_tile's
   // kUnscaled).
@@ -556,7 +557,8 @@ Status flash_params(const detail::AttentionArgs& a, int stages, FlashParams<T>* 
         kernel_window(a.window_left, a.s_k),
         stages,
         static_cast<int>(a.head_dim / 8),
-        {a.alibi, a.alibi_batch}};
+        {a.alibi, a.alibi_batch},
+        0.0f};
   return Status::Ok();
 }
 

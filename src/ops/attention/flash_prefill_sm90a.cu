@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     auto softmax = [&](int n) {
       float tile_max[2] = {-INFINITY, -INFINITY};
       mask_scores<kMasks, kAlibi, kBM, BN>(p, f, f.tile0 + n, row_a, s, tile_max);
-      online_softmax_factors(s, tile_max, exp_scale, m_run[0], l_run[0], corr);
+      online_softmax_factors(s, tile_max, exp_scale, p.rescale_slack, m_run[0], l_run[0], corr);
     };
     auto round_p = [&] {
 #pragma unroll
@@ -359,6 +359,7 @@ template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
   FlashParams<T> p;
   KK_RETURN_IF_ERROR(flash_params<T>(a, tile.stages, &p));
+  p.rescale_slack = static_cast<float>(tile.rescale_slack);
   // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
   // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
   // take the cp.async kernel.

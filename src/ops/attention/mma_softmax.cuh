@@ -77,16 +77,19 @@ constexpr int kRowChains = NB % 4 == 0 ? 4 : 1;
 // warp-specialized sm_90a prefill: O += P V of the previous tile overlaps this tile's softmax): O is left alone and
 // its rescale factors come back in corr, for rescale_rows once that MMA is done. tile_max: the max of this lane's
 // scores of each row in the tile (not combined with m_run); `scale` (> 0) takes the scores into the log2 domain,
-// folded into the exponent (1 for scores already there).
+// folded into the exponent (1 for scores already there). slack (>= 0, kAttnMaxRescaleSlack at most): a row keeps its
+// running max while the tile's exceeds it by at most that (0: the exact running max).
 template <int NB>
 __device__ __forceinline__ void online_softmax_factors(float (&s)[NB][4], float (&tile_max)[2], float scale,
-                                                       float (&m_run)[2], float (&l_run)[2], float (&corr)[2]) {
+                                                       float slack, float (&m_run)[2], float (&l_run)[2],
+                                                       float (&corr)[2]) {
   float m_use[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
     tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-    const float m_new = fmaxf(m_run[r], tile_max[r] * scale);
+    float m_new = fmaxf(m_run[r], tile_max[r] * scale);
+    if (m_run[r] != -INFINITY && m_new - m_run[r] <= slack) m_new = m_run[r];  // kept (slack 0: unchanged)
     m_use[r] = m_new == -INFINITY ? 0.0f : m_new;  // as in online_softmax_step
     corr[r] = m_run[r] == m_use[r] ? 1.0f : exp2_ftz(m_run[r] - m_use[r]);
     m_run[r] = m_new;
