@@ -1089,3 +1089,28 @@ TEST(AttentionFp8, BadInputsNameTheArgumentAndTheExpectation) {
   expect(detail::validate_attention(a, &t4), StatusCode::unsupported,
          "attention: k dtype f8e4m3 is not supported on profile t4 (sm_75 has no FP8 tensor cores); use f16");
 }
+
+// The prefill kernels' per-element mask (flash_prefill.cuh, score_tile) through each row's visible span of keys: a
+// key is inside the span exactly when the rule hides it not: past the sequence end, past the row's position (causal),
+// before the window's start. Rows, key tiles, lengths, offsets and windows around every boundary.
+TEST(AttentionMask, VisibleKeySpanMatchesTheMaskRule) {
+  int checked = 0;
+  for (int s_k : {1, 7, 64, 130, 1000})
+    for (int offset : {0, 3, 500})
+      for (int window : {-1, 0, 5, 127})
+        for (bool causal : {false, true})
+          for (int row = 0; row < 40; row += 3)
+            for (int key0 = 0; key0 < s_k + 10; key0 += 7) {
+              const detail::KeySpan span = detail::visible_key_span(row, key0, s_k, causal, offset, window);
+              for (int j = 0; j < 128; ++j) {
+                const int col = key0 + j;
+                const bool hidden =
+                    col >= s_k || (causal && col > row + offset) || (window >= 0 && col < row + offset - window);
+                ASSERT_EQ(j >= span.lo && j <= span.hi, !hidden)
+                    << "s_k " << s_k << " offset " << offset << " window " << window << " causal " << causal << " row "
+                    << row << " key0 " << key0 << " j " << j;
+                ++checked;
+              }
+            }
+  EXPECT_GT(checked, 1000000);
+}

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "kernelkit/op_info.hpp"
 #include "kernelkit/profile.hpp"
@@ -88,6 +89,17 @@ struct DecodeArgs {
 // paged cache's pages there may be evicted). constexpr: the decode kernels use it too.
 constexpr int64_t first_visible_key(int64_t len, int64_t s_q, int64_t window) {
   return window >= 0 && len - s_q - window > 0 ? len - s_q - window : 0;
+}
+
+// The keys a query row sees among key0, key0 + 1, ...: key0 + j for lo <= j <= hi. It sees the keys before s_k, with
+// `causal` none past its position row + offset, with a window (>= 0) none before row + offset - window. The prefill's
+// per-element mask: two bounds a row, then each score's j is a compile-time constant (one compare against each).
+struct KeySpan {
+  int lo, hi;
+};
+constexpr KeySpan visible_key_span(int row, int key0, int s_k, bool causal, int offset, int window) {
+  const int last = causal && row + offset < s_k - 1 ? row + offset : s_k - 1;
+  return {window >= 0 ? row + offset - window - key0 : std::numeric_limits<int>::min(), last - key0};
 }
 
 Status validate_attention(const AttentionArgs& a, const DeviceProfile* profile);

@@ -190,16 +190,20 @@ __device__ __forceinline__ void score_tile(const FlashParams<T>& p, float (&s)[N
         for (int e = 0; e < 4; ++e)
           s[nb][e] = alibi_biased(s[nb][e], slope, row_a + 8 * (e / 2) + offset, n0 + nb * 8 + 2 * t + (e & 1));
   }
+  // The lane's keys are n0 + 2t + j, j = 8 nb + (e & 1): each row's visible span of j once, then one compare a bound
+  // and score against a constant j (a window only in the kMasks variants: without one the lower bound folds away).
+  detail::KeySpan span[2] = {};
+  if (mask)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      span[r] = detail::visible_key_span(row_a + 8 * r, n0 + 2 * t, s_k, p.causal, offset, kMasks ? p.window : -1);
 #pragma unroll
   for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float x = kMasks || kUnscaled ? s[nb][e] : s[nb][e] * p.score.scale_in;
-      if (mask) {
-        const int col = n0 + nb * 8 + 2 * t + (e & 1), row = row_a + 8 * (e / 2);
-        const bool before_window = kMasks && p.window >= 0 && col < row + offset - p.window;
-        if (col >= s_k || (p.causal && col > row + offset) || before_window) x = -INFINITY;
-      }
+      const int j = nb * 8 + (e & 1);
+      if (mask && (j > span[e / 2].hi || j < span[e / 2].lo)) x = -INFINITY;
       s[nb][e] = x;
       if constexpr (kChains == 1) {
         tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
