@@ -104,7 +104,7 @@ TEST_P(AttentionWgmma, MatchesReference) {
   // dimensions reordered by stride), packed varlen ones through cp.async.
   for (const char* setting :
        {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8", "attn_wgmma=0"}) {
+        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=0", "attn_wgmma=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -136,7 +136,7 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   uint64_t seed = 41;
   for (const char* setting :
        {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8"}) {
+        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=0"}) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (int64_t d : {64, 128})
@@ -371,7 +371,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_slack=8", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+    settings = {"", "attn_slack=0", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
@@ -430,7 +430,7 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_slack=8", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+    settings = {"", "attn_slack=0", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
   uint64_t seed = 101;
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
@@ -606,7 +606,7 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   for (const char* setting :
        {"attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1", "attn_wgmma=0,attn_bn=32", "attn_bn=64",
         "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=3", "attn_wgmma=3,attn_pv_n=64",
-        "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=8"}) {
+        "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=0"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     // The planner refuses exactly these: 64-key tiles for the T4 profile's 64-row blocks, wgmma below sm_90
     // profiles (checked, so that a refusal elsewhere fails instead of skipping); the wgmma kernel also needs sm_90a

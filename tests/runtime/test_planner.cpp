@@ -869,11 +869,18 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(s.code(), StatusCode::invalid_argument) << bad;
       EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
     }
+    // The lazy rescale: the warp-specialized kernel's default, attn_slack=0 rescales at every rise.
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_TRUE(t.warp_specialized);
+    EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
     {
-      Env lazy("attn_slack=8");  // the lazy rescale: the warp-specialized kernel's only
+      Env exact("attn_slack=0");
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
       EXPECT_TRUE(t.warp_specialized);
-      EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
+      EXPECT_EQ(t.rescale_slack, 0);
+      Env two_groups("attn_wgmma=2");  // the other wgmma kernels rescale at every rise
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+      EXPECT_EQ(t.rescale_slack, 0);
     }
     for (const char* bad : {"attn_wgmma=2,attn_slack=8", "attn_slack=9", "attn_slack=-1"}) {
       Env b(bad);

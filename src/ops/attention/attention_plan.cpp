@@ -103,8 +103,8 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (stages != 2 && pv_n != head_dim)
         return invalid_argument("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
                                 " takes P V over all of O's columns (attn_pv_n " + std::to_string(head_dim) + ")");
-      // The warp-specialized kernel's lazy rescale (KERNELKIT_TUNE attn_slack, an experiment; FlashParams).
-      int slack = 0;
+      // The warp-specialized kernel's lazy rescale (kAttnMaxRescaleSlack; KERNELKIT_TUNE attn_slack; FlashParams).
+      int slack = ws ? kAttnMaxRescaleSlack : 0;
       KK_RETURN_IF_ERROR(tune_value("attn_slack", 0, kAttnMaxRescaleSlack, &slack));
       if (slack && !ws)
         return invalid_argument("KERNELKIT_TUNE: attn_slack " + std::to_string(slack) +

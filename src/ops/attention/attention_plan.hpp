@@ -52,11 +52,13 @@ constexpr int kAttnWgmmaRows = 128;
 // tiles at head_dim 128: 225 KB of the 227 KB a block may have; a tile's load is then issued two steps ahead),
 // measured slower on the H100: 270.7 against 262.4 us at b1 h32 s4096 d128 causal, 504.0 against 500.9 at b4 s2048.
 constexpr int kAttnWsMaxStages = 3;
-// KERNELKIT_TUNE attn_slack=s (an experiment): the warp-specialized kernel keeps a row's running max while a tile's
-// max exceeds it by at most s (log2 units) and rescales O only past that, as FlashAttention-4 does: most steps then
-// skip the rescale, and the exponentials reach at most 2^s, which P's f16 / bf16 rounding holds for s <= 8 (f16's
-// largest finite value is under 2^16; 2^8 leaves room in l and O's fp32 sums). O and l share the stale max, so the
-// result is the same up to rounding.
+// The warp-specialized kernel's lazy rescale (FlashAttention-4's): a row keeps its running max while a tile's max
+// exceeds it by at most kAttnMaxRescaleSlack (log2 units) and O is rescaled only past that, so most steps skip the
+// rescale; the exponentials reach at most 2^8, which P's f16 / bf16 rounding holds (f16's largest finite value is
+// under 2^16; 2^8 leaves room in l and O's fp32 sums). O and l share the stale max, so the result is the same up to
+// rounding. KERNELKIT_TUNE attn_slack=0 rescales at every rise. On the H100 (bf16, in one process with cuDNN): 1-5%
+// faster at every d64 / d128 shape of bench/op_baselines.py's table, e.g. b4 h32/8 s4096 d128 causal 996.9 against
+// 1044.0 us, b1 h24 s4096 d128 379.6 against 392.1 (bench/results/h100/op_baselines_attention.md).
 constexpr int kAttnMaxRescaleSlack = 8;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;
