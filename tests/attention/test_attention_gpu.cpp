@@ -128,8 +128,38 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(64, 128),
                                             ::testing::Bool()));
 
+// Head_dim 256 on sm_90a: the warp-specialized kernel (its only wgmma kernel, 64-key tiles; the default) with O
+// rescaled at every rise (attn_slack=0) and with P V one MMA per 64 columns (attn_pv_n=64), and the mma.sync kernel
+// (attn_wgmma=0), on the grid's shapes, the [b, h, s, d] layout, packed varlen batches (which the wgmma path declines:
+// the mma.sync kernel runs them), NaN-padded K/V views, head_dim 192 (the 256 kernel, its last 64 columns zeros) with
+// one query head, and MQA.
+class AttentionWgmma256 : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
+
+TEST_P(AttentionWgmma256, MatchesReference) {
+  DeviceProfile prof;
+  KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
+  const auto [dt, causal] = GetParam();
+  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_pv_n=64", "attn_wgmma=0"}) {
+    SCOPED_TRACE(setting ? setting : "default");
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    TilePlan tile;
+    ASSERT_TRUE(plan_tile(prof, TileFamily::attention, dt, 256, &tile).ok());
+    ASSERT_EQ(tile.warp_specialized, setting == nullptr || std::string(setting) != "attn_wgmma=0") << tile.to_string();
+    expect_grid(dt, 256, causal);
+    expect_attention({OpId::attention, dt, 2, 127, 300, 8, 2, 256, causal, true, false, false, 1.0, 51});
+    expect_attention({OpId::attention, dt, 5, 127, 200, 8, 2, 256, causal, false, true, false, 1.0, 52});
+    expect_attention({OpId::attention, dt, 2, 100, 130, 8, 2, 256, causal, false, false, false, 1.0, 53, 40});
+    expect_attention({OpId::attention, dt, 1, 200, 300, 1, 1, 192, causal, false, false, false, 1.0, 54});
+    expect_attention({OpId::attention, dt, 3, 65, 130, 1, 1, 256, causal, true, false, false, 1.0, 55});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma256,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Bool()));
+
 // A few small cases of each wgmma setting, for the racecheck run (the grid above is too slow under a sanitizer):
-// partial tiles both ways, GQA, causal and not, both head_dims, and the NaN-padded K/V views (the TMA extents).
+// partial tiles both ways, GQA, causal and not, head_dims 64 and 128 (256: the warp-specialized kernel's settings), and
+// the NaN-padded K/V views (the TMA extents).
 TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
@@ -144,6 +174,12 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
         expect_attention(
             {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
     expect_attention({OpId::attention, DType::f16, 2, 100, 130, 4, 2, 128, true, false, false, false, 1.0, seed++, 40});
+  }
+  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0"}) {  // head_dim 256: ws only
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+    for (bool causal : {false, true})
+      expect_attention(
+          {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 256, causal, false, false, false, 1.0, seed++});
   }
 }
 

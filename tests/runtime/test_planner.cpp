@@ -276,10 +276,35 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t, false).ok());
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 4);
+  // Head_dim 256: the warp-specialized kernel with 64-key tiles (193 KB), P V one m64n256k16 a k-step; without
+  // sm_90a code the mma.sync kernel, one row tile a warp.
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
-  EXPECT_FALSE(t.wgmma);  // head_dim 256: the mma.sync kernel, one row tile a warp
+  EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
+  EXPECT_EQ(t.block_n, attn_ws_keys(256));
+  EXPECT_EQ(t.block_n, 64);
+  EXPECT_EQ(t.warps, 12);
+  EXPECT_EQ(t.pv_n, 256);
+  EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
+  EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 256 + 1024);
+  EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
+  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t, false).ok());
+  EXPECT_FALSE(t.wgmma);
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 8);
+  for (const char* refused : {"attn_wgmma=1", "attn_wgmma=2", "attn_wgmma=3,attn_bn=128", "attn_wgmma=3,attn_stages=3",
+                              "attn_wgmma=3,attn_pv_n=128"}) {
+    Env e(refused);  // head_dim 256 has the warp-specialized kernel only, 64-key tiles in two buffers
+    const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t);
+    EXPECT_FALSE(s.ok()) << refused;
+    EXPECT_NE(s.message().find(std::string(refused).find("stages") != std::string::npos ? "bytes" : "attn_"),
+              std::string::npos)
+        << s.message();
+  }
+  {
+    Env e("attn_wgmma=3,attn_pv_n=64");  // four m64n64k16 a k-step
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
+    EXPECT_EQ(t.pv_n, 64);
+  }
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
   EXPECT_EQ(t.block_n, 32);  // sm_80: 32-key tiles keep S and O in registers with less spill
@@ -451,7 +476,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_NE(s.message().find("KERNELKIT_TUNE"), std::string::npos) << s.message();
   }
   {
-    Env e("attn_mw=2");
+    Env e("attn_wgmma=0,attn_mw=2");  // the mma.sync kernel has one row tile a warp at head_dim 256
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 256, &t).code(), StatusCode::unsupported);
   }
   {

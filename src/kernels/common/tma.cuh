@@ -66,11 +66,11 @@ __device__ __forceinline__ void expect(uint64_t* bar, uint32_t bytes) {
 // One thread: the box at (column, token, head, batch) of `op` into `dst` (1024-byte aligned), completing on `bar`.
 __device__ __forceinline__ void load(const TmaOperand& op, void* dst, uint64_t* bar, int col, int token, int head,
                                      int batch) {
+  // Each coordinate picked by compare and select: an array written at the runtime positions op.pos would live in
+  // local memory (a stack frame, and spills in the 24-register producer warpgroup of the warp-specialized prefill).
   int32_t c[4] = {col, 0, 0, 0};
-  const int32_t role[3] = {token, head, batch};
 #pragma unroll
-  for (int i = 0; i < 3; ++i)
-    if (op.pos[i] > 0) c[op.pos[i]] = role[i];
+  for (int j = 1; j < 4; ++j) c[j] = op.pos[0] == j ? token : op.pos[1] == j ? head : op.pos[2] == j ? batch : 0;
   if (op.rank == 2) {
     const int32_t c2[2] = {c[0], c[1]};
     ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &op.map, c2, bar);

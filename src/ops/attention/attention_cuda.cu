@@ -31,10 +31,11 @@ Status check_limits(const char* op, std::initializer_list<std::pair<const char*,
 }
 }  // namespace
 
-Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+Status flash_prefill_wgmma(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream, bool* ran) {
+  *ran = false;
   KK_RETURN_IF_ERROR(need_sm90a("attention (KERNELKIT_TUNE attn_wgmma)"));
 #if KERNELKIT_HAS_SM90A
-  return flash_prefill_wgmma_launch(a, tile, stream);
+  return flash_prefill_wgmma_launch(a, tile, stream, ran);
 #else
   (void)a, (void)tile, (void)stream;
   return unsupported("attention (wgmma): not built");
@@ -69,9 +70,24 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
   KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_kernel_head_dim(a.head_dim), &tile,
                                cuda::sm90a_available(a.device.index)));
   auto prefill = [&](const AttentionArgs& x) -> Status {
-    if (tile.wgmma) return cuda::flash_prefill_wgmma(x, tile, stream);
+    const TilePlan* plan = &tile;
+    TilePlan mma_sync;
+    if (tile.wgmma) {
+      bool ran = false;
+      KK_RETURN_IF_ERROR(cuda::flash_prefill_wgmma(x, tile, stream, &ran));
+      if (ran) return Status::Ok();
+      // Declined (head_dim 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan.
+      const Status st = plan_tile(prof, TileFamily::attention, x.dtype, attention_kernel_head_dim(x.head_dim),
+                                  &mma_sync, /*sm90a_code=*/false);
+      if (!st.ok())
+        return Status(st.code(), "attention: head_dim " + std::to_string(x.head_dim) +
+                                     " with packed varlen sequences, no keys or strides a TMA descriptor cannot "
+                                     "express runs the mma.sync kernel: " +
+                                     st.message());
+      plan = &mma_sync;
+    }
     return cuda::dispatch_half("attention", x.dtype,
-                               [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(x, tile, stream); });
+                               [&](auto tag) { return cuda::launch_flash_prefill<decltype(tag)>(x, *plan, stream); });
   };
   if (a.kv_dtype == a.dtype) return prefill(a);
   // e4m3 k / v (its kernel traps below sm_89): dequantized into a temporary of q's dtype, contiguous [rows, h_kv, d]

@@ -53,36 +53,41 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
   if (family == TileFamily::attention) {
     if (head_dim != 64 && head_dim != 128 && head_dim != 256)
       return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
-    // The warp-specialized wgmma prefill (a producer warpgroup and two consumers, 12 warps, 128-key tiles) is the
-    // default where it can run (kAttnWgmmaRows): sm_90 profiles, head_dim 64 and 128, sm_90a code for the device.
-    // attn_wgmma=0 / 1 / 2 / 3 forces the mma.sync kernel, the two-warpgroup wgmma kernel fed by cp.async or by
-    // TMA, or the warp-specialized one; attn_bn=64 alone plans the TMA-fed two-warpgroup kernel, the one with
-    // 64-key tiles.
-    const bool wgmma_here = prof.sm == 90 && head_dim <= 128;
+    // The warp-specialized wgmma prefill (a producer warpgroup and two consumers, 12 warps, attn_ws_keys-key tiles)
+    // is the default where it can run (kAttnWgmmaRows): sm_90 profiles, sm_90a code for the device. attn_wgmma=0 /
+    // 1 / 2 / 3 forces the mma.sync kernel, the two-warpgroup wgmma kernel fed by cp.async or by TMA, or the
+    // warp-specialized one; attn_bn=64 alone plans the TMA-fed two-warpgroup kernel, the one with 64-key tiles
+    // (head_dim 64 and 128: at 256 the warp-specialized kernel is the only wgmma one, its tiles 64 keys).
+    const bool wgmma_here = prof.sm == 90;
+    const bool ws_only = head_dim > 128;
     int wgmma = -1, forced_bn = 0;
     KK_RETURN_IF_ERROR(tune_value("attn_wgmma", 0, 3, &wgmma));
     if (wgmma < 0) {  // planned: the range of a forced attn_bn is checked below, with the kernel's message
       KK_RETURN_IF_ERROR(
           tune_value("attn_bn", std::numeric_limits<int>::min(), std::numeric_limits<int>::max(), &forced_bn));
-      wgmma = !wgmma_here || !sm90a_code ? 0 : forced_bn == 64 ? 2 : 3;
+      wgmma = !wgmma_here || !sm90a_code ? 0 : forced_bn == 64 && !ws_only ? 2 : 3;
     }
     if (wgmma) {  // see kAttnWgmmaRows: two warpgroups, two K/V buffers, Q and each buffer 1024-byte aligned
       if (!wgmma_here)
-        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill has head_dim 64 and 128 on sm_90 profiles "
-                           "only, not head_dim " + std::to_string(head_dim) + " on profile " + prof.key);
+        return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill runs on sm_90 profiles only, not on profile " +
+                           prof.key);
       if (!sm90a_code)
         return unsupported("KERNELKIT_TUNE attn_wgmma: the wgmma prefill needs a build with sm_90a code (arch list "
                            "with 90 or native) on a compute capability 9.0 device");
+      if (ws_only && wgmma != 3)
+        return unsupported(
+            "KERNELKIT_TUNE attn_wgmma: head_dim " + std::to_string(head_dim) +
+            " has the warp-specialized wgmma kernel only (attn_wgmma=3), not attn_wgmma=" + std::to_string(wgmma));
       const bool tma = wgmma >= 2, ws = wgmma == 3;
-      int bn = tma ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
+      int bn = ws ? attn_ws_keys(head_dim) : tma ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
       if (bn != 64 && bn != 128)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
                                 " is not 64 or 128, the wgmma prefill's tiles (attn_wgmma=0: the mma.sync kernel's)");
-      if (ws && bn != kAttnWgmmaTmaKeys)
+      if (ws && bn != attn_ws_keys(head_dim))
         return invalid_argument("KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
-                                std::to_string(kAttnWgmmaTmaKeys) + "-key tiles only, not attn_bn " +
-                                std::to_string(bn));
+                                std::to_string(attn_ws_keys(head_dim)) + "-key tiles only at head_dim " +
+                                std::to_string(head_dim) + ", not attn_bn " + std::to_string(bn));
       // Two K/V buffers (the warp-specialized kernel: 2 or kAttnWsMaxStages) and one row tile a warp.
       int stages = 2, rows_a_warp = 0;
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnWsMaxStages, &stages));
@@ -96,7 +101,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       // The warp-specialized kernel's P V: one MMA a k-step over all of O's columns (FlashAttention-3's), or one
       // per 64 columns (attn_pv_n=64, the other kernel's form).
       int pv_n = ws ? head_dim : 64;
-      KK_RETURN_IF_ERROR(tune_value("attn_pv_n", 64, 128, &pv_n));
+      KK_RETURN_IF_ERROR(tune_value("attn_pv_n", 64, kAttnMaxHeadDim, &pv_n));
       if (pv_n != 64 && !(ws && pv_n == head_dim))
         return invalid_argument("KERNELKIT_TUNE: attn_pv_n " + std::to_string(pv_n) +
                                 " is not 64 or, with attn_wgmma=3, the head_dim " + std::to_string(head_dim));

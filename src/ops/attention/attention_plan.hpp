@@ -62,6 +62,11 @@ constexpr int kAttnWsMaxStages = 3;
 constexpr int kAttnMaxRescaleSlack = 8;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;
+// Keys a K/V tile of the warp-specialized kernel: kAttnWgmmaTmaKeys, and 64 at head_dim 256, its only wgmma kernel
+// (Q's 64 KB and two buffers each of 32 KB K and V tiles: 193 KB with the alignment; 128-key tiles would need 320 KB,
+// and S for them 64 more registers beside O's 128). Where it cannot run (see kAttnWgmmaRows) head_dim 256 takes the
+// mma.sync kernel.
+constexpr int attn_ws_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
 
 // ---- Decode
 

@@ -57,17 +57,19 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
 
 // O += P V for one tile: per 16-key k-step, P from registers (pa: p_fragment's, wgmma's register A layout per
 // warp) and B = V MN-major through the transpose (a 16-key step is +2048 bytes): one m64n64k16 per 64 columns of O,
-// each column block its own descriptor, or with kWide one m64n128k16 over both column blocks of head_dim 128 (the
-// descriptor's leading offset = the stride between the blocks, BN rows of 128 bytes). v_base: the V tile. The
-// caller fences before and commits after.
+// each column block its own descriptor, or with kWide one m64n128k16 / m64n256k16 over all column blocks of head_dim
+// 128 / 256 (the descriptor's leading offset = the stride between the blocks, BN rows of 128 bytes). v_base: the V
+// tile. The caller fences before and commits after.
 template <typename T, int D, int BN, bool kWide = false>
 __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const unsigned (&pa)[BN / 16][4], uint32_t v_base) {
-  static_assert(!kWide || D == 128, "one MMA over O's columns: head_dim 128");
+  static_assert(!kWide || D == 128 || D == 256, "one MMA over O's columns: head_dim 128 or 256");
   const uint64_t v_desc = wgmma_desc_sw128(v_base, kWide ? BN * kRowBytes : kAtom, kAtom);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
-    if constexpr (kWide) {
+    if constexpr (kWide && D == 128) {
       wgmma_m64n128k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
+    } else if constexpr (kWide) {
+      wgmma_m64n256k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
     } else {
 #pragma unroll
       for (int c = 0; c < D / 64; ++c) {
@@ -191,8 +193,8 @@ constexpr int kSchedBarrier = 1;      // consumer c waits on named barrier kSche
 constexpr int kConsumersBarrier = 3;  // both consumers: Q is no longer read (the epilogue stages O in its place)
 constexpr int kConsumerThreads = 256;
 
-// kWidePv: P V as issue_pv's kWide (head_dim 128). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with
-// 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
+// BN: attn_ws_keys (128, 64 at head_dim 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and 256). kWsStages: K
+// and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages>
 __global__ void __launch_bounds__(kWsThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
@@ -356,7 +358,8 @@ Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) 
 }
 
 template <typename T>
-Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
+Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream, bool* ran) {
+  *ran = false;
   FlashParams<T> p;
   KK_RETURN_IF_ERROR(flash_params<T>(a, tile.stages, &p));
   p.rescale_slack = static_cast<float>(tile.rescale_slack);
@@ -366,7 +369,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   WgmmaTma ops{};
   const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
   // The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535, counts the query tiles),
-  // else the two-warpgroup one.
+  // else the two-warpgroup one (head_dim 64 and 128; at 256 the call is declined: *ran stays false).
   const auto tiles = static_cast<unsigned>((a.s_q + kBM - 1) / kBM), heads = static_cast<unsigned>(a.heads);
   const bool ws = tile.warp_specialized && use_tma && tiles <= 65535;
   auto go = [&](auto kernel) -> Status {
@@ -375,20 +378,27 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     const dim3 grid(ws ? heads : tiles, ws ? tiles : heads, static_cast<unsigned>(a.batch));  // flash_block
     kernel<<<grid, ws ? kWsThreads : kThreads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
+    *ran = true;
     return Status::Ok();
   };
   auto with_masks = [&](auto d, auto bn, auto masks, auto alibi) -> Status {
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
-    if constexpr (BN == kAttnWgmmaTmaKeys) {
-      if (ws && tile.stages == kAttnWsMaxStages)  // P V over all of O's columns (the planner's pv_n)
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128, kAttnWsMaxStages>);
-      if (ws && tile.pv_n == D && D == 128)  // one MMA over O's columns a k-step (the default)
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, D == 128, 2>);
+    constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
+    if constexpr (BN == attn_ws_keys(D)) {
+      if constexpr (D <= 128)
+        if (ws && tile.stages == kAttnWsMaxStages)
+          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages>);
+      if (ws && tile.pv_n == D)  // one MMA over O's columns a k-step (the default)
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2>);
       if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2>);
     }
-    return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
-                   : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
+    if constexpr (D > 128) {
+      return Status::Ok();  // declined
+    } else {
+      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
+                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
+    }
   };
   auto with_tile = [&](auto d, auto bn) -> Status {
     using std::bool_constant;
@@ -398,23 +408,25 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     return with_masks(d, bn, bool_constant<false>{}, bool_constant<false>{});
   };
   using std::integral_constant;
-  if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128))
-    return Status(StatusCode::internal, "attention (wgmma): no kernel for tile " + tile.to_string());
-  const bool wide = tile.block_n == 128;
   const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
+  const bool wide = tile.block_n == 128;
+  if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128) || (d == 256 && wide))
+    return Status(StatusCode::internal,
+                  "attention (wgmma): no kernel for tile " + tile.to_string() + " at head_dim " + std::to_string(d));
   if (d == 64)
     return wide ? with_tile(integral_constant<int, 64>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 64>{}, integral_constant<int, 64>{});
   if (d == 128)
     return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
-  return unsupported("attention (wgmma): head_dim " + std::to_string(a.head_dim) + " has no kernel (up to 128)");
+  return with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
 }
 
 }  // namespace
 
-Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream) {
-  return dispatch_half("attention", a.dtype, [&](auto tag) { return launch<decltype(tag)>(a, tile, stream); });
+Status flash_prefill_wgmma_launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream,
+                                  bool* ran) {
+  return dispatch_half("attention", a.dtype, [&](auto tag) { return launch<decltype(tag)>(a, tile, stream, ran); });
 }
 
 }  // namespace kernelkit::cuda
