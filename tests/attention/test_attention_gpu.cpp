@@ -102,9 +102,17 @@ TEST_P(AttentionWgmma, MatchesReference) {
   const auto [dt, d, causal] = GetParam();
   // With TMA (attn_wgmma=2) every dense case goes through TMA descriptors (the [b, h, s, d] layout with its
   // dimensions reordered by stride), packed varlen ones through cp.async.
-  for (const char* setting :
-       {"attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2", "attn_wgmma=2,attn_bn=64", "attn_wgmma=3",
-        "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3", "attn_wgmma=3,attn_slack=0", "attn_wgmma=0"}) {
+  std::vector<const char*> settings = {"attn_wgmma=1",
+                                       "attn_wgmma=1,attn_bn=128",
+                                       "attn_wgmma=2",
+                                       "attn_wgmma=2,attn_bn=64",
+                                       "attn_wgmma=3",
+                                       "attn_wgmma=3,attn_pv_n=64",
+                                       "attn_wgmma=3,attn_stages=3",
+                                       "attn_wgmma=3,attn_slack=0",
+                                       "attn_wgmma=0"};
+  if (d == 64) settings.push_back("attn_wgmma=3,attn_bm=192");  // three consumer warpgroups
+  for (const char* setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -180,6 +188,15 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
     for (bool causal : {false, true})
       expect_attention(
           {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 256, causal, false, false, false, 1.0, seed++});
+  }
+  {
+    // Three consumers at head_dim 64, and a window (the kMasks variants take two consumers under the same plan).
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_bm=192");
+    for (bool causal : {false, true})
+      expect_attention({OpId::attention, DType::bf16, 1, 300, 400, 4, 2, 64, causal, false, false, false, 1.0, seed++});
+    AttentionCase windowed{OpId::attention, DType::f16, 1, 300, 300, 4, 2, 64, true, false, false, false, 1.0, seed++};
+    windowed.window_left = 100;
+    expect_attention(windowed);
   }
 }
 
@@ -406,8 +423,11 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_slack=0", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
+    settings = {"", "attn_slack=0", "attn_wgmma=0"};
+    if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
+    if (d == 64) settings.push_back("attn_bm=192");  // three consumers planned: masks take two
+  }
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
@@ -465,8 +485,11 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0) && d <= 128)
-    settings = {"", "attn_slack=0", "attn_wgmma=2", "attn_wgmma=1", "attn_wgmma=0"};
+  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
+    settings = {"", "attn_slack=0", "attn_wgmma=0"};
+    if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
+    if (d == 64) settings.push_back("attn_bm=192");  // three consumers planned: masks take two
+  }
   uint64_t seed = 101;
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);

@@ -877,6 +877,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
           << bad;
     }
     {
+      Env three("attn_bm=192");  // three consumer warpgroups at head_dim 64: 192 rows, 16 warps
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
+      EXPECT_TRUE(t.warp_specialized);
+      EXPECT_EQ(t.block_m, kAttnWsMaxRows);
+      EXPECT_EQ(t.warps, 16);
+      EXPECT_EQ(t.smem_bytes, 2 * (192 + 4 * 128) * 64 + 1024);
+      for (int d : {128, 256})  // two consumers only there
+        EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).code(), StatusCode::invalid_argument) << d;
+    }
+    for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"}) {
+      Env b(bad);
+      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument)
+          << bad;
+    }
+    {
       Env wide64("attn_wgmma=3,attn_pv_n=128");  // wider than head_dim 64
       EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
     }

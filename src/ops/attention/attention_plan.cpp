@@ -114,9 +114,18 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (slack && !ws)
         return invalid_argument("KERNELKIT_TUNE: attn_slack " + std::to_string(slack) +
                                 " is the warp-specialized wgmma prefill's (attn_wgmma=3)");
-      *t = {kAttnWgmmaRows, bn,   head_dim, stages, (ws ? 3 : 2) * kAttnWgmmaRows / 32, 0, false, true, tma, ws,
-            pv_n,           slack};
-      t->smem_bytes = e * (int64_t{kAttnWgmmaRows} + 2 * stages * bn) * head_dim + 1024;
+      // The warp-specialized kernel's rows (kAttnWsMaxRows: three consumer warpgroups at head_dim 64).
+      int bm = kAttnWgmmaRows;
+      KK_RETURN_IF_ERROR(tune_value("attn_bm", kAttnWgmmaRows, kAttnWsMaxRows, &bm));
+      if (bm != kAttnWgmmaRows && !(bm == kAttnWsMaxRows && ws && head_dim == 64 && stages == 2))
+        return invalid_argument("KERNELKIT_TUNE: attn_bm " + std::to_string(bm) + " is not " +
+                                std::to_string(kAttnWgmmaRows) +
+                                " or, for the warp-specialized wgmma prefill at "
+                                "head_dim 64 with two K/V buffers, " +
+                                std::to_string(kAttnWsMaxRows));
+      const int warps = ws ? (bm / 64 + 1) * 4 : 2 * kAttnWgmmaRows / 32;  // a producer warpgroup and the consumers
+      *t = {bm, bn, head_dim, stages, warps, 0, false, true, tma, ws, pv_n, slack};
+      t->smem_bytes = e * (int64_t{bm} + 2 * stages * bn) * head_dim + 1024;
       if (t->smem_bytes > prof.smem_per_block_optin)
         return unsupported("tile plan: the wgmma prefill's " + std::to_string(t->smem_bytes) +
                            " bytes exceed profile " + prof.key + "'s " + std::to_string(prof.smem_per_block_optin));

@@ -39,14 +39,15 @@ struct WgmmaTma {
 
 // S = Q K^T for a warpgroup's 64 query rows x BN keys: D / 16 k-steps of m64nBNk16, both operands K-major (the
 // probe's layout: k step +32 bytes inside the 128-byte row, column block c at + c rows x 128 bytes). q_base: the
-// warpgroup's first row in Q's column block 0; k_base: the K tile. The caller fences before and commits after.
-template <typename T, int D, int BN>
+// warpgroup's first row in Q's column block 0 (of BM rows); k_base: the K tile. The caller fences before and commits
+// after.
+template <typename T, int D, int BN, int BM = kBM>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base, uint32_t k_base) {
   const uint64_t q_desc = wgmma_desc_sw128(q_base, 16, kAtom), k_desc = wgmma_desc_sw128(k_base, 16, kAtom);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t step = kk % 4 * 32;  // 16 columns inside a column block's 128-byte row
-    const uint64_t da = wgmma_desc_add(q_desc, kk / 4 * kBM * kRowBytes + step);
+    const uint64_t da = wgmma_desc_add(q_desc, kk / 4 * BM * kRowBytes + step);
     const uint64_t db = wgmma_desc_add(k_desc, kk / 4 * BN * kRowBytes + step);
     if constexpr (BN == 64)
       wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
@@ -176,39 +177,46 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
 }
 
-// The warp-specialized form (KERNELKIT_TUNE attn_wgmma=3; FlashAttention-3's layout), TMA-fed dense batches only:
-// three warpgroups. Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues the
-// loads, Q once, then K(n + 1) before V(n) (the order the consumers use them), into kWsStages buffers each; a buffer
-// has a full mbarrier (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups
-// 1 and 2 are the consumers, query rows 64 (w - 1) .. + 63 each as in the kernel above, with the registers the
-// producer gave back. A consumer's step n issues S(n) = Q K(n)^T and then O += P(n - 1) V(n - 1), waits for S(n)
-// only and runs tile n's softmax while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows);
-// K(n)'s buffer is freed when S(n) is done, V(n - 1)'s when P V is. The two consumers take turns issuing their MMAs
-// (the named barriers kSchedBarrier + w: each waits for the other's issue before its own), so the softmax of one runs
-// under the other's MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
-constexpr int kWsThreads = 3 * 128;
-// Registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64512 of the SM's 65536 (one block an SM).
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-constexpr int kSchedBarrier = 1;      // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
-constexpr int kConsumersBarrier = 3;  // both consumers: Q is no longer read (the epilogue stages O in its place)
-constexpr int kConsumerThreads = 256;
+// The warp-specialized form (KERNELKIT_TUNE attn_wgmma=3; FlashAttention-3's layout), TMA-fed dense batches only.
+// Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues the loads, Q once, then
+// K(n + 1) before V(n) (the order the consumers use them), into kWsStages buffers each; a buffer has a full mbarrier
+// (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups 1 .. kConsumers are
+// the consumers, query rows 64 (w - 1) .. + 63 each as in the kernel above, with the registers the producer gave
+// back. A consumer's step n issues S(n) = Q K(n)^T and then O += P(n - 1) V(n - 1), waits for S(n) only and runs tile
+// n's softmax while P V still runs (O's rescale by tile n's factors waits for it: rescale_rows); K(n)'s buffer is
+// freed when S(n) is done, V(n - 1)'s when P V is. The consumers take turns issuing their MMAs, in a ring (named
+// barrier kSchedBarrier + c: consumer c waits for the previous one's issue before its own), so the softmax of one runs
+// under the others' MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
+// kConsumers (2, or 3 at head_dim 64: attn_ws_rows) consumer warpgroups of 64 query rows: BM = 64 kConsumers rows a
+// block, (kConsumers + 1) x 128 threads. Registers per thread after setmaxnreg (one block an SM; multiples of 8):
+// 128 x 24 + 256 x 240 = 64512 with two consumers, 128 x 32 + 384 x 160 = 65536 with three (FlashAttention-3's).
+template <int kConsumers>
+struct WsShape {
+  static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
+  static constexpr int kRows = 64 * kConsumers, kThreads = 128 * (kConsumers + 1);
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+};
+constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
+constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
 
 // BN: attn_ws_keys (128, 64 at head_dim 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and 256). kWsStages: K
 // and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
-template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages>
-__global__ void __launch_bounds__(kWsThreads, 1)
+template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers>
+__global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
+  using Shape = WsShape<kConsumers>;
+  constexpr int BM = Shape::kRows, kConsumerThreads = 128 * kConsumers;
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
   constexpr int kBlocks = D / 64;
   constexpr uint32_t kTileBytes = BN * D * sizeof(T);
   extern __shared__ unsigned char smem_raw[];
-  T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][kBM][64]
-  T* sK = sQ + kBM * D;             // [kWsStages][kBlocks][BN][64]
+  T* sQ = reinterpret_cast<T*>(smem_raw + (kAtom - smem_addr(smem_raw) % kAtom) % kAtom);  // [kBlocks][BM][64]
+  T* sK = sQ + BM * D;              // [kWsStages][kBlocks][BN][64]
   T* sV = sK + kWsStages * BN * D;  // [kWsStages][kBlocks][BN][64]
   __shared__ uint64_t full_k[kWsStages], full_v[kWsStages], empty_k[kWsStages], empty_v[kWsStages], full_q;
 
   FlashBlock<T> f;
-  if (!flash_block<kBM, BN, false, true>(p, f)) return;  // dense batches only (launch); grid (heads, tiles, batch)
+  if (!flash_block<BM, BN, false, true>(p, f)) return;  // dense batches only (launch); grid (heads, tiles, batch)
   if (threadIdx.x == 0) {
     tma::init(full_k, kWsStages);
     tma::init(full_v, kWsStages);
@@ -219,10 +227,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   __syncthreads();
 
   if (threadIdx.x < 128) {  // the producer
-    warpgroup_reg_dealloc<kProducerRegs>();
+    warpgroup_reg_dealloc<Shape::kProducerRegs>();
     if (threadIdx.x != 0 || f.n_tiles == 0) return;
-    tma::expect(&full_q, kBM * D * static_cast<uint32_t>(sizeof(T)));
-    for (int c = 0; c < kBlocks; ++c) tma::load(tma_ops.q, sQ + c * kBM * 64, &full_q, 64 * c, f.m0, f.h, f.b);
+    tma::expect(&full_q, BM * D * static_cast<uint32_t>(sizeof(T)));
+    for (int c = 0; c < kBlocks; ++c) tma::load(tma_ops.q, sQ + c * BM * 64, &full_q, 64 * c, f.m0, f.h, f.b);
     // The n-th tile into buffer n % kWsStages once its previous fill (round n / kWsStages - 1) has been freed.
     auto load = [&](const TmaOperand& op, T* tiles, uint64_t* full, uint64_t* empty, int n) {
       const int stage = n % kWsStages;
@@ -240,9 +248,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     return;
   }
 
-  warpgroup_reg_alloc<kConsumerRegs>();
-  // Consumer 0 or 1, through a shuffle from lane 0 so that the compiler knows it warp-uniform: the MMA descriptors
-  // derived from it then live in uniform registers (no R2UR a descriptor).
+  warpgroup_reg_alloc<Shape::kConsumerRegs>();
+  // Consumer 0 .. kConsumers - 1, through a shuffle from lane 0 so that the compiler knows it warp-uniform: the MMA
+  // descriptors derived from it then live in uniform registers (no R2UR a descriptor).
   const int cw = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
   const int warp = threadIdx.x / 32 - 4, g = threadIdx.x % 32 / 4;
   const int wr = 16 * warp;  // the warp's first row in the block
@@ -268,7 +276,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (lane0) tma::arrive(&empty[n % kWsStages]);
     };
     auto issue_s = [&](int n) {
-      issue_qk<T, D, BN>(s, q_base, smem_addr(sK + n % kWsStages * BN * D));
+      issue_qk<T, D, BN, BM>(s, q_base, smem_addr(sK + n % kWsStages * BN * D));
       wgmma_commit();
     };
     auto issue_o = [&](int n) {
@@ -280,7 +288,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const float exp_scale = kMasks ? 1.0f : p.score.scale_in;
     auto softmax = [&](int n) {
       float tile_max[2] = {-INFINITY, -INFINITY};
-      mask_scores<kMasks, kAlibi, kBM, BN>(p, f, f.tile0 + n, row_a, s, tile_max);
+      mask_scores<kMasks, kAlibi, BM, BN>(p, f, f.tile0 + n, row_a, s, tile_max);
       online_softmax_factors(s, tile_max, exp_scale, p.rescale_slack, m_run[0], l_run[0], corr);
     };
     auto round_p = [&] {
@@ -288,13 +296,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int kk = 0; kk < BN / 16; ++kk) p_fragment<T>(s, kk, pa[kk]);
     };
 
-    if (cw == 1) named_barrier_arrive(kSchedBarrier, 2 * 128);  // consumer 0 issues first
+    const int next = cw + 1 == kConsumers ? 0 : cw + 1;           // the consumer whose turn follows ours
+    if (next == 0) named_barrier_arrive(kSchedBarrier, 2 * 128);  // consumer 0 issues first
     tma::wait_or_flag(&full_q, 0, timed_out);
     full_wait(full_k, 0);
     named_barrier_sync(kSchedBarrier + cw, 2 * 128);
     wgmma_fence();
     issue_s(0);
-    named_barrier_arrive(kSchedBarrier + (cw ^ 1), 2 * 128);
+    named_barrier_arrive(kSchedBarrier + next, 2 * 128);
     wgmma_wait<0>();
     wgmma_pin(s);
     release(empty_k, 0);
@@ -309,7 +318,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_fence();
       issue_s(n);
       issue_o(n - 1);
-      named_barrier_arrive(kSchedBarrier + (cw ^ 1), 2 * 128);
+      named_barrier_arrive(kSchedBarrier + next, 2 * 128);
       wgmma_wait<1>();  // S(n): committed first, so complete first
       wgmma_pin(s);
       release(empty_k, n);
@@ -331,28 +340,28 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     issue_o(n_tiles - 1);
     wgmma_wait<0>();
     wgmma_pin(acc[0]);
-    if (cw == 0) named_barrier_sync(kSchedBarrier, 2 * 128);  // consumer 1's last turn (its arrivals balance ours)
+    if (cw == 0) named_barrier_sync(kSchedBarrier, 2 * 128);  // the last consumer's last turn (balances its arrivals)
   }
   if (timed_out) {
     l_run[0][0] = l_run[0][1] = 1.0f;
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) acc[0][i][0] = acc[0][i][1] = acc[0][i][2] = acc[0][i][3] = NAN;
   }
-  named_barrier_sync(kConsumersBarrier, kConsumerThreads);  // neither consumer reads Q any more
-  store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);   // sQ (as [kBM][D] in swz<D>) stages O
+  named_barrier_sync(kConsumersBarrier, kConsumerThreads);  // no consumer reads Q any more
+  store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);   // sQ (as [BM][D] in swz<D>) stages O
 }
 
-// The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of kBM rows, k and v [b, s_k, h_kv, d] in boxes of
-// BN rows, each through its strides (elements); 64 columns a box.
+// The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of block_m rows, k and v [b, s_k, h_kv, d] in boxes
+// of block_n rows, each through its strides (elements); 64 columns a box.
 template <typename T>
-Status tma_operands(const detail::AttentionArgs& a, int block_n, WgmmaTma* ops) {
+Status tma_operands(const detail::AttentionArgs& a, int block_m, int block_n, WgmmaTma* ops) {
   const bool f16 = std::is_same_v<T, __half>;
   auto one = [&](TmaOperand* op, const void* base, const detail::HeadStrides& st, int64_t tokens, int64_t heads,
                  int box) {
     return make_tma_operand(op, base, f16, a.head_dim,
                             {TmaDim{tokens, st.token, box}, TmaDim{heads, st.head, 1}, TmaDim{a.batch, st.batch, 1}});
   };
-  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, a.s_q, a.heads, kBM));
+  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, a.s_q, a.heads, block_m));
   KK_RETURN_IF_ERROR(one(&ops->k, a.k, a.k_st, a.s_k, a.kv_heads, block_n));
   return one(&ops->v, a.v, a.v_st, a.s_k, a.kv_heads, block_n);
 }
@@ -365,18 +374,25 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   p.rescale_slack = static_cast<float>(tile.rescale_slack);
   // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
   // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
-  // take the cp.async kernel.
+  // take the cp.async kernel. The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535,
+  // counts the query tiles of tile.block_m rows), else the two-warpgroup one (kBM rows; head_dim 64 and 128: at 256
+  // the call is declined, *ran stays false). Three consumers (tile.block_m 192) in the plain variants only: the
+  // kMasks ones spill 56-72 bytes at their 160 registers, so a window, a soft-cap or ALiBi takes two.
+  const bool dense = tile.tma && a.cu_q == nullptr && a.s_k > 0;
+  const bool plain = !p.alibi.slopes && !p.masked();
+  const int ws_rows = plain ? tile.block_m : kBM;
+  auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
+  const bool ws_fits = tile.warp_specialized && dense && tiles_of(ws_rows) <= 65535;
+  const int rows = ws_fits ? ws_rows : kBM;
   WgmmaTma ops{};
-  const bool use_tma = tile.tma && a.cu_q == nullptr && a.s_k > 0 && tma_operands<T>(a, tile.block_n, &ops).ok();
-  // The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535, counts the query tiles),
-  // else the two-warpgroup one (head_dim 64 and 128; at 256 the call is declined: *ran stays false).
-  const auto tiles = static_cast<unsigned>((a.s_q + kBM - 1) / kBM), heads = static_cast<unsigned>(a.heads);
-  const bool ws = tile.warp_specialized && use_tma && tiles <= 65535;
+  const bool use_tma = dense && tma_operands<T>(a, rows, tile.block_n, &ops).ok();
+  const bool ws = ws_fits && use_tma;
+  const unsigned tiles = tiles_of(ws ? rows : kBM), heads = static_cast<unsigned>(a.heads);
   auto go = [&](auto kernel) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(ws ? heads : tiles, ws ? tiles : heads, static_cast<unsigned>(a.batch));  // flash_block
-    kernel<<<grid, ws ? kWsThreads : kThreads, smem, stream>>>(p, ops);
+    kernel<<<grid, ws ? (rows / 64 + 1) * 128 : kThreads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
     *ran = true;
     return Status::Ok();
@@ -386,12 +402,15 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
     if constexpr (BN == attn_ws_keys(D)) {
+      if constexpr (D == 64 && !kMasks)
+        if (ws && rows == WsShape<3>::kRows)  // three consumers
+          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3>);
       if constexpr (D <= 128)
         if (ws && tile.stages == kAttnWsMaxStages)
-          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages>);
+          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages, 2>);
       if (ws && tile.pv_n == D)  // one MMA over O's columns a k-step (the default)
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2>);
-      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2>);
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2>);
+      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 2>);
     }
     if constexpr (D > 128) {
       return Status::Ok();  // declined
@@ -410,7 +429,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   using std::integral_constant;
   const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
   const bool wide = tile.block_n == 128;
-  if (tile.block_m != kBM || (tile.block_n != 64 && tile.block_n != 128) || (d == 256 && wide))
+  const bool rows_ok = tile.block_m == kBM || (tile.warp_specialized && d == 64 && tile.block_m == WsShape<3>::kRows);
+  if (!rows_ok || (tile.block_n != 64 && tile.block_n != 128) || (d == 256 && wide))
     return Status(StatusCode::internal,
                   "attention (wgmma): no kernel for tile " + tile.to_string() + " at head_dim " + std::to_string(d));
   if (d == 64)
