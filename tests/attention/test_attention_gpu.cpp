@@ -111,7 +111,7 @@ TEST_P(AttentionWgmma, MatchesReference) {
                                        "attn_wgmma=3,attn_stages=3",
                                        "attn_wgmma=3,attn_slack=0",
                                        "attn_wgmma=0"};
-  if (d == 64) settings.push_back("attn_wgmma=3,attn_bm=192");  // three consumer warpgroups
+  if (d == 64) settings.push_back("attn_wgmma=3,attn_bm=128");  // two consumer warpgroups
   for (const char* setting : settings) {
     SCOPED_TRACE(setting);
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
@@ -190,8 +190,8 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
           {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 256, causal, false, false, false, 1.0, seed++});
   }
   {
-    // Three consumers at head_dim 64, and a window (the kMasks variants take two consumers under the same plan).
-    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_bm=192");
+    // Two consumers at head_dim 64 (three: the default above), and a window (the kMasks variants take two).
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_bm=128");
     for (bool causal : {false, true})
       expect_attention({OpId::attention, DType::bf16, 1, 300, 400, 4, 2, 64, causal, false, false, false, 1.0, seed++});
     AttentionCase windowed{OpId::attention, DType::f16, 1, 300, 300, 4, 2, 64, true, false, false, false, 1.0, seed++};
@@ -426,7 +426,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
-    if (d == 64) settings.push_back("attn_bm=192");  // three consumers planned: masks take two
+    if (d == 64) settings.push_back("attn_bm=128");  // two consumers (the default plans three: masks take two)
   }
   for (const std::string& setting : settings) {
     SCOPED_TRACE(setting);
@@ -485,10 +485,9 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
+  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 256) or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
-    if (d == 64) settings.push_back("attn_bm=192");  // three consumers planned: masks take two
   }
   uint64_t seed = 101;
   for (const std::string& setting : settings) {

@@ -201,7 +201,10 @@ def test_fp8_prefill(device, dtype, causal):
     cuk = torch.tensor([0, 70, 140], dtype=torch.int32, device=device)
     packed = kernelkit.attention(q.reshape(74, 8, 128), k8.reshape(140, 2, 128), v8.reshape(140, 2, 128),
                                  causal=causal, cu_seqlens_q=cu, cu_seqlens_k=cuk, k_scale=ks, v_scale=vs)
-    torch.testing.assert_close(packed, out.reshape(74, 8, 128))
+    # Against the reference, as the dense call: on sm_90a the two run different kernels (the packed batch is not
+    # TMA-fed), whose P is rounded at different running maxima (the dense kernel's lazy rescale).
+    assert (packed.cpu().double() - want.reshape(74, 8, 128)).abs().max().item() < (
+        2e-2 if dtype == torch.bfloat16 else 3e-3)
     with pytest.raises(ValueError, match="k_scale is required"):
         kernelkit.attention(q, k8, v8, v_scale=vs)
 

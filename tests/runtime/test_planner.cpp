@@ -259,12 +259,13 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   for (int d : {64, 128}) {
     ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
     EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
-    EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+    const int rows = d == 64 ? kAttnWsMaxRows : kAttnWgmmaRows;  // three consumer warpgroups at head_dim 64
+    EXPECT_EQ(t.block_m, rows);
     EXPECT_EQ(t.block_n, kAttnWgmmaTmaKeys);
-    EXPECT_EQ(t.warps, 12);  // a producer warpgroup and two consumers
+    EXPECT_EQ(t.warps, 4 * (rows / 64 + 1));  // a producer warpgroup and the consumers
     EXPECT_EQ(t.stages, 2);
     EXPECT_EQ(t.pv_n, d);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * d + 1024);  // Q + 2 x (K, V) + the 1024-byte alignment
+    EXPECT_EQ(t.smem_bytes, 2 * (rows + 4 * 128) * d + 1024);  // Q + 2 x (K, V) + the 1024-byte alignment
   }
   // Without sm_90a code (a build for other archs, another GPU): the mma.sync kernel, two 16-row tiles a warp with
   // 64-key tiles (the measured choice on sm_90).
@@ -877,14 +878,18 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
           << bad;
     }
     {
-      Env three("attn_bm=192");  // three consumer warpgroups at head_dim 64: 192 rows, 16 warps
+      Env two("attn_bm=128");  // two consumer warpgroups at head_dim 64 (the default plans three)
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
       EXPECT_TRUE(t.warp_specialized);
-      EXPECT_EQ(t.block_m, kAttnWsMaxRows);
-      EXPECT_EQ(t.warps, 16);
-      EXPECT_EQ(t.smem_bytes, 2 * (192 + 4 * 128) * 64 + 1024);
+      EXPECT_EQ(t.block_m, kAttnWgmmaRows);
+      EXPECT_EQ(t.warps, 12);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 128) * 64 + 1024);
+      Env three("attn_bm=192");
       for (int d : {128, 256})  // two consumers only there
         EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).code(), StatusCode::invalid_argument) << d;
+      Env other_kernel("attn_wgmma=2");  // the two-warpgroup kernel at head_dim 64: 128 rows
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
+      EXPECT_EQ(t.block_m, kAttnWgmmaRows);
     }
     for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"}) {
       Env b(bad);

@@ -114,8 +114,9 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       if (slack && !ws)
         return invalid_argument("KERNELKIT_TUNE: attn_slack " + std::to_string(slack) +
                                 " is the warp-specialized wgmma prefill's (attn_wgmma=3)");
-      // The warp-specialized kernel's rows (kAttnWsMaxRows: three consumer warpgroups at head_dim 64).
-      int bm = kAttnWgmmaRows;
+      // The warp-specialized kernel's rows: kAttnWsMaxRows (three consumer warpgroups) at head_dim 64 with two K/V
+      // buffers, else kAttnWgmmaRows; attn_bm=128 forces two consumers there.
+      int bm = ws && head_dim == 64 && stages == 2 ? kAttnWsMaxRows : kAttnWgmmaRows;
       KK_RETURN_IF_ERROR(tune_value("attn_bm", kAttnWgmmaRows, kAttnWsMaxRows, &bm));
       if (bm != kAttnWgmmaRows && !(bm == kAttnWsMaxRows && ws && head_dim == 64 && stages == 2))
         return invalid_argument("KERNELKIT_TUNE: attn_bm " + std::to_string(bm) + " is not " +
