@@ -33,14 +33,15 @@ constexpr int kAttnWideKeys = 64;
 
 // ---- Prefill on wgmma (sm_90a)
 
-// The default on sm_90 profiles at head_dim 64 and 128 where it can run (a build with sm_90a code, a compute
-// capability 9.0 GPU; plan_tile's sm90a_code), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled
-// shared tiles (flash_prefill_sm90a.cu), kAttnWgmmaRows query rows a block, wgmma's M = 64 rows a warpgroup. The
-// planned form (attn_wgmma=3) is warp-specialized: a producer warpgroup loads K/V tiles of kAttnWgmmaTmaKeys keys by
-// TMA into two buffers, two consumer warpgroups overlap their softmax with MMAs (docs/attention-sm90.md). Where it
-// cannot run (packed varlen batches, calls without keys, strides a TMA descriptor cannot express: a varlen batch's
-// tail rows must be zeros, not the next sequence's) the two-warpgroup kernel does, its tiles by every thread's
-// cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles); past 65535 query tiles, that kernel by TMA (attn_wgmma=2).
+// The default on sm_90 profiles where it can run (a build with sm_90a code, a compute capability 9.0 GPU; plan_tile's
+// sm90a_code), S = Q K^T and O += P V on wgmma.mma_async from 128-byte-swizzled shared tiles
+// (flash_prefill_sm90a.cu), kAttnWgmmaRows query rows a block (kAttnWsMaxRows at head_dim 64), wgmma's M = 64 rows
+// a warpgroup. The planned form (attn_wgmma=3) is warp-specialized: a producer warpgroup loads K/V tiles of
+// attn_ws_keys keys by TMA into two buffers, two or three consumer warpgroups overlap their softmax with MMAs
+// (docs/attention-sm90.md). Where it cannot run (packed varlen batches, calls without keys, strides a TMA descriptor
+// cannot express: a varlen batch's tail rows must be zeros, not the next sequence's) the two-warpgroup kernel does at
+// head_dim 64 and 128, its tiles by every thread's cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles), and the mma.sync
+// kernel at 256; past 65535 query tiles, the two-warpgroup kernel by TMA (attn_wgmma=2).
 // attn_bn=64 / 128 forces the two-warpgroup kernel's tile (128: S on m64n128k16, 161 KB of shared memory at head_dim
 // 128, one block an SM); attn_wgmma=0 the mma.sync kernel.
 // On the H100, b1 h32 s4096 d128 causal: warp-specialized 262.4 us (524 TFLOP/s), two warpgroups by TMA 420.1;
