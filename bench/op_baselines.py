@@ -97,6 +97,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",
                        "attn_wgmma=2,attn_bn=64", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3",
                        "attn_slack=0"],
+         # packed varlen batches through the warp-specialized kernel; the mma.sync kernel
+         "varlen": ["attn_varlen_ws=1", "attn_wgmma=0"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
@@ -125,6 +127,21 @@ def tuned(op, fns):
         return []
     settings = args.tunes.split(";") if args.tunes else TUNED[op]
     return [(s, [with_tune(s, f) for f in fns]) for s in settings]
+
+
+def add_tuned(op, fn, check_output, impls, untimed, what):
+    """impls["kernelkit <setting>"] for each of the op's --tuned alternatives of `fn` whose output passes
+    check_output(setting, out); the refused ones (NotImplementedError: unsupported on this GPU / build, e.g. attn_wgmma
+    off sm_90a) and failed checks become untimed rows, and a failed check also fails the run."""
+    for setting, calls in tuned(op, [fn]):
+        try:
+            check_output(setting, calls[0]())
+            impls["kernelkit " + setting] = calls
+        except NotImplementedError as e:
+            untimed["kernelkit " + setting] = {"error": "refused: " + str(e).splitlines()[0][:200]}
+        except Exception as e:  # a wrong result or a failed launch
+            untimed["kernelkit " + setting] = {"error": f"CHECK FAILED: {type(e).__name__}: {e}"[:300]}
+            CHECK_FAILURES.append(f"{what} {setting}: {e}")
 
 
 def mma_gemv_tunes(m, fns, int4_groups=False):
@@ -192,15 +209,9 @@ def run_attention(dtype, runs, device):
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
         untimed = {}  # alternatives that are refused here, or fail their check: a row saying so, not a time
-        for setting, calls in tuned("attention", [impls["kernelkit"]]):
-            try:
-                attention_checked("attention " + setting, calls[0](), q, k, v, causal)
-                impls["kernelkit " + setting] = calls
-            except NotImplementedError as e:  # unsupported on this GPU / build (e.g. attn_wgmma off sm_90a)
-                untimed["kernelkit " + setting] = {"error": "refused: " + str(e).splitlines()[0][:200]}
-            except Exception as e:  # a wrong result or a failed launch: reported, and the run exits non-zero
-                untimed["kernelkit " + setting] = {"error": f"CHECK FAILED: {type(e).__name__}: {e}"[:300]}
-                CHECK_FAILURES.append(f"attention {row['shape']} {setting}: {e}")
+        add_tuned("attention", impls["kernelkit"],
+                  lambda setting, out: attention_checked("attention " + setting, out, q, k, v, causal), impls, untimed,
+                  f"attention {row['shape']}")
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = (lambda be=be: sdpa(q, k, v, causal, be))
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
@@ -351,10 +362,15 @@ def run_varlen(dtype, runs, device):
         flops = 4.0 * h * d * sum(visible_pairs(n, n, True) for n in lens)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=True, **given),
                  "torch varlen_attn": lambda: torch_varlen(q, k, v, cu, cu, longest, longest)}
+        untimed = {}
+        add_tuned("varlen", impls["kernelkit"],
+                  lambda setting, out: check("attention varlen " + setting, out, want, 2e-2), impls, untimed,
+                  f"attention varlen {row['shape']}")
         for be in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
             impls["sdpa " + be.split("_")[0].lower() + " per sequence"] = (
                 lambda be=be: [sdpa(q[None, a:b], k[None, a:b], v[None, a:b], True, be) for a, b in spans])
         row.update(time_all(impls, runs, lambda us: flops / us / 1e6, "TFLOP/s"))
+        row["impls"].update(untimed)
         # Without max_seqlen: the read-back (a stream synchronization) rules out a graph; eager CUDA-event time.
         row["impls"]["kernelkit, cu_seqlens read back (eager)"] = eager_time(
             lambda: kernelkit.attention(q, k, v, causal=True, cu_seqlens_q=cu, cu_seqlens_k=cu), runs,

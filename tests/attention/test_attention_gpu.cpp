@@ -70,6 +70,12 @@ void expect_layouts(DType dt, bool causal) {
   // K / V as views into storage with 40 NaN rows after each sequence's 130 keys (partial last tiles): a kernel that
   // reads past s_k into the output (a wrong TMA extent, a missing zero fill) turns rows NaN.
   expect_attention({OpId::attention, dt, 2, 100, 130, 8, 2, 128, causal, false, false, false, 1.0, 15, 40});
+  // Packed: the odd sequences have no queries and NaN keys / values, which the even ones' partial last tiles reach.
+  for (int64_t d : {64, 128}) {
+    AttentionCase idle{OpId::attention, dt, 4, 1, 33, 4, 4, d, causal, false, true, false, 1.0, 16};
+    idle.nan_idle_kv = true;
+    expect_attention(idle);
+  }
 }
 
 }  // namespace
@@ -110,7 +116,8 @@ TEST_P(AttentionWgmma, MatchesReference) {
                                        "attn_wgmma=3,attn_pv_n=64",
                                        "attn_wgmma=3,attn_stages=3",
                                        "attn_wgmma=3,attn_slack=0",
-                                       "attn_wgmma=0"};
+                                       "attn_wgmma=0",
+                                       "attn_wgmma=3,attn_varlen_ws=1"};  // packed varlen through TMA too
   if (d == 64) settings.push_back("attn_wgmma=3,attn_bm=128");  // two consumer warpgroups
   for (const char* setting : settings) {
     SCOPED_TRACE(setting);
@@ -147,7 +154,8 @@ TEST_P(AttentionWgmma256, MatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   const auto [dt, causal] = GetParam();
-  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_pv_n=64", "attn_wgmma=0"}) {
+  for (const char* setting :
+       {static_cast<const char*>(nullptr), "attn_slack=0", "attn_pv_n=64", "attn_wgmma=0", "attn_varlen_ws=1"}) {
     SCOPED_TRACE(setting ? setting : "default");
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -159,6 +167,9 @@ TEST_P(AttentionWgmma256, MatchesReference) {
     expect_attention({OpId::attention, dt, 2, 100, 130, 8, 2, 256, causal, false, false, false, 1.0, 53, 40});
     expect_attention({OpId::attention, dt, 1, 200, 300, 1, 1, 192, causal, false, false, false, 1.0, 54});
     expect_attention({OpId::attention, dt, 3, 65, 130, 1, 1, 256, causal, true, false, false, 1.0, 55});
+    AttentionCase idle{OpId::attention, dt, 4, 1, 33, 4, 4, 256, causal, false, true, false, 1.0, 56};
+    idle.nan_idle_kv = true;  // packed: the odd sequences' NaN keys / values past the even ones' last tiles
+    expect_attention(idle);
   }
 }
 
@@ -197,6 +208,18 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
     AttentionCase windowed{OpId::attention, DType::f16, 1, 300, 300, 4, 2, 64, true, false, false, false, 1.0, seed++};
     windowed.window_left = 100;
     expect_attention(windowed);
+  }
+  {
+    // Packed varlen through the warp-specialized kernel: partial tiles, sequences without queries (NaN keys and
+    // values past the others' last tiles), each head_dim.
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_varlen_ws=1");
+    for (int64_t d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        AttentionCase c{OpId::attention, DType::bf16, 4, 70, 150, 4, 2, d, causal, false, true, false, 1.0, seed++};
+        expect_attention(c);
+        c.s_q = 1, c.s_k = 33, c.nan_idle_kv = true, c.seed = seed++;
+        expect_attention(c);
+      }
   }
 }
 
@@ -424,7 +447,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
-    settings = {"", "attn_slack=0", "attn_wgmma=0"};
+    settings = {"", "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=1"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
     if (d == 64) settings.push_back("attn_bm=128");  // two consumers (the default plans three: masks take two)
   }

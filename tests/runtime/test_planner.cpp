@@ -891,6 +891,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
       EXPECT_EQ(t.block_m, kAttnWgmmaRows);
     }
+    {
+      Env varlen("attn_varlen_ws=1");  // packed varlen batches through the warp-specialized kernel too
+      for (int d : {64, 128, 256}) {
+        ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
+        EXPECT_TRUE(t.warp_specialized && t.varlen_ws) << d;
+      }
+    }
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
+    EXPECT_FALSE(t.varlen_ws);  // the default: the cp.async two-warpgroup kernel for packed batches
+    for (const char* bad : {"attn_wgmma=2,attn_varlen_ws=1", "attn_varlen_ws=2"}) {
+      Env b(bad);
+      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
+          << bad;
+    }
     for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"}) {
       Env b(bad);
       EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument)

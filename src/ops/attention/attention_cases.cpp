@@ -34,6 +34,7 @@ std::string AttentionCase::name() const {
   if (bhsd) os << " bhsd";
   if (varlen) os << " varlen";
   if (max_seqlen) os << " max_seqlen";
+  if (nan_idle_kv) os << " nan_idle_kv";
   if (paged) os << " paged " << page_size;
   if (magnitude > 1) os << " |x|~" << magnitude;
   if (kv_pad) os << " kv_pad " << kv_pad;
@@ -160,6 +161,14 @@ AttnData make_attention_inputs(const AttentionCase& c) {
   }
   if (c.magnitude > 1 && !c.fp8)  // large logits, ordinary values: only q and k are scaled up
     for (int64_t i = 0; i < d.v.size(); ++i) d.v.set(i, d.v.get(i) / c.magnitude);
+  if (c.nan_idle_kv && c.varlen)  // the keys of sequences without queries (AttentionCase::nan_idle_kv)
+    for (int64_t b = 0; b < c.batch; ++b)
+      if (d.cu_q.get(b + 1) == d.cu_q.get(b))
+        for (auto i = static_cast<int64_t>(d.cu_k.get(b)) * hk * dim;
+             i < static_cast<int64_t>(d.cu_k.get(b + 1)) * hk * dim; ++i) {
+          d.k.set(i, NAN);
+          d.v.set(i, NAN);
+        }
   if (c.kv_pad > 0)  // the padding rows of every sequence: never part of the op's view
     for (int64_t b = 0; b < c.batch; ++b)
       for (int64_t i = (b * (c.s_k + c.kv_pad) + c.s_k) * hk * dim; i < (b + 1) * (c.s_k + c.kv_pad) * hk * dim; ++i) {

@@ -32,6 +32,9 @@ struct AttentionCase {
   // kernel that reads a key past s_k and lets it reach the output turns that row NaN
   int64_t kv_pad = 0;
   bool max_seqlen = false;  // varlen: max_seqlen_q / k given (the longest), so CUDA checks cu_seqlens on the device
+  // varlen: the k / v rows of every sequence without queries (odd ones, where s_q / 2 is 0) hold NaN: no query sees
+  // them, so a kernel whose tile runs past the previous sequence's keys into them must not let them in (0 x NaN)
+  bool nan_idle_kv = false;
   int64_t page_size = 16;    // decode_attention, paged
   int64_t window_left = -1;  // options.window_left
   float softcap = 0.0f;      // options.softcap

@@ -88,7 +88,7 @@ __device__ __forceinline__ void load_tile(T* s, const T* g, int64_t stride, int 
 template <typename T>
 struct FlashBlock {
   const T *q, *k, *v;  // the block's first query row; the sequence's first key / value row of its KV head
-  int b, h, q_start, m0, s_q, s_k;
+  int b, h, q_start, k_start, m0, s_q, s_k;  // q_start, k_start: the sequence's first rows (varlen; else 0)
   int rows;    // query rows of the block inside the sequence (the last tile may be partial)
   int offset;  // causal: query i sees keys j <= i + offset (bottom-right aligned)
   float slope;  // the head's ALiBi slope in the log2 domain (0: none)
@@ -235,12 +235,11 @@ __device__ __forceinline__ bool flash_block(const FlashParams<T>& p, FlashBlock<
                          ? (p.causal ? static_cast<int>(gridDim.y) - 1 - static_cast<int>(blockIdx.y) : blockIdx.y)
                          : (p.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x);
   f.b = blockIdx.z, f.h = kHeadsFirst ? blockIdx.x : blockIdx.y, f.m0 = m_tile * BM;
-  int k_start;
-  if (!sequence_spans<kVarlen>(p, f.b, f.q_start, f.s_q, k_start, f.s_k) || f.m0 >= f.s_q) return false;
+  if (!sequence_spans<kVarlen>(p, f.b, f.q_start, f.s_q, f.k_start, f.s_k) || f.m0 >= f.s_q) return false;
   const int hk = f.h / p.group;
   f.q = p.t.q + f.b * p.t.qs.batch + static_cast<int64_t>(f.q_start + f.m0) * p.t.qs.token + f.h * p.t.qs.head;
-  f.k = p.t.k + f.b * p.t.ks.batch + static_cast<int64_t>(k_start) * p.t.ks.token + hk * p.t.ks.head;
-  f.v = p.t.v + f.b * p.t.vs.batch + static_cast<int64_t>(k_start) * p.t.vs.token + hk * p.t.vs.head;
+  f.k = p.t.k + f.b * p.t.ks.batch + static_cast<int64_t>(f.k_start) * p.t.ks.token + hk * p.t.ks.head;
+  f.v = p.t.v + f.b * p.t.vs.batch + static_cast<int64_t>(f.k_start) * p.t.vs.token + hk * p.t.vs.head;
   f.rows = min(BM, f.s_q - f.m0);
   f.offset = f.s_k - f.s_q;
   f.slope = p.alibi.log2_slope(f.b, f.h);

@@ -201,7 +201,12 @@ constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no 
 
 // BN: attn_ws_keys (128, 64 at head_dim 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and 256). kWsStages: K
 // and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
-template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers>
+// kVarlen (KERNELKIT_TUNE attn_varlen_ws=1): packed varlen batches too, TMA over the packed tensors. A tile past a
+// sequence's end then holds the next sequence's rows: its queries are computed and never stored, its keys masked (P =
+// 0), and its value rows zeroed in shared memory by the producer's second warp before the P V that reads them (0 x a
+// non-finite value of another sequence would be NaN).
+template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
+          bool kVarlen = false>
 __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   using Shape = WsShape<kConsumers>;
@@ -214,13 +219,18 @@ __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
   T* sK = sQ + BM * D;              // [kWsStages][kBlocks][BN][64]
   T* sV = sK + kWsStages * BN * D;  // [kWsStages][kBlocks][BN][64]
   __shared__ uint64_t full_k[kWsStages], full_v[kWsStages], empty_k[kWsStages], empty_v[kWsStages], full_q;
+  __shared__ uint64_t tail_v;  // kVarlen: the last V tile's rows past the sequence are zeros
 
   FlashBlock<T> f;
-  if (!flash_block<BM, BN, false, true>(p, f)) return;  // dense batches only (launch); grid (heads, tiles, batch)
+  if (!flash_block<BM, BN, kVarlen, true>(p, f)) return;  // grid (heads, tiles, batch)
+  const int last = f.n_tiles - 1;
+  // kVarlen: whether the last tile's value rows run past the sequence's keys into the packed tensor's next rows.
+  const bool zero_tail = kVarlen && f.n_tiles > 0 && f.s_k < (f.tile0 + f.n_tiles) * BN;
   if (threadIdx.x == 0) {
     tma::init(full_k, kWsStages);
     tma::init(full_v, kWsStages);
     tma::init(&full_q, 1);
+    if constexpr (kVarlen) tma::init(&tail_v, 1);
     tma::init_counted(empty_k, kWsStages, kConsumerThreads / 32);
     tma::init_counted(empty_v, kWsStages, kConsumerThreads / 32);
   }
@@ -228,22 +238,40 @@ __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
 
   if (threadIdx.x < 128) {  // the producer
     warpgroup_reg_dealloc<Shape::kProducerRegs>();
-    if (threadIdx.x != 0 || f.n_tiles == 0) return;
-    tma::expect(&full_q, BM * D * static_cast<uint32_t>(sizeof(T)));
-    for (int c = 0; c < kBlocks; ++c) tma::load(tma_ops.q, sQ + c * BM * 64, &full_q, 64 * c, f.m0, f.h, f.b);
-    // The n-th tile into buffer n % kWsStages once its previous fill (round n / kWsStages - 1) has been freed.
-    auto load = [&](const TmaOperand& op, T* tiles, uint64_t* full, uint64_t* empty, int n) {
-      const int stage = n % kWsStages;
-      tma::wait_or_trap(&empty[stage], ((n / kWsStages) & 1) ^ 1);
-      tma::expect(&full[stage], kTileBytes);
+    if (threadIdx.x >= 32 || f.n_tiles == 0) return;
+    if (threadIdx.x == 0) {  // every load
+      tma::expect(&full_q, BM * D * static_cast<uint32_t>(sizeof(T)));
       for (int c = 0; c < kBlocks; ++c)
-        tma::load(op, tiles + (stage * kBlocks + c) * BN * 64, &full[stage], 64 * c, (f.tile0 + n) * BN, f.h / p.group,
-                  f.b);
-    };
-    load(tma_ops.k, sK, full_k, empty_k, 0);
-    for (int n = 0; n < f.n_tiles; ++n) {
-      if (n + 1 < f.n_tiles) load(tma_ops.k, sK, full_k, empty_k, n + 1);
-      load(tma_ops.v, sV, full_v, empty_v, n);
+        tma::load(tma_ops.q, sQ + c * BM * 64, &full_q, 64 * c, f.q_start + f.m0, f.h, f.b);
+      // The n-th tile into buffer n % kWsStages once its previous fill (round n / kWsStages - 1) has been freed.
+      auto load = [&](const TmaOperand& op, T* tiles, uint64_t* full, uint64_t* empty, int n) {
+        const int stage = n % kWsStages;
+        tma::wait_or_trap(&empty[stage], ((n / kWsStages) & 1) ^ 1);
+        tma::expect(&full[stage], kTileBytes);
+        for (int c = 0; c < kBlocks; ++c)
+          tma::load(op, tiles + (stage * kBlocks + c) * BN * 64, &full[stage], 64 * c, f.k_start + (f.tile0 + n) * BN,
+                    f.h / p.group, f.b);
+      };
+      load(tma_ops.k, sK, full_k, empty_k, 0);
+      for (int n = 0; n < f.n_tiles; ++n) {
+        if (n + 1 < f.n_tiles) load(tma_ops.k, sK, full_k, empty_k, n + 1);
+        load(tma_ops.v, sV, full_v, empty_v, n);
+      }
+    }
+    if (zero_tail) {
+      // The warp, once the last V load is issued (so its buffer's barrier is in that fill's phase: every earlier
+      // fill of the buffer was consumed before it was issued) and has landed: that tile's rows past the sequence.
+      __syncwarp();
+      tma::wait_or_trap(&full_v[last % kWsStages], (last / kWsStages) & 1);
+      const int valid = f.s_k - (f.tile0 + last) * BN;
+      uint4* tile = reinterpret_cast<uint4*>(sV + last % kWsStages * BN * D);  // [kBlocks][BN][64]: 8 chunks a row
+      for (int i = threadIdx.x; i < kBlocks * (BN - valid) * 8; i += 32) {
+        const int c = i / ((BN - valid) * 8), r = valid + i / 8 % (BN - valid);
+        tile[(c * BN + r) * 8 + i % 8] = make_uint4(0, 0, 0, 0);  // whole rows: the swizzle stays inside a row
+      }
+      ::cuda::ptx::fence_proxy_async(::cuda::ptx::space_shared);  // visible to the consumers' wgmma (async proxy)
+      __syncwarp();
+      if (threadIdx.x == 0) tma::arrive(&tail_v);
     }
     return;
   }
@@ -333,7 +361,10 @@ __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
       rescale_rows(acc[0], corr);
       round_p();
     }
-    full_wait(full_v, n_tiles - 1);
+    if (zero_tail)
+      tma::wait_or_flag(&tail_v, 0, timed_out);  // landed, and its rows past the sequence zeroed
+    else
+      full_wait(full_v, last);
     wgmma_pin(acc[0]);
     wgmma_pin(pa);
     wgmma_fence();
@@ -351,8 +382,9 @@ __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);   // sQ (as [BM][D] in swz<D>) stages O
 }
 
-// The TMA descriptors of a dense call: q [b, s_q, h, d] in boxes of block_m rows, k and v [b, s_k, h_kv, d] in boxes
-// of block_n rows, each through its strides (elements); 64 columns a box.
+// The TMA descriptors of a call: q [b, s_q, h, d] in boxes of block_m rows, k and v [b, s_k, h_kv, d] in boxes of
+// block_n rows, each through its strides (elements); 64 columns a box. Packed varlen: q [total_q, h, d] and k, v
+// [total_k, h_kv, d] (their batch stride 0 leaves that dimension out).
 template <typename T>
 Status tma_operands(const detail::AttentionArgs& a, int block_m, int block_n, WgmmaTma* ops) {
   const bool f16 = std::is_same_v<T, __half>;
@@ -361,9 +393,10 @@ Status tma_operands(const detail::AttentionArgs& a, int block_m, int block_n, Wg
     return make_tma_operand(op, base, f16, a.head_dim,
                             {TmaDim{tokens, st.token, box}, TmaDim{heads, st.head, 1}, TmaDim{a.batch, st.batch, 1}});
   };
-  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, a.s_q, a.heads, block_m));
-  KK_RETURN_IF_ERROR(one(&ops->k, a.k, a.k_st, a.s_k, a.kv_heads, block_n));
-  return one(&ops->v, a.v, a.v_st, a.s_k, a.kv_heads, block_n);
+  const int64_t q_tokens = a.varlen ? a.rows : a.s_q, k_tokens = a.varlen ? a.total_k : a.s_k;
+  KK_RETURN_IF_ERROR(one(&ops->q, a.q, a.q_st, q_tokens, a.heads, block_m));
+  KK_RETURN_IF_ERROR(one(&ops->k, a.k, a.k_st, k_tokens, a.kv_heads, block_n));
+  return one(&ops->v, a.v, a.v_st, k_tokens, a.kv_heads, block_n);
 }
 
 template <typename T>
@@ -372,20 +405,25 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   FlashParams<T> p;
   KK_RETURN_IF_ERROR(flash_params<T>(a, tile.stages, &p));
   p.rescale_slack = static_cast<float>(tile.rescale_slack);
-  // TMA for dense batches with keys only: a varlen batch's tail rows would be the next sequence's, not zeros (the
-  // cp.async copy zero-fills them), and no keys means no tile to load; those, and strides a descriptor cannot express,
+  // TMA for calls with keys only (no keys: no tile to load) and, packed varlen batches, only under tile.varlen_ws (the
+  // warp-specialized kernel's kVarlen: a tile past a sequence holds the next one's rows, which the two-warpgroup
+  // kernel would read as keys; its cp.async copy zero-fills them); those, and strides a descriptor cannot express,
   // take the cp.async kernel. The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535,
-  // counts the query tiles of tile.block_m rows), else the two-warpgroup one (kBM rows; head_dim 64 and 128: at 256
-  // the call is declined, *ran stays false). Three consumers (tile.block_m 192) in the plain variants only: the
-  // kMasks ones spill 56-72 bytes at their 160 registers, so a window, a soft-cap or ALiBi takes two.
-  const bool dense = tile.tma && a.cu_q == nullptr && a.s_k > 0;
+  // counts the query tiles of tile.block_m rows; varlen: its default forms only), else the two-warpgroup one (kBM
+  // rows; head_dim 64 and 128: at 256 the call is declined, *ran stays false). Three consumers (tile.block_m 192) in
+  // the plain variants only: the kMasks ones spill 56-72 bytes at their 160 registers, so a window, a soft-cap or
+  // ALiBi takes two.
+  const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
+  const bool varlen = a.cu_q != nullptr;
+  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d;
+  const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const bool plain = !p.alibi.slopes && !p.masked();
   const int ws_rows = plain ? tile.block_m : kBM;
   auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
   const bool ws_fits = tile.warp_specialized && dense && tiles_of(ws_rows) <= 65535;
   const int rows = ws_fits ? ws_rows : kBM;
   WgmmaTma ops{};
-  const bool use_tma = dense && tma_operands<T>(a, rows, tile.block_n, &ops).ok();
+  const bool use_tma = dense && (ws_fits || !varlen) && tma_operands<T>(a, rows, tile.block_n, &ops).ok();
   const bool ws = ws_fits && use_tma;
   const unsigned tiles = tiles_of(ws ? rows : kBM), heads = static_cast<unsigned>(a.heads);
   auto go = [&](auto kernel) -> Status {
@@ -402,6 +440,12 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
     if constexpr (BN == attn_ws_keys(D)) {
+      if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
+        if constexpr (D == 64 && !kMasks)
+          if (rows == WsShape<3>::kRows)
+            return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3, true>);
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2, true>);
+      }
       if constexpr (D == 64 && !kMasks)
         if (ws && rows == WsShape<3>::kRows)  // three consumers
           return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3>);
@@ -427,7 +471,6 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     return with_masks(d, bn, bool_constant<false>{}, bool_constant<false>{});
   };
   using std::integral_constant;
-  const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
   const bool wide = tile.block_n == 128;
   const bool rows_ok = tile.block_m == kBM || (tile.warp_specialized && d == 64 && tile.block_m == WsShape<3>::kRows);
   if (!rows_ok || (tile.block_n != 64 && tile.block_n != 128) || (d == 256 && wide))
