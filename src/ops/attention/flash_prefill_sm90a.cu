@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
   store_warp_rows<1, D>(p, f, wr, acc, m_run, l_run, sQ);  // sQ (as [kBM][D] in swz<D>): Q is no longer read
 }
 
-// The warp-specialized form (KERNELKIT_TUNE attn_wgmma=3; FlashAttention-3's layout), TMA-fed dense batches only.
+// The warp-specialized form (KERNELKIT_TUNE attn_wgmma=3; FlashAttention-3's layout), TMA-fed: dense batches (and
+// packed varlen ones, kVarlen below).
 // Warpgroup 0 is the producer: it gives registers back (setmaxnreg) and one thread issues the loads, Q once, then
 // K(n + 1) before V(n) (the order the consumers use them), into kWsStages buffers each; a buffer has a full mbarrier
 // (the TMA's transaction count) and an empty one (one arrival from each consumer warp). Warpgroups 1 .. kConsumers are
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 // freed when S(n) is done, V(n - 1)'s when P V is. The consumers take turns issuing their MMAs, in a ring (named
 // barrier kSchedBarrier + c: consumer c waits for the previous one's issue before its own), so the softmax of one runs
 // under the others' MMAs. No block barrier after the setup: the warpgroups are coupled only through the buffers.
-// kConsumers (2, or 3 at head_dim 64: attn_ws_rows) consumer warpgroups of 64 query rows: BM = 64 kConsumers rows a
+// kConsumers (2, or 3 at head_dim 64: kAttnWsMaxRows) consumer warpgroups of 64 query rows: BM = 64 kConsumers rows a
 // block, (kConsumers + 1) x 128 threads. Registers per thread after setmaxnreg (one block an SM; multiples of 8):
 // 128 x 24 + 256 x 240 = 64512 with two consumers, 128 x 32 + 384 x 160 = 65536 with three (FlashAttention-3's).
 template <int kConsumers>
@@ -203,7 +204,7 @@ constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no 
 // and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
 // kVarlen (KERNELKIT_TUNE attn_varlen_ws=1): packed varlen batches too, TMA over the packed tensors. A tile past a
 // sequence's end then holds the next sequence's rows: its queries are computed and never stored, its keys masked (P =
-// 0), and its value rows zeroed in shared memory by the producer's second warp before the P V that reads them (0 x a
+// 0), and its value rows zeroed in shared memory by the producer warp before the P V that reads them (0 x a
 // non-finite value of another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
