@@ -144,18 +144,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
                                             ::testing::Bool()));
 
 // Head_dim 256 on sm_90a: the warp-specialized kernel (its only wgmma kernel, 64-key tiles; the default) with O
-// rescaled at every rise (attn_slack=0) and with P V one MMA per 64 columns (attn_pv_n=64), and the mma.sync kernel
-// (attn_wgmma=0), on the grid's shapes, the [b, h, s, d] layout, packed varlen batches (which the wgmma path declines:
-// the mma.sync kernel runs them), NaN-padded K/V views, head_dim 192 (the 256 kernel, its last 64 columns zeros) with
-// one query head, and MQA.
+// rescaled at every rise (attn_slack=0) and with packed varlen batches through it (attn_varlen_ws=1), and the
+// mma.sync kernel (attn_wgmma=0), on the grid's shapes, the [b, h, s, d] layout, packed varlen batches (which the
+// wgmma path declines by default: the mma.sync kernel runs them), NaN-padded K/V views, head_dim 192 (the 256 kernel,
+// its last 64 columns zeros) with one query head, and MQA.
 class AttentionWgmma256 : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
 
 TEST_P(AttentionWgmma256, MatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   const auto [dt, causal] = GetParam();
-  for (const char* setting :
-       {static_cast<const char*>(nullptr), "attn_slack=0", "attn_pv_n=64", "attn_wgmma=0", "attn_varlen_ws=1"}) {
+  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=1"}) {
     SCOPED_TRACE(setting ? setting : "default");
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;

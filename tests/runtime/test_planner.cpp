@@ -293,18 +293,13 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 8);
   for (const char* refused : {"attn_wgmma=1", "attn_wgmma=2", "attn_wgmma=3,attn_bn=128", "attn_wgmma=3,attn_stages=3",
-                              "attn_wgmma=3,attn_pv_n=128"}) {
-    Env e(refused);  // head_dim 256 has the warp-specialized kernel only, 64-key tiles in two buffers
+                              "attn_wgmma=3,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=64"}) {
+    Env e(refused);  // head_dim 256: the warp-specialized kernel only, 64-key tiles in two buffers, P V over all of O
     const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t);
     EXPECT_FALSE(s.ok()) << refused;
     EXPECT_NE(s.message().find(std::string(refused).find("stages") != std::string::npos ? "bytes" : "attn_"),
               std::string::npos)
         << s.message();
-  }
-  {
-    Env e("attn_wgmma=3,attn_pv_n=64");  // four m64n64k16 a k-step
-    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
-    EXPECT_EQ(t.pv_n, 64);
   }
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);

@@ -102,9 +102,10 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       // per 64 columns (attn_pv_n=64, the other kernel's form).
       int pv_n = ws ? head_dim : 64;
       KK_RETURN_IF_ERROR(tune_value("attn_pv_n", 64, kAttnMaxHeadDim, &pv_n));
-      if (pv_n != 64 && !(ws && pv_n == head_dim))
+      if ((pv_n != 64 && !(ws && pv_n == head_dim)) || (ws_only && pv_n != head_dim))
         return invalid_argument("KERNELKIT_TUNE: attn_pv_n " + std::to_string(pv_n) +
-                                " is not 64 or, with attn_wgmma=3, the head_dim " + std::to_string(head_dim));
+                                " is not 64 (head_dim 64 and 128) or, with attn_wgmma=3, the head_dim " +
+                                std::to_string(head_dim));
       if (stages != 2 && pv_n != head_dim)
         return invalid_argument("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
                                 " takes P V over all of O's columns (attn_pv_n " + std::to_string(head_dim) + ")");

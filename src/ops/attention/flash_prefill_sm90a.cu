@@ -416,9 +416,11 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   // ALiBi takes two.
   const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
   const bool varlen = a.cu_q != nullptr;
-  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d;
-  const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const bool plain = !p.alibi.slopes && !p.masked();
+  // Varlen through the warp-specialized kernel: its default forms, plain variants (the compile time of the masked
+  // ones is not spent on an experiment).
+  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain;
+  const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const int ws_rows = plain ? tile.block_m : kBM;
   auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
   const bool ws_fits = tile.warp_specialized && dense && tiles_of(ws_rows) <= 65535;
@@ -441,12 +443,13 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
     if constexpr (BN == attn_ws_keys(D)) {
-      if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
-        if constexpr (D == 64 && !kMasks)
-          if (rows == WsShape<3>::kRows)
-            return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3, true>);
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2, true>);
-      }
+      if constexpr (!kMasks)
+        if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
+          if constexpr (D == 64)
+            if (rows == WsShape<3>::kRows)
+              return go(flash_prefill_ws_kernel<T, D, BN, false, false, false, 2, 3, true>);
+          return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2, true>);
+        }
       if constexpr (D == 64 && !kMasks)
         if (ws && rows == WsShape<3>::kRows)  // three consumers
           return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3>);
@@ -455,7 +458,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
           return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages, 2>);
       if (ws && tile.pv_n == D)  // one MMA over O's columns a k-step (the default)
         return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2>);
-      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 2>);
+      if constexpr (D <= 128)  // attn_pv_n=64
+        if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 2>);
     }
     if constexpr (D > 128) {
       return Status::Ok();  // declined
