@@ -191,11 +191,15 @@ __global__ void __launch_bounds__(kThreads, BN == 64 ? 2 : 1)
 // kConsumers (2, or 3 at head_dim 64: kAttnWsMaxRows) consumer warpgroups of 64 query rows: BM = 64 kConsumers rows a
 // block, (kConsumers + 1) x 128 threads. Registers per thread after setmaxnreg (one block an SM; multiples of 8):
 // 128 x 24 + 256 x 240 = 64512 with two consumers, 128 x 32 + 384 x 160 = 65536 with three (FlashAttention-3's).
-template <int kConsumers>
+// kVarlen with two consumers: 40 and 224 (62464): the sequence's spans, read from cu_seqlens before the warpgroups
+// part, live in registers through the producer's setmaxnreg.dec, and at 24 ptxas spilled 104-116 bytes (for the
+// consumers' loop too); 32 / 232 still spilled 8-12.
+template <int kConsumers, bool kVarlen = false>
 struct WsShape {
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static constexpr int kRows = 64 * kConsumers, kThreads = 128 * (kConsumers + 1);
-  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static constexpr int kProducerRegs = kConsumers == 3 ? 32 : kVarlen ? 40 : 24;
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : kVarlen ? 224 : 240;
 };
 constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
@@ -210,7 +214,7 @@ template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int
           bool kVarlen = false>
 __global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
-  using Shape = WsShape<kConsumers>;
+  using Shape = WsShape<kConsumers, kVarlen>;
   constexpr int BM = Shape::kRows, kConsumerThreads = 128 * kConsumers;
   static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
   constexpr int kBlocks = D / 64;
