@@ -212,7 +212,7 @@ constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no 
 // non-finite value of another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
-__global__ void __launch_bounds__(WsShape<kConsumers>::kThreads, 1)
+__global__ void __launch_bounds__(WsShape<kConsumers, kVarlen>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   using Shape = WsShape<kConsumers, kVarlen>;
   constexpr int BM = Shape::kRows, kConsumerThreads = 128 * kConsumers;
