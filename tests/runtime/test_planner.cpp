@@ -179,6 +179,13 @@ struct Env {  // sets KERNELKIT_TUNE for a scope
   ~Env() { unsetenv("KERNELKIT_TUNE"); }
 };
 
+// What plan_tile returns for a bf16 attention tile at head_dim d on the H200 profile under KERNELKIT_TUNE=tune.
+StatusCode attention_plan_code(const char* tune, int d) {
+  Env e(tune);
+  TilePlan t;
+  return plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).code();
+}
+
 TEST(Planner, T4PlansFitTheT4) {
   const auto t4 = profile("t4");
   for (const OpInfo& op : op_table())
@@ -867,11 +874,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
       EXPECT_EQ(t.pv_n, 64);
     }
-    for (const char* bad : {"attn_wgmma=3,attn_pv_n=96", "attn_wgmma=2,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=256"}) {
-      Env b(bad);
-      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
-          << bad;
-    }
+    for (const char* bad : {"attn_wgmma=3,attn_pv_n=96", "attn_wgmma=2,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=256"})
+      EXPECT_EQ(attention_plan_code(bad, 128), StatusCode::invalid_argument) << bad;
     {
       Env two("attn_bm=128");  // two consumer warpgroups at head_dim 64 (the default plans three)
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
@@ -895,16 +899,10 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     }
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_FALSE(t.varlen_ws);  // the default: the cp.async two-warpgroup kernel for packed batches
-    for (const char* bad : {"attn_wgmma=2,attn_varlen_ws=1", "attn_varlen_ws=2"}) {
-      Env b(bad);
-      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
-          << bad;
-    }
-    for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"}) {
-      Env b(bad);
-      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument)
-          << bad;
-    }
+    for (const char* bad : {"attn_wgmma=2,attn_varlen_ws=1", "attn_varlen_ws=2"})
+      EXPECT_EQ(attention_plan_code(bad, 128), StatusCode::invalid_argument) << bad;
+    for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"})
+      EXPECT_EQ(attention_plan_code(bad, 64), StatusCode::invalid_argument) << bad;
     {
       Env wide64("attn_wgmma=3,attn_pv_n=128");  // wider than head_dim 64
       EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
@@ -936,11 +934,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
       EXPECT_EQ(t.rescale_slack, 0);
     }
-    for (const char* bad : {"attn_wgmma=2,attn_slack=8", "attn_slack=9", "attn_slack=-1"}) {
-      Env b(bad);
-      EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).code(), StatusCode::invalid_argument)
-          << bad;
-    }
+    for (const char* bad : {"attn_wgmma=2,attn_slack=8", "attn_slack=9", "attn_slack=-1"})
+      EXPECT_EQ(attention_plan_code(bad, 128), StatusCode::invalid_argument) << bad;
     Env narrow("attn_wgmma=3,attn_bn=64");  // its tiles are 128 keys only
     const Status s = plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);

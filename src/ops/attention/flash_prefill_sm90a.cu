@@ -433,11 +433,11 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const bool use_tma = dense && (ws_fits || !varlen) && tma_operands<T>(a, rows, tile.block_n, &ops).ok();
   const bool ws = ws_fits && use_tma;
   const unsigned tiles = tiles_of(ws ? rows : kBM), heads = static_cast<unsigned>(a.heads);
-  auto go = [&](auto kernel) -> Status {
+  auto go = [&](auto kernel, int threads) -> Status {
     const auto smem = static_cast<size_t>(tile.smem_bytes);
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     const dim3 grid(ws ? heads : tiles, ws ? tiles : heads, static_cast<unsigned>(a.batch));  // flash_block
-    kernel<<<grid, ws ? (rows / 64 + 1) * 128 : kThreads, smem, stream>>>(p, ops);
+    kernel<<<grid, threads, smem, stream>>>(p, ops);
     KK_CUDA_RETURN(cudaGetLastError());
     *ran = true;
     return Status::Ok();
@@ -451,25 +451,26 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
         if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
           if constexpr (D == 64)
             if (rows == WsShape<3>::kRows)
-              return go(flash_prefill_ws_kernel<T, D, BN, false, false, false, 2, 3, true>);
-          return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2, true>);
+              return go(flash_prefill_ws_kernel<T, D, BN, false, false, false, 2, 3, true>, WsShape<3, true>::kThreads);
+          return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2, true>, WsShape<2, true>::kThreads);
         }
       if constexpr (D == 64 && !kMasks)
         if (ws && rows == WsShape<3>::kRows)  // three consumers
-          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3>);
+          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 3>, WsShape<3>::kThreads);
       if constexpr (D <= 128)
         if (ws && tile.stages == kAttnWsMaxStages)
-          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages, 2>);
+          return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, kAttnWsMaxStages, 2>,
+                    WsShape<2>::kThreads);
       if (ws && tile.pv_n == D)  // one MMA over O's columns a k-step (the default)
-        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2>);
+        return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, kWide, 2, 2>, WsShape<2>::kThreads);
       if constexpr (D <= 128)  // attn_pv_n=64
-        if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 2>);
+        if (ws) return go(flash_prefill_ws_kernel<T, D, BN, kMasks, kAlibi, false, 2, 2>, WsShape<2>::kThreads);
     }
     if constexpr (D > 128) {
       return Status::Ok();  // declined
     } else {
-      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>)
-                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>);
+      return use_tma ? go(flash_prefill_wgmma_kernel<T, D, BN, true, kMasks, kAlibi>, kThreads)
+                     : go(flash_prefill_wgmma_kernel<T, D, BN, false, kMasks, kAlibi>, kThreads);
     }
   };
   auto with_tile = [&](auto d, auto bn) -> Status {
