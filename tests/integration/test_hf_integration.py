@@ -426,8 +426,20 @@ def test_generate_benchmark_runs_and_checks(tmp_path):
     assert d["first_difference"]["reference_margin"] == 0.5
 
 
-def test_diffusion_benchmark_runs_and_checks(tmp_path):
-    """bench/diffusion.py's wiring on a tiny SD3 transformer: the five variants denoise, patched latents match."""
+# Per model: classes kernelkit.patch must find, and the attention processors attention=True wraps from the run's
+# config (SD3: one joint attention a block; the UNet: self- and cross-attention in each transformer block, one a layer
+# in its cross-attention down levels, one more in each up level, one in the mid block; Flux: one a double- and one a
+# single-stream block, twice as many of those).
+DIFFUSION_MODELS = {
+    "sd3": (("RMSNorm", "AdaLayerNormZero"), lambda c: c["layers"]),
+    "unet": (("GEGLU",), lambda c: 2 * ((len(c["widths"]) - 1) * (2 * c["layers"] + 1) + 1)),
+    "flux": (("RMSNorm", "AdaLayerNormZero"), lambda c: 3 * c["layers"]),
+}
+
+
+@pytest.mark.parametrize("model", sorted(DIFFUSION_MODELS))
+def test_diffusion_benchmark_runs_and_checks(tmp_path, model):
+    """bench/diffusion.py's wiring on each tiny denoiser: the five variants denoise, patched latents match."""
     pytest.importorskip("diffusers")
     sys.path.insert(0, str(ROOT / "bench"))
     try:
@@ -435,14 +447,17 @@ def test_diffusion_benchmark_runs_and_checks(tmp_path):
     finally:
         sys.path.pop(0)
     out = tmp_path / "diffusion.json"
-    assert diffusion.main(["--tiny", "--device", "cpu", "--dtype", "fp32", "--compile-backend", "eager",
-                           "--json", str(out)]) == 0
+    assert diffusion.main(["--model", model, "--tiny", "--device", "cpu", "--dtype", "fp32",
+                           "--compile-backend", "eager", "--json", str(out)]) == 0
     import json
-    rows = json.loads(out.read_text())["rows"]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert result["meta"]["model"] == model
     assert [r["variant"] for r in rows] == ["eager", "kernelkit eager", "kernelkit eager + attention", "compiled",
                                             "kernelkit compiled"]
-    assert rows[1]["patched"].get("RMSNorm", 0) > 0 and rows[1]["patched"].get("AdaLayerNormZero", 0) > 0
-    assert rows[2]["patched"].get("attention processors (kernelkit)", 0) == 2  # one joint attention a block
+    classes, processors = DIFFUSION_MODELS[model]
+    assert all(rows[1]["patched"].get(c, 0) > 0 for c in classes), rows[1]["patched"]
+    assert rows[2]["patched"].get("attention processors (kernelkit)", 0) == processors(result["meta"]["config"])
     assert all(r["finite"] and r["max_rel_diff_vs_eager"] < 1e-4 for r in rows), rows
 
 
