@@ -284,30 +284,36 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t, false).ok());
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 4);
-  // Head_dim 256: the warp-specialized kernel with 64-key tiles (193 KB), P V one m64n256k16 a k-step; without
-  // sm_90a code the mma.sync kernel, one row tile a warp.
-  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t).ok());
-  EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
-  EXPECT_EQ(t.block_n, attn_ws_keys(256));
-  EXPECT_EQ(t.block_n, 64);
-  EXPECT_EQ(t.warps, 12);
-  EXPECT_EQ(t.pv_n, 256);
-  EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
-  EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * 256 + 1024);
-  EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
-  ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t, false).ok());
-  EXPECT_FALSE(t.wgmma);
-  EXPECT_EQ(t.block_n, 64);
-  EXPECT_EQ(t.warps, 8);
-  for (const char* refused : {"attn_wgmma=1", "attn_wgmma=2", "attn_wgmma=3,attn_bn=128", "attn_wgmma=3,attn_stages=3",
-                              "attn_wgmma=3,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=64"}) {
-    Env e(refused);  // head_dim 256: the warp-specialized kernel only, 64-key tiles in two buffers, P V over all of O
-    const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 256, &t);
-    EXPECT_FALSE(s.ok()) << refused;
-    EXPECT_NE(s.message().find(std::string(refused).find("stages") != std::string::npos ? "bytes" : "attn_"),
-              std::string::npos)
-        << s.message();
+  // Head_dim 192 and 256: the warp-specialized kernel with 64-key tiles (145 and 193 KB), P V one m64n192k16 /
+  // m64n256k16 a k-step; without sm_90a code the mma.sync kernel at 256 (192 included), one row tile a warp.
+  for (int d : {192, 256}) {
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
+    EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
+    EXPECT_EQ(t.block_k, d);
+    EXPECT_EQ(t.block_n, attn_ws_keys(d));
+    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.warps, 12);
+    EXPECT_EQ(t.pv_n, d);
+    EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+    EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t, false).ok());
+    EXPECT_FALSE(t.wgmma);
+    EXPECT_EQ(t.block_k, 256);
+    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.warps, 8);
+    for (const char* refused :
+         {"attn_wgmma=1", "attn_wgmma=2", "attn_wgmma=3,attn_bn=128", "attn_wgmma=3,attn_stages=3",
+          "attn_wgmma=3,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=64"}) {
+      Env e(refused);  // the warp-specialized kernel only, 64-key tiles in two buffers, P V over all of O
+      const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t);
+      EXPECT_FALSE(s.ok()) << refused << " d" << d;
+      EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
+    }
   }
+  // The plan's head_dim for each head_dim: the kernel's, with 136 .. 192 on 192.
+  for (int d = 8; d <= kAttnMaxHeadDim; d += 8)
+    EXPECT_EQ(attention_plan_head_dim(d), d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256) << d;
   ASSERT_TRUE(plan_tile(profile("a100"), TileFamily::attention, DType::f16, 128, &t).ok());
   EXPECT_EQ(t.block_m, 128);
   EXPECT_EQ(t.block_n, 32);  // sm_80: 32-key tiles keep S and O in registers with less spill
@@ -325,9 +331,11 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   EXPECT_EQ(plan_tile(profile("h200"), TileFamily::attention, DType::f16, 96, &t).code(),
             StatusCode::invalid_argument);
   // Every mma.sync tile of every profile fits its opt-in maximum, and asks for the opt-in exactly when above 48 KB.
+  // Head_dim 192 plans the kernel at 256 (attention_plan_head_dim).
   for (const auto& prof : profile_table())
-    for (int d : {64, 128, 256}) {
+    for (int d : {64, 128, 192, 256}) {
       ASSERT_TRUE(plan_tile(prof, TileFamily::attention, DType::f16, d, &t, false).ok()) << prof.key << " d" << d;
+      EXPECT_EQ(t.block_k, d == 192 ? 256 : d) << prof.key;
       EXPECT_LE(t.smem_bytes, prof.smem_per_block_optin) << prof.key << " d" << d;
       EXPECT_EQ(t.smem_optin, t.smem_bytes > prof.smem_per_block_default);
       EXPECT_GE(t.stages, 1);

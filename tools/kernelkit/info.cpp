@@ -136,7 +136,7 @@ int run_info(const InfoOptions& o) {
                : nlohmann::json{{"error", s.to_string()}};
   }
   text << "Tiles (" << dtype_name(dtype) << "):\n";
-  for (int d : {64, 128, 256}) {
+  for (int d : {64, 128, 192, 256}) {
     TilePlan t;
     const Status s = plan_tile(*prof, TileFamily::attention, dtype, d, &t);
     text << "  attention d" << std::setw(4) << d << "      " << (s.ok() ? t.to_string() : s.to_string()) << "\n";

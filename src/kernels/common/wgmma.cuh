@@ -124,7 +124,7 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 
 // Accumulator operand lists: d[j][e] is the C-fragment layout above (8-column block j); 32 registers for n = 64,
-// 64 for n = 128, 128 for n = 256, numbered from %0.
+// 64 for n = 128, 96 for n = 192, 128 for n = 256, numbered from %0.
 #define KK_WGMMA_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define KK_WGMMA_D64                                                                                                 \
   KK_WGMMA_D4(0), KK_WGMMA_D4(1), KK_WGMMA_D4(2), KK_WGMMA_D4(3), KK_WGMMA_D4(4), KK_WGMMA_D4(5), KK_WGMMA_D4(6),   \
@@ -132,6 +132,9 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 #define KK_WGMMA_D128                                                                                                \
   KK_WGMMA_D64, KK_WGMMA_D4(8), KK_WGMMA_D4(9), KK_WGMMA_D4(10), KK_WGMMA_D4(11), KK_WGMMA_D4(12), KK_WGMMA_D4(13), \
       KK_WGMMA_D4(14), KK_WGMMA_D4(15)
+#define KK_WGMMA_D192                                                                                                  \
+  KK_WGMMA_D128, KK_WGMMA_D4(16), KK_WGMMA_D4(17), KK_WGMMA_D4(18), KK_WGMMA_D4(19), KK_WGMMA_D4(20), KK_WGMMA_D4(21), \
+      KK_WGMMA_D4(22), KK_WGMMA_D4(23)
 #define KK_WGMMA_D256                                                                                                  \
   KK_WGMMA_D128, KK_WGMMA_D4(16), KK_WGMMA_D4(17), KK_WGMMA_D4(18), KK_WGMMA_D4(19), KK_WGMMA_D4(20), KK_WGMMA_D4(21), \
       KK_WGMMA_D4(22), KK_WGMMA_D4(23), KK_WGMMA_D4(24), KK_WGMMA_D4(25), KK_WGMMA_D4(26), KK_WGMMA_D4(27),            \
@@ -143,12 +146,16 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 #define KK_WGMMA_D128_REGS                                                                                           \
   "{" KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define KK_WGMMA_D192_LIST                                                             \
+  KK_WGMMA_D64_LIST                                                                    \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "   \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "   \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define KK_WGMMA_D192_REGS "{" KK_WGMMA_D192_LIST "}"
 #define KK_WGMMA_D256_REGS                                                                       \
-  "{" KK_WGMMA_D64_LIST                                                                          \
-  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "           \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "             \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "             \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
+  "{" KK_WGMMA_D192_LIST                                                                         \
+  ", "                                                                                           \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
 
@@ -235,6 +242,25 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[16][4], const uns
   __trap();
 #endif
 }
+// The same for 64 x 192 x 16 (head_dim 192: O's 192 columns in one MMA a k-step, B's descriptor spanning three
+// 64-column blocks at the leading offset).
+template <typename T, bool kTransB>
+__device__ __forceinline__ void wgmma_m64n192k16_rs(float (&d)[24][4], const unsigned (&a)[4], uint64_t desc_b) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_RS192(TYPE)                                                              \
+  asm volatile(                                                                           \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %102, 0;\n"                                   \
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TYPE "." TYPE " " KK_WGMMA_D192_REGS \
+      ", {%96, %97, %98, %99}, %100, acc, 1, 1, %101;\n}\n"                               \
+      : KK_WGMMA_D192                                                                     \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(kTransB ? 1 : 0), "r"(1))
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_RS192);
+#undef KK_WGMMA_RS192
+#else
+  (void)d, (void)a, (void)desc_b;
+  __trap();
+#endif
+}
 // The same for 64 x 256 x 16 (head_dim 256: O's 256 columns in one MMA a k-step, B's descriptor spanning four
 // 64-column blocks at the leading offset).
 template <typename T, bool kTransB>
@@ -258,10 +284,13 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[32][4], const uns
 #undef KK_WGMMA_D4
 #undef KK_WGMMA_D64
 #undef KK_WGMMA_D128
+#undef KK_WGMMA_D192
 #undef KK_WGMMA_D256
 #undef KK_WGMMA_D64_LIST
+#undef KK_WGMMA_D192_LIST
 #undef KK_WGMMA_D64_REGS
 #undef KK_WGMMA_D128_REGS
+#undef KK_WGMMA_D192_REGS
 #undef KK_WGMMA_D256_REGS
 
 }  // namespace kernelkit::cuda

@@ -67,7 +67,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
                                           &guard, &prof));
   TilePlan tile;
   // Tiles for the kernel's head_dim (a head_dim between its sizes runs on the next one up).
-  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_kernel_head_dim(a.head_dim), &tile,
+  KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_plan_head_dim(a.head_dim), &tile,
                                cuda::sm90a_available(a.device.index)));
   auto prefill = [&](const AttentionArgs& x) -> Status {
     const TilePlan* plan = &tile;
@@ -76,9 +76,9 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
       bool ran = false;
       KK_RETURN_IF_ERROR(cuda::flash_prefill_wgmma(x, tile, stream, &ran));
       if (ran) return Status::Ok();
-      // Declined (head_dim 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan.
-      const Status st = plan_tile(prof, TileFamily::attention, x.dtype, attention_kernel_head_dim(x.head_dim),
-                                  &mma_sync, /*sm90a_code=*/false);
+      // Declined (head_dim 192 or 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan.
+      const Status st = plan_tile(prof, TileFamily::attention, x.dtype, attention_plan_head_dim(x.head_dim), &mma_sync,
+                                  /*sm90a_code=*/false);
       if (!st.ok())
         return Status(st.code(), "attention: head_dim " + std::to_string(x.head_dim) +
                                      " with packed varlen sequences, no keys or strides a TMA descriptor cannot "

@@ -51,13 +51,14 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     return e * p.stages * static_cast<int64_t>(p.block_m + p.block_n) * p.block_k;  // A and B tiles per stage
   };
   if (family == TileFamily::attention) {
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256)
-      return invalid_argument("tile plan: head_dim must be 64, 128 or 256, got " + std::to_string(head_dim));
+    if (head_dim != 64 && head_dim != 128 && head_dim != 192 && head_dim != 256)
+      return invalid_argument("tile plan: head_dim must be 64, 128, 192 or 256, got " + std::to_string(head_dim));
     // The warp-specialized wgmma prefill (a producer warpgroup and two consumers, 12 warps, attn_ws_keys-key tiles)
     // is the default where it can run (kAttnWgmmaRows): sm_90 profiles, sm_90a code for the device. attn_wgmma=0 /
     // 1 / 2 / 3 forces the mma.sync kernel, the two-warpgroup wgmma kernel fed by cp.async or by TMA, or the
     // warp-specialized one; attn_bn=64 alone plans the TMA-fed two-warpgroup kernel, the one with 64-key tiles
-    // (head_dim 64 and 128: at 256 the warp-specialized kernel is the only wgmma one, its tiles 64 keys).
+    // (head_dim 64 and 128: at 192 and 256 the warp-specialized kernel is the only wgmma one, its tiles 64 keys;
+    // the mma.sync kernel takes 192 at 256, attention_plan_head_dim).
     const bool wgmma_here = prof.sm == 90;
     const bool ws_only = head_dim > 128;
     int wgmma = -1, forced_bn = 0;
@@ -106,6 +107,9 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
         return invalid_argument("KERNELKIT_TUNE: attn_pv_n " + std::to_string(pv_n) +
                                 " is not 64 (head_dim 64 and 128) or, with attn_wgmma=3, the head_dim " +
                                 std::to_string(head_dim));
+      if (stages != 2 && head_dim > 128)
+        return unsupported("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
+                           " is for head_dim 64 and 128, not " + std::to_string(head_dim));
       if (stages != 2 && pv_n != head_dim)
         return invalid_argument("KERNELKIT_TUNE: attn_stages " + std::to_string(stages) +
                                 " takes P V over all of O's columns (attn_pv_n " + std::to_string(head_dim) + ")");
@@ -141,6 +145,7 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       t->smem_optin = t->smem_bytes > prof.smem_per_block_default;
       return Status::Ok();
     }
+    if (head_dim == 192) head_dim = 256;  // the mma.sync kernel's (attention_plan_head_dim)
     *t = {seed->attn_m, seed->attn_n, head_dim, seed->attn_stages, 0, 0, false};
     planned_mw = mw = head_dim <= 128 ? seed->attn_mw : 1;
     KK_RETURN_IF_ERROR(tune_value("attn_mw", 1, 2, &mw));

@@ -14,6 +14,12 @@ namespace kernelkit {
 // does the MMA work of 128, and the planner sizes tiles for the kernel's head_dim.
 constexpr int kAttnMaxHeadDim = 256;
 constexpr int attention_kernel_head_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
+// The head_dim a prefill plan is asked for: the kernel's, except that head dims 136 to 192 ask for 192, which the
+// warp-specialized wgmma kernel has (three 64-column blocks: a quarter less MMA work than 256); plan_tile gives the
+// mma.sync kernel's 256 wherever it plans that kernel instead.
+constexpr int attention_plan_head_dim(int64_t head_dim) {
+  return head_dim > 128 && head_dim <= 192 ? 192 : attention_kernel_head_dim(head_dim);
+}
 
 // ---- Prefill on mma.sync (sm_75, sm_80, and sm_90 where no sm_90a code runs)
 
@@ -41,7 +47,7 @@ constexpr int kAttnWideKeys = 64;
 // (docs/attention-sm90.md). Where it cannot run (packed varlen batches, calls without keys, strides a TMA descriptor
 // cannot express: a varlen batch's tail rows must be zeros, not the next sequence's) the two-warpgroup kernel does at
 // head_dim 64 and 128, its tiles by every thread's cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles), and the mma.sync
-// kernel at 256; past 65535 query tiles, the two-warpgroup kernel by TMA (attn_wgmma=2).
+// kernel above 128; past 65535 query tiles, the two-warpgroup kernel by TMA (attn_wgmma=2).
 // attn_bn=64 / 128 forces the two-warpgroup kernel's tile (128: S on m64n128k16, 161 KB of shared memory at head_dim
 // 128, one block an SM); attn_wgmma=0 the mma.sync kernel.
 // On the H100, b1 h32 s4096 d128 causal: warp-specialized 262.4 us (524 TFLOP/s), two warpgroups by TMA 420.1;
@@ -63,10 +69,10 @@ constexpr int kAttnWsMaxStages = 3;
 constexpr int kAttnMaxRescaleSlack = 8;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;
-// Keys a K/V tile of the warp-specialized kernel: kAttnWgmmaTmaKeys, and 64 at head_dim 256, its only wgmma kernel
-// (Q's 64 KB and two buffers each of 32 KB K and V tiles: 193 KB with the alignment; 128-key tiles would need 320 KB,
-// and S for them 64 more registers beside O's 128). Where it cannot run (see kAttnWgmmaRows) head_dim 256 takes the
-// mma.sync kernel.
+// Keys a K/V tile of the warp-specialized kernel: kAttnWgmmaTmaKeys, and 64 at head_dim 192 and 256, where it is the
+// only wgmma kernel (head_dim 256: Q's 64 KB and two buffers each of 32 KB K and V tiles, 193 KB with the alignment;
+// 128-key tiles would need 320 KB, and S for them 64 more registers beside O's 128; head_dim 192: 145 KB, 128-key
+// tiles 241 KB). Where it cannot run (see kAttnWgmmaRows) those head dims take the mma.sync kernel at 256.
 constexpr int attn_ws_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
 // Query rows a block of the warp-specialized kernel: kAttnWgmmaRows (two consumer warpgroups of 64 rows), and at
 // head_dim 64 three consumers (kAttnWsMaxRows, FlashAttention-3's tile there; KERNELKIT_TUNE attn_bm=128 forces two):

@@ -58,17 +58,19 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
 
 // O += P V for one tile: per 16-key k-step, P from registers (pa: p_fragment's, wgmma's register A layout per
 // warp) and B = V MN-major through the transpose (a 16-key step is +2048 bytes): one m64n64k16 per 64 columns of O,
-// each column block its own descriptor, or with kWide one m64n128k16 / m64n256k16 over all column blocks of head_dim
-// 128 / 256 (the descriptor's leading offset = the stride between the blocks, BN rows of 128 bytes). v_base: the V
+// each column block its own descriptor, or with kWide one m64nDk16 over all column blocks of head_dim D = 128, 192
+// or 256 (the descriptor's leading offset = the stride between the blocks, BN rows of 128 bytes). v_base: the V
 // tile. The caller fences before and commits after.
 template <typename T, int D, int BN, bool kWide = false>
 __device__ __forceinline__ void issue_pv(float (&acc)[D / 8][4], const unsigned (&pa)[BN / 16][4], uint32_t v_base) {
-  static_assert(!kWide || D == 128 || D == 256, "one MMA over O's columns: head_dim 128 or 256");
+  static_assert(!kWide || D == 128 || D == 192 || D == 256, "one MMA over O's columns: head_dim 128, 192 or 256");
   const uint64_t v_desc = wgmma_desc_sw128(v_base, kWide ? BN * kRowBytes : kAtom, kAtom);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     if constexpr (kWide && D == 128) {
       wgmma_m64n128k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
+    } else if constexpr (kWide && D == 192) {
+      wgmma_m64n192k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
     } else if constexpr (kWide) {
       wgmma_m64n256k16_rs<T, true>(acc, pa[kk], wgmma_desc_add(v_desc, 16 * kRowBytes * kk));
     } else {
@@ -204,11 +206,11 @@ struct WsShape {
 constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
 
-// BN: attn_ws_keys (128, 64 at head_dim 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and 256). kWsStages: K
-// and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB).
-// kVarlen (KERNELKIT_TUNE attn_varlen_ws=1): packed varlen batches too, TMA over the packed tensors. A tile past a
-// sequence's end then holds the next sequence's rows: its queries are computed and never stored, its keys masked (P =
-// 0), and its value rows zeroed in shared memory by the producer warp before the P V that reads them (0 x a
+// BN: attn_ws_keys (128, 64 at head_dim 192 and 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and up).
+// kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's
+// 32 KB). kVarlen (KERNELKIT_TUNE attn_varlen_ws=1): packed varlen batches too, TMA over the packed tensors. A tile
+// past a sequence's end then holds the next sequence's rows: its queries are computed and never stored, its keys masked
+// (P = 0), and its value rows zeroed in shared memory by the producer warp before the P V that reads them (0 x a
 // non-finite value of another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
@@ -404,6 +406,10 @@ Status tma_operands(const detail::AttentionArgs& a, int block_m, int block_n, Wg
   return one(&ops->v, a.v, a.v_st, k_tokens, a.kv_heads, block_n);
 }
 
+// Whether head_dim d has the warp-specialized kernel's packed-varlen form (attn_varlen_ws=1): not 192, to spare its
+// compile time (192's packed varlen batches take the mma.sync kernel at 256).
+constexpr bool ws_varlen_form(int d) { return d != 192; }
+
 template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream, bool* ran) {
   *ran = false;
@@ -415,15 +421,15 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   // kernel would read as keys; its cp.async copy zero-fills them); those, and strides a descriptor cannot express,
   // take the cp.async kernel. The warp-specialized kernel where it runs (TMA; its grid's y dimension, at most 65535,
   // counts the query tiles of tile.block_m rows; varlen: its default forms only), else the two-warpgroup one (kBM
-  // rows; head_dim 64 and 128: at 256 the call is declined, *ran stays false). Three consumers (tile.block_m 192) in
-  // the plain variants only: the kMasks ones spill 56-72 bytes at their 160 registers, so a window, a soft-cap or
-  // ALiBi takes two.
-  const int d = attention_kernel_head_dim(a.head_dim);  // columns past head_dim: zeros (flash_prefill.cuh, load_tile)
+  // rows; head_dim 64 and 128: at 192 and 256 the call is declined, *ran stays false). Three consumers (tile.block_m
+  // 192) in the plain variants only: the kMasks ones spill 56-72 bytes at their 160 registers, so a window, a soft-cap
+  // or ALiBi takes two.
+  const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
   // Varlen through the warp-specialized kernel: its default forms, plain variants (the compile time of the masked
   // ones is not spent on an experiment).
-  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain;
+  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain && ws_varlen_form(d);
   const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const int ws_rows = plain ? tile.block_m : kBM;
   auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
@@ -447,7 +453,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
     if constexpr (BN == attn_ws_keys(D)) {
-      if constexpr (!kMasks)
+      if constexpr (!kMasks && ws_varlen_form(D))
         if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
           if constexpr (D == 64)
             if (rows == WsShape<3>::kRows)
@@ -483,7 +489,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   using std::integral_constant;
   const bool wide = tile.block_n == 128;
   const bool rows_ok = tile.block_m == kBM || (tile.warp_specialized && d == 64 && tile.block_m == WsShape<3>::kRows);
-  if (!rows_ok || (tile.block_n != 64 && tile.block_n != 128) || (d == 256 && wide))
+  if (!rows_ok || (tile.block_n != 64 && tile.block_n != 128) || (d > 128 && wide))
     return Status(StatusCode::internal,
                   "attention (wgmma): no kernel for tile " + tile.to_string() + " at head_dim " + std::to_string(d));
   if (d == 64)
@@ -492,6 +498,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   if (d == 128)
     return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
+  if (d == 192) return with_tile(integral_constant<int, 192>{}, integral_constant<int, 64>{});
   return with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
 }
 
