@@ -146,8 +146,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionWgmma,
 // Head_dim 256 on sm_90a: the warp-specialized kernel (its only wgmma kernel, 64-key tiles; the default) with O
 // rescaled at every rise (attn_slack=0) and with packed varlen batches through it (attn_varlen_ws=1), and the
 // mma.sync kernel (attn_wgmma=0), on the grid's shapes, the [b, h, s, d] layout, packed varlen batches (which the
-// wgmma path declines by default: the mma.sync kernel runs them), NaN-padded K/V views, head_dim 192 (the 256 kernel,
-// its last 64 columns zeros) with one query head, and MQA.
+// wgmma path declines by default: the mma.sync kernel runs them), NaN-padded K/V views, head_dim 192 (its own
+// warp-specialized kernel; the mma.sync one at 256 under attn_wgmma=0) with one query head, and MQA.
 class AttentionWgmma256 : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
 
 TEST_P(AttentionWgmma256, MatchesReference) {
@@ -193,11 +193,14 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
             {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
     expect_attention({OpId::attention, DType::f16, 2, 100, 130, 4, 2, 128, true, false, false, false, 1.0, seed++, 40});
   }
-  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0"}) {  // head_dim 256: ws only
+  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0"}) {  // head_dim 192 / 256: ws only
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
-    for (bool causal : {false, true})
-      expect_attention(
-          {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 256, causal, false, false, false, 1.0, seed++});
+    for (int64_t d : {192, 256})
+      for (bool causal : {false, true})
+        expect_attention(
+            {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
+    // head_dim 160 on the 192 kernel: its last 32 columns zeros (the TMA boxes' fill past the tensor).
+    expect_attention({OpId::attention, DType::f16, 1, 130, 200, 4, 2, 160, true, false, false, false, 1.0, seed++});
   }
   {
     // Two consumers at head_dim 64 (three: the default above), and a window (the kMasks variants take two).
@@ -507,7 +510,7 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 256) or mma.sync
+  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
   }
