@@ -97,8 +97,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",
                        "attn_wgmma=2,attn_bn=64", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3",
                        "attn_slack=0"],
-         # packed varlen batches through the warp-specialized kernel; the mma.sync kernel
-         "varlen": ["attn_varlen_ws=1", "attn_wgmma=0"],
+         # packed varlen batches through the two-warpgroup kernel by cp.async; the mma.sync kernel
+         "varlen": ["attn_varlen_ws=0", "attn_wgmma=0"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",

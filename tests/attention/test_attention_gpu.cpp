@@ -117,7 +117,7 @@ TEST_P(AttentionWgmma, MatchesReference) {
                                        "attn_wgmma=3,attn_stages=3",
                                        "attn_wgmma=3,attn_slack=0",
                                        "attn_wgmma=0",
-                                       "attn_wgmma=3,attn_varlen_ws=1"};  // packed varlen through TMA too
+                                       "attn_wgmma=3,attn_varlen_ws=0"};  // packed varlen by cp.async
   if (d == 64) settings.push_back("attn_wgmma=3,attn_bm=128");  // two consumer warpgroups
   for (const char* setting : settings) {
     SCOPED_TRACE(setting);
@@ -154,7 +154,7 @@ TEST_P(AttentionWgmma256, MatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   const auto [dt, causal] = GetParam();
-  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=1"}) {
+  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=0"}) {
     SCOPED_TRACE(setting ? setting : "default");
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;
@@ -449,7 +449,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
   if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
-    settings = {"", "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=1"};
+    settings = {"", "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
     if (d == 64) settings.push_back("attn_bm=128");  // two consumers (the default plans three: masks take two)
   }

@@ -898,17 +898,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).ok());
       EXPECT_EQ(t.block_m, kAttnWgmmaRows);
     }
-    {
-      Env varlen("attn_varlen_ws=1");  // packed varlen batches through the warp-specialized kernel too
-      for (int d : {64, 128, 256}) {
-        ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
-        EXPECT_TRUE(t.warp_specialized && t.varlen_ws) << d;
-      }
+    // Packed varlen batches through the warp-specialized kernel too (attn_ws_varlen), except at head_dim 192;
+    // attn_varlen_ws=0 gives them the cp.async two-warpgroup kernel.
+    for (int d : {64, 128, 192, 256}) {
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
+      EXPECT_TRUE(t.warp_specialized) << d;
+      EXPECT_EQ(t.varlen_ws, d != 192) << d;
+      Env off("attn_varlen_ws=0");
+      ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, d, &t).ok());
+      EXPECT_FALSE(t.varlen_ws) << d;
     }
-    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
-    EXPECT_FALSE(t.varlen_ws);  // the default: the cp.async two-warpgroup kernel for packed batches
+    ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t, false).ok());
+    EXPECT_FALSE(t.varlen_ws);  // the mma.sync kernel
     for (const char* bad : {"attn_wgmma=2,attn_varlen_ws=1", "attn_varlen_ws=2"})
       EXPECT_EQ(attention_plan_code(bad, 128), StatusCode::invalid_argument) << bad;
+    EXPECT_EQ(attention_plan_code("attn_varlen_ws=1", 192), StatusCode::unsupported);
     for (const char* bad : {"attn_bm=160", "attn_bm=256", "attn_wgmma=2,attn_bm=192", "attn_bm=192,attn_stages=3"})
       EXPECT_EQ(attention_plan_code(bad, 64), StatusCode::invalid_argument) << bad;
     {

@@ -129,13 +129,18 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
                                 " or, for the warp-specialized wgmma prefill at "
                                 "head_dim 64 with two K/V buffers, " +
                                 std::to_string(kAttnWsMaxRows));
-      // Packed varlen batches through the warp-specialized kernel (KERNELKIT_TUNE attn_varlen_ws=1, an experiment;
-      // else the two-warpgroup kernel by cp.async, or the mma.sync one at head_dim 256: kAttnWgmmaRows).
-      int varlen_ws = 0;
+      // Packed varlen batches through the warp-specialized kernel (attn_ws_varlen; KERNELKIT_TUNE attn_varlen_ws=0:
+      // the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128).
+      int varlen_ws = ws && attn_ws_varlen(head_dim);
       KK_RETURN_IF_ERROR(tune_value("attn_varlen_ws", 0, 1, &varlen_ws));
       if (varlen_ws && !ws)
         return invalid_argument(
             "KERNELKIT_TUNE: attn_varlen_ws is the warp-specialized wgmma prefill's (attn_wgmma=3)");
+      if (varlen_ws && !attn_ws_varlen(head_dim))
+        return unsupported(
+            "KERNELKIT_TUNE: attn_varlen_ws=1: the warp-specialized wgmma prefill has no packed-varlen "
+            "form at head_dim " +
+            std::to_string(head_dim));
       const int warps = ws ? (bm / 64 + 1) * 4 : 2 * kAttnWgmmaRows / 32;  // a producer warpgroup and the consumers
       *t = {bm, bn, head_dim, stages, warps, 0, false, true, tma, ws, pv_n, slack, varlen_ws == 1};
       t->smem_bytes = e * (int64_t{bm} + 2 * stages * bn) * head_dim + 1024;

@@ -44,16 +44,15 @@ constexpr int kAttnWideKeys = 64;
 // (flash_prefill_sm90a.cu), kAttnWgmmaRows query rows a block (kAttnWsMaxRows at head_dim 64), wgmma's M = 64 rows
 // a warpgroup. The planned form (attn_wgmma=3) is warp-specialized: a producer warpgroup loads K/V tiles of
 // attn_ws_keys keys by TMA into two buffers, two or three consumer warpgroups overlap their softmax with MMAs
-// (docs/attention-sm90.md). Where it cannot run (packed varlen batches, calls without keys, strides a TMA descriptor
-// cannot express: a varlen batch's tail rows must be zeros, not the next sequence's) the two-warpgroup kernel does at
-// head_dim 64 and 128, its tiles by every thread's cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles), and the mma.sync
-// kernel above 128; past 65535 query tiles, the two-warpgroup kernel by TMA (attn_wgmma=2).
-// attn_bn=64 / 128 forces the two-warpgroup kernel's tile (128: S on m64n128k16, 161 KB of shared memory at head_dim
-// 128, one block an SM); attn_wgmma=0 the mma.sync kernel.
-// On the H100, b1 h32 s4096 d128 causal: warp-specialized 262.4 us (524 TFLOP/s), two warpgroups by TMA 420.1;
-// b4 s2048 d128 500.9 / 723.3; b2 h16 s4096 d64 causal 209.2 / 308.7 (bench/dev/attn_lab, CUDA events; SDPA cuDNN
-// in bench/op_baselines.py's run: 263.4, 455.4, 182.3). On the H200, of the two-warpgroup forms, b1 h32 s4096 d128
-// causal: TMA 128 keys 413.4 us, TMA 64 keys 481.7, cp.async 64 keys 547.6, the mma.sync kernel 590.8.
+// (docs/attention-sm90.md). Where it cannot run (packed varlen batches outside attn_ws_varlen, calls without keys,
+// strides a TMA descriptor cannot express) the two-warpgroup kernel does at head_dim 64 and 128, its tiles by every
+// thread's cp.async (attn_wgmma=1, kAttnWgmmaKeys-key tiles), and the mma.sync kernel above 128; past 65535 query
+// tiles, the two-warpgroup kernel by TMA (attn_wgmma=2). attn_bn=64 / 128 forces the two-warpgroup kernel's tile (128:
+// S on m64n128k16, 161 KB of shared memory at head_dim 128, one block an SM); attn_wgmma=0 the mma.sync kernel. On the
+// H100, b1 h32 s4096 d128 causal: warp-specialized 262.4 us (524 TFLOP/s), two warpgroups by TMA 420.1; b4 s2048 d128
+// 500.9 / 723.3; b2 h16 s4096 d64 causal 209.2 / 308.7 (bench/dev/attn_lab, CUDA events; SDPA cuDNN in
+// bench/op_baselines.py's run: 263.4, 455.4, 182.3). On the H200, of the two-warpgroup forms, b1 h32 s4096 d128 causal:
+// TMA 128 keys 413.4 us, TMA 64 keys 481.7, cp.async 64 keys 547.6, the mma.sync kernel 590.8.
 constexpr int kAttnWgmmaRows = 128;
 // K/V buffers of the warp-specialized kernel: 2, or 3 under KERNELKIT_TUNE attn_stages=3 (Q and 3 x 64 KB of K/V
 // tiles at head_dim 128: 225 KB of the 227 KB a block may have; a tile's load is then issued two steps ahead),
@@ -74,6 +73,14 @@ constexpr int kAttnWgmmaTmaKeys = 128;
 // 128-key tiles would need 320 KB, and S for them 64 more registers beside O's 128; head_dim 192: 145 KB, 128-key
 // tiles 241 KB). Where it cannot run (see kAttnWgmmaRows) those head dims take the mma.sync kernel at 256.
 constexpr int attn_ws_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
+// Packed varlen batches on the warp-specialized kernel (TMA over the packed tensors; KERNELKIT_TUNE attn_varlen_ws=0
+// gives them the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128): its plain variants (a
+// window, a soft-cap or ALiBi keep the cp.async kernel) at head_dim 64, 128 and 256; 192 has no varlen form (its
+// compile time spared: the mma.sync kernel at 256 runs it). On the H100 (bf16, bench/op_baselines.py --only varlen
+// --tuned): 4 sequences of 512 / 1024 / 2048 / 512 tokens, h32/8 d128 causal, 121.2 us against 196.5 by cp.async
+// (SDPA cuDNN a sequence at a time: 148.7); 32 sequences of 128, 57.5 against 65.0
+// (bench/results/h100/op_baselines_headdims_varlen.md).
+constexpr bool attn_ws_varlen(int head_dim) { return head_dim != 192; }
 // Query rows a block of the warp-specialized kernel: kAttnWgmmaRows (two consumer warpgroups of 64 rows), and at
 // head_dim 64 three consumers (kAttnWsMaxRows, FlashAttention-3's tile there; KERNELKIT_TUNE attn_bm=128 forces two):
 // a 64-column head's MMAs a step are half of head_dim 128's at the same softmax work, so two consumers cannot keep

@@ -208,10 +208,10 @@ constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no 
 
 // BN: attn_ws_keys (128, 64 at head_dim 192 and 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and up).
 // kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's
-// 32 KB). kVarlen (KERNELKIT_TUNE attn_varlen_ws=1): packed varlen batches too, TMA over the packed tensors. A tile
-// past a sequence's end then holds the next sequence's rows: its queries are computed and never stored, its keys masked
-// (P = 0), and its value rows zeroed in shared memory by the producer warp before the P V that reads them (0 x a
-// non-finite value of another sequence would be NaN).
+// 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE attn_varlen_ws=0 turns it off): packed varlen batches too, TMA over
+// the packed tensors. A tile past a sequence's end then holds the next sequence's rows: its queries are computed and
+// never stored, its keys masked (P = 0), and its value rows zeroed in shared memory by the producer warp before the P V
+// that reads them (0 x a non-finite value of another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
 __global__ void __launch_bounds__(WsShape<kConsumers, kVarlen>::kThreads, 1)
@@ -406,10 +406,6 @@ Status tma_operands(const detail::AttentionArgs& a, int block_m, int block_n, Wg
   return one(&ops->v, a.v, a.v_st, k_tokens, a.kv_heads, block_n);
 }
 
-// Whether head_dim d has the warp-specialized kernel's packed-varlen form (attn_varlen_ws=1): not 192, to spare its
-// compile time (192's packed varlen batches take the mma.sync kernel at 256).
-constexpr bool ws_varlen_form(int d) { return d != 192; }
-
 template <typename T>
 Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t stream, bool* ran) {
   *ran = false;
@@ -427,9 +423,9 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
-  // Varlen through the warp-specialized kernel: its default forms, plain variants (the compile time of the masked
-  // ones is not spent on an experiment).
-  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain && ws_varlen_form(d);
+  // Varlen through the warp-specialized kernel: its default forms, plain variants (masked varlen calls are rare
+  // enough that their forms' compile time is not spent).
+  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain && attn_ws_varlen(d);
   const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const int ws_rows = plain ? tile.block_m : kBM;
   auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
@@ -453,7 +449,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
     if constexpr (BN == attn_ws_keys(D)) {
-      if constexpr (!kMasks && ws_varlen_form(D))
+      if constexpr (!kMasks && attn_ws_varlen(D))
         if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
           if constexpr (D == 64)
             if (rows == WsShape<3>::kRows)
