@@ -136,9 +136,8 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   KK_WGMMA_D128, KK_WGMMA_D4(16), KK_WGMMA_D4(17), KK_WGMMA_D4(18), KK_WGMMA_D4(19), KK_WGMMA_D4(20), KK_WGMMA_D4(21), \
       KK_WGMMA_D4(22), KK_WGMMA_D4(23)
 #define KK_WGMMA_D256                                                                                                  \
-  KK_WGMMA_D128, KK_WGMMA_D4(16), KK_WGMMA_D4(17), KK_WGMMA_D4(18), KK_WGMMA_D4(19), KK_WGMMA_D4(20), KK_WGMMA_D4(21), \
-      KK_WGMMA_D4(22), KK_WGMMA_D4(23), KK_WGMMA_D4(24), KK_WGMMA_D4(25), KK_WGMMA_D4(26), KK_WGMMA_D4(27),            \
-      KK_WGMMA_D4(28), KK_WGMMA_D4(29), KK_WGMMA_D4(30), KK_WGMMA_D4(31)
+  KK_WGMMA_D192, KK_WGMMA_D4(24), KK_WGMMA_D4(25), KK_WGMMA_D4(26), KK_WGMMA_D4(27), KK_WGMMA_D4(28), KK_WGMMA_D4(29), \
+      KK_WGMMA_D4(30), KK_WGMMA_D4(31)
 #define KK_WGMMA_D64_LIST                                                                                            \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"

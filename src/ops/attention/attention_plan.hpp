@@ -9,9 +9,10 @@ namespace kernelkit {
 
 // ---- Head dims
 
-// The kernels are compiled for head_dim 64, 128 and 256; any other multiple of 8 up to 256 runs on the next one up,
-// its columns past head_dim zero-filled in shared memory and never stored (FlashAttention-2's padding): head_dim 80
-// does the MMA work of 128, and the planner sizes tiles for the kernel's head_dim.
+// The kernels are compiled for head_dim 64, 128 and 256 (and 192 on sm_90a: attention_plan_head_dim); any other
+// multiple of 8 up to 256 runs on the next one up, its columns past head_dim zero-filled in shared memory and never
+// stored (FlashAttention-2's padding): head_dim 80 does the MMA work of 128, and the planner sizes tiles for the
+// kernel's head_dim.
 constexpr int kAttnMaxHeadDim = 256;
 constexpr int attention_kernel_head_dim(int64_t head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256; }
 // The head_dim a prefill plan is asked for: the kernel's, except that head dims 136 to 192 ask for 192, which the
