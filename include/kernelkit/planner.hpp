@@ -89,7 +89,8 @@ struct TilePlan {
   bool warp_specialized = false;  // ... and a producer warpgroup with two consumers (attn_wgmma=3, the default)
   int pv_n = 0;  // ... whose P V takes head_dim columns an MMA (m64n128k16 at head_dim 128) or 64 (attn_pv_n=64)
   int rescale_slack = 0;  // ... and O rescaled only where a row's max grew by more than 2^slack (attn_slack)
-  bool varlen_ws = false;  // ... and packed varlen batches through it too (attn_varlen_ws=1, an experiment)
+  bool varlen_ws = false;  // ... and packed varlen batches through it too (the default where it has the form;
+                           // attn_varlen_ws=0: the cp.async kernel)
   std::string to_string() const;
 };
 enum class TileFamily : uint8_t { attention, matmul };

@@ -423,9 +423,10 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
-  // Varlen through the warp-specialized kernel: its default forms, plain variants (masked varlen calls are rare
-  // enough that their forms' compile time is not spent).
-  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain && attn_ws_varlen(d);
+  // Varlen through the warp-specialized kernel (tile.varlen_ws: planned only where the head_dim has the form,
+  // attn_ws_varlen): its default forms, plain variants (masked varlen calls are rare enough that their forms' compile
+  // time is not spent).
+  const bool varlen_ws = varlen && tile.varlen_ws && tile.stages == 2 && tile.pv_n == d && plain;
   const bool dense = tile.tma && a.s_k > 0 && (!varlen || varlen_ws);
   const int ws_rows = plain ? tile.block_m : kBM;
   auto tiles_of = [&](int rows) { return static_cast<unsigned>((a.s_q + rows - 1) / rows); };
