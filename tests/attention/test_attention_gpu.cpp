@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sm90a.hpp"
 #include "expect_case.hpp"
 #include "kernelkit/ops.hpp"
 #include "kernelkit/planner.hpp"
 #include "kernelkit/runtime.hpp"
 #include "ops/attention/attention_cases.hpp"
+#include "ops/attention/attention_plan.hpp"
+#include "runtime/sm90a.hpp"
 #include "testing/harness.hpp"
 
 using namespace kernelkit;
@@ -201,6 +202,19 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
             {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
     // head_dim 160 on the 192 kernel: its last 32 columns zeros (the TMA boxes' fill past the tensor).
     expect_attention({OpId::attention, DType::f16, 1, 130, 200, 4, 2, 160, true, false, false, false, 1.0, seed++});
+  }
+  {
+    // head_dim 192's 96-key tiles (attn_ws_alt_keys): partial tiles both ways, 160 on it, and a window (the kMasks
+    // variants keep 64-key tiles).
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_bn=96");
+    for (bool causal : {false, true})
+      expect_attention(
+          {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 192, causal, false, false, false, 1.0, seed++});
+    expect_attention({OpId::attention, DType::f16, 2, 100, 250, 4, 2, 160, true, false, false, false, 1.0, seed++});
+    AttentionCase windowed{OpId::attention, DType::bf16, 1,     200, 200,   4, 2, 192, true,
+                           false,           false,       false, 1.0, seed++};
+    windowed.window_left = 70;
+    expect_attention(windowed);
   }
   {
     // Two consumers at head_dim 64 (three: the default above), and a window (the kMasks variants take two).
@@ -513,6 +527,7 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
+    if (attention_plan_head_dim(static_cast<int>(d)) == 192) settings.emplace_back("attn_bn=96");
   }
   uint64_t seed = 101;
   for (const std::string& setting : settings) {

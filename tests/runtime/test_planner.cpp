@@ -311,6 +311,24 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
     }
   }
+  {
+    // attn_bn=96: head_dim 192's other warp-specialized tile (attn_ws_alt_keys), 193 KB; refused at every other
+    // head_dim and by the two-warpgroup kernel.
+    Env e("attn_bn=96");
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 192, &t).ok());
+    EXPECT_TRUE(t.warp_specialized);
+    EXPECT_EQ(t.block_n, attn_ws_alt_keys(192));
+    EXPECT_EQ(t.block_n, 96);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 96) * 192 + 1024);
+    EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
+    for (int d : {64, 128, 256}) {
+      const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t);
+      EXPECT_EQ(s.code(), StatusCode::invalid_argument) << d;
+      EXPECT_NE(s.message().find("attn_bn 96"), std::string::npos) << s.message();
+    }
+    EXPECT_FALSE(plan_tile(profile("a100"), TileFamily::attention, DType::bf16, 192, &t).ok());    // mma.sync: 32 / 64
+    EXPECT_EQ(attention_plan_code("attn_wgmma=2,attn_bn=96", 128), StatusCode::invalid_argument);  // ends e's scope
+  }
   // The plan's head_dim for each head_dim: the kernel's, with 136 .. 192 on 192.
   for (int d = 8; d <= kAttnMaxHeadDim; d += 8)
     EXPECT_EQ(attention_plan_head_dim(d), d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256) << d;

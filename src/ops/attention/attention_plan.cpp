@@ -82,13 +82,17 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       const bool tma = wgmma >= 2, ws = wgmma == 3;
       int bn = ws ? attn_ws_keys(head_dim) : tma ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
-      if (bn != 64 && bn != 128)
+      const bool alt_bn = ws && bn == attn_ws_alt_keys(head_dim);
+      if (bn != 64 && bn != 128 && !alt_bn)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
-                                " is not 64 or 128, the wgmma prefill's tiles (attn_wgmma=0: the mma.sync kernel's)");
-      if (ws && bn != attn_ws_keys(head_dim))
-        return invalid_argument("KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
-                                std::to_string(attn_ws_keys(head_dim)) + "-key tiles only at head_dim " +
-                                std::to_string(head_dim) + ", not attn_bn " + std::to_string(bn));
+                                " is not 64 or 128, the wgmma prefill's tiles (96 at head_dim 192; attn_wgmma=0: the "
+                                "mma.sync kernel's)");
+      if (ws && bn != attn_ws_keys(head_dim) && !alt_bn)
+        return invalid_argument(
+            "KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
+            std::to_string(attn_ws_keys(head_dim)) + "-key tiles" +
+            (attn_ws_alt_keys(head_dim) ? " or " + std::to_string(attn_ws_alt_keys(head_dim)) : std::string(" only")) +
+            " at head_dim " + std::to_string(head_dim) + ", not attn_bn " + std::to_string(bn));
       // Two K/V buffers (the warp-specialized kernel: 2 or kAttnWsMaxStages) and one row tile a warp.
       int stages = 2, rows_a_warp = 0;
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnWsMaxStages, &stages));

@@ -51,6 +51,8 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
     const uint64_t db = wgmma_desc_add(k_desc, kk / 4 * BN * kRowBytes + step);
     if constexpr (BN == 64)
       wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
+    else if constexpr (BN == 96)
+      wgmma_m64n96k16<T>(s, da, db, kk > 0);
     else
       wgmma_m64n128k16<T>(s, da, db, kk > 0);
   }
@@ -206,19 +208,19 @@ struct WsShape {
 constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
 
-// BN: attn_ws_keys (128, 64 at head_dim 192 and 256). kWidePv: P V as issue_pv's kWide (head_dim 128 and up).
-// kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128, 64 KB a stage beside Q's
-// 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE attn_varlen_ws=0 turns it off): packed varlen batches too, TMA over
-// the packed tensors. A tile past a sequence's end then holds the next sequence's rows: its queries are computed and
-// never stored, its keys masked (P = 0), and its value rows zeroed in shared memory by the producer warp before the P V
-// that reads them (0 x a non-finite value of another sequence would be NaN).
+// BN: attn_ws_keys (128, 64 at head_dim 192 and 256) or attn_ws_alt_keys (96 at 192). kWidePv: P V as issue_pv's kWide
+// (head_dim 128 and up). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128,
+// 64 KB a stage beside Q's 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE attn_varlen_ws=0 turns it off): packed
+// varlen batches too, TMA over the packed tensors. A tile past a sequence's end then holds the next sequence's rows:
+// its queries are computed and never stored, its keys masked (P = 0), and its value rows zeroed in shared memory by the
+// producer warp before the P V that reads them (0 x a non-finite value of another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
 __global__ void __launch_bounds__(WsShape<kConsumers, kVarlen>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   using Shape = WsShape<kConsumers, kVarlen>;
   constexpr int BM = Shape::kRows, kConsumerThreads = 128 * kConsumers;
-  static_assert(D % 64 == 0 && (BN == 64 || BN == 128), "whole 64-column blocks; 64- or 128-key tiles");
+  static_assert(D % 64 == 0 && BN % 32 == 0 && BN >= 64 && BN <= 128, "whole 64-column blocks; 64- to 128-key tiles");
   constexpr int kBlocks = D / 64;
   constexpr uint32_t kTileBytes = BN * D * sizeof(T);
   extern __shared__ unsigned char smem_raw[];
@@ -423,6 +425,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
+  // Keys a K/V tile: the plan's, but attn_ws_alt_keys' tile has plain variants only (the others keep attn_ws_keys').
+  const int block_n = plain || tile.block_n != attn_ws_alt_keys(d) ? tile.block_n : attn_ws_keys(d);
   // Varlen through the warp-specialized kernel (tile.varlen_ws: planned only where the head_dim has the form,
   // attn_ws_varlen): its default forms, plain variants (masked varlen calls are rare enough that their forms' compile
   // time is not spent).
@@ -433,7 +437,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const bool ws_fits = tile.warp_specialized && dense && tiles_of(ws_rows) <= 65535;
   const int rows = ws_fits ? ws_rows : kBM;
   WgmmaTma ops{};
-  const bool use_tma = dense && (ws_fits || !varlen) && tma_operands<T>(a, rows, tile.block_n, &ops).ok();
+  const bool use_tma = dense && (ws_fits || !varlen) && tma_operands<T>(a, rows, block_n, &ops).ok();
   const bool ws = ws_fits && use_tma;
   const unsigned tiles = tiles_of(ws ? rows : kBM), heads = static_cast<unsigned>(a.heads);
   auto go = [&](auto kernel, int threads) -> Status {
@@ -449,7 +453,9 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
-    if constexpr (BN == attn_ws_keys(D)) {
+    if constexpr (BN == attn_ws_alt_keys(D) && !kMasks) {
+      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2>, WsShape<2>::kThreads);
+    } else if constexpr (BN == attn_ws_keys(D)) {
       if constexpr (!kMasks && attn_ws_varlen(D))
         if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
           if constexpr (D == 64)
@@ -484,9 +490,9 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     return with_masks(d, bn, bool_constant<false>{}, bool_constant<false>{});
   };
   using std::integral_constant;
-  const bool wide = tile.block_n == 128;
+  const bool wide = block_n == 128, alt = block_n == attn_ws_alt_keys(d);
   const bool rows_ok = tile.block_m == kBM || (tile.warp_specialized && d == 64 && tile.block_m == WsShape<3>::kRows);
-  if (!rows_ok || (tile.block_n != 64 && tile.block_n != 128) || (d > 128 && wide))
+  if (!rows_ok || (block_n != 64 && block_n != 128 && !alt) || (d > 128 && wide))
     return Status(StatusCode::internal,
                   "attention (wgmma): no kernel for tile " + tile.to_string() + " at head_dim " + std::to_string(d));
   if (d == 64)
@@ -495,7 +501,9 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   if (d == 128)
     return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
-  if (d == 192) return with_tile(integral_constant<int, 192>{}, integral_constant<int, 64>{});
+  if (d == 192)
+    return alt ? with_tile(integral_constant<int, 192>{}, integral_constant<int, attn_ws_alt_keys(192)>{})
+               : with_tile(integral_constant<int, 192>{}, integral_constant<int, 64>{});
   return with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
 }
 
