@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch_testing import sanitized
 
 pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,12 +42,12 @@ def runner(tmp_path_factory):
 @pytest.mark.parametrize("device,dtype,tol", [("cpu", "fp32", 1e-4)] +
                          ([("cuda", "fp16", 2e-2)] if torch.cuda.is_available() else []))
 def test_aoti_package_runs_from_cpp_with_kernelkit_ops(runner, tmp_path, device, dtype, tol):
-    run([sys.executable, AOTI / "export_llama.py", tmp_path, "--device", device, "--dtype", dtype])
+    run(sanitized([sys.executable, AOTI / "export_llama.py", tmp_path, "--device", device, "--dtype", dtype]))
     info = json.loads((tmp_path / "export.json").read_text())
     assert info["patched"] == {"LlamaMLP": 2, "LlamaRMSNorm": 5}
     assert info["kernelkit_calls_in_graph"] >= 7  # the exported graph calls kernelkit's ops, not a decomposition
-    out = run([runner, info["ops_library"], info["package"], tmp_path / "ids.bin", info["rows"], info["cols"],
-               tmp_path / "logits_cpp.bin"])
+    out = run(sanitized([runner, info["ops_library"], info["package"], tmp_path / "ids.bin", info["rows"],
+                         info["cols"], tmp_path / "logits_cpp.bin"]))
     assert f"on {device}" in out.stdout
     want = np.fromfile(tmp_path / "logits_python.bin", dtype=np.float32)
     got = np.fromfile(tmp_path / "logits_cpp.bin", dtype=np.float32)

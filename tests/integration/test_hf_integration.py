@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import kernelkit
+from torch_testing import sanitized
 
 transformers = pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,9 +243,16 @@ def hub_repo(tmp_path_factory):
 def run_fresh(code):
     """Runs `code` in a fresh interpreter (a loaded variant registers its own op namespace next to the pip package's)
     and returns its stdout; a failure shows the child's stderr."""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run(sanitized([sys.executable, "-c", code]), capture_output=True, text=True)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-4000:]}"
     return done.stdout
+
+
+def test_fresh_interpreters_run_behind_the_child_sanitizer(monkeypatch):
+    """KERNELKIT_CHILD_SANITIZER (gpu-check's PYTEST_SANITIZER sets it) goes in front of a fresh interpreter: here
+    `env` with a variable the child then sees."""
+    monkeypatch.setenv("KERNELKIT_CHILD_SANITIZER", "env KK_CHILD_PREFIX=seen")
+    assert run_fresh("import os; print(os.environ.get('KK_CHILD_PREFIX'))").strip() == "seen"
 
 
 def test_hub_build_variant_loads_with_get_local_kernel(hub_repo):

@@ -1,5 +1,8 @@
 """Helpers of the PyTorch tests (tests/<family>/test_<family>_torch.py, tests/integration/): the devices and dtypes to
 run on, the accuracy contract as kernelkit states it (kernelkit.tolerance, docs/tolerances.md), float64 references."""
+import os
+import shlex
+
 import torch
 
 import kernelkit
@@ -9,6 +12,14 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # The one tolerance table (kernelkit/tolerance.hpp), read from the library.
 RTOL = {dt: kernelkit.tolerance(dt)[0] for dt in DTYPES}
 ATOL = {dt: kernelkit.tolerance(dt)[1] for dt in DTYPES}
+
+
+def sanitized(cmd):
+    """cmd (a list) behind KERNELKIT_CHILD_SANITIZER, for a child process that runs kernelkit's kernels (a fresh
+    interpreter, the AOTI runner): scripts/gpu-check's PYTEST_SANITIZER sets it, so that the children the tests pick
+    are checked by a compute-sanitizer of their own while the builds the tests start (CMake, the compilers) run
+    unchecked. Unset: cmd as it is."""
+    return shlex.split(os.environ.get("KERNELKIT_CHILD_SANITIZER", "")) + [str(c) for c in cmd]
 
 
 def close(got, want, dtype, scale=1.0):
