@@ -203,18 +203,20 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
     // head_dim 160 on the 192 kernel: its last 32 columns zeros (the TMA boxes' fill past the tensor).
     expect_attention({OpId::attention, DType::f16, 1, 130, 200, 4, 2, 160, true, false, false, false, 1.0, seed++});
   }
-  {
-    // head_dim 192's 96-key tiles (attn_ws_alt_keys): partial tiles both ways, 160 on it, and a window (the kMasks
-    // variants keep 64-key tiles).
-    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", "attn_bn=96");
+  for (int64_t d : {192, 256}) {
+    // The warp-specialized kernel's other tiles (attn_ws_alt_keys: 96 keys at 192, 80 at 256): partial tiles both
+    // ways, a narrower head on them, and the calls that keep 64-key tiles: a window (the kMasks variants) and a packed
+    // varlen batch.
+    const std::string setting = "attn_bn=" + std::to_string(attn_ws_alt_keys(static_cast<int>(d)));
+    SCOPED_TRACE(setting);
+    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
     for (bool causal : {false, true})
-      expect_attention(
-          {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, 192, causal, false, false, false, 1.0, seed++});
-    expect_attention({OpId::attention, DType::f16, 2, 100, 250, 4, 2, 160, true, false, false, false, 1.0, seed++});
-    AttentionCase windowed{OpId::attention, DType::bf16, 1,     200, 200,   4, 2, 192, true,
-                           false,           false,       false, 1.0, seed++};
+      expect_attention({OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
+    expect_attention({OpId::attention, DType::f16, 2, 100, 250, 4, 2, d - 32, true, false, false, false, 1.0, seed++});
+    AttentionCase windowed{OpId::attention, DType::bf16, 1, 200, 200, 4, 2, d, true, false, false, false, 1.0, seed++};
     windowed.window_left = 70;
     expect_attention(windowed);
+    expect_attention({OpId::attention, DType::f16, 3, 90, 130, 4, 2, d, true, false, true, false, 1.0, seed++});
   }
   {
     // Two consumers at head_dim 64 (three: the default above), and a window (the kMasks variants take two).
@@ -527,7 +529,8 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
-    if (attention_plan_head_dim(static_cast<int>(d)) == 192) settings.emplace_back("attn_bn=96");
+    if (const int keys = attn_ws_alt_keys(attention_plan_head_dim(static_cast<int>(d))))  // 96 keys at 192
+      settings.push_back("attn_bn=" + std::to_string(keys));
   }
   uint64_t seed = 101;
   for (const std::string& setting : settings) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -311,24 +312,26 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
     }
   }
-  {
-    // attn_bn=96: head_dim 192's other warp-specialized tile (attn_ws_alt_keys), 193 KB; refused at every other
-    // head_dim and by the two-warpgroup kernel.
-    Env e("attn_bn=96");
-    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 192, &t).ok());
+  // The warp-specialized kernel's other tiles (attn_ws_alt_keys): 96 keys at head_dim 192 (193 KB), 80 at 256
+  // (225 KB); refused at every other head_dim and by the two-warpgroup kernel.
+  for (auto [d, keys] : {std::pair{192, 96}, std::pair{256, 80}}) {
+    const std::string setting = "attn_bn=" + std::to_string(keys);
+    Env e(setting.c_str());
+    ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok()) << setting;
     EXPECT_TRUE(t.warp_specialized);
-    EXPECT_EQ(t.block_n, attn_ws_alt_keys(192));
-    EXPECT_EQ(t.block_n, 96);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 96) * 192 + 1024);
+    EXPECT_EQ(t.block_n, attn_ws_alt_keys(d));
+    EXPECT_EQ(t.block_n, keys);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * keys) * d + 1024);
     EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
-    for (int d : {64, 128, 256}) {
-      const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t);
-      EXPECT_EQ(s.code(), StatusCode::invalid_argument) << d;
-      EXPECT_NE(s.message().find("attn_bn 96"), std::string::npos) << s.message();
+    for (int other : {64, 128, 192, 256}) {
+      if (other == d) continue;
+      const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, other, &t);
+      EXPECT_EQ(s.code(), StatusCode::invalid_argument) << setting << " d" << other;
+      EXPECT_NE(s.message().find(setting.substr(0, 7) + " " + std::to_string(keys)), std::string::npos) << s.message();
     }
-    EXPECT_FALSE(plan_tile(profile("a100"), TileFamily::attention, DType::bf16, 192, &t).ok());    // mma.sync: 32 / 64
-    EXPECT_EQ(attention_plan_code("attn_wgmma=2,attn_bn=96", 128), StatusCode::invalid_argument);  // ends e's scope
+    EXPECT_FALSE(plan_tile(profile("a100"), TileFamily::attention, DType::bf16, d, &t).ok());  // mma.sync: 32 / 64
   }
+  EXPECT_EQ(attention_plan_code("attn_wgmma=2,attn_bn=96", 128), StatusCode::invalid_argument);
   // The plan's head_dim for each head_dim: the kernel's, with 136 .. 192 on 192.
   for (int d = 8; d <= kAttnMaxHeadDim; d += 8)
     EXPECT_EQ(attention_plan_head_dim(d), d <= 64 ? 64 : d <= 128 ? 128 : d <= 192 ? 192 : 256) << d;

@@ -124,12 +124,13 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 
 // Accumulator operand lists: d[j][e] is the C-fragment layout above (8-column block j); 32 registers for n = 64,
-// 48 for n = 96, 64 for n = 128, 96 for n = 192, 128 for n = 256, numbered from %0.
+// 40 for n = 80, 48 for n = 96, 64 for n = 128, 96 for n = 192, 128 for n = 256, numbered from %0.
 #define KK_WGMMA_D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define KK_WGMMA_D64                                                                                                 \
   KK_WGMMA_D4(0), KK_WGMMA_D4(1), KK_WGMMA_D4(2), KK_WGMMA_D4(3), KK_WGMMA_D4(4), KK_WGMMA_D4(5), KK_WGMMA_D4(6),   \
       KK_WGMMA_D4(7)
-#define KK_WGMMA_D96 KK_WGMMA_D64, KK_WGMMA_D4(8), KK_WGMMA_D4(9), KK_WGMMA_D4(10), KK_WGMMA_D4(11)
+#define KK_WGMMA_D80 KK_WGMMA_D64, KK_WGMMA_D4(8), KK_WGMMA_D4(9)
+#define KK_WGMMA_D96 KK_WGMMA_D80, KK_WGMMA_D4(10), KK_WGMMA_D4(11)
 #define KK_WGMMA_D128                                                                                                \
   KK_WGMMA_D64, KK_WGMMA_D4(8), KK_WGMMA_D4(9), KK_WGMMA_D4(10), KK_WGMMA_D4(11), KK_WGMMA_D4(12), KK_WGMMA_D4(13), \
       KK_WGMMA_D4(14), KK_WGMMA_D4(15)
@@ -143,8 +144,9 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define KK_WGMMA_D64_REGS "{" KK_WGMMA_D64_LIST "}"
-#define KK_WGMMA_D96_REGS \
-  "{" KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define KK_WGMMA_D80_LIST KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define KK_WGMMA_D80_REGS "{" KK_WGMMA_D80_LIST "}"
+#define KK_WGMMA_D96_REGS "{" KK_WGMMA_D80_LIST ", %40, %41, %42, %43, %44, %45, %46, %47}"
 #define KK_WGMMA_D128_REGS                                                                                           \
   "{" KK_WGMMA_D64_LIST ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "         \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
@@ -206,8 +208,25 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], uint64_t des
 #endif
 }
 
-// The same for 64 x 96 x 16 (B's descriptor spans 96 rows of N: 12 atoms): attention's S over the 96-key tiles of
-// head_dim 192 (attn_ws_alt_keys).
+// The same for 64 x 80 x 16 and 64 x 96 x 16 (B's descriptor spans 80 or 96 rows of N: 10 or 12 atoms): attention's S
+// over the 80- and 96-key tiles of head_dim 256 and 192 (attn_ws_alt_keys).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n80k16(float (&d)[10][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
+#if KK_DEVICE_HAS_WGMMA
+#define KK_WGMMA_SS80(TYPE)                                                             \
+  asm volatile(                                                                         \
+      "{\n.reg .pred acc;\nsetp.ne.b32 acc, %42, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TYPE "." TYPE " " KK_WGMMA_D80_REGS \
+      ", %40, %41, acc, 1, 1, 0, 0;\n}\n"                                               \
+      : KK_WGMMA_D80                                                                    \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+  KK_WGMMA_FOR_TYPE(T, KK_WGMMA_SS80);
+#undef KK_WGMMA_SS80
+#else
+  (void)d, (void)desc_a, (void)desc_b, (void)accumulate;
+  __trap();
+#endif
+}
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n96k16(float (&d)[12][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
 #if KK_DEVICE_HAS_WGMMA
@@ -305,6 +324,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[32][4], const uns
 #undef KK_WGMMA_FOR_TYPE
 #undef KK_WGMMA_D4
 #undef KK_WGMMA_D64
+#undef KK_WGMMA_D80
 #undef KK_WGMMA_D96
 #undef KK_WGMMA_D128
 #undef KK_WGMMA_D192
@@ -312,6 +332,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[32][4], const uns
 #undef KK_WGMMA_D64_LIST
 #undef KK_WGMMA_D192_LIST
 #undef KK_WGMMA_D64_REGS
+#undef KK_WGMMA_D80_LIST
+#undef KK_WGMMA_D80_REGS
 #undef KK_WGMMA_D96_REGS
 #undef KK_WGMMA_D128_REGS
 #undef KK_WGMMA_D192_REGS

@@ -51,6 +51,8 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 8][4], uint32_t q_base,
     const uint64_t db = wgmma_desc_add(k_desc, kk / 4 * BN * kRowBytes + step);
     if constexpr (BN == 64)
       wgmma_m64n64k16<T, false>(s, da, db, kk > 0);
+    else if constexpr (BN == 80)
+      wgmma_m64n80k16<T>(s, da, db, kk > 0);
     else if constexpr (BN == 96)
       wgmma_m64n96k16<T>(s, da, db, kk > 0);
     else
@@ -208,19 +210,20 @@ struct WsShape {
 constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
 
-// BN: attn_ws_keys (128, 64 at head_dim 192 and 256) or attn_ws_alt_keys (96 at 192). kWidePv: P V as issue_pv's kWide
-// (head_dim 128 and up). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with 128-key tiles at head_dim 128,
-// 64 KB a stage beside Q's 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE attn_varlen_ws=0 turns it off): packed
-// varlen batches too, TMA over the packed tensors. A tile past a sequence's end then holds the next sequence's rows:
-// its queries are computed and never stored, its keys masked (P = 0), and its value rows zeroed in shared memory by the
-// producer warp before the P V that reads them (0 x a non-finite value of another sequence would be NaN).
+// BN: attn_ws_keys (128, 64 at head_dim 192 and 256) or attn_ws_alt_keys (96 at 192, 80 at 256; plain dense forms).
+// kWidePv: P V as issue_pv's kWide (head_dim 128 and up). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with
+// 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE
+// attn_varlen_ws=0 turns it off): packed varlen batches too, TMA over the packed tensors. A tile past a sequence's end
+// then holds the next sequence's rows: its queries are computed and never stored, its keys masked (P = 0), and its
+// value rows zeroed in shared memory by the producer warp before the P V that reads them (0 x a non-finite value of
+// another sequence would be NaN).
 template <typename T, int D, int BN, bool kMasks, bool kAlibi, bool kWidePv, int kWsStages, int kConsumers,
           bool kVarlen = false>
 __global__ void __launch_bounds__(WsShape<kConsumers, kVarlen>::kThreads, 1)
     flash_prefill_ws_kernel(const FlashParams<T> p, const __grid_constant__ WgmmaTma tma_ops) {
   using Shape = WsShape<kConsumers, kVarlen>;
   constexpr int BM = Shape::kRows, kConsumerThreads = 128 * kConsumers;
-  static_assert(D % 64 == 0 && BN % 32 == 0 && BN >= 64 && BN <= 128, "whole 64-column blocks; 64- to 128-key tiles");
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BN >= 64 && BN <= 128, "whole 64-column blocks; 64- to 128-key tiles");
   constexpr int kBlocks = D / 64;
   constexpr uint32_t kTileBytes = BN * D * sizeof(T);
   extern __shared__ unsigned char smem_raw[];
@@ -425,8 +428,10 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
-  // Keys a K/V tile: the plan's, but attn_ws_alt_keys' tile has plain variants only (the others keep attn_ws_keys').
-  const int block_n = plain || tile.block_n != attn_ws_alt_keys(d) ? tile.block_n : attn_ws_keys(d);
+  // Keys a K/V tile: the plan's, but attn_ws_alt_keys' tile has plain dense forms only (masked and packed varlen
+  // calls keep attn_ws_keys').
+  const bool alt_form = plain && !varlen;
+  const int block_n = alt_form || tile.block_n != attn_ws_alt_keys(d) ? tile.block_n : attn_ws_keys(d);
   // Varlen through the warp-specialized kernel (tile.varlen_ws: planned only where the head_dim has the form,
   // attn_ws_varlen): its default forms, plain variants (masked varlen calls are rare enough that their forms' compile
   // time is not spent).
@@ -504,7 +509,8 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   if (d == 192)
     return alt ? with_tile(integral_constant<int, 192>{}, integral_constant<int, attn_ws_alt_keys(192)>{})
                : with_tile(integral_constant<int, 192>{}, integral_constant<int, 64>{});
-  return with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
+  return alt ? with_tile(integral_constant<int, 256>{}, integral_constant<int, attn_ws_alt_keys(256)>{})
+             : with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
 }
 
 }  // namespace
