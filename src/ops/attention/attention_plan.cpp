@@ -85,8 +85,8 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       const bool alt_bn = ws && bn == attn_ws_alt_keys(head_dim);
       if (bn != 64 && bn != 128 && !alt_bn)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
-                                " is not 64 or 128, the wgmma prefill's tiles (96 at head_dim 192; attn_wgmma=0: the "
-                                "mma.sync kernel's)");
+                                " is not 64 or 128, the wgmma prefill's tiles (96 at head_dim 192, 80 at 256; "
+                                "attn_wgmma=0: the mma.sync kernel's)");
       if (ws && bn != attn_ws_keys(head_dim) && !alt_bn)
         return invalid_argument(
             "KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +

@@ -77,8 +77,8 @@ constexpr int attn_ws_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgm
 // The warp-specialized kernel's other tile, KERNELKIT_TUNE attn_bn (0: none): 96 keys at head_dim 192 (Q's 48 KB and
 // two buffers each of 36 KB K and V tiles, 193 KB with the alignment; S 48 registers beside O's 96) and 80 at 256
 // (FlashAttention-3's tile there: Q's 64 KB and two buffers each of 40 KB K and V tiles, 225 KB; S 40 registers
-// beside O's 128): more keys a turn of the consumers' barrier, softmax and MMA issue. Plain variants only: a window,
-// a soft-cap or ALiBi keeps the 64-key tiles.
+// beside O's 128): more keys a turn of the consumers' barrier, softmax and MMA issue. Plain dense calls only: a
+// window, a soft-cap, ALiBi or a packed varlen batch keeps the 64-key tiles.
 constexpr int attn_ws_alt_keys(int head_dim) { return head_dim == 192 ? 96 : head_dim == 256 ? 80 : 0; }
 // Packed varlen batches on the warp-specialized kernel (TMA over the packed tensors; KERNELKIT_TUNE attn_varlen_ws=0
 // gives them the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128): its plain variants (a
