@@ -97,10 +97,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",
                        "attn_wgmma=2,attn_bn=64", "attn_wgmma=3,attn_pv_n=64", "attn_wgmma=3,attn_stages=3",
                        "attn_slack=0"],
-         # the warp-specialized kernel's other tiles: 96 keys at head_dim 192 (timed at the head dims 136 .. 192 that
-         # run that kernel), 80 at 256 (past 192)
-         "headdims192": ["attn_bn=96"],
-         "headdims256": ["attn_bn=80"],
+         # past head_dim 128: the warp-specialized kernel's 64-key tiles (its masked forms'; default 96 / 80 keys)
+         "headdims": ["attn_bn=64"],
          # packed varlen batches through the two-warpgroup kernel by cp.async; the mma.sync kernel
          "varlen": ["attn_varlen_ws=0", "attn_wgmma=0"],
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
@@ -329,7 +327,7 @@ def run_head_dims(dtype, runs, device):
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=True)}
         untimed = {}
         if d > 128:
-            add_tuned("headdims192" if d <= 192 else "headdims256", impls["kernelkit"],
+            add_tuned("headdims", impls["kernelkit"],
                       lambda setting, out: check("attention head_dim " + setting, out[:, -256:], want, 2e-2),
                       impls, untimed, f"attention head_dim {row['shape']}")
         for be in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):

@@ -204,19 +204,23 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
     expect_attention({OpId::attention, DType::f16, 1, 130, 200, 4, 2, 160, true, false, false, false, 1.0, seed++});
   }
   for (int64_t d : {192, 256}) {
-    // The warp-specialized kernel's other tiles (attn_ws_alt_keys: 96 keys at 192, 80 at 256): partial tiles both
-    // ways, a narrower head on them, and the calls that keep 64-key tiles: a window (the kMasks variants) and a packed
-    // varlen batch.
-    const std::string setting = "attn_bn=" + std::to_string(attn_ws_alt_keys(static_cast<int>(d)));
-    SCOPED_TRACE(setting);
-    const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting.c_str());
-    for (bool causal : {false, true})
-      expect_attention({OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
-    expect_attention({OpId::attention, DType::f16, 2, 100, 250, 4, 2, d - 32, true, false, false, false, 1.0, seed++});
-    AttentionCase windowed{OpId::attention, DType::bf16, 1, 200, 200, 4, 2, d, true, false, false, false, 1.0, seed++};
-    windowed.window_left = 70;
-    expect_attention(windowed);
-    expect_attention({OpId::attention, DType::f16, 3, 90, 130, 4, 2, d, true, false, true, false, 1.0, seed++});
+    for (const char* setting : {static_cast<const char*>(nullptr), "attn_bn=64"}) {
+      // The plain dense calls' tiles (attn_ws_keys: 96 keys at 192, 80 at 256) or, attn_bn=64, the masked forms'
+      // (attn_ws_masked_keys): partial tiles both ways, a narrower head on them, and the calls that take 64-key tiles
+      // under either plan: a window (the kMasks variants) and a packed varlen batch.
+      SCOPED_TRACE(setting ? setting : "default");
+      const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+      for (bool causal : {false, true})
+        expect_attention(
+            {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
+      expect_attention(
+          {OpId::attention, DType::f16, 2, 100, 250, 4, 2, d - 32, true, false, false, false, 1.0, seed++});
+      AttentionCase windowed{OpId::attention, DType::bf16, 1,     200, 200,   4, 2, d, true,
+                             false,           false,       false, 1.0, seed++};
+      windowed.window_left = 70;
+      expect_attention(windowed);
+      expect_attention({OpId::attention, DType::f16, 3, 90, 130, 4, 2, d, true, false, true, false, 1.0, seed++});
+    }
   }
   {
     // Two consumers at head_dim 64 (three: the default above), and a window (the kMasks variants take two).
@@ -464,7 +468,7 @@ TEST_P(AttentionMasks, PrefillMatchesReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
+  if (prof.sm == 90 && kernelkit::cuda::sm90a_available(0)) {  // head_dim 256: the warp-specialized kernel or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
     if (d == 64) settings.push_back("attn_bm=128");  // two consumers (the default plans three: masks take two)
@@ -526,11 +530,11 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 && cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
+  if (prof.sm == 90 &&
+      kernelkit::cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
-    if (const int keys = attn_ws_alt_keys(attention_plan_head_dim(static_cast<int>(d))))  // 96 keys at 192
-      settings.push_back("attn_bn=" + std::to_string(keys));
+    if (d > 128) settings.push_back("attn_bn=64");  // the masked forms' 64-key tiles for the plain calls too
   }
   uint64_t seed = 101;
   for (const std::string& setting : settings) {
@@ -722,7 +726,7 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
       continue;
     }
     ASSERT_TRUE(planned.ok()) << setting << ": " << planned.to_string();
-    if (wgmma && !cuda::sm90a_available(0)) continue;
+    if (wgmma && !kernelkit::cuda::sm90a_available(0)) continue;
     for (int64_t d : {64, 128})
       for (bool causal : {false, true})
         expect_attention(

@@ -36,8 +36,8 @@ TEST(WgmmaProbe, TileProductMatchesReference) {
       ASSERT_TRUE(first_error({da.alloc(a.bytes()), db.alloc(b.bytes()), dc.alloc(c.bytes()), da.upload(a),
                                db.upload(b), dc.poison()})
                       .ok());
-      const Status s = cuda::wgmma_probe(da.data(), db.data(), static_cast<float*>(dc.data()), dt == DType::f16,
-                                         mn_major, nullptr);
+      const Status s = kernelkit::cuda::wgmma_probe(da.data(), db.data(), static_cast<float*>(dc.data()),
+                                                    dt == DType::f16, mn_major, nullptr);
       ASSERT_TRUE(s.ok()) << s.to_string();
       ASSERT_TRUE(device_synchronize().ok());
       ASSERT_TRUE(dc.download(&c).ok());
@@ -87,7 +87,7 @@ TEST(TmaProbe, SwizzledBoxMatchesSwz64AndZeroFillsOutside) {
     if (col0 >= cols) continue;
     SCOPED_TRACE("box at row " + std::to_string(row0) + ", column " + std::to_string(col0));
     ASSERT_TRUE(dout.poison().ok());
-    const Status s = cuda::tma_probe(dsrc.data(), rows, cols, row0, col0, dout.data(), nullptr);
+    const Status s = kernelkit::cuda::tma_probe(dsrc.data(), rows, cols, row0, col0, dout.data(), nullptr);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_TRUE(device_synchronize().ok());
     ASSERT_TRUE(dout.download(&got).ok());

@@ -14,7 +14,7 @@ enum { kToken, kHead, kBatch };
 
 TmaLayout layout(const TmaDim (&outer)[3], int64_t cols = 128) {
   TmaLayout l;
-  const Status s = cuda::tma_layout(cols, outer, &l);
+  const Status s = kernelkit::cuda::tma_layout(cols, outer, &l);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return l;
 }
@@ -61,17 +61,19 @@ TEST(TmaDescriptor, OuterDimensionsGoInStrideOrder) {
 
 TEST(TmaDescriptor, RefusesWhatTmaCannotAddress) {
   TmaLayout l;
-  EXPECT_EQ(cuda::tma_layout(0, {TmaDim{300, 128, 64}, TmaDim{}, TmaDim{}}, &l).code(), StatusCode::invalid_argument);
-  const Status stride = cuda::tma_layout(128, {TmaDim{300, 100, 64}, TmaDim{}, TmaDim{}}, &l);
+  EXPECT_EQ(kernelkit::cuda::tma_layout(0, {TmaDim{300, 128, 64}, TmaDim{}, TmaDim{}}, &l).code(),
+            StatusCode::invalid_argument);
+  const Status stride = kernelkit::cuda::tma_layout(128, {TmaDim{300, 100, 64}, TmaDim{}, TmaDim{}}, &l);
   EXPECT_EQ(stride.code(), StatusCode::invalid_argument);  // 200 bytes: not a multiple of 16
   EXPECT_NE(stride.message().find("stride"), std::string::npos) << stride.message();
-  EXPECT_EQ(cuda::tma_layout(128, {TmaDim{300, 128, 257}, TmaDim{}, TmaDim{}}, &l).code(),
+  EXPECT_EQ(kernelkit::cuda::tma_layout(128, {TmaDim{300, 128, 257}, TmaDim{}, TmaDim{}}, &l).code(),
             StatusCode::invalid_argument);  // boxes of at most 256
-  EXPECT_EQ(cuda::tma_layout(128, {TmaDim{0, 128, 64}, TmaDim{}, TmaDim{}}, &l).code(), StatusCode::invalid_argument);
+  EXPECT_EQ(kernelkit::cuda::tma_layout(128, {TmaDim{0, 128, 64}, TmaDim{}, TmaDim{}}, &l).code(),
+            StatusCode::invalid_argument);
   alignas(16) static unsigned char buffer[32];
-  cuda::TmaOperand op;
+  kernelkit::cuda::TmaOperand op;
   const Status misaligned =
-      cuda::make_tma_operand(&op, buffer + 2, false, 128, {TmaDim{300, 128, 64}, TmaDim{}, TmaDim{}});
+      kernelkit::cuda::make_tma_operand(&op, buffer + 2, false, 128, {TmaDim{300, 128, 64}, TmaDim{}, TmaDim{}});
   EXPECT_EQ(misaligned.code(), StatusCode::invalid_argument);
   EXPECT_NE(misaligned.message().find("aligned"), std::string::npos) << misaligned.message();
 }

@@ -21,7 +21,7 @@ TEST(QuantDequant, Int8EveryByteInEveryPosition) {
       for (int i = 0; i < 4; ++i) bytes[i] = static_cast<uint8_t>(i == pos ? b : (b * 37 + i * 101) & 0xFF);
       const uint32_t word = bytes[0] | bytes[1] << 8 | bytes[2] << 16 | static_cast<uint32_t>(bytes[3]) << 24;
       float f[4];
-      cuda::dequant_i8x4(word, f);
+      kernelkit::cuda::dequant_i8x4(word, f);
       for (int i = 0; i < 4; ++i) ASSERT_EQ(f[i], static_cast<float>(static_cast<int8_t>(bytes[i]))) << pos << " " << b;
     }
 }
@@ -44,14 +44,14 @@ TEST(QuantDequant, Int4WordsDecodeInKOrder) {
     const uint8_t* at = packed.data() + detail::int4_word_offset(r, i, k);
     const uint32_t word = at[0] | at[1] << 8 | at[2] << 16 | static_cast<uint32_t>(at[3]) << 24;
     for (int t = 0; t < 4; ++t) {  // the tensor-core fragment pairs: values 2t, 2t + 1, biased by 8
-      const uint32_t bits = cuda::int4_pair_bits(word, t);
+      const uint32_t bits = kernelkit::cuda::int4_pair_bits(word, t);
       ASSERT_EQ(bits & ~0x000F000Fu, 0u);
       ASSERT_EQ(static_cast<int>(bits & 0xF) - 8, v[2 * t]) << "trial " << trial << " lane " << t;
       ASSERT_EQ(static_cast<int>(bits >> 16) - 8, v[2 * t + 1]) << "trial " << trial << " lane " << t;
     }
     for (int j = 0; j < 8; ++j) {
       ASSERT_EQ(detail::int4_kernel_value(packed.data(), r, 8 * i + j, k), v[j]);  // the reference's decoding agrees
-      ASSERT_EQ(detail::kInt4Nibble[j], cuda::int4_nibble(j));  // and the quantizer's nibble placement
+      ASSERT_EQ(detail::kInt4Nibble[j], kernelkit::cuda::int4_nibble(j));  // and the quantizer's nibble placement
     }
   }
 }
@@ -64,26 +64,26 @@ TEST(QuantDequant, ZeroPointsAreSubtractedExactly) {
     for (int trial = 0; trial < 64; ++trial) {
       const uint32_t word = rng();
       float f8[4];
-      cuda::dequant_i8x4(word, f8, static_cast<float>(zero));
+      kernelkit::cuda::dequant_i8x4(word, f8, static_cast<float>(zero));
       for (int i = 0; i < 4; ++i)
         ASSERT_EQ(f8[i], static_cast<float>(static_cast<int8_t>(word >> (8 * i)) - zero)) << zero << " " << word;
     }
 }
 
 TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
-  EXPECT_EQ(cuda::quantize_value(2.5f, 1.0f, 127), 2);
-  EXPECT_EQ(cuda::quantize_value(3.5f, 1.0f, 127), 4);
-  EXPECT_EQ(cuda::quantize_value(-2.5f, 1.0f, 127), -2);
-  EXPECT_EQ(cuda::quantize_value(200.0f, 1.0f, 127), 127);
-  EXPECT_EQ(cuda::quantize_value(-9.0f, 1.0f, 7), -7);
-  EXPECT_EQ(cuda::quantize_value(5.0f, 0.0f, 7), 0);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(2.5f, 1.0f, 127), 2);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(3.5f, 1.0f, 127), 4);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(-2.5f, 1.0f, 127), -2);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(200.0f, 1.0f, 127), 127);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(-9.0f, 1.0f, 7), -7);
+  EXPECT_EQ(kernelkit::cuda::quantize_value(5.0f, 0.0f, 7), 0);
   // The reference's formula: the fp64 quotient rounded once to fp32 is the IEEE fp32 quotient.
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<float> uw(-3.0f, 3.0f), us(1e-3f, 0.05f);
   for (int i = 0; i < 200000; ++i) {
     const float w = uw(rng), s = us(rng);
     const double ref = std::nearbyint(static_cast<double>(static_cast<float>(static_cast<double>(w) / s)));
-    ASSERT_EQ(cuda::quantize_value(w, s, 127), static_cast<int>(std::fmax(-127.0, std::fmin(127.0, ref))))
+    ASSERT_EQ(kernelkit::cuda::quantize_value(w, s, 127), static_cast<int>(std::fmax(-127.0, std::fmin(127.0, ref))))
         << w << " / " << s;
   }
 }
@@ -92,7 +92,7 @@ TEST(QuantDequant, RoundingIsHalfEvenOnTheFp32Quotient) {
 // every e4m3 code's value, the midpoints between neighbours (ties to even), values past 448 (saturated), and random
 // quotients over the normal and subnormal range.
 TEST(QuantDequant, E4m3RoundingMatchesTheReference) {
-  EXPECT_EQ(cuda::quantize_e4m3(5.0f, 0.0f), 0);
+  EXPECT_EQ(kernelkit::cuda::quantize_e4m3(5.0f, 0.0f), 0);
   std::vector<float> values;
   for (int b = 0; b < 127; ++b) {  // the non-negative finite codes, in increasing order
     const float v = e4m3_bits_to_float(static_cast<uint8_t>(b)), next = e4m3_bits_to_float(static_cast<uint8_t>(b + 1));
@@ -103,7 +103,7 @@ TEST(QuantDequant, E4m3RoundingMatchesTheReference) {
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<float> e(-12.0f, 9.0f), sign(-1.0f, 1.0f);
   for (int i = 0; i < 200000; ++i) values.push_back(std::copysign(std::exp2(e(rng)), sign(rng)));
-  for (float v : values) ASSERT_EQ(cuda::quantize_e4m3(v, 1.0f), float_to_e4m3_bits(v, true)) << v;
+  for (float v : values) ASSERT_EQ(kernelkit::cuda::quantize_e4m3(v, 1.0f), float_to_e4m3_bits(v, true)) << v;
 }
 
 // The kernels' quotient (SpanScale: reciprocal and one FMA refinement) against IEEE division: the same fp32 quotient
@@ -120,7 +120,7 @@ TEST(QuantDequant, SpanScaleQuotientIsTheDivision) {
   int64_t checked = 0;
   for (int i = 0; i < 200000; ++i) {
     const float s = std::ldexp(mant(rng), exp_s(rng));
-    const cuda::SpanScale scale(s);
+    const kernelkit::cuda::SpanScale scale(s);
     for (int bits : {7, 10, 23})
       for (int k = 0; k < 4; ++k) {
         float w = round_bits(std::ldexp(mant(rng), exp_q(rng)) * s, bits);
@@ -135,10 +135,10 @@ TEST(QuantDequant, SpanScaleQuotientIsTheDivision) {
   const float inf = INFINITY, nan = NAN;
   for (float s : {0.0f, 1e-40f, 0x1p-126f, 0x1p-125f, 3e-39f, 1.0f, 0x1p125f, 0x1p126f, 3e38f, inf})
     for (float w : {0.0f, -0.0f, 1e-45f, 1e-40f, 3.5f, -448.0f, 1e30f, 3e38f, -3e38f, inf, -inf, nan}) {
-      const cuda::SpanScale scale(s);
+      const kernelkit::cuda::SpanScale scale(s);
       const float q = scale.quotient(w), want = s == 0.0f ? 0.0f : w / s;
-      EXPECT_EQ(cuda::e4m3_code(q), cuda::quantize_e4m3(w, s)) << w << " / " << s;
-      EXPECT_EQ(cuda::int_code(q, 127), cuda::quantize_value(w, s, 127)) << w << " / " << s;
+      EXPECT_EQ(kernelkit::cuda::e4m3_code(q), kernelkit::cuda::quantize_e4m3(w, s)) << w << " / " << s;
+      EXPECT_EQ(kernelkit::cuda::int_code(q, 127), kernelkit::cuda::quantize_value(w, s, 127)) << w << " / " << s;
       if (std::isinf(want) || std::fpclassify(want) == FP_NORMAL) EXPECT_EQ(q, want) << w << " / " << s;
     }
 }

@@ -285,18 +285,19 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
   ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, 64, &t, false).ok());
   EXPECT_EQ(t.block_n, 64);
   EXPECT_EQ(t.warps, 4);
-  // Head_dim 192 and 256: the warp-specialized kernel with 64-key tiles (145 and 193 KB), P V one m64n192k16 /
-  // m64n256k16 a k-step; without sm_90a code the mma.sync kernel at 256 (192 included), one row tile a warp.
-  for (int d : {192, 256}) {
+  // Head_dim 192 and 256: the warp-specialized kernel with 96- and 80-key tiles (193 and 225 KB), P V one
+  // m64n192k16 / m64n256k16 a k-step; without sm_90a code the mma.sync kernel at 256 (192 included), one row tile a
+  // warp.
+  for (auto [d, keys] : {std::pair{192, 96}, std::pair{256, 80}}) {
     ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
     EXPECT_TRUE(t.wgmma && t.tma && t.warp_specialized);
     EXPECT_EQ(t.block_k, d);
     EXPECT_EQ(t.block_n, attn_ws_keys(d));
-    EXPECT_EQ(t.block_n, 64);
+    EXPECT_EQ(t.block_n, keys);
     EXPECT_EQ(t.warps, 12);
     EXPECT_EQ(t.pv_n, d);
     EXPECT_EQ(t.rescale_slack, kAttnMaxRescaleSlack);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * keys) * d + 1024);
     EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
     ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t, false).ok());
     EXPECT_FALSE(t.wgmma);
@@ -306,23 +307,27 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
     for (const char* refused :
          {"attn_wgmma=1", "attn_wgmma=2", "attn_wgmma=3,attn_bn=128", "attn_wgmma=3,attn_stages=3",
           "attn_wgmma=3,attn_pv_n=128", "attn_wgmma=3,attn_pv_n=64"}) {
-      Env e(refused);  // the warp-specialized kernel only, 64-key tiles in two buffers, P V over all of O
+      Env e(refused);  // the warp-specialized kernel only, 96 / 80- or 64-key tiles in two buffers, P V over all of O
       const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t);
       EXPECT_FALSE(s.ok()) << refused << " d" << d;
       EXPECT_NE(s.message().find("attn_"), std::string::npos) << s.message();
     }
   }
-  // The warp-specialized kernel's other tiles (attn_ws_alt_keys): 96 keys at head_dim 192 (193 KB), 80 at 256
-  // (225 KB); refused at every other head_dim and by the two-warpgroup kernel.
+  // attn_bn=64 past head_dim 128: the masked forms' 64-key tiles (attn_ws_masked_keys; 145 and 193 KB) for every
+  // call. 96 and 80 keys are refused at every other head_dim and by the two-warpgroup kernel.
   for (auto [d, keys] : {std::pair{192, 96}, std::pair{256, 80}}) {
+    {
+      Env e("attn_bn=64");
+      ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok());
+      EXPECT_TRUE(t.warp_specialized);
+      EXPECT_EQ(t.block_n, attn_ws_masked_keys(d));
+      EXPECT_EQ(t.block_n, 64);
+      EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * 64) * d + 1024);
+    }
     const std::string setting = "attn_bn=" + std::to_string(keys);
     Env e(setting.c_str());
     ASSERT_TRUE(plan_tile(profile("h200"), TileFamily::attention, DType::bf16, d, &t).ok()) << setting;
-    EXPECT_TRUE(t.warp_specialized);
-    EXPECT_EQ(t.block_n, attn_ws_alt_keys(d));
     EXPECT_EQ(t.block_n, keys);
-    EXPECT_EQ(t.smem_bytes, 2 * (128 + 4 * keys) * d + 1024);
-    EXPECT_LE(t.smem_bytes, profile("h200").smem_per_block_optin);
     for (int other : {64, 128, 192, 256}) {
       if (other == d) continue;
       const Status s = plan_tile(profile("h200"), TileFamily::attention, DType::bf16, other, &t);

@@ -209,7 +209,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], uint64_t des
 }
 
 // The same for 64 x 80 x 16 and 64 x 96 x 16 (B's descriptor spans 80 or 96 rows of N: 10 or 12 atoms): attention's S
-// over the 80- and 96-key tiles of head_dim 256 and 192 (attn_ws_alt_keys).
+// over the 80- and 96-key tiles of head_dim 256 and 192 (attn_ws_keys).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n80k16(float (&d)[10][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
 #if KK_DEVICE_HAS_WGMMA

@@ -57,8 +57,9 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
     // is the default where it can run (kAttnWgmmaRows): sm_90 profiles, sm_90a code for the device. attn_wgmma=0 /
     // 1 / 2 / 3 forces the mma.sync kernel, the two-warpgroup wgmma kernel fed by cp.async or by TMA, or the
     // warp-specialized one; attn_bn=64 alone plans the TMA-fed two-warpgroup kernel, the one with 64-key tiles
-    // (head_dim 64 and 128: at 192 and 256 the warp-specialized kernel is the only wgmma one, its tiles 64 keys;
-    // the mma.sync kernel takes 192 at 256, attention_plan_head_dim).
+    // (head_dim 64 and 128: at 192 and 256 the warp-specialized kernel is the only wgmma one, and attn_bn=64 gives
+    // its plain calls the masked forms' tiles, attn_ws_masked_keys; the mma.sync kernel takes 192 at 256,
+    // attention_plan_head_dim).
     const bool wgmma_here = prof.sm == 90;
     const bool ws_only = head_dim > 128;
     int wgmma = -1, forced_bn = 0;
@@ -82,17 +83,18 @@ Status plan_tile(const DeviceProfile& prof, TileFamily family, DType dtype, int 
       const bool tma = wgmma >= 2, ws = wgmma == 3;
       int bn = ws ? attn_ws_keys(head_dim) : tma ? kAttnWgmmaTmaKeys : kAttnWgmmaKeys;
       KK_RETURN_IF_ERROR(tune_value("attn_bn", 64, 128, &bn));
-      const bool alt_bn = ws && bn == attn_ws_alt_keys(head_dim);
-      if (bn != 64 && bn != 128 && !alt_bn)
+      const bool ws_bn = ws && (bn == attn_ws_keys(head_dim) || bn == attn_ws_masked_keys(head_dim));
+      if (bn != 64 && bn != 128 && !ws_bn)
         return invalid_argument("KERNELKIT_TUNE: attn_bn " + std::to_string(bn) +
                                 " is not 64 or 128, the wgmma prefill's tiles (96 at head_dim 192, 80 at 256; "
                                 "attn_wgmma=0: the mma.sync kernel's)");
-      if (ws && bn != attn_ws_keys(head_dim) && !alt_bn)
-        return invalid_argument(
-            "KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
-            std::to_string(attn_ws_keys(head_dim)) + "-key tiles" +
-            (attn_ws_alt_keys(head_dim) ? " or " + std::to_string(attn_ws_alt_keys(head_dim)) : std::string(" only")) +
-            " at head_dim " + std::to_string(head_dim) + ", not attn_bn " + std::to_string(bn));
+      if (ws && !ws_bn) {
+        const int keys = attn_ws_keys(head_dim), masked_keys = attn_ws_masked_keys(head_dim);
+        return invalid_argument("KERNELKIT_TUNE: the warp-specialized wgmma prefill (attn_wgmma=3) has " +
+                                std::to_string(keys) + "-key tiles" +
+                                (masked_keys != keys ? " or " + std::to_string(masked_keys) : std::string(" only")) +
+                                " at head_dim " + std::to_string(head_dim) + ", not attn_bn " + std::to_string(bn));
+      }
       // Two K/V buffers (the warp-specialized kernel: 2 or kAttnWsMaxStages) and one row tile a warp.
       int stages = 2, rows_a_warp = 0;
       KK_RETURN_IF_ERROR(tune_value("attn_stages", 1, kAttnWsMaxStages, &stages));

@@ -69,17 +69,17 @@ constexpr int kAttnWsMaxStages = 3;
 constexpr int kAttnMaxRescaleSlack = 8;
 constexpr int kAttnWgmmaKeys = 64;
 constexpr int kAttnWgmmaTmaKeys = 128;
-// Keys a K/V tile of the warp-specialized kernel: kAttnWgmmaTmaKeys, and 64 at head_dim 192 and 256, where it is the
-// only wgmma kernel (head_dim 256: Q's 64 KB and two buffers each of 32 KB K and V tiles, 193 KB with the alignment;
-// 128-key tiles would need 320 KB, and S for them 64 more registers beside O's 128; head_dim 192: 145 KB, 128-key
-// tiles 241 KB). Where it cannot run (see kAttnWgmmaRows) those head dims take the mma.sync kernel at 256.
-constexpr int attn_ws_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
-// The warp-specialized kernel's other tile, KERNELKIT_TUNE attn_bn (0: none): 96 keys at head_dim 192 (Q's 48 KB and
-// two buffers each of 36 KB K and V tiles, 193 KB with the alignment; S 48 registers beside O's 96) and 80 at 256
-// (FlashAttention-3's tile there: Q's 64 KB and two buffers each of 40 KB K and V tiles, 225 KB; S 40 registers
-// beside O's 128): more keys a turn of the consumers' barrier, softmax and MMA issue. Plain dense calls only: a
-// window, a soft-cap, ALiBi or a packed varlen batch keeps the 64-key tiles.
-constexpr int attn_ws_alt_keys(int head_dim) { return head_dim == 192 ? 96 : head_dim == 256 ? 80 : 0; }
+// Keys a K/V tile of the warp-specialized kernel: kAttnWgmmaTmaKeys, and at head_dim 192 and 256, where it is the only
+// wgmma kernel, 96 and 80 (FlashAttention-3's tile at 256). Head_dim 192: Q's 48 KB and two buffers each of 36 KB K
+// and V tiles, 193 KB with the alignment, S 48 registers beside O's 96; head_dim 256: Q's 64 KB and two buffers each
+// of 40 KB, 225 KB, S 40 registers beside O's 128 (128-key tiles would need 241 and 320 KB). On the H100 (bf16, b2 h16
+// s4096 causal, bench/op_baselines.py --only headdims in one process with SDPA cuDNN): head_dim 160 360.7 us against
+// 411.0 with 64-key tiles (cuDNN 374.0), 192 377.3 against 435.2 (388.7), 256 502.0 against 555.7 (492.9).
+constexpr int attn_ws_keys(int head_dim) { return head_dim == 192 ? 96 : head_dim == 256 ? 80 : kAttnWgmmaTmaKeys; }
+// Keys a K/V tile of the warp-specialized kernel's masked (a window, a soft-cap, ALiBi) and packed varlen forms: 64
+// past head_dim 128 (Q and two buffers: 145 KB at 192, 193 KB at 256), whose compile time the wider tiles are not
+// spent on; KERNELKIT_TUNE attn_bn=64 gives every call at those head dims these tiles.
+constexpr int attn_ws_masked_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
 // Packed varlen batches on the warp-specialized kernel (TMA over the packed tensors; KERNELKIT_TUNE attn_varlen_ws=0
 // gives them the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128): its plain variants (a
 // window, a soft-cap or ALiBi keep the cp.async kernel) at head_dim 64, 128 and 256; 192 has no varlen form (its

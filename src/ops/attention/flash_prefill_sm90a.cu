@@ -210,7 +210,7 @@ struct WsShape {
 constexpr int kSchedBarrier = 1;  // consumer c waits on named barrier kSchedBarrier + c before issuing its MMAs
 constexpr int kConsumersBarrier = kSchedBarrier + 3;  // all consumers: Q is no longer read (the epilogue stages O)
 
-// BN: attn_ws_keys (128, 64 at head_dim 192 and 256) or attn_ws_alt_keys (96 at 192, 80 at 256; plain dense forms).
+// BN: attn_ws_keys (128; 96 at head_dim 192 and 80 at 256, plain dense forms) or attn_ws_masked_keys (64 past 128).
 // kWidePv: P V as issue_pv's kWide (head_dim 128 and up). kWsStages: K and V buffers each (2, or kAttnWsMaxStages: with
 // 128-key tiles at head_dim 128, 64 KB a stage beside Q's 32 KB). kVarlen (attn_ws_varlen; KERNELKIT_TUNE
 // attn_varlen_ws=0 turns it off): packed varlen batches too, TMA over the packed tensors. A tile past a sequence's end
@@ -428,10 +428,10 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
-  // Keys a K/V tile: the plan's, but attn_ws_alt_keys' tile has plain dense forms only (masked and packed varlen
-  // calls keep attn_ws_keys').
-  const bool alt_form = plain && !varlen;
-  const int block_n = alt_form || tile.block_n != attn_ws_alt_keys(d) ? tile.block_n : attn_ws_keys(d);
+  // Keys a K/V tile: the plan's, but past head_dim 128 attn_ws_keys' tile has plain dense forms only (masked and
+  // packed varlen calls take attn_ws_masked_keys').
+  const bool dense_form = plain && !varlen;
+  const int block_n = dense_form || tile.block_n != attn_ws_keys(d) ? tile.block_n : attn_ws_masked_keys(d);
   // Varlen through the warp-specialized kernel (tile.varlen_ws: planned only where the head_dim has the form,
   // attn_ws_varlen): its default forms, plain variants (masked varlen calls are rare enough that their forms' compile
   // time is not spent).
@@ -458,9 +458,10 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     constexpr int D = decltype(d)::value, BN = decltype(bn)::value;
     constexpr bool kMasks = decltype(masks)::value, kAlibi = decltype(alibi)::value;
     constexpr bool kWide = D >= 128;  // P V over all of O's columns (the planner's pv_n)
-    if constexpr (BN == attn_ws_alt_keys(D) && !kMasks) {
-      if (ws) return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2>, WsShape<2>::kThreads);
-    } else if constexpr (BN == attn_ws_keys(D)) {
+    if constexpr (D > 128 && BN == attn_ws_keys(D)) {  // plain dense calls only (block_n above)
+      if constexpr (!kMasks)
+        if (ws) return go(flash_prefill_ws_kernel<T, D, BN, false, false, kWide, 2, 2>, WsShape<2>::kThreads);
+    } else if constexpr (BN == attn_ws_masked_keys(D)) {
       if constexpr (!kMasks && attn_ws_varlen(D))
         if (ws && varlen) {  // packed varlen (varlen_ws): the default forms
           if constexpr (D == 64)
@@ -495,9 +496,9 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     return with_masks(d, bn, bool_constant<false>{}, bool_constant<false>{});
   };
   using std::integral_constant;
-  const bool wide = block_n == 128, alt = block_n == attn_ws_alt_keys(d);
+  const bool wide = block_n == 128, dense_tile = d > 128 && block_n == attn_ws_keys(d);
   const bool rows_ok = tile.block_m == kBM || (tile.warp_specialized && d == 64 && tile.block_m == WsShape<3>::kRows);
-  if (!rows_ok || (block_n != 64 && block_n != 128 && !alt) || (d > 128 && wide))
+  if (!rows_ok || (block_n != 64 && block_n != 128 && !dense_tile) || (d > 128 && wide))
     return Status(StatusCode::internal,
                   "attention (wgmma): no kernel for tile " + tile.to_string() + " at head_dim " + std::to_string(d));
   if (d == 64)
@@ -507,10 +508,10 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
     return wide ? with_tile(integral_constant<int, 128>{}, integral_constant<int, 128>{})
                 : with_tile(integral_constant<int, 128>{}, integral_constant<int, 64>{});
   if (d == 192)
-    return alt ? with_tile(integral_constant<int, 192>{}, integral_constant<int, attn_ws_alt_keys(192)>{})
-               : with_tile(integral_constant<int, 192>{}, integral_constant<int, 64>{});
-  return alt ? with_tile(integral_constant<int, 256>{}, integral_constant<int, attn_ws_alt_keys(256)>{})
-             : with_tile(integral_constant<int, 256>{}, integral_constant<int, 64>{});
+    return dense_tile ? with_tile(integral_constant<int, 192>{}, integral_constant<int, attn_ws_keys(192)>{})
+                      : with_tile(integral_constant<int, 192>{}, integral_constant<int, attn_ws_masked_keys(192)>{});
+  return dense_tile ? with_tile(integral_constant<int, 256>{}, integral_constant<int, attn_ws_keys(256)>{})
+                    : with_tile(integral_constant<int, 256>{}, integral_constant<int, attn_ws_masked_keys(256)>{});
 }
 
 }  // namespace
