@@ -40,3 +40,15 @@ function(kk_tests)
     set_property(GLOBAL APPEND PROPERTY KK_TESTS_${kind} ${files})
   endforeach()
 endfunction()
+
+# A target's C++ sources in unity batches, its .cu sources one by one: CMake 3.31 and later batch CUDA sources too, and
+# a batch of kernel files is one long nvcc run where separate files build in parallel (and a batch sees its files'
+# names side by side, which the host-only builds of older CMake never check).
+function(kk_unity_build target)
+  get_target_property(srcs ${target} SOURCES)
+  list(FILTER srcs INCLUDE REGEX "\\.cu$")
+  if(srcs)
+    set_source_files_properties(${srcs} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ON ${ARGN})
+endfunction()
