@@ -155,7 +155,8 @@ TEST_P(AttentionWgmma256, MatchesReference) {
   DeviceProfile prof;
   KK_SKIP_WITHOUT_WGMMA_PROFILE(prof);
   const auto [dt, causal] = GetParam();
-  for (const char* setting : {static_cast<const char*>(nullptr), "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=0"}) {
+  for (const char* setting :
+       {static_cast<const char*>(nullptr), "attn_slack=0", "attn_wgmma=0", "attn_varlen_ws=0", "attn_bn=64"}) {
     SCOPED_TRACE(setting ? setting : "default");
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     TilePlan tile;

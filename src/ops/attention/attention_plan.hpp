@@ -80,6 +80,8 @@ constexpr int attn_ws_keys(int head_dim) { return head_dim == 192 ? 96 : head_di
 // past head_dim 128 (Q and two buffers: 145 KB at 192, 193 KB at 256), whose compile time the wider tiles are not
 // spent on; KERNELKIT_TUNE attn_bn=64 gives every call at those head dims these tiles.
 constexpr int attn_ws_masked_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
+// The launch runs those calls with the plan's shared memory, sized for attn_ws_keys' tile.
+static_assert(attn_ws_masked_keys(192) <= attn_ws_keys(192) && attn_ws_masked_keys(256) <= attn_ws_keys(256));
 // Packed varlen batches on the warp-specialized kernel (TMA over the packed tensors; KERNELKIT_TUNE attn_varlen_ws=0
 // gives them the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128): its plain variants (a
 // window, a soft-cap or ALiBi keep the cp.async kernel) at head_dim 64, 128 and 256; 192 has no varlen form (its
