@@ -335,7 +335,14 @@ TEST(Planner, TilesFollowTheSeedTableAndFitSharedMemory) {
       EXPECT_NE(s.message().find("attn_bn " + std::to_string(keys)), std::string::npos) << s.message();
     }
     EXPECT_FALSE(plan_tile(profile("a100"), TileFamily::attention, DType::bf16, d, &t).ok());  // mma.sync: 32 / 64
+    // A call's tile: the plan's for plain dense calls; 64 keys for masked and packed varlen ones.
+    EXPECT_EQ(attn_ws_call_keys(d, keys, true), keys);
+    EXPECT_EQ(attn_ws_call_keys(d, keys, false), 64);
+    EXPECT_EQ(attn_ws_call_keys(d, 64, true), 64);  // attn_bn=64
+    EXPECT_EQ(attn_ws_call_keys(d, 64, false), 64);
   }
+  for (int d : {64, 128})  // one tile for every call
+    for (bool plain_dense : {false, true}) EXPECT_EQ(attn_ws_call_keys(d, 128, plain_dense), 128);
   EXPECT_EQ(attention_plan_code("attn_wgmma=2,attn_bn=96", 128), StatusCode::invalid_argument);
   // The plan's head_dim for each head_dim: the kernel's, with 136 .. 192 on 192.
   for (int d = 8; d <= kAttnMaxHeadDim; d += 8)

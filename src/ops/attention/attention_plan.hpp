@@ -82,6 +82,11 @@ constexpr int attn_ws_keys(int head_dim) { return head_dim == 192 ? 96 : head_di
 constexpr int attn_ws_masked_keys(int head_dim) { return head_dim > 128 ? 64 : kAttnWgmmaTmaKeys; }
 // The launch runs those calls with the plan's shared memory, sized for attn_ws_keys' tile.
 static_assert(attn_ws_masked_keys(192) <= attn_ws_keys(192) && attn_ws_masked_keys(256) <= attn_ws_keys(256));
+// Keys a K/V tile of one call on a warp-specialized plan of `planned_keys`: the plan's, but attn_ws_keys' tile past
+// head_dim 128 runs plain dense calls only, so a masked or packed varlen call takes attn_ws_masked_keys'.
+constexpr int attn_ws_call_keys(int head_dim, int planned_keys, bool plain_dense) {
+  return plain_dense || planned_keys != attn_ws_keys(head_dim) ? planned_keys : attn_ws_masked_keys(head_dim);
+}
 // Packed varlen batches on the warp-specialized kernel (TMA over the packed tensors; KERNELKIT_TUNE attn_varlen_ws=0
 // gives them the two-warpgroup kernel by cp.async, or the mma.sync one past head_dim 128): its plain variants (a
 // window, a soft-cap or ALiBi keep the cp.async kernel) at head_dim 64, 128 and 256; 192 has no varlen form (its

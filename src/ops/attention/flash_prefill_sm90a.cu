@@ -428,10 +428,7 @@ Status launch(const detail::AttentionArgs& a, const TilePlan& tile, cudaStream_t
   const int d = tile.block_k;  // the planned kernel's; columns past head_dim: zeros (TMA's fill, or load_tile)
   const bool varlen = a.cu_q != nullptr;
   const bool plain = !p.alibi.slopes && !p.masked();
-  // Keys a K/V tile: the plan's, but past head_dim 128 attn_ws_keys' tile has plain dense forms only (masked and
-  // packed varlen calls take attn_ws_masked_keys').
-  const bool dense_form = plain && !varlen;
-  const int block_n = dense_form || tile.block_n != attn_ws_keys(d) ? tile.block_n : attn_ws_masked_keys(d);
+  const int block_n = attn_ws_call_keys(d, tile.block_n, plain && !varlen);
   // Varlen through the warp-specialized kernel (tile.varlen_ws: planned only where the head_dim has the form,
   // attn_ws_varlen): its default forms, plain variants (masked varlen calls are rare enough that their forms' compile
   // time is not spent).
