@@ -531,8 +531,8 @@ TEST_P(AttentionHeadDims, PrefillAndDecodeMatchReference) {
   std::vector<std::string> settings = {""};
   DeviceProfile prof;
   ASSERT_TRUE(active_profile(0, &prof).ok());
-  if (prof.sm == 90 &&
-      kernelkit::cuda::sm90a_available(0)) {  // past 128: the warp-specialized kernel (of 192 or 256) or mma.sync
+  // Past 128: the warp-specialized kernel (of 192 or 256) or mma.sync.
+  if (prof.sm == 90 && kernelkit::cuda::sm90a_available(0)) {
     settings = {"", "attn_slack=0", "attn_wgmma=0"};
     if (d <= 128) settings.insert(settings.end(), {"attn_wgmma=2", "attn_wgmma=1"});
     if (d > 128) settings.push_back("attn_bn=64");  // the masked forms' 64-key tiles for the plain calls too
