@@ -34,7 +34,8 @@ Every kernelkit output is checked against a float32 PyTorch evaluation before it
 in a CUDA graph, median of --runs replays (bench/torch_baselines.py's time_calls). Writes JSON and markdown with --out.
 
   python3 bench/op_baselines.py [--only attention,varlen,masks,headdims,decode,decodefp8,pages,kvwrite,linear,checkpoints,
-                                        w8a8,fp8,normquant,actquant,accuracy,fp8model,host] [--quick] [--tuned | --tunes S;S] [--out DIR] [--commit SHA]
+                                        w8a8,fp8,normquant,actquant,accuracy,fp8model,host] [--quick] [--tuned | --tunes S;S] [--shapes REGEX]
+                                        [--out DIR] [--commit SHA]
   python3 bench/op_baselines.py --check-cpu     # no GPU: the formulas and checks on small CPU shapes
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -193,6 +195,11 @@ def attention_cases(quick):
     return named + sweep
 
 
+def picked(shape):
+    """--shapes: only the rows whose shape label the regular expression finds (e.g. "^b(16|64) " or "d256")."""
+    return not args.shapes or re.search(args.shapes, shape) is not None
+
+
 def attention_checked(name, got, q, k, v, causal):
     """got against float32 attention on the first and last 128 query rows (the fewest and the most visible keys under
     the causal mask): every case of the grid checked without an s x s float32 score matrix."""
@@ -204,9 +211,12 @@ def attention_checked(name, got, q, k, v, causal):
 def run_attention(dtype, runs, device):
     rows = []
     for b, h, hk, s, d, causal in attention_cases(args.quick):
+        shape = f"b{b} h{h}/{hk} s{s} d{d}" + (" causal" if causal else "")
+        if not picked(shape):
+            continue
         q = torch.randn(b, s, h, d, device=device, dtype=dtype)
         k, v = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
-        row = {"op": "attention", "shape": f"b{b} h{h}/{hk} s{s} d{d}" + (" causal" if causal else ""),
+        row = {"op": "attention", "shape": shape,
                "max_err": attention_checked("attention", kernelkit.attention(q, k, v, causal=causal), q, k, v, causal)}
         flops = 4.0 * b * h * d * visible_pairs(s, s, causal)
         impls = {"kernelkit": lambda: kernelkit.attention(q, k, v, causal=causal)}
@@ -424,6 +434,8 @@ def decode_cases(quick):
 def run_decode(dtype, runs, device):
     rows = []
     for b, h, hk, s, d in decode_cases(args.quick):
+        if not picked(f"b{b} h{h}/{hk} s{s} d{d}"):
+            continue
         q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
         kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
         # The float32 reference on the first two sequences (each is independent): 34 GB of KV has no float32 twin.
@@ -1212,6 +1224,8 @@ def main(argv=None):
                    help="also time the planner's alternatives (KERNELKIT_TUNE): " + ", ".join(sum(TUNED.values(), [])))
     p.add_argument("--tunes", default="",
                    help="';'-separated KERNELKIT_TUNE settings timed instead of every op's TUNED list (implies --tuned)")
+    p.add_argument("--shapes", default="",
+                   help="attention / decode: only the shapes this regular expression finds in their label")
     p.add_argument("--out")
     p.add_argument("--commit", default="")
     p.add_argument("--check-cpu", action="store_true")
