@@ -3,9 +3,9 @@
 # tensor-pipe throughput, occupancy and what limits it, warp stall reasons), for the shapes of the benchmark table; the
 # prefill's default (on sm_90a the TMA-fed wgmma kernel) next to its KERNELKIT_TUNE alternatives, the CUDA-core
 # decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the kernelkit package installed in
-# the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill or decodefp8 profiles only the
-# prefill kernels or only the decode over an e4m3 cache.
-#   [KK_NCU_ONLY=prefill|decodefp8] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
+# the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill, decode or decodefp8 profiles only
+# the prefill kernels, only the 16-bit decode at batches 16 to 256, or only the decode over an e4m3 cache.
+#   [KK_NCU_ONLY=prefill|decode|decodefp8] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
 out=${1:-build/ncu}
 mkdir -p "$out"
@@ -30,11 +30,14 @@ if only in ("", "prefill"):
         except RuntimeError as e:
             print(tune + ":", str(e).splitlines()[0])
     os.environ.pop("KERNELKIT_TUNE", None)
-for b in (1, 32) if only == "" else ():  # decode: b x h32/kv8 x s4096 x d128; tensor cores (default), then CUDA cores
+# decode: b x h32/kv8 x ctx x d128; all: b1 and b32 at ctx 4096 on tensor cores (default), then CUDA cores; decode: the
+# default at b16 ctx 512, b64 ctx 2048 and b256 ctx 2048 (the batches where it trails cuDNN, and one where it does not)
+decode = {"": ((1, 4096), (32, 4096)), "decode": ((16, 512), (64, 2048), (256, 2048))}.get(only, ())
+for b, ctx in decode:
     q = torch.randn(b, 1, 32, 128, device=dev, dtype=dt)
-    kc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
-    vc = torch.randn(b, 4096, 8, 128, device=dev, dtype=dt)
-    for tune in (None, "decode_tc=0"):
+    kc = torch.randn(b, ctx, 8, 128, device=dev, dtype=dt)
+    vc = torch.randn(b, ctx, 8, 128, device=dev, dtype=dt)
+    for tune in (None, "decode_tc=0") if only == "" else (None,):
         if tune:
             os.environ["KERNELKIT_TUNE"] = tune
         for _ in range(2):
