@@ -103,7 +103,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "headdims": ["attn_bn=64"],
          # packed varlen batches through the two-warpgroup kernel by cp.async; the mma.sync kernel
          "varlen": ["attn_varlen_ws=0", "attn_wgmma=0"],
-         "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
+         "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_stages=5", "decode_stages=6", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
                        "decode_stages=4"],

@@ -743,6 +743,23 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
                       seed++});
     expect_attention({OpId::decode_attention, DType::f16, 3, 2, 1000, 8, 2, 64, true, false, false, true, 1.0, seed++});
   }
+  // The deepest rings (kDecodeMaxStages): 192 KB a block on tensor cores (Hopper's shared memory only), 96 KB on CUDA
+  // cores (not the T4's 64 KB); refused where the profile's shared memory cannot hold them.
+  for (const char* setting : {"decode_stages=6", "decode_tc=0,decode_stages=6"}) {
+    const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
+    const int64_t ring = std::string(setting) == "decode_stages=6" ? 6 * 4 * 2 * 16 * 128 * 2 : 6 * 4 * 2 * 1024 * 2;
+    DecodePlan plan;
+    const Status planned = plan_decode(prof, 128, 2, 8, 4, 2 * 32, 4097, &plan);
+    if (ring > prof.smem_per_block_optin) {
+      EXPECT_EQ(planned.code(), StatusCode::invalid_argument) << setting << " on profile " << prof.key;
+      continue;
+    }
+    ASSERT_TRUE(planned.ok()) << setting << ": " << planned.to_string();
+    EXPECT_EQ(plan.smem_bytes, ring);
+    expect_attention(
+        {OpId::decode_attention, DType::f16, 2, 1, 4097, 32, 8, 128, false, false, false, false, 1.0, seed++});
+    expect_attention({OpId::decode_attention, DType::f16, 3, 2, 1000, 8, 2, 64, true, false, false, true, 1.0, seed++});
+  }
   {  // Splits past one wave of blocks: b64 h32/8 is 512 blocks, more than the 396 an H200 holds at once.
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", "decode_waves=1");
     expect_attention(

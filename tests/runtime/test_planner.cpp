@@ -496,7 +496,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     // 8 KB a warp); 16-bit caches 16-key tiles of the same bytes.
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
     EXPECT_EQ(d.block_n, 4 * kDecodeFp8TcTileKeys);
-    EXPECT_EQ(d.stages, kDecodeMaxStages);
+    EXPECT_EQ(d.stages, kDecodeDeepStages);
     EXPECT_EQ(d.smem_bytes, 128 * 1024);
     EXPECT_EQ(d.splits, 1);
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16).ok());
@@ -508,7 +508,7 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::linear_w8a16, gemv, DType::bf16, &l).ok());
     EXPECT_EQ(l.stages, 2);
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
-    EXPECT_EQ(d.stages, kDecodeMaxStages);  // one wave of one block an SM (DecodeSplitsFillTheGpu...)
+    EXPECT_EQ(d.stages, kDecodeDeepStages);  // one wave of one block an SM (DecodeSplitsFillTheGpu...)
     ASSERT_TRUE(plan_tile(h200, TileFamily::attention, DType::bf16, 128, &t).ok());
     EXPECT_TRUE(t.tma);  // the TMA-fed wgmma prefill
   }
@@ -532,8 +532,15 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_tile(h200, TileFamily::attention, DType::bf16, 64, &t).code(), StatusCode::invalid_argument);
   }
   {
-    Env e("decode_stages=5");
+    Env e("decode_stages=7");  // past kDecodeMaxStages
     EXPECT_EQ(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
+  }
+  {
+    Env e("decode_stages=6");  // 6 x 4 warps x 8 KB: Hopper's shared memory holds one such block, the A100's none
+    ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
+    EXPECT_EQ(d.smem_bytes, 192 * 1024);
+    EXPECT_EQ(d.blocks_per_sm, 1);
+    EXPECT_EQ(plan_decode(profile("a100"), 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
   }
   {
     Env e("decode_tc=0,decode_stages=4");  // 64 KB: exactly the T4 profile's opt-in maximum

@@ -265,12 +265,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   // stages, 16-bit cache: b16 s8192 185 / 183 / 180, b64 s2048 184 / 181 / 184, b32 s2048 100 / 93 / 95; e4m3
   // cache: b16 s8192 109 / 108 / 105, b64 s2048 117 / 106 / 114, b32 s2048 64 / 56 / 62. Elsewhere (the A100's and
   // T4's shared memory, head_dim 64, the CUDA-core kernels) 2, and the CUDA-core kernel's e4m3 tiles
-  // kDecodeMaxStages, the same shared memory and bytes in flight as its 16-bit ones.
-  int stages = fp8 && !p->tensor_cores ? kDecodeMaxStages : 2;
+  // kDecodeDeepStages, the same shared memory and bytes in flight as its 16-bit ones.
+  int stages = fp8 && !p->tensor_cores ? kDecodeDeepStages : 2;
   if (p->tensor_cores && head_dim == 128 && residency(3) >= 2) {
-    const int per_sm = residency(kDecodeMaxStages);
+    const int per_sm = residency(kDecodeDeepStages);
     const bool one_wave = per_sm > 0 && ceil_div(tiles, split_tiles(per_sm)) * blocks <= prof.sms * per_sm;
-    stages = one_wave ? kDecodeMaxStages : 3;
+    stages = one_wave ? kDecodeDeepStages : 3;
   }
   if (residency(stages) == 0) return unsupported("decode plan: a decode block does not fit profile " + prof.key);
   p->stages = stages;

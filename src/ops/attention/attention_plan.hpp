@@ -110,15 +110,19 @@ constexpr int kAttnWsMaxRows = 192;
 // of one KV head's group); each of their warps walks its own K/V tiles of kDecodeWarpTileElems / head_dim keys (2 KB
 // of K and 2 KB of V in f16/bf16) through a private pipeline of `stages` buffers (stages - 1 tiles in flight while
 // one is computed), so a block step covers block_n = kDecodeTileElems / head_dim keys. Stages (plan_decode): 2 for the
-// CUDA-core kernel (32 KB a block; kDecodeMaxStages measured no faster on the H200, h32/8 s4096 d128: 19.0 vs 18.8 us
-// at b1, 255 vs 252 us at b32), 2 to 4 for the tensor-core one. The keys of a sequence are split over `splits` blocks
-// when (batch x kv_heads x row groups) alone would not fill the GPU.
+// CUDA-core kernel (32 KB a block; 4 stages measured no faster on the H200, h32/8 s4096 d128: 19.0 vs 18.8 us at b1,
+// 255 vs 252 us at b32), 2 to kDecodeDeepStages for the tensor-core one. The keys of a sequence are split over `splits`
+// blocks when (batch x kv_heads x row groups) alone would not fill the GPU.
 constexpr int kDecodeThreads = 128;
 constexpr int kDecodeMaxRows = 8;  // rows per block: the register cost is 16 fp32 per row per lane (q and O)
 constexpr int kDecodeTileElems = 4096;
 constexpr int kDecodeWarpTileElems = kDecodeTileElems / (kDecodeThreads / 32);
 constexpr int kDecodeMaxSplits = 128;  // bounds the merge's loop over splits and the partials' workspace
-constexpr int kDecodeMaxStages = 4;    // cp_async_wait_dynamic counts up to 3 pending groups
+// The deepest ring the planner picks (the tensor-core kernel on a one-wave grid, the CUDA-core kernel over e4m3
+// caches), and the deepest KERNELKIT_TUNE decode_stages takes: more bytes in flight an SM where one block an SM is
+// all the grid has (6 stages of the tensor-core kernel's 8 KB warp tiles: 192 KB a block, Hopper only).
+constexpr int kDecodeDeepStages = 4;
+constexpr int kDecodeMaxStages = 6;  // cp_async_wait_dynamic counts up to 7 pending groups
 // The tensor-core variant, the default for head_dim 64 and 128 (KERNELKIT_TUNE decode_tc=0 forces the CUDA-core
 // kernel): the same blocks, splits and merges, but a warp's tile is kDecodeTcTileKeys keys (one 16-key MMA step for
 // P V) and its rows are one 16-row MMA tile (the block's 1 to 8 rows, the rest zeros): S = Q K^T and O += P V on
@@ -133,7 +137,7 @@ constexpr int kDecodeTcTileKeys = 16;
 constexpr int kDecodeTcMinBlocks = 2;
 // e4m3 caches (KvCache k_scale / v_scale): the tensor-core kernel's tiles keep the bytes of a 16-bit tile, so twice the
 // keys (one softmax step over 32 keys, two P V k-steps, the same stages and bytes in flight); the CUDA-core kernel's
-// keep their keys (its scores are registers a key and row), at half the bytes in twice the stages (kDecodeMaxStages).
+// keep their keys (its scores are registers a key and row), at half the bytes in twice the stages (kDecodeDeepStages).
 // H100, b16 h32/8 s8192 d128 bf16 (4 stages, one block an SM, f16 MMAs): 95.9 us against the 16-bit cache's 174.4
 // (1.82x; 2.8 against 3.1 TB/s; bench/results/h100/op_baselines_decodefp8.md). In 2 stages, 3 blocks an SM, Nsight
 // Compute found 47-57% of issue slots busy, the integer pipe the busiest (the code conversions) and DRAM at 75%:
