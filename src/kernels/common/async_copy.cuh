@@ -50,28 +50,13 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
-// The same for a count known only at run time (a pipeline depth from the planner), 0 to 7 (more waits as for 7).
+// The same for a count known only at run time (a pipeline depth from the planner), 0 to kMax (a larger count waits as
+// for kMax).
+template <int kMax = 7>
 __device__ __forceinline__ void cp_async_wait_dynamic(int pending) {
-  switch (pending) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    case 3:
-      cp_async_wait<3>();
-      break;
-    case 4:
-      cp_async_wait<4>();
-      break;
-    case 5:
-      cp_async_wait<5>();
-      break;
-    case 6:
-      cp_async_wait<6>();
-      break;
-    default:
-      cp_async_wait<7>();
-      break;
-  }
+  if constexpr (kMax > 0)
+    if (pending < kMax) return cp_async_wait_dynamic<kMax - 1>(pending);
+  cp_async_wait<kMax>();
 }
 
 // Copies a tile of ROWS rows x kChunks 16-byte chunks to shared memory, each of THREADS threads taking every THREADS-th
