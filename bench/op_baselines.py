@@ -106,7 +106,7 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
          "decode": ["decode_tc=0", "decode_tc=0,decode_stages=4", "decode_stages=2", "decode_stages=3", "decode_stages=4", "decode_stages=5", "decode_stages=6", "decode_waves=1", "decode_splits=2", "decode_splits=3", "decode_splits=4",
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
-                       "decode_stages=4"],
+                       "decode_stages=4", "decode_stages=5", "decode_stages=6"],
          "fp8": ["fp8_gemv=1", "fp8_gemv=2"],  # 2: the FP8 tensor-core GEMV up to 16 tokens
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8", "gemv_pdl=0",
@@ -470,6 +470,8 @@ def run_decode_fp8(dtype, runs, device):
                                                                                      (16, 28, 4, 2000, 128)]
     rows = []
     for b, h, hk, s, d in cases:
+        if not picked(f"b{b} h{h}/{hk} s{s} d{d}"):
+            continue
         q = torch.randn(b, 1, h, d, device=device, dtype=dtype)
         kc, vc = torch.randn(b, s, hk, d, device=device, dtype=dtype), torch.randn(b, s, hk, d, device=device, dtype=dtype)
         ks, vs = (c.float().abs().amax(dim=(0, 1, 3)) / 448 for c in (kc, vc))
@@ -1225,7 +1227,7 @@ def main(argv=None):
     p.add_argument("--tunes", default="",
                    help="';'-separated KERNELKIT_TUNE settings timed instead of every op's TUNED list (implies --tuned)")
     p.add_argument("--shapes", default="",
-                   help="attention / decode: only the shapes this regular expression finds in their label")
+                   help="attention, decode, decodefp8: only the shapes this regular expression finds in their label")
     p.add_argument("--out")
     p.add_argument("--commit", default="")
     p.add_argument("--check-cpu", action="store_true")
