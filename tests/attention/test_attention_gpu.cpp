@@ -208,9 +208,11 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
     for (const char* setting : {static_cast<const char*>(nullptr), "attn_bn=64"}) {
       // The plain dense calls' tiles (attn_ws_keys: 96 keys at 192, 80 at 256) or, attn_bn=64, the masked forms'
       // (attn_ws_masked_keys): partial tiles both ways, a narrower head on them, and the calls that take 64-key tiles
-      // under either plan: a window (the kMasks variants) and a packed varlen batch.
+      // under either plan: a window (the kMasks variants) and a packed varlen batch. attn_fallback=0: each runs the
+      // warp-specialized kernel (a call it declined would fail), but packed varlen at 192, which has no such form.
       SCOPED_TRACE(setting ? setting : "default");
-      const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
+      const std::string strict = setting ? std::string(setting) + ",attn_fallback=0" : "attn_fallback=0";
+      const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", strict.c_str());
       for (bool causal : {false, true})
         expect_attention(
             {OpId::attention, DType::bf16, 1, 130, 200, 4, 2, d, causal, false, false, false, 1.0, seed++});
@@ -220,7 +222,15 @@ TEST(AttentionWgmmaSmall, EverySettingMatchesReference) {
                              false,           false,       false, 1.0, seed++};
       windowed.window_left = 70;
       expect_attention(windowed);
-      expect_attention({OpId::attention, DType::f16, 3, 90, 130, 4, 2, d, true, false, true, false, 1.0, seed++});
+      const AttentionCase varlen{OpId::attention, DType::f16, 3,     90,  130,   4, 2, d, true,
+                                 false,           true,       false, 1.0, seed++};
+      if (attn_ws_varlen(d)) {
+        expect_attention(varlen);
+      } else {
+        EXPECT_EQ(kernelkit::testing::run_attention_case_cuda(varlen).status.code(), StatusCode::unsupported);
+        const kernelkit::testing::ScopedEnv mma_sync("KERNELKIT_TUNE", setting);  // declined: the mma.sync kernel
+        expect_attention(varlen);
+      }
     }
   }
   {

@@ -9,6 +9,7 @@
 #include "ops/attention/decode.cuh"
 #include "ops/attention/flash_prefill.cuh"
 #include "ops/attention/flash_prefill_sm90a.hpp"
+#include "runtime/plan_rules.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "runtime/sm90a.hpp"
 
@@ -76,7 +77,13 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
       bool ran = false;
       KK_RETURN_IF_ERROR(cuda::flash_prefill_wgmma(x, tile, stream, &ran));
       if (ran) return Status::Ok();
-      // Declined (head_dim 192 or 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan.
+      // Declined (head_dim 192 or 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan, or,
+      // KERNELKIT_TUNE attn_fallback=0, an error (so that a test or a benchmark knows which kernel it ran).
+      int fallback = 1;
+      KK_RETURN_IF_ERROR(kernelkit::plan::tune_value("attn_fallback", 0, 1, &fallback));
+      if (!fallback)
+        return unsupported("attention: the wgmma kernels declined this call (head_dim " + std::to_string(x.head_dim) +
+                           ") and KERNELKIT_TUNE attn_fallback=0 keeps it off the mma.sync kernel");
       const Status st = plan_tile(prof, TileFamily::attention, x.dtype, attention_plan_head_dim(x.head_dim), &mma_sync,
                                   /*sm90a_code=*/false);
       if (!st.ok())
