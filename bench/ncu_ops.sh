@@ -4,7 +4,7 @@
 # prefill's default (on sm_90a the TMA-fed wgmma kernel) next to its KERNELKIT_TUNE alternatives, the CUDA-core
 # decode (decode_tc=0) next to the default tensor-core one. Needs a GPU, ncu, and the kernelkit package installed in
 # the Python environment (scripts/gpu-check --python does that). KK_NCU_ONLY=prefill, decode or decodefp8 profiles only
-# the prefill kernels, only the 16-bit decode at batches 16 to 256, or only the decode over an e4m3 cache.
+# the prefill kernels, only the 16-bit decode at batches 1 to 256, or only the decode over an e4m3 cache.
 #   [KK_NCU_ONLY=prefill|decode|decodefp8] bench/ncu_ops.sh [OUT_DIR]     -> OUT_DIR/ncu_ops.txt (default build/ncu)
 set -uo pipefail
 out=${1:-build/ncu}

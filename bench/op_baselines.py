@@ -92,8 +92,8 @@ def check(name, got, want, tol):
 # decode, decode_tc=0, and its 4-stage ring; the GEMV's register prefetch and cp.async ring, each the default on some
 # shapes), candidates (the wgmma prefills' other key tiles, P V form and K/V depth), and sweeps of the split counts the planner's cost model
 # picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8 measure faster: 136 vs 149 us in
-# bench/results/h200/op_baselines.md; none at b64, whose 512 blocks are 1.3 waves of 396, where 2-4 would even the
-# waves; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
+# bench/results/h200/op_baselines.md; none at b64, whose 512 blocks are 1.94 waves of 264 at 3 stages, 0.8x cuDNN on
+# the H200; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
 # attn_wgmma=1 / 2 / 3 are refused (rows say so).
 TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1",
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",

@@ -242,8 +242,9 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   constexpr int64_t kDecodeBlockOverheadTiles = 2;
   const int64_t blocks = batch * kv_heads * p->row_groups;
   const int64_t tiles = std::max<int64_t>(1, ceil_div(capacity, p->block_n));
-  // KERNELKIT_TUNE decode_waves=1: the split model also past one wave of blocks (an experiment: b64 h32/8 decode,
-  // 1.3 waves unsplit, measured 0.79-0.82x cuDNN in bench/results/h200/op_baselines_attention.md).
+  // KERNELKIT_TUNE decode_waves=1: the split model also past one wave of blocks (an experiment for b64 h32/8 decode,
+  // 0.79-0.82x cuDNN in bench/results/h200/op_baselines_attention.md; at 3 stages its 512 blocks are 1.94 waves of 264
+  // on the H200, and the model's whole waves keep one split there).
   int past_one_wave = 0;
   KK_RETURN_IF_ERROR(tune_value("decode_waves", 0, 1, &past_one_wave));
   int forced_splits = 0;  // KERNELKIT_TUNE decode_splits: at most that many (tiles are not cut below one a split)
