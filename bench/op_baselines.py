@@ -91,9 +91,8 @@ def check(name, got, want, tol):
 # one row tile a warp; the two-warpgroup wgmma prefill fed by cp.async or TMA, attn_wgmma=1 / 2; the CUDA-core
 # decode, decode_tc=0, and its 4-stage ring; the GEMV's register prefetch and cp.async ring, each the default on some
 # shapes), candidates (the wgmma prefills' other key tiles, P V form and K/V depth), and sweeps of the split counts the planner's cost model
-# picks (decode: 32 splits at b1 h32/8 s4096 d128 on the H200 and 3 at b32, where 8 measure faster: 136 vs 149 us in
-# bench/results/h200/op_baselines.md; none at b64, whose 512 blocks are 1.94 waves of 264 at 3 stages, 0.8x cuDNN on
-# the H200; the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
+# picks (decode on the H200 at h32/8 d128: 16 splits at b1 s4096, one at b32 (256 blocks, one wave of 264 at 3
+# stages) and at b64 (512 blocks, 1.94 waves, 0.8x cuDNN); the GEMV: 2 warps along k at m1 n11008 k4096). On the A100 / T4 profiles
 # attn_wgmma=1 / 2 / 3 are refused (rows say so).
 TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,attn_stages=1",
                        "attn_wgmma=0,attn_bn=32", "attn_wgmma=1", "attn_wgmma=1,attn_bn=128", "attn_wgmma=2",
@@ -133,18 +132,22 @@ def tuned(op, fns):
     return [(s, [with_tune(s, f) for f in fns]) for s in settings]
 
 
-def add_tuned(op, fn, check_output, impls, untimed, what):
-    """impls["kernelkit <setting>"] for each of the op's --tuned alternatives of `fn` whose output passes
-    check_output(setting, out); the refused ones (NotImplementedError: unsupported on this GPU / build, e.g. attn_wgmma
-    off sm_90a) and failed checks become untimed rows, and a failed check also fails the run."""
-    for setting, calls in tuned(op, [fn]):
+def add_tuned(op, fn, check_output, impls, untimed, what, name="kernelkit"):
+    """impls["<name> <setting>"] for each of the op's --tuned alternatives of `fn` (a call, or one a buffer set) whose
+    output passes check_output(setting, out); the refused ones (NotImplementedError: unsupported on this GPU / build,
+    e.g. attn_wgmma off sm_90a; a ValueError naming KERNELKIT_TUNE: a value this GPU's shared memory cannot hold, e.g.
+    decode_stages=6 off Hopper) and failed checks become untimed rows, and a failed check also fails the run."""
+    for setting, calls in tuned(op, fn if isinstance(fn, list) else [fn]):
+        key = f"{name} {setting}"
         try:
             check_output(setting, calls[0]())
-            impls["kernelkit " + setting] = calls
-        except NotImplementedError as e:
-            untimed["kernelkit " + setting] = {"error": "refused: " + str(e).splitlines()[0][:200]}
+            impls[key] = calls
+        except (NotImplementedError, ValueError) as e:
+            if isinstance(e, ValueError) and "KERNELKIT_TUNE" not in str(e):
+                raise
+            untimed[key] = {"error": "refused: " + str(e).splitlines()[0][:200]}
         except Exception as e:  # a wrong result or a failed launch
-            untimed["kernelkit " + setting] = {"error": f"CHECK FAILED: {type(e).__name__}: {e}"[:300]}
+            untimed[key] = {"error": f"CHECK FAILED: {type(e).__name__}: {e}"[:300]}
             CHECK_FAILURES.append(f"{what} {setting}: {e}")
 
 
@@ -447,13 +450,14 @@ def run_decode(dtype, runs, device):
                "buffer_sets": len(caches), "kv_MB": kv_bytes / 1e6,
                "max_err": check("decode", kernelkit.decode_attention(q, kc, vc)[:n], want, 2e-2)}
         impls = {"kernelkit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in caches]}
-        for setting, calls in tuned("decode", impls["kernelkit"]):
-            check("decode " + setting, calls[0]()[:n], want, 2e-2)
-            impls["kernelkit " + setting] = calls
+        untimed = {}
+        add_tuned("decode", impls["kernelkit"], lambda setting, out: check("decode " + setting, out[:n], want, 2e-2),
+                  impls, untimed, f"decode {row['shape']}")
         for be in SDPA_BACKENDS:
             impls["sdpa " + be.split("_")[0].lower()] = [lambda be=be, c=c: sdpa(q, c[0], c[1], False, be)
                                                          for c in caches]
         row.update(time_all(impls, runs, lambda us: kv_bytes / us / 1e6, "TB/s (KV)"))
+        row["impls"].update(untimed)
         rows.append(row)
         del q, kc, vc, caches, impls
         torch.cuda.empty_cache()
@@ -491,13 +495,15 @@ def run_decode_fp8(dtype, runs, device):
                                     for c in sets8],
                  "kernelkit 16-bit": [lambda c=c: kernelkit.decode_attention(q, *c) for c in sets16],
                  "sdpa cudnn 16-bit": [lambda c=c: sdpa(q, c[0], c[1], False, "CUDNN_ATTENTION") for c in sets16]}
-        for setting, calls in tuned("decodefp8", impls["kernelkit e4m3"]):
-            check("decode e4m3 " + setting, calls[0]()[:n], want, 2e-2)
-            impls["kernelkit e4m3 " + setting] = calls
+        untimed = {}
+        add_tuned("decodefp8", impls["kernelkit e4m3"],
+                  lambda setting, out: check("decode e4m3 " + setting, out[:n], want, 2e-2), impls, untimed,
+                  f"decode e4m3 {row['shape']}", name="kernelkit e4m3")
         row.update(time_all(impls, runs, None, "TB/s (KV)"))
         for name, r in row["impls"].items():
             if "gpu_us" in r:
                 r["TB/s (KV)"] = (fp8_bytes if "e4m3" in name else bf_bytes) / r["gpu_us"] / 1e6
+        row["impls"].update(untimed)
         rows.append(row)
         del q, kc, vc, k8, v8, sets8, sets16, impls
         torch.cuda.empty_cache()

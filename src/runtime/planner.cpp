@@ -240,10 +240,10 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
 // `blocks` blocks of `steps` sequential steps each, `wave` of them resident at once: the steps a part gets when each
 // block's steps are split into the count of parts (at most max_parts, never more than the steps) that minimises the
 // estimated time, waves x (steps a part + `overhead`), the fewest parts on ties. No split when the blocks alone fill a
-// wave, unless past_one_wave. The model counts whole waves: b32 h_kv 8 decode on the H200 (256 blocks, 396 a wave)
-// takes 3 splits (768 blocks, two full waves) rather than the 2 of a one-wave target (512 blocks, a second wave 30%
-// full). Past one wave it would give b64 (512 blocks, 1.3 waves) 3 splits of 2048 keys' 32 tiles: 4 waves x 13 against
-// 2 x 34.
+// wave, unless past_one_wave. The model counts whole waves: 256 blocks with 396 a wave (b32 h_kv 8 decode of
+// two-stage blocks, three an SM, on the H200) take 3 splits (768 blocks, two full waves) rather than the 2 of a
+// one-wave target (512 blocks, a second wave 30% full). Past one wave it would give 512 such blocks (b64, 1.3 waves) 3
+// splits of 2048 keys' 32 tiles: 4 waves x 13 against 2 x 34.
 int64_t split_steps(int64_t blocks, int64_t wave, int64_t steps, int64_t max_parts, int64_t overhead,
                     bool past_one_wave) {
   steps = std::max<int64_t>(steps, 1);

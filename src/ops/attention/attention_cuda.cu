@@ -70,6 +70,10 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
   // Tiles for the kernel's head_dim (a head_dim between its sizes runs on the next one up).
   KK_RETURN_IF_ERROR(plan_tile(prof, TileFamily::attention, a.dtype, attention_plan_head_dim(a.head_dim), &tile,
                                cuda::sm90a_available(a.device.index)));
+  // KERNELKIT_TUNE attn_fallback=0: a call the wgmma kernels decline fails instead of taking mma.sync (so that a test
+  // or a benchmark knows which kernel it ran); read at every call, so that a bad value fails every call.
+  int fallback = 1;
+  KK_RETURN_IF_ERROR(plan::tune_value("attn_fallback", 0, 1, &fallback));
   auto prefill = [&](const AttentionArgs& x) -> Status {
     const TilePlan* plan = &tile;
     TilePlan mma_sync;
@@ -77,10 +81,7 @@ Status attention_cuda(const AttentionArgs& a, Stream stream) {
       bool ran = false;
       KK_RETURN_IF_ERROR(cuda::flash_prefill_wgmma(x, tile, stream, &ran));
       if (ran) return Status::Ok();
-      // Declined (head_dim 192 or 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan, or,
-      // KERNELKIT_TUNE attn_fallback=0, an error (so that a test or a benchmark knows which kernel it ran).
-      int fallback = 1;
-      KK_RETURN_IF_ERROR(kernelkit::plan::tune_value("attn_fallback", 0, 1, &fallback));
+      // Declined (head_dim 192 or 256 where the warp-specialized kernel cannot run): the mma.sync kernel's plan.
       if (!fallback)
         return unsupported("attention: the wgmma kernels declined this call (head_dim " + std::to_string(x.head_dim) +
                            ") and KERNELKIT_TUNE attn_fallback=0 keeps it off the mma.sync kernel");
