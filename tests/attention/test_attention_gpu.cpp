@@ -757,7 +757,10 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
   // cores (not the T4's 64 KB); refused where the profile's shared memory cannot hold them.
   for (const char* setting : {"decode_stages=6", "decode_tc=0,decode_stages=6"}) {
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
-    const int64_t ring = std::string(setting) == "decode_stages=6" ? 6 * 4 * 2 * 16 * 128 * 2 : 6 * 4 * 2 * 1024 * 2;
+    // 6 stages x warps x (K, V) x a warp tile's f16 elements (head_dim 128) x 2 bytes
+    const int64_t warp_tile =
+        std::string(setting) == "decode_stages=6" ? kDecodeTcTileKeys * 128 : kDecodeWarpTileElems;
+    const int64_t ring = int64_t{6} * (kDecodeThreads / 32) * 2 * warp_tile * 2;
     DecodePlan plan;
     const Status planned = plan_decode(prof, 128, 2, 8, 4, 2 * 32, 4097, &plan);
     if (ring > prof.smem_per_block_optin) {
