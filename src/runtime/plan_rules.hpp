@@ -50,6 +50,13 @@ constexpr int kElementwiseVecsPerThread = 4;
 // against 560 us at 4 waves (torch.compile 529), 16384 x 8192 269 against 279 (266), 2 x 4096 x 3072 54.6 against
 // 56.0, 16 x 4096 1.68 against 1.80; 2048 x 4096 the same.
 constexpr int kActivationWaves = 0;
+// The activations' one-row form (KERNELKIT_TUNE ew_one_row=1, off by default until timed): where the grid has a block
+// for every row group, each thread loads one vector of one row per input, so the looping kernel's unrolled second row
+// only costs registers (52-64 at 16-bit VEC 8 hold 4 blocks an SM). The one-row kernel has no loop and is capped at
+// 32 registers, kElementwiseOneRowMinBlocks blocks an SM: twice the threads, and so twice the bytes in flight an SM
+// (32 KB -> 64 KB at 16-bit gated rows), which a 4.8 TB/s part needs more than a 3.35 TB/s one.
+constexpr int kElementwiseOneRowMinBlocks = 8;
+constexpr int kActivationOneRow = 0;
 
 namespace plan {
 
@@ -70,8 +77,9 @@ Status tune_value(std::string_view key, int lo, int hi, int* value);
 Status plan_rows(const DeviceProfile& profile, OpId op, const OpShape& shape, DType dtype, LaunchPlan* plan);
 // Element-wise ops: threads across a row's vectors, rows along y, about `waves` waves of resident blocks, or (waves 0)
 // one block a row group (KERNELKIT_TUNE ew_waves sets them).
+// one_row_form: the caller's kernel has the one-row form (kActivationOneRow), planned as one vector a thread.
 Status plan_elementwise(const DeviceProfile& profile, const OpShape& shape, DType dtype, LaunchPlan* plan,
-                        int waves = 1);
+                        int waves = 1, bool one_row_form = false);
 // A 1-D grid over `rows` / rows_per_block groups: plan->waves waves of resident blocks (a multiple of the SM count)
 // looping over the groups, fewer when the rows do not fill them, or (waves 0) one block a group; sets sms, grid,
 // grid_x and occupancy.

@@ -33,7 +33,7 @@ constexpr std::string_view kTuneKeys[] = {
     "decode_tc",     "gemv_stages", "gemv_kwarps",  "rows_vpt",       "rows_waves",      "ew_waves",
     "softmax_stage", "rows_held",   "decode_waves", "rows_cap",       "decode_f16mma",   "rows_onepass",
     "fp8_gemv",      "gemv_mma",    "rows_lean",    "rows_lean_min",  "gemv_mma_mtiles", "gemv_pdl",
-    "attn_pv_n",     "attn_slack",  "attn_bm",      "attn_varlen_ws", "attn_fallback"};
+    "attn_pv_n",     "attn_slack",  "attn_bm",      "attn_varlen_ws", "attn_fallback",   "ew_one_row"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");
@@ -206,7 +206,8 @@ Status plan_rows(const DeviceProfile& prof, OpId op, const OpShape& s, DType dty
   return Status::Ok();
 }
 
-Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p, int waves) {
+Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype, LaunchPlan* p, int waves,
+                        bool one_row_form) {
   const int elem = static_cast<int>(dtype_size(dtype));
   const int max_vec = 16 / elem;  // the same gcd rule as the norms
   const int align_elems = std::max(1, std::min(s.align_bytes, 16) / elem);
@@ -232,6 +233,16 @@ Status plan_elementwise(const DeviceProfile& prof, const OpShape& s, DType dtype
       std::max<int64_t>(1, std::min({row_blocks, waves == 0 ? row_blocks : wave / p->grid_x, kMaxGridY}));
   p->sms = prof.sms;
   p->grid = p->grid_x * grid_y;
+  int one_row = one_row_form ? kActivationOneRow : 0;
+  if (one_row_form) KK_RETURN_IF_ERROR(tune_value("ew_one_row", 0, 1, &one_row));
+  // The one-row form: a 1-D grid with a block for every (row group, column block), one vector of one row a thread;
+  // not where ew_waves asks for fewer blocks.
+  if (one_row == 1 && (waves == 0 || grid_y == row_blocks) && row_blocks <= kMaxGridX / p->grid_x) {
+    p->vecs_per_thread = 1;
+    p->blocks_per_sm =
+        blocks_per_sm(prof, p->block_threads, 0, 65536 / (kElementwiseThreads * kElementwiseOneRowMinBlocks));
+    p->grid = p->grid_x * row_blocks;
+  }
   const int64_t resident_per_sm = std::min<int64_t>(p->blocks_per_sm, ceil_div(p->grid, prof.sms));
   p->occupancy = static_cast<double>(resident_per_sm * p->block_threads) / prof.max_threads_per_sm;
   return Status::Ok();
@@ -295,7 +306,7 @@ Status plan_op(const DeviceProfile& prof, OpId op, const OpShape& s, DType dtype
     case OpFamily::softmax: return plan::plan_rows(prof, op, s, dtype, p);
     case OpFamily::activation:  // a gated activation + quantization reduces its rows (max |y|)
       if (op_quant_out_dtype(op)) return plan::plan_rows(prof, op, s, dtype, p);
-      return plan::plan_elementwise(prof, s, dtype, p, kActivationWaves);
+      return plan::plan_elementwise(prof, s, dtype, p, kActivationWaves, true);
     case OpFamily::rope: return plan::plan_elementwise(prof, s, dtype, p);  // rope: hidden = the vectorized width
     case OpFamily::quant: return detail::plan_quant(prof, op, s, dtype, p);
     case OpFamily::attention:  // tiles from plan_tile, decode splits from plan_decode

@@ -80,10 +80,10 @@ TEST(ActivationRandom, MatchesReference) {
   });
 }
 
-// The element-wise ops' KERNELKIT_TUNE grid (waves of blocks) stays correct.
+// The element-wise ops' KERNELKIT_TUNE grid (waves of blocks) and the one-row kernel stay correct.
 TEST(PlannerAlternatives, TunedActivationsMatchReference) {
   uint64_t seed = 95;
-  for (const char* setting : {"ew_waves=1", "ew_waves=64"}) {
+  for (const char* setting : {"ew_waves=1", "ew_waves=64", "ew_one_row=1"}) {
     const kernelkit::testing::ScopedEnv tune("KERNELKIT_TUNE", setting);
     for (OpId op : {OpId::silu_and_mul, OpId::gelu_tanh})
       for (DType dt : {DType::f32, DType::bf16})

@@ -614,6 +614,30 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(l.grid, plan::ceil_div(7, l.rows_per_block));  // never more blocks than row groups
   }
   {
+    // The activations' one-row form: a block for every (row group, column block), also past the 2-D grid's 65535
+    // rows of blocks, one vector a thread and twice the blocks an SM; in waves of blocks (ew_waves), the loop.
+    LaunchPlan base;
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, OpShape{16384, 4096, 1, 16}, DType::bf16, &base).ok());
+    EXPECT_EQ(base.vecs_per_thread, kElementwiseVecsPerThread);
+    Env e("ew_one_row=1");
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, OpShape{16384, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 1);
+    EXPECT_EQ(l.blocks_per_sm, kElementwiseOneRowMinBlocks);
+    EXPECT_EQ(l.blocks_per_sm, 2 * base.blocks_per_sm);
+    EXPECT_EQ(l.grid, base.grid);
+    ASSERT_TRUE(plan_op(profile("t4"), OpId::gelu, OpShape{16384, 4096, 1, 16}, DType::f16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 1);
+    EXPECT_EQ(l.blocks_per_sm, 1024 / kElementwiseThreads);  // the T4's SM holds 1024 threads
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, 1);
+    EXPECT_EQ(l.grid, 65536 * l.grid_x);  // the 2-D default stops at 65535 rows of blocks
+    ASSERT_TRUE(plan_op(h200, OpId::rotary_embedding, OpShape{16384, 128, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, kElementwiseVecsPerThread);  // RoPE's kernel has no such form
+    Env waves("ew_one_row=1,ew_waves=1");
+    ASSERT_TRUE(plan_op(h200, OpId::silu_and_mul, OpShape{16384, 4096, 1, 16}, DType::bf16, &l).ok());
+    EXPECT_EQ(l.vecs_per_thread, kElementwiseVecsPerThread);
+  }
+  {
     Env e("softmax_stage=1");  // the norms' two cp.async stages for rows held in registers; not for longer rows
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{65536, 4096, 1, 16}, DType::bf16, &l).ok());
     EXPECT_TRUE(l.cached);
@@ -815,11 +839,11 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     ASSERT_TRUE(plan_op(h200, OpId::softmax, OpShape{16, 32768, 1, 16}, DType::bf16, &l).ok());
     EXPECT_EQ(l.vecs_per_thread, kRowVecsPerThread);  // 4096 vectors: 1024 threads (a block) of 4
   }
-  for (const auto& [bad, op] :
-       {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
-        std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
-        std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
-        std::pair{"rows_cap=3", OpId::rms_norm}, std::pair{"rows_lean_min=16", OpId::rms_norm}}) {
+  for (const auto& [bad, op] : {std::pair{"rows_vpt=0", OpId::softmax}, std::pair{"rows_vpt=17", OpId::rms_norm},
+                                std::pair{"rows_waves=-1", OpId::layer_norm}, std::pair{"ew_waves=1025", OpId::gelu},
+                                std::pair{"softmax_stage=2", OpId::softmax}, std::pair{"rows_held=2", OpId::rms_norm},
+                                std::pair{"rows_cap=3", OpId::rms_norm}, std::pair{"rows_lean_min=16", OpId::rms_norm},
+                                std::pair{"ew_one_row=2", OpId::gelu}}) {
     Env e(bad);
     EXPECT_EQ(plan_op(h200, op, OpShape{16, 4096, 1, 16}, DType::bf16, &l).code(), StatusCode::invalid_argument) << bad;
   }
