@@ -33,12 +33,16 @@ struct ActivationParams {
   int64_t out_stride, a_stride, b_stride;
 };
 
-// The one-row form's minimum of blocks an SM, where the SM holds them (sm_75's 1024 threads hold 4).
+// __launch_bounds__'s minimum of resident blocks: the one-row form's kElementwiseOneRowMinBlocks where the SM holds
+// them (sm_75's 1024 threads hold 4 such blocks: the bound is evaluated per target), else kElementwiseMinBlocks.
+template <bool kOneRow>
+constexpr int activation_min_blocks() {
+  constexpr bool fits = kElementwiseOneRowMinBlocks * kElementwiseThreads <= KK_DEVICE_MAX_THREADS_PER_SM;
+  return kOneRow && fits ? kElementwiseOneRowMinBlocks : kElementwiseMinBlocks;
+}
+
 template <typename T, int VEC, typename Act, bool kGated, bool kOneRow>
-__global__ void __launch_bounds__(kElementwiseThreads, kOneRow&& kElementwiseOneRowMinBlocks* kElementwiseThreads <=
-                                                               KK_DEVICE_MAX_THREADS_PER_SM
-                                                           ? kElementwiseOneRowMinBlocks
-                                                           : kElementwiseMinBlocks)
+__global__ void __launch_bounds__(kElementwiseThreads, activation_min_blocks<kOneRow>())
     activation_kernel(const ActivationParams<T> p) {
   if constexpr (!kDeviceHasType<T>) {
     __trap();  // unreachable: the host refuses bf16 for kernels built for sm_75
