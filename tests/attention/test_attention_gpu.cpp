@@ -746,8 +746,11 @@ TEST(PlannerAlternatives, TunedAttentionAndDecodeMatchReference) {
     expect_attention({OpId::attention, DType::f16, 1, 1, 1, 4, 4, 64, false, false, false, false, 1.0, seed++});
     expect_attention({OpId::attention, DType::f16, 2, 7, 40, 8, 2, 128, true, false, false, false, 1.0, seed++});
   }
-  for (const char* setting : {"decode_tc=0,decode_stages=3,decode_splits=1",
-                              "decode_tc=0,decode_stages=4,decode_splits=7", "decode_splits=1", "decode_splits=7"}) {
+  // decode_rotate=1: each sequence's tiles from another one on (with 7 uneven splits, paged and contiguous caches).
+  for (const char* setting :
+       {"decode_tc=0,decode_stages=3,decode_splits=1", "decode_tc=0,decode_stages=4,decode_splits=7", "decode_splits=1",
+        "decode_splits=7", "decode_rotate=1", "decode_rotate=1,decode_splits=7",
+        "decode_tc=0,decode_rotate=1,decode_splits=7"}) {
     const kernelkit::testing::ScopedEnv decode("KERNELKIT_TUNE", setting);
     expect_attention({OpId::decode_attention, DType::f16, 2, 1, 4097, 32, 8, 128, false, false, false, false, 1.0,
                       seed++});

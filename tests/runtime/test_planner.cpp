@@ -536,6 +536,21 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).code(), StatusCode::invalid_argument);
   }
   {
+    DecodePlan base;  // decode_rotate=1: an order of the tiles; the plan is otherwise the default's
+    ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &base).ok());
+    EXPECT_FALSE(base.rotate);
+    {
+      Env e("decode_rotate=1");
+      ASSERT_TRUE(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).ok());
+    }
+    EXPECT_TRUE(d.rotate);
+    EXPECT_EQ(d.splits, base.splits);
+    EXPECT_EQ(d.stages, base.stages);
+    EXPECT_NE(d.to_string().find("rotated"), std::string::npos) << d.to_string();
+    Env e("decode_rotate=2");
+    EXPECT_EQ(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).code(), StatusCode::invalid_argument);
+  }
+  {
     Env e("decode_stages=6");  // 6 x 4 warps x 8 KB: Hopper's shared memory holds one such block, the A100's none
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.smem_bytes, 192 * 1024);

@@ -224,6 +224,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   int f16_mma = 1;
   KK_RETURN_IF_ERROR(tune_value("decode_f16mma", 0, 1, &f16_mma));
   p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
+  // KERNELKIT_TUNE decode_rotate=1 (an experiment for b64 h32/8 on the H200, where the blocks of a wave start
+  // together and walk their sequences' keys in lock step): each warp walks its tiles from one that depends on the
+  // sequence (the heads of a sequence keep reading the same rows of the cache together), wrapping around.
+  int rotate = 0;
+  KK_RETURN_IF_ERROR(tune_value("decode_rotate", 0, 1, &rotate));
+  p->rotate = rotate == 1;
   // e4m3 (kDecodeFp8TcTileKeys): the tensor-core tile keeps its bytes (twice the keys), the CUDA-core one its keys.
   const int warp_tile_keys =
       p->tensor_cores ? (fp8 ? kDecodeFp8TcTileKeys : kDecodeTcTileKeys) : kDecodeWarpTileElems / head_dim;
@@ -297,7 +303,8 @@ std::string DecodePlan::to_string() const {
      << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of " << block_n << " keys, "
      << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of " << rows_per_block << " row"
      << (rows_per_block == 1 ? "" : "s") << ", grid " << grid << ", " << stages << " stages, smem " << smem_bytes
-     << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM";
+     << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM"
+     << (rotate ? ", tiles rotated per sequence" : "");
   if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
   return os.str();
 }

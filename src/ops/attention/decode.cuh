@@ -70,7 +70,14 @@ struct DecodeParams {
   // code * scale would be rounded to T: the kernels' rounding points stay those of an f16 / bf16 cache.
   const float *k_scale, *v_scale;
   int64_t ks_stride, vs_stride;
+  bool rotate;  // DecodePlan::rotate: a warp's tiles from tile rotated_tile(b, count) on, wrapping around
 };
+
+// DecodePlan::rotate: the tile a warp of sequence b walks first among its `count` (a multiplicative hash of b, so that
+// neighbouring sequences start far apart).
+__device__ __forceinline__ int rotated_tile(int b, int count) {
+  return count > 0 ? static_cast<int>((static_cast<unsigned>(b) * 2654435761u) % static_cast<unsigned>(count)) : 0;
+}
 
 // The element type of a cache: T, or the 1-byte e4m3 codes.
 template <typename T, bool kFp8>
@@ -310,7 +317,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
-    auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    const int rot = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
+    auto tile_key0 = [&](int i) { return tiles.key0(i + rot < my_tiles ? i + rot : i + rot - my_tiles); };
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, typename Smem::Stage& st) {
       copies.load(p, b, tile_key0(i), kend, [&](int j) {
@@ -560,7 +568,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
-    auto tile_key0 = [&](int i) { return tiles.key0(i); };
+    const int rot = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
+    auto tile_key0 = [&](int i) { return tiles.key0(i + rot < my_tiles ? i + rot : i + rot - my_tiles); };
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, Stage& st) {
       copies.load(p, b, tile_key0(i), kend, [&](int j) {
@@ -889,7 +898,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
                     a.scales.k,
                     a.scales.v,
                     a.scales.k_stride,
-                    a.scales.v_stride};
+                    a.scales.v_stride,
+                    plan.rotate};
   const dim3 grid(static_cast<unsigned>(plan.splits), static_cast<unsigned>(a.batch * a.kv_heads),
                   static_cast<unsigned>(plan.row_groups));
   return with_stream_scratch(static_cast<size_t>(plan.workspace_bytes), stream, [&](void* workspace) -> Status {
