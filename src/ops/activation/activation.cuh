@@ -105,8 +105,9 @@ Status launch_activation(const detail::ElementwiseArgs& a, const LaunchPlan& pla
         constexpr bool kOneRow = decltype(one_row)::value;
         return a.gated ? activation_kernel<T, V, Act, true, kOneRow> : activation_kernel<T, V, Act, false, kOneRow>;
       };
-      auto kernel = plan.vecs_per_thread == 1 ? form(std::true_type{}) : form(std::false_type{});
-      const dim3 grid = plan.vecs_per_thread == 1 ? dim3(static_cast<unsigned>(plan.grid)) : grid_of(plan);
+      const bool one_row = plan.vecs_per_thread == 1;  // the one-row form's plan (plan_elementwise)
+      auto kernel = one_row ? form(std::true_type{}) : form(std::false_type{});
+      const dim3 grid = one_row ? dim3(static_cast<unsigned>(plan.grid)) : grid_of(plan);
       kernel<<<grid, block_of(plan), 0, stream>>>(p);
       KK_CUDA_RETURN(cudaGetLastError());
       return Status::Ok();

@@ -157,6 +157,11 @@ struct WarpTiles {
     return n > warp ? (n - warp + kWarps - 1) / kWarps : 0;
   }
   __device__ __forceinline__ int key0(int i) const { return kbeg + (warp + kWarps * i) * TK; }
+  // Tile i of the warp's `count` when they are walked from tile `first` on, wrapping around (DecodePlan::rotate).
+  __device__ __forceinline__ int key0(int i, int first, int count) const {
+    const int j = i + first;
+    return key0(j < count ? j : j - count);
+  }
 };
 
 // A lane's share of loading a warp tile (TK keys of K and V, head kvh) into shared memory, 16-byte cp.async copies of
@@ -317,8 +322,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
-    const int rot = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
-    auto tile_key0 = [&](int i) { return tiles.key0(i + rot < my_tiles ? i + rot : i + rot - my_tiles); };
+    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
+    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, typename Smem::Stage& st) {
       copies.load(p, b, tile_key0(i), kend, [&](int j) {
@@ -568,8 +573,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     const WarpTiles<TK> tiles{kbeg, kend, warp};
     const int my_tiles = tiles.count();
-    const int rot = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
-    auto tile_key0 = [&](int i) { return tiles.key0(i + rot < my_tiles ? i + rot : i + rot - my_tiles); };
+    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
+    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, Stage& st) {
       copies.load(p, b, tile_key0(i), kend, [&](int j) {
