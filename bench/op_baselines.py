@@ -106,7 +106,8 @@ TUNED = {"attention": ["attn_wgmma=0", "attn_wgmma=0,attn_mw=1", "attn_wgmma=0,a
                     "decode_splits=6", "decode_splits=8", "decode_splits=16", "decode_splits=64", "decode_splits=128",
                     "decode_rotate=1"],
          "decodefp8": ["decode_f16mma=0", "decode_tc=0", "decode_splits=8", "decode_stages=2", "decode_stages=3",
-                       "decode_stages=4", "decode_stages=5", "decode_stages=6", "decode_rotate=1"],
+                       "decode_stages=4", "decode_stages=5", "decode_stages=6", "decode_rotate=1", "decode_kt=1",
+                       "decode_kt=1,decode_splits=2", "decode_kt=1,decode_stages=3"],
          "fp8": ["fp8_gemv=1", "fp8_gemv=2"],  # 2: the FP8 tensor-core GEMV up to 16 tokens
          "normquant": ["rows_cap=2", "rows_held=0", "rows_onepass=1"],
          "linear": ["gemv_stages=0", "gemv_stages=3", "gemv_kwarps=1", "gemv_kwarps=4", "gemv_kwarps=8", "gemv_pdl=0",

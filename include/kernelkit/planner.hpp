@@ -110,6 +110,7 @@ struct DecodePlan {
   int64_t grid = 0;          // splits x batch x kv_heads x row_groups
   int stages = 0;            // K/V buffers per warp (2 to kDecodeMaxStages)
   bool f16_mma = false;      // e4m3 cache, tensor cores, bf16 q: f16 MMA operands (decode_f16mma=0: bf16 ones)
+  bool keys_on_m = false;    // KERNELKIT_TUNE decode_kt=1, e4m3 cache, tensor cores: S^T = K Q^T (decode_kt_kernel)
   bool rotate = false;       // KERNELKIT_TUNE decode_rotate=1: each sequence's blocks start at a tile of its own
   int64_t smem_bytes = 0;    // dynamic shared memory of the kernel (the stages, reused for the warps' merge)
   bool smem_optin = false;   // above the profile's 48 KB default

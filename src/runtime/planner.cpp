@@ -34,7 +34,7 @@ constexpr std::string_view kTuneKeys[] = {
     "softmax_stage", "rows_held",   "decode_waves", "rows_cap",       "decode_f16mma",   "rows_onepass",
     "fp8_gemv",      "gemv_mma",    "rows_lean",    "rows_lean_min",  "gemv_mma_mtiles", "gemv_pdl",
     "attn_pv_n",     "attn_slack",  "attn_bm",      "attn_varlen_ws", "attn_fallback",   "ew_one_row",
-    "decode_rotate"};
+    "decode_rotate", "decode_kt"};
 
 Status tune_value(std::string_view key, int lo, int hi, int* value) {
   const char* env = std::getenv("KERNELKIT_TUNE");

@@ -312,8 +312,9 @@ INSTANTIATE_TEST_SUITE_P(Caches, DecodeGrid,
                                             ::testing::Bool()));
 
 // e4m3 caches (KvCache k_scale / v_scale, per tensor and per KV head in turn) through both decode kernels, paged and
-// contiguous, with the planner's alternatives (stages, split counts, tile keys) and a window, soft-cap and ALiBi; the
-// reference decodes the dequantized cache in fp64. Profiles without FP8 (a100, t4) must refuse every case, and skip.
+// contiguous, with the planner's alternatives (stages, split counts, tile keys, the tensor-core kernel with the keys
+// on M) and a window, soft-cap and ALiBi; the reference decodes the dequantized cache in fp64. Profiles without FP8
+// (a100, t4) must refuse every case, and skip.
 class DecodeGridFp8 : public ::testing::TestWithParam<DecodeParam> {};
 
 TEST_P(DecodeGridFp8, MatchesReference) {
@@ -340,34 +341,39 @@ TEST_P(DecodeGridFp8, MatchesReference) {
   };
   uint64_t seed = 501;
   bool per_head = false;
-  for (const Fp8Shape& s : shapes) {
-    if (tc && s.d > 128) continue;
-    const std::string tune = std::string(tc ? "decode_tc=1" : "decode_tc=0") + s.tune;
-    const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune.c_str());
-    AttentionCase c{OpId::decode_attention,
-                    dt,
-                    s.batch,
-                    s.s_q,
-                    s.s_k,
-                    s.heads,
-                    s.kv_heads,
-                    s.d,
-                    s.causal,
-                    false,
-                    false,
-                    paged,
-                    1.0,
-                    seed++};
-    c.fp8 = true;
-    c.scale_per_head = per_head = !per_head;
-    const auto r = kernelkit::testing::run_attention_case_cuda(c, 0);
-    if (!fp8_cache_runs(r, c.name()))
-      GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
-    kernelkit::testing::expect_case(r, dt, c.name() + " " + tune);
-  }
+  // The tensor-core kernels: rows on M (the default), and keys on M (decode_kt=1).
+  const std::vector<std::string> kernels =
+      tc ? std::vector<std::string>{"decode_tc=1", "decode_tc=1,decode_kt=1"} : std::vector<std::string>{"decode_tc=0"};
+  for (const std::string& kernel : kernels)
+    for (const Fp8Shape& s : shapes) {
+      if (tc && s.d > 128) continue;
+      const std::string tune = kernel + s.tune;
+      const kernelkit::testing::ScopedEnv env("KERNELKIT_TUNE", tune.c_str());
+      AttentionCase c{OpId::decode_attention,
+                      dt,
+                      s.batch,
+                      s.s_q,
+                      s.s_k,
+                      s.heads,
+                      s.kv_heads,
+                      s.d,
+                      s.causal,
+                      false,
+                      false,
+                      paged,
+                      1.0,
+                      seed++};
+      c.fp8 = true;
+      c.scale_per_head = per_head = !per_head;
+      const auto r = kernelkit::testing::run_attention_case_cuda(c, 0);
+      if (!fp8_cache_runs(r, c.name()))
+        GTEST_SKIP() << "profile " << kernelkit::testing::case_profile().key << " has no FP8";
+      kernelkit::testing::expect_case(r, dt, c.name() + " " + tune);
+    }
   // Masks and score transforms with an e4m3 cache: a sliding window (pages before it never read), soft-cap, ALiBi;
   // the tensor-core kernel also on bf16 MMAs (bf16 q; f16 ones by default).
-  for (const char* tune : {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=0"}) {
+  for (const char* tune : {"decode_tc=0", "decode_tc=1", "decode_tc=1,decode_f16mma=0", "decode_tc=1,decode_kt=1",
+                           "decode_tc=1,decode_kt=1,decode_f16mma=0"}) {
     if ((std::string(tune) != "decode_tc=0") != tc) continue;
     AttentionCase m{OpId::decode_attention, dt, 2, 2, 1000, 8, 2, 128, true, false, false, paged, 4.0, seed++};
     m.fp8 = true, m.window_left = 100, m.softcap = 30.0f, m.alibi = 1;

@@ -551,6 +551,29 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).code(), StatusCode::invalid_argument);
   }
   {
+    DecodePlan
+        base;  // decode_kt=1: the e4m3 tensor-core kernel with the keys on M; the plan is otherwise the default's
+    ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &base, 0, DType::f8e4m3).ok());
+    EXPECT_FALSE(base.keys_on_m);
+    {
+      Env e("decode_kt=1");
+      ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).ok());
+      EXPECT_TRUE(d.keys_on_m);
+      EXPECT_EQ(d.splits, base.splits);
+      EXPECT_EQ(d.stages, base.stages);
+      EXPECT_EQ(d.smem_bytes, base.smem_bytes);
+      EXPECT_NE(d.to_string().find("keys on M"), std::string::npos) << d.to_string();
+      // Only that kernel has the variant: a 16-bit cache, or the CUDA-core kernel, is refused with the reason.
+      const Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16);
+      EXPECT_EQ(s.code(), StatusCode::unsupported);
+      EXPECT_NE(s.message().find("decode_kt=1"), std::string::npos) << s.message();
+    }
+    {
+      Env e("decode_kt=1,decode_tc=0");
+      EXPECT_EQ(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).code(), StatusCode::unsupported);
+    }
+  }
+  {
     Env e("decode_stages=6");  // 6 x 4 warps x 8 KB: Hopper's shared memory holds one such block, the A100's none
     ASSERT_TRUE(plan_decode(h200, 128, 1, 8, 4, 32, 4096, &d).ok());
     EXPECT_EQ(d.smem_bytes, 192 * 1024);

@@ -37,6 +37,14 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_r
   ldmatrix_x4<kTrans>(r, static_cast<unsigned>(__cvta_generic_to_shared(smem_row)));
 }
 
+// The transpose of an 8x8 b16 matrix held a pair a lane (row g, columns 2t, 2t+1): this lane's pair of the transpose,
+// i.e. (rows 2t, 2t+1, column g) of the input. With a C fragment's rows as the k of an MMA, that is the B fragment.
+__device__ __forceinline__ unsigned movmatrix_trans(unsigned x) {
+  unsigned y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // d += a * b for one 16x8x16 step, fp32 accumulation.
 template <typename T>
 __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {

@@ -224,6 +224,16 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   int f16_mma = 1;
   KK_RETURN_IF_ERROR(tune_value("decode_f16mma", 0, 1, &f16_mma));
   p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
+  // KERNELKIT_TUNE decode_kt=1 (an experiment for the e4m3 decode on the H200, 1.47x the 16-bit cache at b16 h32/8
+  // s8192 where the H100 reaches 1.82x: issue-bound rather than memory-bound): the keys on the MMA's M, half the MMAs
+  // and accumulators (decode_kt_kernel).
+  int keys_on_m = 0;
+  KK_RETURN_IF_ERROR(tune_value("decode_kt", 0, 1, &keys_on_m));
+  if (keys_on_m && !(fp8 && p->tensor_cores))
+    return unsupported(
+        "decode plan: the keys-on-M kernel (decode_kt=1) is the tensor-core e4m3 decode's; the cache is " +
+        std::string(dtype_name(cache_dtype)) + (p->tensor_cores ? "" : " and decode_tc=0"));
+  p->keys_on_m = keys_on_m == 1;
   // KERNELKIT_TUNE decode_rotate=1 (an experiment for b64 h32/8 on the H200, where the blocks of a wave start
   // together and walk their sequences' keys in lock step): each warp walks its tiles from one that depends on the
   // sequence (the heads of a sequence keep reading the same rows of the cache together), wrapping around.
@@ -299,12 +309,12 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
 
 std::string DecodePlan::to_string() const {
   std::ostringstream os;
-  os << "decode" << (tensor_cores ? f16_mma ? " (tensor cores, f16 MMAs)" : " (tensor cores)" : "") << ": " << splits
-     << " split" << (splits == 1 ? "" : "s") << " of " << chunk << " keys, tiles of " << block_n << " keys, "
-     << row_groups << " row group" << (row_groups == 1 ? "" : "s") << " of " << rows_per_block << " row"
-     << (rows_per_block == 1 ? "" : "s") << ", grid " << grid << ", " << stages << " stages, smem " << smem_bytes
-     << " B" << (smem_optin ? " (opt-in)" : "") << ", " << blocks_per_sm << " blocks/SM"
-     << (rotate ? ", tiles rotated per sequence" : "");
+  os << "decode" << (tensor_cores ? f16_mma ? " (tensor cores, f16 MMAs" : " (tensor cores" : "")
+     << (tensor_cores ? keys_on_m ? ", keys on M)" : ")" : "") << ": " << splits << " split" << (splits == 1 ? "" : "s")
+     << " of " << chunk << " keys, tiles of " << block_n << " keys, " << row_groups << " row group"
+     << (row_groups == 1 ? "" : "s") << " of " << rows_per_block << " row" << (rows_per_block == 1 ? "" : "s")
+     << ", grid " << grid << ", " << stages << " stages, smem " << smem_bytes << " B" << (smem_optin ? " (opt-in)" : "")
+     << ", " << blocks_per_sm << " blocks/SM" << (rotate ? ", tiles rotated per sequence" : "");
   if (workspace_bytes) os << ", workspace " << workspace_bytes << " B";
   return os.str();
 }

@@ -232,6 +232,29 @@ struct TileCopies {
 // The ring's buffer after `buf` (of `stages` buffers): a compare, not a division by the runtime stage count.
 __device__ __forceinline__ int next_slot(int buf, int stages) { return buf + 1 == stages ? 0 : buf + 1; }
 
+// A warp's walk over its `count` tiles through its own ring of `stages` buffers: tiles 0 .. stages - 2 in flight (one
+// commit group each, possibly empty: group counts stay uniform); then each step issues tile i + stages - 1 into the
+// buffer tile i - 1 used and waits for tile i, with stages - 1 groups still in flight. body(i, stage) runs once tile i
+// is visible to the whole warp; the __syncwarp after it frees the buffer for the next refill. load(i, stage) issues
+// tile i's copies. Returns with no copy pending.
+template <typename Stage, typename Load, typename Body>
+__device__ __forceinline__ void walk_warp_ring(Stage* ring, int stages, int count, Load&& load, Body&& body) {
+  for (int i = 0; i < stages - 1; ++i) {
+    if (i < count) load(i, ring[i]);
+    cp_async_commit();
+  }
+  int buf = 0, ahead_buf = stages - 1;  // tile i's buffer, and tile i + stages - 1's
+  for (int i = 0; i < count; ++i, buf = next_slot(buf, stages), ahead_buf = next_slot(ahead_buf, stages)) {
+    if (i + stages - 1 < count) load(i + stages - 1, ring[ahead_buf]);
+    cp_async_commit();
+    cp_async_wait_dynamic(stages - 1);
+    __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
+    body(i, ring[buf]);
+    __syncwarp();  // every lane done reading this buffer before a later step refills it
+  }
+  cp_async_wait<0>();
+}
+
 // The end of a split block: its warps' states in `merge` (O unnormalized and the running max in the log2 domain, the
 // sum) merged as M = max_w m_w, L = sum_w l_w 2^(m_w - M), O = sum_w O_w 2^(m_w - M) / L, and stored: the output and
 // lse with one split, else the split's fp32 partials for decode_merge_kernel. Row r of the block is query token
@@ -343,22 +366,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
     }
 
-    // Tiles 0 .. stages - 2 in flight (one commit group each, possibly empty: group counts stay uniform); then each
-    // iteration issues tile i + stages - 1 into the buffer tile i - 1 used (freed by that iteration's last
-    // __syncwarp) and waits for tile i, with stages - 1 groups still in flight.
-    for (int i = 0; i < p.stages - 1; ++i) {
-      if (i < my_tiles) load_tile(i, ring[i]);
-      cp_async_commit();
-    }
-    int buf = 0, ahead_buf = p.stages - 1;  // tile i's buffer, and tile i + stages - 1's
-    for (int i = 0; i < my_tiles; ++i, buf = next_slot(buf, p.stages), ahead_buf = next_slot(ahead_buf, p.stages)) {
-      typename Smem::Stage& st = ring[buf];
-      const int ahead = i + p.stages - 1;
-      if (ahead < my_tiles) load_tile(ahead, ring[ahead_buf]);
-      cp_async_commit();
-      cp_async_wait_dynamic(p.stages - 1);
-      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
-
+    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, typename Smem::Stage& st) {
       // Scores, soft-capped, ALiBi-biased and masked: keys past this split or sequence, padding rows, causal and the
       // window (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that -
       // window).
@@ -429,9 +437,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
           }
         }
       }
-      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
-    }
-    cp_async_wait<0>();
+    });
     allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
 
     // Sum the key slots: afterwards the lanes of slot 0 hold the warp's sum and O for their 8 dims.
@@ -493,6 +499,87 @@ __device__ __forceinline__ int swz_codes(int row, int chunk) {
   return row * D + ((chunk ^ (row & (D / 16 - 1))) << 4);
 }
 
+// Row r of a block's R query rows (token (r0 + r) / group of head kvh group + (r0 + r) % group): its q, or null for a
+// row the block does not hold (past R or past the KV head's rows).
+template <int R, typename T>
+__device__ __forceinline__ const T* block_q_row(const DecodeParams<T>& p, int b, int kvh, int r0, int r) {
+  if (r >= R || r0 + r >= p.group * p.s_q) return nullptr;
+  return p.t.q + b * p.t.qs.batch + static_cast<int64_t>((r0 + r) / p.group) * p.t.qs.token +
+         static_cast<int64_t>(kvh * p.group + (r0 + r) % p.group) * p.t.qs.head;
+}
+
+// The lane's pairs of one q row for the tensor-core decodes' k-steps: q[kk][0] holds dims 2t, 2t + 1 of k-step kk
+// and q[kk][1] dims 2t + 8, 2t + 9 (decode_tc_kernel's a[0] / a[2] of the row, decode_kt_kernel's b0 / b1); e4m3
+// caches: the permuted dims t D / 4 + 4 kk + {0, 1} and {2, 3} (see decode_tc_kernel). Zeros for a null row and for
+// dims past head_dim.
+template <typename T, int D, bool kFp8>
+__device__ __forceinline__ void load_q_pairs(const DecodeParams<T>& p, const T* qrow, int t, unsigned (&q)[D / 16][2]) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      // (head_dim % 16 == 0 with e4m3: a pair is all in or all out)
+      const int dim = kFp8 ? t * (D / 4) + 4 * kk + 2 * half : kk * 16 + half * 8 + 2 * t;
+      q[kk][half] = qrow && dim / 8 < p.chunks ? *reinterpret_cast<const unsigned*>(qrow + dim) : 0u;
+    }
+}
+
+// bf16 pairs of a q row held by a quad (its 4 lanes) as f16 pairs scaled by 2^e, e putting the row's largest
+// |element| at 2^14 (DecodePlan::f16_mma: exact, f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it);
+// returns 2^-e, the scores' factor back.
+template <int D>
+__device__ __forceinline__ float q_pairs_to_f16(unsigned (&q)[D / 16][2]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q[kk][half]));
+      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  // (clamped: 2^e and 2^-e stay finite fp32 normals even for a row of bf16 subnormals)
+  const int e = amax > 0.0f && isfinite(amax) ? min(14 - ilogbf(amax), 126) : 0;
+  const float up = ldexpf(1.0f, e);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&q[kk][half]));
+      q[kk][half] = pack_rounded<__half>(f.x * up, f.y * up);
+    }
+  return ldexpf(1.0f, -e);
+}
+
+// e4m3 V for the P V (O^T) k-step ks of a tile (its keys 16 ks ..): this lane's keys 2t, 2t + 1, 2t + 8, 2t + 9 of the
+// step, D / 8 contiguous codes each from dim g D / 8, paired key by key: for word w (dims g D / 8 + 4 w ..),
+// pairs[w] = {lo, hi, lo8, hi8}, lo holding bytes 0 and 1 of keys 2t and 2t + 1 interleaved (key 2t's byte first), hi
+// bytes 2 and 3, lo8 / hi8 the same of keys 2t + 8 and 2t + 9: each 16-bit half is one B (A) register's code pair.
+template <int D>
+__device__ __forceinline__ void v_code_pairs(const uint8_t* v, int ks, int g, int t, uint32_t (&pairs)[D / 32][4]) {
+  static_assert(D == 64 || D == 128, "the e4m3 tensor-core decodes: head_dim 64 or 128");
+  uint32_t rows[4][D / 32];
+#pragma unroll
+  for (int k4 = 0; k4 < 4; ++k4) {
+    const int row = ks * 16 + 2 * t + (k4 & 1) + 8 * (k4 >> 1);
+    if constexpr (D == 128) {
+      const uint4 x = *reinterpret_cast<const uint4*>(v + swz_codes<D>(row, g));
+      rows[k4][0] = x.x, rows[k4][1] = x.y, rows[k4][2] = x.z, rows[k4][3] = x.w;
+    } else {
+      const uint2 x = *reinterpret_cast<const uint2*>(v + swz_codes<D>(row, g / 2) + 8 * (g % 2));
+      rows[k4][0] = x.x, rows[k4][1] = x.y;
+    }
+  }
+#pragma unroll
+  for (int w = 0; w < D / 32; ++w) {
+    pairs[w][0] = __byte_perm(rows[0][w], rows[1][w], 0x5140);
+    pairs[w][1] = __byte_perm(rows[0][w], rows[1][w], 0x7362);
+    pairs[w][2] = __byte_perm(rows[2][w], rows[3][w], 0x5140);
+    pairs[w][3] = __byte_perm(rows[2][w], rows[3][w], 0x7362);
+  }
+}
+
 // M: the MMAs' operand type, T, or f16 for bf16 q over an e4m3 cache (DecodePlan::f16_mma): the codes then take one
 // conversion a pair (bf16 takes three more, through fp32), q's rows are scaled by a power of two that puts each row's
 // largest |element| at 2^14 (exact: f16 holds bf16's 8 bits from 2^-17 up, 31 binades below it; the scores are
@@ -521,54 +608,14 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     auto row_token = [&](int r) { return (r0 + r) / p.group; };
     auto row_head = [&](int r) { return kvh * p.group + (r0 + r) % p.group; };
 
-    // Q as A fragments (a[0] = row g, dims 2t..; a[1] = row g + 8; a[2], a[3]: dims + 8), zeros for tile rows the
-    // block does not own. This lane's rows: g and g + 8 (rr = 0, 1). e4m3: the permuted dims (see above).
+    // Q as A fragments (a[0] = row g, dims 2t..; a[1] = row g + 8; a[2], a[3]: dims + 8): row g's pairs, and zeros
+    // for row g + 8, never the block's (R <= 8).
+    unsigned qg[D / 16][2];
+    load_q_pairs<T, D, kFp8>(p, block_q_row<R>(p, b, kvh, r0, g), t, qg);
+    const float q_unscale = kQScaled ? q_pairs_to_f16<D>(qg) : 1.0f;
     unsigned qa[D / 16][4];
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = g + 8 * rr;
-      const bool own = r < R && r0 + r < rows_total;
-      const T* qrow = own ? p.t.q + b * p.t.qs.batch + static_cast<int64_t>(row_token(r)) * p.t.qs.token +
-                                static_cast<int64_t>(row_head(r)) * p.t.qs.head
-                          : nullptr;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-        for (int half = 0; half < 2; ++half)
-          if constexpr (kFp8) {
-            const int dim = t * (D / 4) + 4 * kk + 2 * half;  // (head_dim % 16 == 0: a pair is all in or all out)
-            qa[kk][2 * half + rr] = own && dim / 8 < p.chunks ? *reinterpret_cast<const unsigned*>(qrow + dim) : 0u;
-          } else {
-            qa[kk][2 * half + rr] = own && 2 * kk + half < p.chunks
-                                        ? *reinterpret_cast<const unsigned*>(qrow + kk * 16 + half * 8 + 2 * t)
-                                        : 0u;
-          }
-    }
-    float q_unscale = 1.0f;  // kQScaled: 2^-e of row g (row g + 8's fragments, qa[.][1] and [3], are zeros)
-    if constexpr (kQScaled) {
-      float amax = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[kk][2 * half]));
-          amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-        }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the quad holds the row
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      // (clamped: 2^e and 2^-e stay finite fp32 normals even for a row of bf16 subnormals)
-      const int e = amax > 0.0f && isfinite(amax) ? min(14 - ilogbf(amax), 126) : 0;
-      const float up = ldexpf(1.0f, e);
-      q_unscale = ldexpf(1.0f, -e);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          unsigned& w = qa[kk][2 * half];
-          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
-          w = pack_rounded<__half>(f.x * up, f.y * up);
-        }
-    }
+    for (int kk = 0; kk < D / 16; ++kk) qa[kk][0] = qg[kk][0], qa[kk][1] = 0u, qa[kk][2] = qg[kk][1], qa[kk][3] = 0u;
 
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     const WarpTiles<TK> tiles{kbeg, kend, warp};
@@ -594,20 +641,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     ScoreTransform score_fp8 = p.score;
     if constexpr (kFp8) score_fp8.scale_in *= p.k_scale[kvh * p.ks_stride];
 
-    // The ring as in decode_kernel: stages - 1 tiles in flight, one commit group per tile (possibly empty).
-    for (int i = 0; i < p.stages - 1; ++i) {
-      if (i < my_tiles) load_tile(i, ring[i]);
-      cp_async_commit();
-    }
-    int buf = 0, ahead_buf = p.stages - 1;  // tile i's buffer, and tile i + stages - 1's
-    for (int i = 0; i < my_tiles; ++i, buf = next_slot(buf, p.stages), ahead_buf = next_slot(ahead_buf, p.stages)) {
-      const Stage& st = ring[buf];
-      const int ahead = i + p.stages - 1;
-      if (ahead < my_tiles) load_tile(ahead, ring[ahead_buf]);
-      cp_async_commit();
-      cp_async_wait_dynamic(p.stages - 1);
-      __syncwarp();  // every lane's copies (and zero fills) of tile i visible to the warp
-
+    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, const Stage& st) {
       // S = Q K^T: keys 8 nb .. 8 nb + 7 of the tile in s[nb].
       float s[NB][4] = {};
       if constexpr (kFp8) {
@@ -664,26 +698,12 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
         for (int ks = 0; ks < TK / 16; ++ks) {
           unsigned pa[4];
           p_fragment<M>(s, ks, pa);
-          uint32_t rows[4][D / 32];
-#pragma unroll
-          for (int k4 = 0; k4 < 4; ++k4) {
-            const int row = ks * 16 + 2 * t + (k4 & 1) + 8 * (k4 >> 1);
-            if constexpr (D == 128) {
-              const uint4 x = *reinterpret_cast<const uint4*>(st.v + swz_codes<D>(row, g));
-              rows[k4][0] = x.x, rows[k4][1] = x.y, rows[k4][2] = x.z, rows[k4][3] = x.w;
-            } else {
-              static_assert(D == 64, "decode_tc e4m3: head_dim 64 or 128");
-              const uint2 x = *reinterpret_cast<const uint2*>(st.v + swz_codes<D>(row, g / 2) + 8 * (g % 2));
-              rows[k4][0] = x.x, rows[k4][1] = x.y;
-            }
-          }
+          uint32_t pairs[D / 32][4];
+          v_code_pairs<D>(st.v, ks, g, t, pairs);
 #pragma unroll
           for (int w = 0; w < D / 32; ++w) {
-            // Bytes of the key pairs (2t, 2t + 1) and (2t + 8, 2t + 9) side by side: pair j of n-block 4 w + j.
-            const uint32_t lo = __byte_perm(rows[0][w], rows[1][w], 0x5140),
-                           hi = __byte_perm(rows[0][w], rows[1][w], 0x7362);
-            const uint32_t lo8 = __byte_perm(rows[2][w], rows[3][w], 0x5140),
-                           hi8 = __byte_perm(rows[2][w], rows[3][w], 0x7362);
+            // pair j of n-block 4 w + j
+            const uint32_t lo = pairs[w][0], hi = pairs[w][1], lo8 = pairs[w][2], hi8 = pairs[w][3];
             mma_16x8x16<M>(acc[4 * w], pa, e4m3x2_as<M>(lo), e4m3x2_as<M>(lo8));
             mma_16x8x16<M>(acc[4 * w + 1], pa, e4m3x2_as<M>(lo >> 16), e4m3x2_as<M>(lo8 >> 16));
             mma_16x8x16<M>(acc[4 * w + 2], pa, e4m3x2_as<M>(hi), e4m3x2_as<M>(hi8));
@@ -703,9 +723,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
           mma_16x8x16<T>(acc[2 * db + 1], pa, bv[2], bv[3]);
         }
       }
-      __syncwarp();  // every lane done reading this buffer before the next iteration refills it
-    }
-    cp_async_wait<0>();
+    });
     allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
 
     // The quad's column sums; then the warp's rows 0..R-1 into the merge area (over the ring: after the barrier).
@@ -739,6 +757,179 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
       store_block_rows<T, D, R, true>(p, merge, b, kvh, r0, split, p.v_scale[kvh * p.vs_stride]);
     else
       store_block_rows<T, D, R>(p, merge, b, kvh, r0, split);
+  }
+}
+
+// The e4m3 tensor-core decode with the keys on the MMA's M (DecodePlan::keys_on_m, KERNELKIT_TUNE decode_kt=1):
+// S^T = K Q^T and O^T = V^T P^T, the block's R <= 8 query rows on N = 8. decode_tc_kernel puts them on M, where
+// rows 8..15 of every MMA are zeros; here a 32-key tile takes 2 x D / 16 MMAs for S^T and D / 16 x 2 for O^T, half
+// as many, with the same copies, code conversions and byte permutes, and O^T's accumulators are half of O's.
+// Lane (g, t) holds the scores of keys g, g + 8 of each 16-key m-block for queries 2t, 2t + 1 (the C layout), so a
+// query's max is reduced over the 8 lanes of its column (g) rather than a quad; movmatrix turns P^T's C fragments
+// into the B fragments of O^T's k-step. The permuted dims of decode_tc_kernel's e4m3 path, transposed:
+//   S^T: K is the A operand, key g's codes from dim t D / 4 (word kk: k-step kk's logical 2t, 2t + 1 | 2t + 8, 2t + 9);
+//   O^T: row g (g + 8) of dim block db is physical dim g D / 8 + 2 db (+ 1), so the lane reads D / 8 contiguous codes
+//        of each of its keys 2t, 2t + 1, 2t + 8, 2t + 9 from g D / 8, as decode_tc_kernel does, and byte j of word w
+//        is dim block 2 w + j / 2.
+template <typename T, int D, int R, bool kPaged, typename M = T>
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_kt_kernel(const DecodeParams<T> p) {
+  constexpr bool kQScaled = !std::is_same_v<M, T>;
+  if constexpr (!kDeviceHasType<T> || !KK_DEVICE_HAS_FP8) {
+    __trap();  // unreachable: the host refuses e4m3 caches below sm_89
+  } else {
+    static_assert(R <= 8 && (D == 64 || D == 128), "decode_kt: the block's rows are the 8 columns of N");
+    static_assert(!kQScaled || std::is_same_v<M, __half>, "decode_kt: f16 MMAs for bf16 q");
+    constexpr int TK = kDecodeFp8TcTileKeys, MB = TK / 16;  // keys a tile; its m-blocks of S^T (k-steps of O^T)
+    using Stage = DecodeTcStage<uint8_t, D, TK>;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+
+    const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
+    const int r0 = blockIdx.z * R;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
+    auto& merge = *reinterpret_cast<DecodeMerge<D, R>*>(smem_raw);
+    const KeyRange keys = checked_key_range<kPaged>(p, b, split);
+    const int len = keys.len, kbeg = keys.kbeg, kend = keys.kend;
+
+    // Q^T as B fragments: query g's pairs (the quad of lanes 4g.. holds query g).
+    unsigned qb[D / 16][2];
+    load_q_pairs<T, D, true>(p, block_q_row<R>(p, b, kvh, r0, g), t, qb);
+    const float q_unscale_g = kQScaled ? q_pairs_to_f16<D>(qb) : 1.0f;
+    // This lane's queries 2t + e (its C columns): their scale back, position and ALiBi slope.
+    float q_unscale[2], slope[2];
+    int pos[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 2 * t + e;
+      q_unscale[e] = __shfl_sync(0xffffffffu, q_unscale_g, 4 * r);
+      pos[e] = len - p.s_q + (r0 + r) / p.group;
+      slope[e] = p.alibi.log2_slope(b, kvh * p.group + (r0 + r) % p.group);
+    }
+
+    const WarpTiles<TK> tiles{kbeg, kend, warp};
+    const int my_tiles = tiles.count();
+    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
+    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
+    const TileCopies<kPaged, T, uint8_t, D, TK> copies(p, b, kvh, lane, p.chunks / 2);
+    auto load_tile = [&](int i, Stage& st) {
+      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+        const int at = swz_codes<D>(j, copies.ch);
+        return std::pair{st.k + at, st.v + at};
+      });
+    };
+
+    float acc[D / 16]
+             [4];  // O^T: D x 8 queries in C fragments (dim rows g, g + 8 of each dim block; queries 2t, 2t + 1)
+#pragma unroll
+    for (int i = 0; i < D / 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // queries 2t, 2t + 1 (l: this lane's keys)
+    ScoreTransform score = p.score;                                    // with K's scale (DecodeParams::k_scale)
+    score.scale_in *= p.k_scale[kvh * p.ks_stride];
+
+    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, const Stage& st) {
+      // S^T = K Q^T: keys 16 mb + g (+ 8) of the tile in s[mb].
+      float s[MB][4] = {};
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+        uint32_t w[2][D / 16];  // keys 16 mb + g and + 8: their codes from dim t D / 4, word kk k-step kk's 4
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int c = 0; c < D / 64; ++c) {
+            const uint4 x = *reinterpret_cast<const uint4*>(st.k + swz_codes<D>(mb * 16 + g + 8 * h, t * (D / 64) + c));
+            w[h][4 * c] = x.x, w[h][4 * c + 1] = x.y, w[h][4 * c + 2] = x.z, w[h][4 * c + 3] = x.w;
+          }
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const unsigned a[4] = {e4m3x2_as<M>(w[0][kk]), e4m3x2_as<M>(w[1][kk]), e4m3x2_as<M>(w[0][kk] >> 16),
+                                 e4m3x2_as<M>(w[1][kk] >> 16)};
+          mma_16x8x16<M>(s[mb], a, qb[kk][0], qb[kk][1]);
+        }
+      }
+      // Into the log2 domain (ALiBi, then the masks as in decode_tc_kernel), then the online softmax of each query
+      // column: its max over the column's 8 lanes (g), O^T's columns and this lane's part of the sum rescaled.
+      const int key0 = tile_key0(i);
+      if constexpr (kQScaled)
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mb][e] *= q_unscale[e & 1];
+      score.apply<4>(s);
+      float m_use[2];
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        float tile_max = m_run[q];
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            float& x = s[mb][2 * h + q];
+            const int key = key0 + mb * 16 + g + 8 * h;
+            if (p.alibi.slopes) x = alibi_biased(x, slope[q], pos[q], key);
+            if (key >= kend || decode_key_hidden(p, pos[q], key)) x = -INFINITY;
+            tile_max = fmaxf(tile_max, x);
+          }
+#pragma unroll
+        for (int off = 4; off < 32; off *= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+        // A query with nothing visible yet keeps max -inf: subtract 0 (as online_softmax_step does).
+        m_use[q] = tile_max == -INFINITY ? 0.0f : tile_max;
+        const float corr = exp2f(m_run[q] - m_use[q]);
+        m_run[q] = tile_max;
+        l_run[q] *= corr;
+#pragma unroll
+        for (int db = 0; db < D / 16; ++db) acc[db][q] *= corr, acc[db][2 + q] *= corr;
+      }
+      // P^T (rounded to M) as O^T's B fragments: k-step mb's b0 = keys 2t, 2t + 1 of query g, b1 = keys 2t + 8, + 9.
+      unsigned pb[MB][2];
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[mb][e] = exp2f(s[mb][e] - m_use[e & 1]);
+          l_run[e & 1] += s[mb][e];
+        }
+        pb[mb][0] = movmatrix_trans(pack_rounded<M>(s[mb][0], s[mb][1]));
+        pb[mb][1] = movmatrix_trans(pack_rounded<M>(s[mb][2], s[mb][3]));
+      }
+      // O^T += V^T P^T, one k-step a 16 keys: this lane's keys 2t, 2t + 1, 2t + 8, 2t + 9 of the step, D / 8 codes
+      // each from dim g D / 8 (as decode_tc_kernel reads them).
+#pragma unroll
+      for (int ks = 0; ks < MB; ++ks) {
+        uint32_t pairs[D / 32][4];
+        v_code_pairs<D>(st.v, ks, g, t, pairs);
+#pragma unroll
+        for (int w = 0; w < D / 32; ++w) {
+          // The low half of lo is dim block 2 w's row g, the high half its row g + 8; hi the same for dim block
+          // 2 w + 1.
+          const uint32_t lo = pairs[w][0], hi = pairs[w][1], lo8 = pairs[w][2], hi8 = pairs[w][3];
+          const unsigned va[4] = {e4m3x2_as<M>(lo), e4m3x2_as<M>(lo >> 16), e4m3x2_as<M>(lo8), e4m3x2_as<M>(lo8 >> 16)};
+          const unsigned vb[4] = {e4m3x2_as<M>(hi), e4m3x2_as<M>(hi >> 16), e4m3x2_as<M>(hi8), e4m3x2_as<M>(hi8 >> 16)};
+          mma_16x8x16<M>(acc[2 * w], va, pb[ks][0], pb[ks][1]);
+          mma_16x8x16<M>(acc[2 * w + 1], vb, pb[ks][0], pb[ks][1]);
+        }
+      }
+    });
+    allow_dependent_launch();  // the merge (if any) may be placed now; it waits for this grid to complete
+
+    // The column sums over the 8 lanes of a column; then the warp's queries 0..R-1 into the merge area (over the
+    // ring: after the barrier). Query 2t + q's dims g D / 8 + 2 db, + 1 are acc[db][q], acc[db][2 + q].
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) l_run[q] += __shfl_xor_sync(0xffffffffu, l_run[q], off);
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int r = 2 * t + q;
+      if (r >= R) continue;
+#pragma unroll
+      for (int db = 0; db < D / 16; db += 2)
+        *reinterpret_cast<float4*>(&merge.o[warp][r][g * (D / 8) + 2 * db]) =
+            make_float4(acc[db][q], acc[db][2 + q], acc[db + 1][q], acc[db + 1][2 + q]);
+      if (g == 0) merge.m[warp][r] = m_run[q], merge.l[warp][r] = l_run[q];
+    }
+    __syncthreads();
+    store_block_rows<T, D, R, true>(p, merge, b, kvh, r0, split, p.v_scale[kvh * p.vs_stride]);
   }
 }
 
@@ -809,10 +1000,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_merge_kernel(const Deco
 }
 
 // The instantiated kernel of (head_dim, rows per block, paged, tensor cores) for a T or e4m3 (kFp8) cache; null for a
-// head_dim without one. f16_mma: bf16 q over an e4m3 cache on f16 MMAs (DecodePlan::f16_mma).
+// head_dim without one. f16_mma: bf16 q over an e4m3 cache on f16 MMAs (DecodePlan::f16_mma); keys_on_m: the e4m3
+// tensor-core kernel with the keys on M (DecodePlan::keys_on_m).
 template <typename T, bool kFp8 = false>
-void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores,
-                         bool f16_mma = false))(DecodeParams<T>) {
+void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cores, bool f16_mma = false,
+                         bool keys_on_m = false))(DecodeParams<T>) {
   auto with_rows = [&](auto d) -> void (*)(DecodeParams<T>) {
     constexpr int D = decltype(d)::value;
     auto pick = [&](auto r) -> void (*)(DecodeParams<T>) {
@@ -821,6 +1013,8 @@ void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cor
         if (tensor_cores) {
           auto tc = [&](auto m) -> void (*)(DecodeParams<T>) {
             using M = typename decltype(m)::type;
+            if constexpr (kFp8)
+              if (keys_on_m) return paged ? decode_kt_kernel<T, D, R, true, M> : decode_kt_kernel<T, D, R, false, M>;
             return paged ? decode_tc_kernel<T, D, R, true, kFp8, M> : decode_tc_kernel<T, D, R, false, kFp8, M>;
           };
           if constexpr (kFp8 && std::is_same_v<T, __nv_bfloat16>)
@@ -858,7 +1052,8 @@ Status launch_decode(const detail::DecodeArgs& a, const DeviceProfile& prof, cud
   const int D = attention_kernel_head_dim(a.head_dim);
   DecodePlan plan;
   KK_RETURN_IF_ERROR(plan_decode(prof, D, a.batch, a.kv_heads, rows, rows_all, span, &plan, 0, a.kv_dtype));
-  const auto kernel = decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores, plan.f16_mma);
+  const auto kernel =
+      decode_kernel_for<T, kFp8>(D, plan.rows_per_block, a.paged, plan.tensor_cores, plan.f16_mma, plan.keys_on_m);
   if (!kernel) return unsupported("decode_attention: head_dim " + std::to_string(a.head_dim) + " has no kernel");
   if (plan.smem_optin)  // before the occupancy query, which counts the block's dynamic shared memory against it
     KK_CUDA_RETURN(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
