@@ -551,8 +551,8 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
     EXPECT_EQ(plan_decode(h200, 128, 64, 8, 4, 64 * 32, 2048, &d).code(), StatusCode::invalid_argument);
   }
   {
-    DecodePlan
-        base;  // decode_kt=1: the e4m3 tensor-core kernel with the keys on M; the plan is otherwise the default's
+    // decode_kt=1: the e4m3 tensor-core kernel with the keys on M; the plan is otherwise the default's.
+    DecodePlan base;
     ASSERT_TRUE(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &base, 0, DType::f8e4m3).ok());
     EXPECT_FALSE(base.keys_on_m);
     {
@@ -563,14 +563,20 @@ TEST(Planner, TuneVariableForcesAlternativesAndRefusesTheRest) {
       EXPECT_EQ(d.stages, base.stages);
       EXPECT_EQ(d.smem_bytes, base.smem_bytes);
       EXPECT_NE(d.to_string().find("keys on M"), std::string::npos) << d.to_string();
-      // Only that kernel has the variant: a 16-bit cache, or the CUDA-core kernel, is refused with the reason.
-      const Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16);
+      // Only that kernel at head_dim 128 has the variant: a 16-bit cache or head_dim 64 is refused with the reason.
+      Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::bf16);
       EXPECT_EQ(s.code(), StatusCode::unsupported);
       EXPECT_NE(s.message().find("decode_kt=1"), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("bf16 cache"), std::string::npos) << s.message();
+      s = plan_decode(h200, 64, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3);
+      EXPECT_EQ(s.code(), StatusCode::unsupported);
+      EXPECT_NE(s.message().find("head_dim 64"), std::string::npos) << s.message();
     }
-    {
-      Env e("decode_kt=1,decode_tc=0");
-      EXPECT_EQ(plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3).code(), StatusCode::unsupported);
+    for (const char* setting : {"decode_kt=1,decode_tc=0", "decode_kt=1,decode_f16mma=0"}) {  // its MMAs are f16 ones
+      Env e(setting);
+      const Status s = plan_decode(h200, 128, 16, 8, 4, 16 * 32, 8192, &d, 0, DType::f8e4m3);
+      EXPECT_EQ(s.code(), StatusCode::unsupported) << setting;
+      EXPECT_NE(s.message().find(std::string(setting).substr(12)), std::string::npos) << s.message();
     }
   }
   {

@@ -226,13 +226,16 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   p->f16_mma = f16_mma == 1 && fp8 && p->tensor_cores;
   // KERNELKIT_TUNE decode_kt=1 (an experiment for the e4m3 decode on the H200, 1.47x the 16-bit cache at b16 h32/8
   // s8192 where the H100 reaches 1.82x: issue-bound rather than memory-bound): the keys on the MMA's M, half the MMAs
-  // and accumulators (decode_kt_kernel).
+  // and accumulators (decode_kt_kernel). Compiled for the measured case only (head_dim 128, f16 MMAs), which keeps
+  // its build time small while it is an experiment.
   int keys_on_m = 0;
   KK_RETURN_IF_ERROR(tune_value("decode_kt", 0, 1, &keys_on_m));
-  if (keys_on_m && !(fp8 && p->tensor_cores))
+  if (keys_on_m && !(fp8 && p->tensor_cores && p->f16_mma && head_dim == 128))
     return unsupported(
-        "decode plan: the keys-on-M kernel (decode_kt=1) is the tensor-core e4m3 decode's; the cache is " +
-        std::string(dtype_name(cache_dtype)) + (p->tensor_cores ? "" : " and decode_tc=0"));
+        "decode plan: the keys-on-M kernel (decode_kt=1) is the tensor-core e4m3 decode's at head_dim "
+        "128 on f16 MMAs; got a " +
+        std::string(dtype_name(cache_dtype)) + " cache, head_dim " + std::to_string(head_dim) +
+        (p->tensor_cores ? "" : ", decode_tc=0") + (fp8 && p->tensor_cores && !p->f16_mma ? ", decode_f16mma=0" : ""));
   p->keys_on_m = keys_on_m == 1;
   // KERNELKIT_TUNE decode_rotate=1 (an experiment for b64 h32/8 on the H200, where the blocks of a wave start
   // together and walk their sequences' keys in lock step): each warp walks its tiles from one that depends on the

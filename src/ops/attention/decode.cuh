@@ -777,8 +777,8 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_kt_
   if constexpr (!kDeviceHasType<T> || !KK_DEVICE_HAS_FP8) {
     __trap();  // unreachable: the host refuses e4m3 caches below sm_89
   } else {
-    static_assert(R <= 8 && (D == 64 || D == 128), "decode_kt: the block's rows are the 8 columns of N");
-    static_assert(!kQScaled || std::is_same_v<M, __half>, "decode_kt: f16 MMAs for bf16 q");
+    static_assert(R <= 8 && D == 128, "decode_kt: the block's rows are the 8 columns of N; head_dim 128");
+    static_assert(std::is_same_v<M, __half>, "decode_kt: f16 MMAs (bf16 q scaled into f16, DecodePlan::f16_mma)");
     constexpr int TK = kDecodeFp8TcTileKeys, MB = TK / 16;  // keys a tile; its m-blocks of S^T (k-steps of O^T)
     using Stage = DecodeTcStage<uint8_t, D, TK>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -1013,7 +1013,7 @@ void (*decode_kernel_for(int64_t head_dim, int rows, bool paged, bool tensor_cor
         if (tensor_cores) {
           auto tc = [&](auto m) -> void (*)(DecodeParams<T>) {
             using M = typename decltype(m)::type;
-            if constexpr (kFp8)
+            if constexpr (kFp8 && D == 128 && std::is_same_v<M, __half>)  // (DecodePlan::keys_on_m: the planner's)
               if (keys_on_m) return paged ? decode_kt_kernel<T, D, R, true, M> : decode_kt_kernel<T, D, R, false, M>;
             return paged ? decode_tc_kernel<T, D, R, true, kFp8, M> : decode_tc_kernel<T, D, R, false, kFp8, M>;
           };
