@@ -599,7 +599,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     extern __shared__ __align__(16) unsigned char smem_raw[];
 
     const int split = blockIdx.x, b = blockIdx.y / p.kv_heads, kvh = blockIdx.y % p.kv_heads;
-    const int rows_total = p.group * p.s_q, r0 = blockIdx.z * R;
+    const int r0 = blockIdx.z * R;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     Stage* const ring = reinterpret_cast<Stage*>(smem_raw) + warp * p.stages;
     auto& merge = *reinterpret_cast<DecodeMerge<D, R>*>(smem_raw);
