@@ -230,12 +230,13 @@ Status plan_decode(const DeviceProfile& prof, int head_dim, int64_t batch, int64
   // its build time small while it is an experiment.
   int keys_on_m = 0;
   KK_RETURN_IF_ERROR(tune_value("decode_kt", 0, 1, &keys_on_m));
-  if (keys_on_m && !(fp8 && p->tensor_cores && p->f16_mma && head_dim == 128))
-    return unsupported(
-        "decode plan: the keys-on-M kernel (decode_kt=1) is the tensor-core e4m3 decode's at head_dim "
-        "128 on f16 MMAs; got a " +
-        std::string(dtype_name(cache_dtype)) + " cache, head_dim " + std::to_string(head_dim) +
-        (p->tensor_cores ? "" : ", decode_tc=0") + (fp8 && p->tensor_cores && !p->f16_mma ? ", decode_f16mma=0" : ""));
+  if (keys_on_m && !(fp8 && p->tensor_cores && p->f16_mma && head_dim == 128)) {
+    std::string got = "a " + std::string(dtype_name(cache_dtype)) + " cache, head_dim " + std::to_string(head_dim);
+    if (!p->tensor_cores) got += ", decode_tc=0";
+    if (fp8 && p->tensor_cores && !p->f16_mma) got += ", decode_f16mma=0";
+    const std::string want = "the tensor-core e4m3 decode's at head_dim 128 on f16 MMAs";
+    return unsupported("decode plan: the keys-on-M kernel (decode_kt=1) is " + want + "; got " + got);
+  }
   p->keys_on_m = keys_on_m == 1;
   // KERNELKIT_TUNE decode_rotate=1 (an experiment for b64 h32/8 on the H200, where the blocks of a wave start
   // together and walk their sequences' keys in lock step): each warp walks its tiles from one that depends on the

@@ -70,14 +70,8 @@ struct DecodeParams {
   // code * scale would be rounded to T: the kernels' rounding points stay those of an f16 / bf16 cache.
   const float *k_scale, *v_scale;
   int64_t ks_stride, vs_stride;
-  bool rotate;  // DecodePlan::rotate: a warp's tiles from tile rotated_tile(b, count) on, wrapping around
+  bool rotate;  // DecodePlan::rotate: each warp's tiles in a rotated order (WarpTiles)
 };
-
-// DecodePlan::rotate: the tile a warp of sequence b walks first among its `count` (a multiplicative hash of b, so that
-// neighbouring sequences start far apart).
-__device__ __forceinline__ int rotated_tile(int b, int count) {
-  return count > 0 ? static_cast<int>((static_cast<unsigned>(b) * 2654435761u) % static_cast<unsigned>(count)) : 0;
-}
 
 // The element type of a cache: T, or the 1-byte e4m3 codes.
 template <typename T, bool kFp8>
@@ -147,20 +141,24 @@ __device__ __forceinline__ bool decode_key_hidden(const DecodeParams<T>& p, int 
   return (p.causal && key > pos) || (p.window >= 0 && key < pos - p.window);
 }
 
-// The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...
+// The tiles of TK keys one warp of a split block walks in [kbeg, kend): tiles warp, warp + warps, warp + 2 warps, ...,
+// `count` of them, walked from the one at `first` on, wrapping around. first is 0, or with DecodePlan::rotate a
+// multiplicative hash of the sequence b (neighbouring sequences start far apart; the online softmax is order-free).
 template <int TK>
 struct WarpTiles {
   static constexpr int kWarps = kDecodeThreads / 32;
-  int kbeg, kend, warp;
-  __device__ __forceinline__ int count() const {
+  int kbeg, warp, count, first;
+  __device__ __forceinline__ WarpTiles(int kbeg_, int kend, int warp_, bool rotate, int b) : kbeg(kbeg_), warp(warp_) {
     const int n = kend > kbeg ? (kend - kbeg + TK - 1) / TK : 0;
-    return n > warp ? (n - warp + kWarps - 1) / kWarps : 0;
+    count = n > warp ? (n - warp + kWarps - 1) / kWarps : 0;
+    first = rotate && count > 0
+                ? static_cast<int>((static_cast<unsigned>(b) * 2654435761u) % static_cast<unsigned>(count))
+                : 0;
   }
-  __device__ __forceinline__ int key0(int i) const { return kbeg + (warp + kWarps * i) * TK; }
-  // Tile i of the warp's `count` when they are walked from tile `first` on, wrapping around (DecodePlan::rotate).
-  __device__ __forceinline__ int key0(int i, int first, int count) const {
-    const int j = i + first;
-    return key0(j < count ? j : j - count);
+  // The first key of the warp's i-th tile in its walk (i < count).
+  __device__ __forceinline__ int key0(int i) const {
+    const int j = i + first < count ? i + first : i + first - count;
+    return kbeg + (warp + kWarps * j) * TK;
   }
 };
 
@@ -343,13 +341,10 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
     }
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
     // Warp tile i of this warp: keys kbeg + (warp + 4 i) TK ...
-    const WarpTiles<TK> tiles{kbeg, kend, warp};
-    const int my_tiles = tiles.count();
-    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
-    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
+    const WarpTiles<TK> tiles(kbeg, kend, warp, p.rotate, b);
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, typename Smem::Stage& st) {
-      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+      copies.load(p, b, tiles.key0(i), kend, [&](int j) {
         return std::pair{&st.k[j][copies.ch * kChunk], &st.v[j][copies.ch * kChunk]};
       });
     };
@@ -366,11 +361,11 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_kernel(const DecodePara
       for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
     }
 
-    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, typename Smem::Stage& st) {
+    walk_warp_ring(ring, p.stages, tiles.count, load_tile, [&](int i, typename Smem::Stage& st) {
       // Scores, soft-capped, ALiBi-biased and masked: keys past this split or sequence, padding rows, causal and the
       // window (the s_q queries are the sequence's last positions: query i sees keys <= len - s_q + i, and >= that -
       // window).
-      const int key0 = tile_key0(i);
+      const int key0 = tiles.key0(i);
       float sc[kSteps][R];
 #pragma unroll
       for (int stp = 0; stp < kSteps; ++stp) {
@@ -618,13 +613,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     for (int kk = 0; kk < D / 16; ++kk) qa[kk][0] = qg[kk][0], qa[kk][1] = 0u, qa[kk][2] = qg[kk][1], qa[kk][3] = 0u;
 
     const int kv_chunks = kFp8 ? p.chunks / 2 : p.chunks;  // head_dim / kChunk (e4m3: head_dim % 16 == 0)
-    const WarpTiles<TK> tiles{kbeg, kend, warp};
-    const int my_tiles = tiles.count();
-    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
-    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
+    const WarpTiles<TK> tiles(kbeg, kend, warp, p.rotate, b);
     const TileCopies<kPaged, T, KV, D, TK> copies(p, b, kvh, lane, kv_chunks);
     auto load_tile = [&](int i, Stage& st) {
-      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+      copies.load(p, b, tiles.key0(i), kend, [&](int j) {
         const int at = kFp8 ? swz_codes<D>(j, copies.ch) : swz<D>(j, copies.ch * 8);
         return std::pair{st.k + at, st.v + at};
       });
@@ -641,7 +633,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
     ScoreTransform score_fp8 = p.score;
     if constexpr (kFp8) score_fp8.scale_in *= p.k_scale[kvh * p.ks_stride];
 
-    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, const Stage& st) {
+    walk_warp_ring(ring, p.stages, tiles.count, load_tile, [&](int i, const Stage& st) {
       // S = Q K^T: keys 8 nb .. 8 nb + 7 of the tile in s[nb].
       float s[NB][4] = {};
       if constexpr (kFp8) {
@@ -672,7 +664,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_tc_
       // Then the online softmax of the prefill.
       // Row g only (elements 0, 1 of each C fragment): the block's rows are rows 0..7 of the tile (see
       // online_softmax_step's kHalves).
-      const int key0 = tile_key0(i);
+      const int key0 = tiles.key0(i);
       if constexpr (kQScaled)
 #pragma unroll
         for (int nb = 0; nb < NB; ++nb) s[nb][0] *= q_unscale, s[nb][1] *= q_unscale;
@@ -806,13 +798,10 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_kt_
       slope[e] = p.alibi.log2_slope(b, kvh * p.group + (r0 + r) % p.group);
     }
 
-    const WarpTiles<TK> tiles{kbeg, kend, warp};
-    const int my_tiles = tiles.count();
-    const int first = p.rotate ? rotated_tile(b, my_tiles) : 0;  // the order of the tiles (the softmax is order-free)
-    auto tile_key0 = [&](int i) { return tiles.key0(i, first, my_tiles); };
+    const WarpTiles<TK> tiles(kbeg, kend, warp, p.rotate, b);
     const TileCopies<kPaged, T, uint8_t, D, TK> copies(p, b, kvh, lane, p.chunks / 2);
     auto load_tile = [&](int i, Stage& st) {
-      copies.load(p, b, tile_key0(i), kend, [&](int j) {
+      copies.load(p, b, tiles.key0(i), kend, [&](int j) {
         const int at = swz_codes<D>(j, copies.ch);
         return std::pair{st.k + at, st.v + at};
       });
@@ -826,7 +815,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_kt_
     ScoreTransform score = p.score;                                    // with K's scale (DecodeParams::k_scale)
     score.scale_in *= p.k_scale[kvh * p.ks_stride];
 
-    walk_warp_ring(ring, p.stages, my_tiles, load_tile, [&](int i, const Stage& st) {
+    walk_warp_ring(ring, p.stages, tiles.count, load_tile, [&](int i, const Stage& st) {
       // S^T = K Q^T: keys 16 mb + g (+ 8) of the tile in s[mb].
       float s[MB][4] = {};
 #pragma unroll
@@ -848,7 +837,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeTcMinBlocks) decode_kt_
       }
       // Into the log2 domain (ALiBi, then the masks as in decode_tc_kernel), then the online softmax of each query
       // column: its max over the column's 8 lanes (g), O^T's columns and this lane's part of the sum rescaled.
-      const int key0 = tile_key0(i);
+      const int key0 = tiles.key0(i);
       if constexpr (kQScaled)
 #pragma unroll
         for (int mb = 0; mb < MB; ++mb)
